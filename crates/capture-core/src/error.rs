@@ -1,0 +1,294 @@
+//! `ServerError`: every way a core operation or a backend call can fail, each naming the
+//! value, stream or operation that was wrong.
+//!
+//! Errors are `Clone` because one failure is handed out many times: the taint ledger
+//! stores the real error of a failed scope and returns it, as the cause, to every read
+//! that later overlaps the bytes it left unwritten. Driver sources are therefore held in
+//! an `Arc` rather than a `Box`.
+
+use std::borrow::Cow;
+use std::error::Error;
+use std::fmt;
+use std::sync::Arc;
+
+use crate::ids::{FailureId, GraphId, MemoryId, StreamId};
+use crate::memory::{PoolName, PoolUsage};
+use crate::range::ByteRange;
+use crate::report::GraphLedger;
+
+/// A failure of a core operation or of a backend's driver call.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServerError {
+    /// A lifecycle call out of order (begin without prepare, a second prepare, end with
+    /// nothing open, a replay inside a window). Nothing was changed.
+    #[error("{op}: {reason}")]
+    GraphState {
+        /// The refused call.
+        op: &'static str,
+        /// Why it was refused.
+        reason: Cow<'static, str>,
+    },
+    /// A reservation would have grown a pool while a capture window records: on a driver
+    /// whose capture breaks on allocation that allocation would become part of (or
+    /// invalidate) the recording.
+    #[error(
+        "allocation of {size} bytes in pool {pool} for {stream} refused: {recording} is recording a capture window"
+    )]
+    AllocInWindow {
+        /// The bytes asked for.
+        size: u64,
+        /// The pool that would have grown.
+        pool: PoolName,
+        /// The stream that asked.
+        stream: StreamId,
+        /// The stream whose window is recording.
+        recording: StreamId,
+    },
+    /// A read overlapped bytes that nothing successfully wrote.
+    #[error("{0}")]
+    Unwritten(Box<Unwritten>),
+    /// A window was ended by a stream that did not open it: the window is closed with no
+    /// graph, and the owner's later `end` gets this error too.
+    #[error("capture window of {owner} abandoned: ended by {by}")]
+    Abandoned {
+        /// The stream that opened the window.
+        owner: StreamId,
+        /// The stream that ended it.
+        by: StreamId,
+    },
+    /// A stream sharing a pooled stream with an active capture window was refused.
+    #[error("{op} on {neighbour} refused: {owner} holds a capture window on the same pooled stream")]
+    NeighbourRefused {
+        /// The refused operation.
+        op: &'static str,
+        /// The stream that was refused.
+        neighbour: StreamId,
+        /// The stream whose window is active.
+        owner: StreamId,
+    },
+    /// No graph is registered under this id (never sealed, or already dropped).
+    #[error("unknown graph {0}")]
+    UnknownGraph(GraphId),
+    /// No live allocation has this id (never handed out, or already freed).
+    #[error("unknown memory {0}")]
+    UnknownMemory(MemoryId),
+    /// A pool could not grow: the storage refused or the configured limit was reached.
+    #[error("{0}")]
+    OutOfMemory(Box<OutOfMemory>),
+    /// A binding that does not fit the allocation it names.
+    #[error("invalid binding {binding}: {reason}")]
+    InvalidBinding {
+        /// The binding, rendered with logical ids.
+        binding: String,
+        /// What is wrong with it.
+        reason: Cow<'static, str>,
+    },
+    /// A size, range, id or setting outside what the call accepts.
+    #[error("invalid {what} {value}: {reason}")]
+    InvalidArgument {
+        /// What kind of value was refused.
+        what: &'static str,
+        /// The value, rendered.
+        value: String,
+        /// Why it was refused.
+        reason: Cow<'static, str>,
+    },
+    /// A driver call failed.
+    #[error("driver call {op} failed")]
+    Driver {
+        /// The driver operation.
+        op: &'static str,
+        /// What the driver reported.
+        #[source]
+        source: Arc<dyn Error + Send + Sync>,
+    },
+    /// Several failures at once, the first being the one that decided the outcome.
+    #[error("{}", Several(.0))]
+    Several(Vec<ServerError>),
+}
+
+impl ServerError {
+    /// A refused lifecycle call.
+    pub fn graph_state(op: &'static str, reason: impl Into<Cow<'static, str>>) -> Self {
+        Self::GraphState {
+            op,
+            reason: reason.into(),
+        }
+    }
+
+    /// A refused argument: `what` kind of value, the value rendered, and why.
+    pub fn invalid(
+        what: &'static str,
+        value: impl fmt::Display,
+        reason: impl Into<Cow<'static, str>>,
+    ) -> Self {
+        Self::InvalidArgument {
+            what,
+            value: value.to_string(),
+            reason: reason.into(),
+        }
+    }
+
+    /// A failed driver call `op`, with what the driver said as its source.
+    pub fn driver(op: &'static str, source: impl Error + Send + Sync + 'static) -> Self {
+        Self::Driver {
+            op,
+            source: Arc::new(source),
+        }
+    }
+}
+
+struct Several<'a>(&'a [ServerError]);
+
+impl fmt::Display for Several<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; then ")?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Why bytes are claimed in the taint ledger.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum FailureCause {
+    /// A fresh allocation: nothing has written these bytes yet.
+    NeverWritten,
+    /// The work that claimed these bytes never finished: it panicked, or its outcome
+    /// was never reported.
+    Unfinished {
+        /// The operation whose scope claimed the bytes.
+        op: Cow<'static, str>,
+    },
+    /// The work that should have written these bytes failed with this error.
+    Failed(ServerError),
+}
+
+impl fmt::Display for FailureCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NeverWritten => f.write_str("never written"),
+            Self::Unfinished { op } => write!(f, "{op} never finished"),
+            Self::Failed(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// A launch skipped because one of its inputs was claimed; it passed the claim's failure
+/// on to its own outputs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skipped {
+    /// The skipped operation (a kernel name, "replay graph#1", ...).
+    pub op: Cow<'static, str>,
+    /// The stream it was issued on.
+    pub stream: StreamId,
+    /// The claimed input that made it skip.
+    pub input: MemoryId,
+    /// The bytes of that input that were claimed.
+    pub range: ByteRange,
+}
+
+impl fmt::Display for Skipped {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} on {} skipped (input {}{})",
+            self.op, self.stream, self.input, self.range
+        )
+    }
+}
+
+/// A read refused because it overlapped claimed bytes.
+#[derive(Debug, Clone)]
+pub struct Unwritten {
+    /// The allocation read.
+    pub memory: MemoryId,
+    /// The bytes the read asked for.
+    pub read: ByteRange,
+    /// The claimed bytes the read overlapped (the first such claim).
+    pub claimed: ByteRange,
+    /// The failure the claim carries.
+    pub failure: FailureId,
+    /// What that failure is.
+    pub cause: FailureCause,
+    /// The launches skipped because of that failure, oldest first.
+    pub chain: Vec<Skipped>,
+}
+
+impl fmt::Display for Unwritten {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "read of {}{} refused: {} carries {}: {}",
+            self.memory, self.read, self.claimed, self.failure, self.cause
+        )?;
+        for s in &self.chain {
+            write!(f, "; then {s}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A pool that could not grow, with the figures of every pool and graph at that moment.
+#[derive(Debug, Clone)]
+pub struct OutOfMemory {
+    /// The bytes asked for.
+    pub requested: u64,
+    /// The pool that could not grow.
+    pub pool: PoolName,
+    /// Why: the storage's refusal, or the configured limit.
+    pub reason: Cow<'static, str>,
+    /// Reserved and in-use bytes per pool.
+    pub pools: Vec<PoolUsage>,
+    /// What each live graph holds (filled in by the runtime, empty below it).
+    pub graphs: Vec<GraphLedger>,
+}
+
+impl fmt::Display for OutOfMemory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "out of memory: {} bytes in pool {}: {}",
+            self.requested, self.pool, self.reason
+        )?;
+        for p in &self.pools {
+            write!(f, "; {p}")?;
+        }
+        for g in &self.graphs {
+            write!(f, "; {g}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn several_names_each_failure_in_order() {
+        let e = ServerError::Several(vec![
+            ServerError::Abandoned {
+                owner: StreamId::new(0),
+                by: StreamId::new(1),
+            },
+            ServerError::graph_state("end", "doomed"),
+        ]);
+        assert_eq!(
+            e.to_string(),
+            "capture window of stream#0 abandoned: ended by stream#1; then end: doomed"
+        );
+    }
+
+    #[test]
+    fn driver_errors_chain_their_source() {
+        let e = ServerError::driver("cuGraphLaunch", std::io::Error::other("boom"));
+        assert_eq!(e.to_string(), "driver call cuGraphLaunch failed");
+        assert_eq!(e.source().map(|s| s.to_string()).as_deref(), Some("boom"));
+    }
+}

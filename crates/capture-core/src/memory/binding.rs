@@ -1,0 +1,188 @@
+//! `BufferBinding`: the byte range of one allocation a launch was given, the stream that
+//! owns it, and what the launch does to it.
+
+use std::fmt;
+use std::sync::Weak;
+
+use super::handle::{BindingInner, ManagedMemoryBinding};
+use crate::error::ServerError;
+use crate::ids::{MemoryId, StreamId};
+use crate::range::ByteRange;
+
+/// What a launch does to a buffer it is given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Access {
+    /// The launch only reads the range.
+    Read,
+    /// The launch only writes the range.
+    Write,
+    /// The launch reads and writes the range.
+    ReadWrite,
+}
+
+impl Access {
+    /// Whether the launch reads the range.
+    pub const fn reads(self) -> bool {
+        matches!(self, Self::Read | Self::ReadWrite)
+    }
+
+    /// Whether the launch writes the range.
+    pub const fn writes(self) -> bool {
+        matches!(self, Self::Write | Self::ReadWrite)
+    }
+
+    /// The access of two launches given the same range: a write by either wins.
+    pub const fn merge(self, other: Access) -> Access {
+        match (self.reads() || other.reads(), self.writes() || other.writes()) {
+            (_, false) => Access::Read,
+            (false, true) => Access::Write,
+            (true, true) => Access::ReadWrite,
+        }
+    }
+}
+
+impl fmt::Display for Access {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Read => "r",
+            Self::Write => "w",
+            Self::ReadWrite => "rw",
+        })
+    }
+}
+
+/// The identity of a claim in the taint ledger: one exact byte range of one allocation.
+///
+/// Two tensors carved from one batched allocation share a [`MemoryId`] but are two
+/// claims.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ClaimKey {
+    /// The allocation.
+    pub memory: MemoryId,
+    /// The bytes of it.
+    pub range: ByteRange,
+}
+
+impl fmt::Display for ClaimKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{}", self.memory, self.range)
+    }
+}
+
+/// A byte range of one allocation given to a launch, the stream that owns the
+/// allocation, and the launch's access.
+///
+/// It does not keep the allocation alive: [`is_live`](Self::is_live) tells whether the
+/// memory is still allocated, which is how a closing capture leaves out memory already
+/// gone.
+#[derive(Clone)]
+pub struct BufferBinding {
+    key: ClaimKey,
+    stream: StreamId,
+    access: Access,
+    live: Weak<BindingInner>,
+}
+
+impl BufferBinding {
+    /// `len` bytes at `offset` of the allocation `binding` names, owned by `stream`.
+    ///
+    /// # Errors
+    ///
+    /// [`ServerError::InvalidBinding`] naming the binding when the range is empty,
+    /// overflows, or runs past the allocation's size.
+    pub fn new(
+        binding: &ManagedMemoryBinding,
+        stream: StreamId,
+        offset: u64,
+        len: u64,
+        access: Access,
+    ) -> Result<Self, ServerError> {
+        let name = || format!("{}[{offset}+{len}] ({} B)", binding.id(), binding.size());
+        let range = ByteRange::new(offset, len).map_err(|_| ServerError::InvalidBinding {
+            binding: name(),
+            reason: "the range is empty or overflows".into(),
+        })?;
+        if range.end() > binding.size() {
+            return Err(ServerError::InvalidBinding {
+                binding: name(),
+                reason: "the range runs past the end of the allocation".into(),
+            });
+        }
+        Ok(Self {
+            key: ClaimKey {
+                memory: binding.id(),
+                range,
+            },
+            stream,
+            access,
+            live: binding.downgrade(),
+        })
+    }
+
+    /// The whole allocation `binding` names.
+    pub fn whole(binding: &ManagedMemoryBinding, stream: StreamId, access: Access) -> Self {
+        Self {
+            key: ClaimKey {
+                memory: binding.id(),
+                range: ByteRange::from_bounds(0, binding.size()),
+            },
+            stream,
+            access,
+            live: binding.downgrade(),
+        }
+    }
+
+    /// The allocation.
+    pub fn memory(&self) -> MemoryId {
+        self.key.memory
+    }
+
+    /// The bytes of it.
+    pub fn range(&self) -> ByteRange {
+        self.key.range
+    }
+
+    /// The stream that owns the allocation.
+    pub fn stream(&self) -> StreamId {
+        self.stream
+    }
+
+    /// What the launch does to the range.
+    pub fn access(&self) -> Access {
+        self.access
+    }
+
+    /// The same range with another access.
+    pub fn with_access(mut self, access: Access) -> Self {
+        self.access = access;
+        self
+    }
+
+    /// The exact range this binding claims in the taint ledger.
+    pub fn claim_key(&self) -> ClaimKey {
+        self.key
+    }
+
+    /// Whether the allocation is still held by anyone (a handle, a binding, or a pool
+    /// that has not yet taken the slice back).
+    pub fn is_live(&self) -> bool {
+        self.live.strong_count() > 0
+    }
+
+    /// A binding that keeps the allocation out of its pool, while it is live.
+    pub fn upgrade(&self) -> Option<ManagedMemoryBinding> {
+        self.live.upgrade().map(ManagedMemoryBinding)
+    }
+}
+
+impl fmt::Debug for BufferBinding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self)
+    }
+}
+
+impl fmt::Display for BufferBinding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {} on {}", self.key, self.access, self.stream)
+    }
+}

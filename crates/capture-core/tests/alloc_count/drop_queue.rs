@@ -1,0 +1,3 @@
+//! Hot-path allocation checks: drop_queue.
+
+pub(crate) const CHECKS: &[crate::Check] = &[];

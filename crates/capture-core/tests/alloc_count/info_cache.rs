@@ -1,0 +1,3 @@
+//! Hot-path allocation checks: info_cache.
+
+pub(crate) const CHECKS: &[crate::Check] = &[];

@@ -1,0 +1,3 @@
+//! Hot-path allocation checks: memory.
+
+pub(crate) const CHECKS: &[crate::Check] = &[];

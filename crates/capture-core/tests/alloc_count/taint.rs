@@ -1,0 +1,3 @@
+//! Hot-path allocation checks: taint.
+
+pub(crate) const CHECKS: &[crate::Check] = &[];
