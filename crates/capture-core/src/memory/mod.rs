@@ -9,12 +9,15 @@
 mod binding;
 mod handle;
 mod location;
+mod management;
 mod page_update;
+mod pool;
 mod report;
 mod storage;
 
 pub use binding::{Access, BufferBinding, ClaimKey};
 pub use handle::{ManagedMemoryBinding, ManagedMemoryHandle};
+pub use management::{AllocationMode, CleanupReport, MemoryConfig, MemoryManagement};
 pub use location::{MemoryKind, MemoryLocation, PoolKind, PoolName};
 pub use page_update::PageUpdate;
 pub use report::{MemoryReport, PoolUsage};
@@ -22,3 +25,12 @@ pub use storage::{ComputeStorage, StorageId};
 
 /// Every slice starts at a multiple of this many bytes and its padded size is one too.
 pub const SLICE_ALIGNMENT: u64 = 256;
+
+/// Page size of the dynamic pool; a larger slice gets a page of its own padded size.
+pub const DYNAMIC_PAGE_BYTES: u64 = 1 << 20;
+
+/// Page size of the persistent pool; a larger slice gets a page of its own padded size.
+pub const PERSISTENT_PAGE_BYTES: u64 = 1 << 20;
+
+/// The largest single allocation a manager accepts (1 TiB).
+pub const MAX_ALLOCATION_BYTES: u64 = 1 << 40;

@@ -1,0 +1,482 @@
+//! `MemoryManagement`: one stream's pools of one kind of memory, and their capture
+//! arming.
+//!
+//! Arming (from a capture's prepare until its window closes) keeps three promises:
+//! - every allocation is routed to the persistent pool, whose exact-fit slices match a
+//!   graph's static shapes;
+//! - while priming (prepare until begin), every slice handed out is held by a *binding*,
+//!   so the pool grows to warmup's whole working set rather than its momentary peak,
+//!   without making any buffer look shared (in-place decisions stay the same in warmup
+//!   and in the recording);
+//! - every slice handed out or bound while armed is *touched*, and the touched slices
+//!   still allocated when the window closes are retained for the graph's life. Touching
+//!   (not a snapshot) is what catches a slice freed and reused inside the window.
+
+use std::collections::{BTreeSet, HashMap};
+
+use super::handle::{ManagedMemoryBinding, ManagedMemoryHandle};
+use super::location::{MemoryKind, MemoryLocation, PoolKind, PoolName};
+use super::page_update::PageUpdate;
+use super::pool::{Growth, Pool, SlotIndex};
+use super::report::MemoryReport;
+use super::storage::ComputeStorage;
+use super::{ClaimKey, MAX_ALLOCATION_BYTES};
+use crate::error::{OutOfMemory, ServerError};
+use crate::ids::{IdCounter, MemoryId, PageId, StreamId};
+use crate::range::ByteRange;
+
+/// Which pool an allocation goes to outside a capture.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum AllocationMode {
+    /// Size-bucketed, reusable by any request of the bucket.
+    #[default]
+    Dynamic,
+    /// Exact-fit slices (static shapes, weights).
+    Persistent,
+}
+
+/// Settings of one memory manager.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryConfig {
+    limit: Option<u64>,
+}
+
+impl MemoryConfig {
+    /// No limit beyond what the storage refuses.
+    pub const fn unlimited() -> Self {
+        Self { limit: None }
+    }
+
+    /// At most `bytes` of storage across both pools.
+    ///
+    /// # Errors
+    ///
+    /// [`ServerError::InvalidArgument`] naming the limit when it is zero.
+    pub fn with_limit(bytes: u64) -> Result<Self, ServerError> {
+        if bytes == 0 {
+            return Err(ServerError::invalid(
+                "memory limit",
+                bytes,
+                "a limit of zero bytes allows nothing",
+            ));
+        }
+        Ok(Self { limit: Some(bytes) })
+    }
+
+    /// The configured limit, if any.
+    pub const fn limit(&self) -> Option<u64> {
+        self.limit
+    }
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        Self::unlimited()
+    }
+}
+
+/// Pages freed by a cleanup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct CleanupReport {
+    /// Pages given back to the storage.
+    pub pages_released: u64,
+    /// Their bytes.
+    pub bytes_released: u64,
+}
+
+/// The capture arming of one manager, from prepare until the window closes.
+#[derive(Debug)]
+struct Arming {
+    restore: AllocationMode,
+    touched: BTreeSet<MemoryId>,
+    priming: bool,
+    primed: Vec<ManagedMemoryBinding>,
+}
+
+/// One stream's memory of one kind: a dynamic and a persistent pool over one storage.
+pub struct MemoryManagement<S: ComputeStorage> {
+    storage: S,
+    kind: MemoryKind,
+    config: MemoryConfig,
+    dynamic: Pool,
+    persistent: Pool,
+    ids: IdCounter,
+    live: HashMap<MemoryId, (PoolKind, SlotIndex)>,
+    mode: AllocationMode,
+    arming: Option<Arming>,
+}
+
+impl<S: ComputeStorage> MemoryManagement<S> {
+    /// A manager of `kind` memory over `storage`.
+    pub fn new(storage: S, kind: MemoryKind, config: MemoryConfig) -> Self {
+        Self {
+            storage,
+            kind,
+            config,
+            dynamic: Pool::new(PoolName {
+                memory: kind,
+                pool: PoolKind::Dynamic,
+            }),
+            persistent: Pool::new(PoolName {
+                memory: kind,
+                pool: PoolKind::Persistent,
+            }),
+            ids: IdCounter::new(),
+            live: HashMap::new(),
+            mode: AllocationMode::Dynamic,
+            arming: None,
+        }
+    }
+
+    /// Which memory this manager hands out.
+    pub fn kind(&self) -> MemoryKind {
+        self.kind
+    }
+
+    /// The storage pages are allocated from.
+    pub fn storage(&mut self) -> &mut S {
+        &mut self.storage
+    }
+
+    /// The pool allocations go to outside a capture.
+    pub fn mode(&self) -> AllocationMode {
+        self.mode
+    }
+
+    /// Sets the pool allocations go to outside a capture. While armed it only changes
+    /// the mode restored when the window closes: every allocation of a window goes to
+    /// the persistent pool.
+    pub fn set_mode(&mut self, mode: AllocationMode) {
+        match &mut self.arming {
+            Some(arming) => arming.restore = mode,
+            None => self.mode = mode,
+        }
+    }
+
+    /// Allocates `size` bytes for `stream`, reusing a free slice where one fits and
+    /// growing a pool only where `update` allows.
+    ///
+    /// # Errors
+    ///
+    /// - [`ServerError::InvalidArgument`] naming the size when it is zero or above
+    ///   [`MAX_ALLOCATION_BYTES`].
+    /// - [`ServerError::AllocInWindow`] naming size, pool, `stream` and the recording
+    ///   stream when the pool would have to grow and `update` forbids it.
+    /// - [`ServerError::OutOfMemory`] with every pool's figures when the limit or the
+    ///   storage refuses the page.
+    pub fn reserve(
+        &mut self,
+        size: u64,
+        stream: StreamId,
+        update: PageUpdate,
+    ) -> Result<ManagedMemoryHandle, ServerError> {
+        if size == 0 || size > MAX_ALLOCATION_BYTES {
+            return Err(ServerError::invalid(
+                "allocation size",
+                size,
+                format!("sizes run from 1 to {MAX_ALLOCATION_BYTES} bytes"),
+            ));
+        }
+        self.reclaim();
+        let pool_kind = match (&self.arming, self.mode) {
+            (Some(_), _) | (None, AllocationMode::Persistent) => PoolKind::Persistent,
+            (None, AllocationMode::Dynamic) => PoolKind::Dynamic,
+        };
+        let id = MemoryId::new(self.ids.next_index());
+        let handle = ManagedMemoryHandle::fresh(id, size);
+        let pool = self.pool_mut(pool_kind);
+        let padded = pool.padded(size);
+        let at = match pool.take(padded, &handle) {
+            Some(at) => at,
+            None => self.grow(pool_kind, padded, size, stream, update, &handle)?,
+        };
+        self.live.insert(id, (pool_kind, at));
+        if let Some(arming) = &mut self.arming {
+            arming.touched.insert(id);
+            if arming.priming {
+                arming.primed.push(handle.binding());
+            }
+        }
+        Ok(handle)
+    }
+
+    fn grow(
+        &mut self,
+        pool_kind: PoolKind,
+        padded: u64,
+        size: u64,
+        stream: StreamId,
+        update: PageUpdate,
+        handle: &ManagedMemoryHandle,
+    ) -> Result<SlotIndex, ServerError> {
+        let name = self.pool(pool_kind).name;
+        if !update.may_grow() {
+            return Err(ServerError::AllocInWindow {
+                size,
+                pool: name,
+                stream,
+                recording: update.recording().unwrap_or(stream),
+            });
+        }
+        let page_size = self.pool(pool_kind).page_size_for(padded);
+        let reserved = self.dynamic.reserved() + self.persistent.reserved();
+        if let Some(limit) = self.config.limit
+            && reserved + page_size > limit
+        {
+            return Err(self.out_of_memory(
+                size,
+                name,
+                format!("a page of {page_size} B would pass the limit of {limit} B"),
+            ));
+        }
+        let storage = match self.storage.alloc(page_size) {
+            Ok(id) => id,
+            Err(ServerError::OutOfMemory(mut oom)) => {
+                oom.pools = self.report().pools;
+                return Err(ServerError::OutOfMemory(oom));
+            }
+            Err(e) => return Err(e),
+        };
+        let pool = self.pool_mut(pool_kind);
+        pool.add_page(storage, Growth { page_size }, padded);
+        Ok(pool
+            .take(padded, handle)
+            .expect("a fresh page sized for the slice has room for it"))
+    }
+
+    fn out_of_memory(&self, requested: u64, pool: PoolName, reason: String) -> ServerError {
+        ServerError::OutOfMemory(Box::new(OutOfMemory {
+            requested,
+            pool,
+            reason: reason.into(),
+            pools: self.report().pools,
+            graphs: Vec::new(),
+        }))
+    }
+
+    /// Where the allocation `id` lives, touching it when armed: a launch is being given
+    /// this memory, so a graph recorded now must keep it for its life.
+    ///
+    /// # Errors
+    ///
+    /// [`ServerError::UnknownMemory`] when no live allocation of this manager has `id`.
+    pub fn bind(&mut self, id: MemoryId) -> Result<MemoryLocation, ServerError> {
+        let location = self.location(id)?;
+        if let Some(arming) = &mut self.arming {
+            arming.touched.insert(id);
+        }
+        Ok(location)
+    }
+
+    /// Where the allocation `id` lives.
+    ///
+    /// # Errors
+    ///
+    /// [`ServerError::UnknownMemory`] when no live allocation of this manager has `id`.
+    pub fn location(&self, id: MemoryId) -> Result<MemoryLocation, ServerError> {
+        let &(kind, at) = self.live.get(&id).ok_or(ServerError::UnknownMemory(id))?;
+        let pool = self.pool(kind);
+        let slot = pool.slot(at).ok_or(ServerError::UnknownMemory(id))?;
+        Ok(MemoryLocation {
+            pool: pool.name,
+            page: PageId::new(at.page as u64),
+            slice: at.slot as u32,
+            bytes: slot.bytes,
+        })
+    }
+
+    /// The backend resource for the bytes `key` names.
+    ///
+    /// # Errors
+    ///
+    /// [`ServerError::UnknownMemory`] for an unknown allocation;
+    /// [`ServerError::InvalidBinding`] when the range runs past the slice.
+    pub fn resource(&mut self, key: ClaimKey) -> Result<S::Resource, ServerError> {
+        let &(kind, at) = self
+            .live
+            .get(&key.memory)
+            .ok_or(ServerError::UnknownMemory(key.memory))?;
+        let pool = self.pool(kind);
+        let page = pool
+            .page(at.page)
+            .ok_or(ServerError::UnknownMemory(key.memory))?;
+        let slot = &page.slots[at.slot];
+        let size = slot.holder.as_ref().map_or(0, |h| h.binding.size);
+        if key.range.end() > size {
+            return Err(ServerError::InvalidBinding {
+                binding: key.to_string(),
+                reason: format!("the allocation has {size} bytes").into(),
+            });
+        }
+        let bytes = ByteRange::from_bounds(
+            slot.bytes.start() + key.range.start(),
+            slot.bytes.start() + key.range.end(),
+        );
+        let storage = page.storage;
+        Ok(self.storage.resource(storage, bytes))
+    }
+
+    /// Whether `id` is still allocated (held, or not yet taken back by its pool).
+    pub fn is_live(&self, id: MemoryId) -> bool {
+        self.live.contains_key(&id)
+    }
+
+    /// Takes back every slice nobody holds any more.
+    pub fn reclaim(&mut self) {
+        let live = &mut self.live;
+        self.dynamic.reclaim(&mut self.storage, |id| {
+            live.remove(&id);
+        });
+        self.persistent.reclaim(&mut self.storage, |id| {
+            live.remove(&id);
+        });
+    }
+
+    /// Arms the pools for a capture: every allocation goes to the persistent pool, every
+    /// slice handed out is held until priming ends, and every slice handed out or bound
+    /// is touched. Re-entrant: a second call keeps the arming in progress.
+    pub fn capture_begin(&mut self) {
+        if self.arming.is_none() {
+            self.arming = Some(Arming {
+                restore: self.mode,
+                touched: BTreeSet::new(),
+                priming: true,
+                primed: Vec::new(),
+            });
+        }
+    }
+
+    /// Whether a capture has armed the pools.
+    pub fn is_armed(&self) -> bool {
+        self.arming.is_some()
+    }
+
+    /// Whether the slices handed out are being held until the window opens.
+    pub fn is_priming(&self) -> bool {
+        self.arming.as_ref().is_some_and(|a| a.priming)
+    }
+
+    /// Ends priming: the slices warmup used go back to the pool, free, for the recorded
+    /// run to reuse. A no-op when not priming.
+    pub fn capture_priming_end(&mut self) {
+        if let Some(arming) = &mut self.arming {
+            arming.priming = false;
+            arming.primed.clear();
+        }
+    }
+
+    /// Disarms the pools and returns a binding on every touched slice still allocated:
+    /// what the graph must hold for its life. Releases any priming that never ended.
+    /// Returns nothing when not armed.
+    pub fn capture_end(&mut self) -> Vec<ManagedMemoryBinding> {
+        let Some(arming) = self.arming.take() else {
+            return Vec::new();
+        };
+        self.mode = arming.restore;
+        drop(arming.primed);
+        arming
+            .touched
+            .iter()
+            .filter_map(|id| self.binding_of(*id))
+            .collect()
+    }
+
+    fn binding_of(&self, id: MemoryId) -> Option<ManagedMemoryBinding> {
+        let &(kind, at) = self.live.get(&id)?;
+        let slot = self.pool(kind).slot(at)?;
+        let holder = slot.holder.as_ref()?;
+        (holder.binding.id == id).then(|| ManagedMemoryBinding(holder.binding.clone()))
+    }
+
+    /// Gives empty pages back to the storage, when `update` allows pages to be released.
+    ///
+    /// # Errors
+    ///
+    /// [`ServerError::GraphState`] naming the recording stream when `update` forbids
+    /// releasing pages; nothing is changed.
+    pub fn cleanup(&mut self, update: PageUpdate) -> Result<CleanupReport, ServerError> {
+        if let Some(recording) = update.recording().filter(|_| !update.may_release()) {
+            return Err(ServerError::graph_state(
+                "cleanup",
+                format!("{recording} is recording: no page is released or renumbered"),
+            ));
+        }
+        self.reclaim();
+        let mut report = CleanupReport::default();
+        for kind in [PoolKind::Dynamic, PoolKind::Persistent] {
+            for index in self.pool(kind).empty_pages() {
+                if let Some(page) = self.pool_mut(kind).release_page(index) {
+                    self.storage.dealloc(page.storage);
+                    report.pages_released += 1;
+                    report.bytes_released += page.size;
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    /// Closes the holes released pages left, so page numbers are dense again. Moves no
+    /// data: only the numbers of pages after a hole change.
+    ///
+    /// # Errors
+    ///
+    /// [`ServerError::GraphState`] naming the recording stream when `update` forbids
+    /// renumbering pages; nothing is changed.
+    pub fn renumber(&mut self, update: PageUpdate) -> Result<(), ServerError> {
+        if let Some(recording) = update.recording().filter(|_| !update.may_release()) {
+            return Err(ServerError::graph_state(
+                "renumber",
+                format!("{recording} is recording: no page is released or renumbered"),
+            ));
+        }
+        for kind in [PoolKind::Dynamic, PoolKind::Persistent] {
+            if !self.pool(kind).has_holes() {
+                continue;
+            }
+            let map = self.pool_mut(kind).renumber();
+            for (pool, at) in self.live.values_mut() {
+                if *pool == kind
+                    && let Some(Some(new)) = map.get(at.page)
+                {
+                    at.page = *new;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Reserved and in-use bytes of both pools.
+    pub fn report(&self) -> MemoryReport {
+        MemoryReport {
+            pools: vec![self.dynamic.usage(), self.persistent.usage()],
+        }
+    }
+
+    fn pool(&self, kind: PoolKind) -> &Pool {
+        match kind {
+            PoolKind::Dynamic => &self.dynamic,
+            PoolKind::Persistent => &self.persistent,
+        }
+    }
+
+    fn pool_mut(&mut self, kind: PoolKind) -> &mut Pool {
+        match kind {
+            PoolKind::Dynamic => &mut self.dynamic,
+            PoolKind::Persistent => &mut self.persistent,
+        }
+    }
+}
+
+impl<S: ComputeStorage> std::fmt::Debug for MemoryManagement<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryManagement")
+            .field("kind", &self.kind)
+            .field("mode", &self.mode)
+            .field("armed", &self.arming.is_some())
+            .field("report", &self.report())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests;
