@@ -1,1 +1,19 @@
-//! placeholder
+//! capture: graph capture of GPU compute streams. The facade over `capture-core` and the
+//! backends.
+//!
+//! Features (pick-a-backend, additive):
+//! - `mock` (default): the deterministic mock backend, CI's backend.
+//! - `vulkan`: the Vulkan backend (ash, loaded at run time).
+//! - `cuda`: the CUDA backend (cudarc, loaded at run time).
+//!
+//! Today only the core exists; the backends compile empty until their issues land.
+
+#![forbid(unsafe_code)]
+
+pub use capture_core as core;
+#[cfg(feature = "cuda")]
+pub use capture_cuda as cuda;
+#[cfg(feature = "mock")]
+pub use capture_mock as mock;
+#[cfg(feature = "vulkan")]
+pub use capture_vulkan as vulkan;
