@@ -11,6 +11,8 @@ mod tidy;
 
 use std::path::PathBuf;
 
+use std::process::ExitCode;
+
 use anyhow::{Result, bail};
 
 const USAGE: &str = "usage: cargo xtask <command>
@@ -19,7 +21,17 @@ commands:
   test   install what the tests need, run the gate and every test, print a summary
   tidy   check the project's conventions (headers, stubs, unsafe, snapshots, deps)";
 
-fn main() -> Result<()> {
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("test") => test::run(&args[1..]),

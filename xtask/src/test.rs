@@ -34,10 +34,20 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     }
     let root = workspace_root();
     if gate {
-        step("cargo fmt --check", &mut cargo(&["fmt", "--all", "--", "--check"]))?;
+        step(
+            "cargo fmt --check",
+            &mut cargo(&["fmt", "--all", "--", "--check"]),
+        )?;
         step(
             "cargo clippy",
-            &mut cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]),
+            &mut cargo(&[
+                "clippy",
+                "--workspace",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ]),
         )?;
         step(
             "cargo doc",
@@ -61,9 +71,18 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         counts,
         backends: vec![
             Backend::ran("core", "capture-core's unit and integration tests"),
-            Backend::not_built("mock", "capture-mock is not implemented yet (its issue is open)"),
-            Backend::not_built("vulkan", "capture-vulkan is not implemented yet (its issue is open)"),
-            Backend::not_built("cuda", "capture-cuda is not implemented yet (its issue is open)"),
+            Backend::not_built(
+                "mock",
+                "capture-mock is not implemented yet (its issue is open)",
+            ),
+            Backend::not_built(
+                "vulkan",
+                "capture-vulkan is not implemented yet (its issue is open)",
+            ),
+            Backend::not_built(
+                "cuda",
+                "capture-cuda is not implemented yet (its issue is open)",
+            ),
         ],
     };
     summary.print();
@@ -81,7 +100,9 @@ fn cargo(args: &[&str]) -> Command {
 
 fn step(name: &str, command: &mut Command) -> Result<()> {
     println!("xtask: {name}");
-    let status = command.status().with_context(|| format!("starting {name}"))?;
+    let status = command
+        .status()
+        .with_context(|| format!("starting {name}"))?;
     if !status.success() {
         bail!("{name} failed ({status})");
     }
@@ -131,7 +152,7 @@ fn run_counting(mut command: Command) -> Result<Counts> {
 fn number_before(text: &str, label: &str) -> u64 {
     text.split([';', ','])
         .find_map(|part| part.trim().strip_suffix(label.trim_start()))
-        .and_then(|n| n.trim().split_whitespace().last()?.parse().ok())
+        .and_then(|n| n.split_whitespace().last()?.parse().ok())
         .unwrap_or(0)
 }
 
@@ -141,7 +162,8 @@ mod tests {
 
     #[test]
     fn counts_are_read_from_cargo_test_result_lines() {
-        let line = "ok. 12 passed; 1 failed; 3 ignored; 0 measured; 0 filtered out; finished in 0.01s";
+        let line =
+            "ok. 12 passed; 1 failed; 3 ignored; 0 measured; 0 filtered out; finished in 0.01s";
         assert_eq!(number_before(line, " passed"), 12);
         assert_eq!(number_before(line, " failed"), 1);
         assert_eq!(number_before(line, " ignored"), 3);

@@ -12,15 +12,24 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 /// Built from pieces so this file does not trip its own check.
-const STUBS: [&str; 3] = [concat!("todo", "!("), concat!("dbg", "!("), concat!("unimplemented", "!(")];
+const STUBS: [&str; 3] = [
+    concat!("todo", "!("),
+    concat!("dbg", "!("),
+    concat!("unimplemented", "!("),
+];
 
 /// Every problem found, one line each; empty when the tree is tidy.
 pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
     let mut problems = Vec::new();
     let sources = rust_files(root)?;
     for file in &sources {
-        let text = fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
-        let rel = file.strip_prefix(root).unwrap_or(file).display().to_string();
+        let text =
+            fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+        let rel = file
+            .strip_prefix(root)
+            .unwrap_or(file)
+            .display()
+            .to_string();
         if !text.trim_start().starts_with("//!") {
             problems.push(format!("{rel}: does not start with a `//!` header"));
         }
@@ -30,8 +39,8 @@ pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
                 problems.push(format!("{rel}: contains `{stub}`"));
             }
         }
-        if text.contains("#[ignore]") {
-            problems.push(format!("{rel}: `#[ignore]` without a reason"));
+        if text.contains(concat!("#[ignore", "]")) {
+            problems.push(format!("{rel}: an ignored test without a reason"));
         }
         let no_unsafe = ["crates/capture-core/", "crates/capture-mock/"]
             .iter()
@@ -40,7 +49,10 @@ pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
             problems.push(format!("{rel}: unsafe code in a crate that forbids it"));
         }
     }
-    for lib in ["crates/capture-core/src/lib.rs", "crates/capture-mock/src/lib.rs"] {
+    for lib in [
+        "crates/capture-core/src/lib.rs",
+        "crates/capture-mock/src/lib.rs",
+    ] {
         let text = fs::read_to_string(root.join(lib)).unwrap_or_default();
         if !text.contains("#![forbid(unsafe_code)]") {
             problems.push(format!("{lib}: lacks #![forbid(unsafe_code)]"));
@@ -61,9 +73,15 @@ pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
 fn mentions_unsafe_code(text: &str) -> bool {
     text.lines().any(|line| {
         let code = line.split("//").next().unwrap_or("");
-        ["unsafe {", "unsafe fn", "unsafe impl", "unsafe trait", "unsafe extern"]
-            .iter()
-            .any(|u| code.contains(u))
+        [
+            "unsafe {",
+            "unsafe fn",
+            "unsafe impl",
+            "unsafe trait",
+            "unsafe extern",
+        ]
+        .iter()
+        .any(|u| code.contains(u))
     })
 }
 
@@ -75,7 +93,9 @@ fn snapshot_problems(root: &Path, sources: &[PathBuf]) -> Result<Vec<String>> {
             .into_iter()
             .filter(|p| {
                 let name = p.to_string_lossy();
-                name.ends_with(".snap") || name.ends_with(".snap.new") || name.ends_with(".pending-snap")
+                name.ends_with(".snap")
+                    || name.ends_with(".snap.new")
+                    || name.ends_with(".pending-snap")
             })
             .collect();
         if snaps.is_empty() {
@@ -87,17 +107,28 @@ fn snapshot_problems(root: &Path, sources: &[PathBuf]) -> Result<Vec<String>> {
             .filter_map(|s| fs::read_to_string(s).ok())
             .collect();
         for snap in snaps {
-            let rel = snap.strip_prefix(root).unwrap_or(&snap).display().to_string();
-            let file = snap.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+            let rel = snap
+                .strip_prefix(root)
+                .unwrap_or(&snap)
+                .display()
+                .to_string();
+            let file = snap
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default();
             if !file.ends_with(".snap") {
-                problems.push(format!("{rel}: a snapshot waits for review (cargo insta review)"));
+                problems.push(format!(
+                    "{rel}: a snapshot waits for review (cargo insta review)"
+                ));
                 continue;
             }
             // `module__name.snap`: the test names `name` explicitly.
             let stem = file.trim_end_matches(".snap");
             let name = stem.rsplit("__").next().unwrap_or(stem);
             if !crate_sources.contains(&format!("\"{name}\"")) {
-                problems.push(format!("{rel}: no test of this crate names snapshot `{name}`"));
+                problems.push(format!(
+                    "{rel}: no test of this crate names snapshot `{name}`"
+                ));
             }
         }
     }
@@ -138,7 +169,10 @@ fn walk(dir: &Path) -> Result<Vec<PathBuf>> {
     }
     for entry in fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
         let path = entry?.path();
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         if name == "target" || name.starts_with('.') {
             continue;
         }

@@ -58,7 +58,10 @@ fn main() {
         }
     }
     println!();
-    println!("alloc_count: {} passed, {failed} failed", checks.len() - failed);
+    println!(
+        "alloc_count: {} passed, {failed} failed",
+        checks.len() - failed
+    );
     if failed > 0 {
         std::process::exit(1);
     }
