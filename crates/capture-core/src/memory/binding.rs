@@ -33,7 +33,10 @@ impl Access {
 
     /// The access of two launches given the same range: a write by either wins.
     pub const fn merge(self, other: Access) -> Access {
-        match (self.reads() || other.reads(), self.writes() || other.writes()) {
+        match (
+            self.reads() || other.reads(),
+            self.writes() || other.writes(),
+        ) {
             (_, false) => Access::Read,
             (false, true) => Access::Write,
             (true, true) => Access::ReadWrite,

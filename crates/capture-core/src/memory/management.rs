@@ -22,8 +22,10 @@ use super::report::MemoryReport;
 use super::storage::ComputeStorage;
 use super::{ClaimKey, MAX_ALLOCATION_BYTES};
 use crate::error::{OutOfMemory, ServerError};
-use crate::ids::{IdCounter, MemoryId, PageId, StreamId};
+use crate::ids::{MemoryId, PageId, StreamId};
 use crate::range::ByteRange;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Which pool an allocation goes to outside a capture.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -84,6 +86,22 @@ pub struct CleanupReport {
     pub bytes_released: u64,
 }
 
+/// Where a device's memory managers take their [`MemoryId`]s from, so every allocation
+/// of the device, on any stream, device or host, has its own number, in creation order.
+#[derive(Clone, Debug, Default)]
+pub struct MemoryIds(Arc<AtomicU64>);
+
+impl MemoryIds {
+    /// A source whose first id is `buf#0`.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn next(&self) -> MemoryId {
+        MemoryId::new(self.0.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
 /// The capture arming of one manager, from prepare until the window closes.
 #[derive(Debug)]
 struct Arming {
@@ -100,15 +118,22 @@ pub struct MemoryManagement<S: ComputeStorage> {
     config: MemoryConfig,
     dynamic: Pool,
     persistent: Pool,
-    ids: IdCounter,
+    ids: MemoryIds,
+    freed: Vec<MemoryId>,
     live: HashMap<MemoryId, (PoolKind, SlotIndex)>,
     mode: AllocationMode,
     arming: Option<Arming>,
 }
 
 impl<S: ComputeStorage> MemoryManagement<S> {
-    /// A manager of `kind` memory over `storage`.
+    /// A manager of `kind` memory over `storage`, numbering its allocations itself.
     pub fn new(storage: S, kind: MemoryKind, config: MemoryConfig) -> Self {
+        Self::with_ids(storage, kind, config, MemoryIds::new())
+    }
+
+    /// A manager of `kind` memory over `storage` taking its ids from `ids`, shared with
+    /// the device's other managers.
+    pub fn with_ids(storage: S, kind: MemoryKind, config: MemoryConfig, ids: MemoryIds) -> Self {
         Self {
             storage,
             kind,
@@ -121,7 +146,8 @@ impl<S: ComputeStorage> MemoryManagement<S> {
                 memory: kind,
                 pool: PoolKind::Persistent,
             }),
-            ids: IdCounter::new(),
+            ids,
+            freed: Vec::new(),
             live: HashMap::new(),
             mode: AllocationMode::Dynamic,
             arming: None,
@@ -182,7 +208,7 @@ impl<S: ComputeStorage> MemoryManagement<S> {
             (Some(_), _) | (None, AllocationMode::Persistent) => PoolKind::Persistent,
             (None, AllocationMode::Dynamic) => PoolKind::Dynamic,
         };
-        let id = MemoryId::new(self.ids.next_index());
+        let id = self.ids.next();
         let handle = ManagedMemoryHandle::fresh(id, size);
         let pool = self.pool_mut(pool_kind);
         let padded = pool.padded(size);
@@ -321,15 +347,22 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         self.live.contains_key(&id)
     }
 
-    /// Takes back every slice nobody holds any more.
+    /// Takes back every slice nobody holds any more. Their ids are kept for
+    /// [`take_freed`](Self::take_freed).
     pub fn reclaim(&mut self) {
-        let live = &mut self.live;
-        self.dynamic.reclaim(&mut self.storage, |id| {
+        let (live, freed) = (&mut self.live, &mut self.freed);
+        let mut gone = |id| {
             live.remove(&id);
-        });
-        self.persistent.reclaim(&mut self.storage, |id| {
-            live.remove(&id);
-        });
+            freed.push(id);
+        };
+        self.dynamic.reclaim(&mut self.storage, &mut gone);
+        self.persistent.reclaim(&mut self.storage, &mut gone);
+    }
+
+    /// Moves the ids of the allocations taken back since the last call into `out`, so a
+    /// ledger keyed by them can forget them.
+    pub fn take_freed(&mut self, out: &mut Vec<MemoryId>) {
+        out.append(&mut self.freed);
     }
 
     /// Arms the pools for a capture: every allocation goes to the persistent pool, every

@@ -22,9 +22,9 @@ pub(crate) struct Slot {
 impl Slot {
     /// Handed out, and someone besides the manager still holds a handle or a binding.
     fn in_use(&self) -> bool {
-        self.holder.as_ref().is_some_and(|h| {
-            Arc::strong_count(h) > 1 || Arc::strong_count(&h.binding) > 1
-        })
+        self.holder
+            .as_ref()
+            .is_some_and(|h| Arc::strong_count(h) > 1 || Arc::strong_count(&h.binding) > 1)
     }
 
     pub(crate) fn id(&self) -> Option<MemoryId> {
@@ -95,7 +95,7 @@ impl Pool {
     pub(crate) fn reclaim<S: ComputeStorage>(
         &mut self,
         storage: &mut S,
-        mut freed: impl FnMut(MemoryId),
+        freed: &mut impl FnMut(MemoryId),
     ) {
         for page in self.pages.iter_mut().flatten() {
             for slot in &mut page.slots {

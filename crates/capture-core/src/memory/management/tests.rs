@@ -233,7 +233,10 @@ fn priming_does_not_make_a_buffer_look_shared() {
     let (mut m, _) = manager();
     m.capture_begin();
     let h = reserve(&mut m, 64);
-    assert!(h.can_mut(), "warmup must make the same in-place decisions as the recording");
+    assert!(
+        h.can_mut(),
+        "warmup must make the same in-place decisions as the recording"
+    );
     drop(m.capture_end());
 }
 
@@ -245,7 +248,10 @@ fn capture_end_releases_primed_slices_when_priming_never_ended() {
     let retained = m.capture_end();
     // Retained for the graph (it was handed out while armed), but the priming hold is
     // gone: dropping the graph's binding frees it.
-    assert_eq!(retained.iter().map(|b| b.id()).collect::<Vec<_>>(), vec![id]);
+    assert_eq!(
+        retained.iter().map(|b| b.id()).collect::<Vec<_>>(),
+        vec![id]
+    );
     drop(retained);
     m.reclaim();
     assert!(!m.is_live(id));
@@ -264,7 +270,10 @@ fn a_preexisting_slice_freed_and_reused_while_armed_is_retained() {
     // Inside the window the freed slice is reused: a snapshot taken at arming would
     // miss it; touching on hand-out does not.
     let reused = reserve(&mut m, 1024);
-    assert_eq!(m.location(reused.id()).unwrap().bytes, before_location.bytes);
+    assert_eq!(
+        m.location(reused.id()).unwrap().bytes,
+        before_location.bytes
+    );
     let retained = m.capture_end();
     assert_eq!(
         retained.iter().map(|b| b.id()).collect::<Vec<_>>(),
@@ -370,7 +379,10 @@ fn cleanup_releases_empty_pages_and_renumber_closes_the_holes() {
     let report = m.cleanup(PageUpdate::Free).unwrap();
     assert_eq!(report.pages_released, 2);
     assert_eq!(report.bytes_released, 2 * DYNAMIC_PAGE_BYTES);
-    assert_eq!(log.lock().unwrap().deallocs, vec![StorageId(0), StorageId(1)]);
+    assert_eq!(
+        log.lock().unwrap().deallocs,
+        vec![StorageId(0), StorageId(1)]
+    );
     // Released pages leave holes; the survivor keeps its number until renumbering.
     assert_eq!(m.location(third.id()).unwrap().page, PageId::new(2));
     m.renumber(PageUpdate::Free).unwrap();
@@ -409,7 +421,9 @@ fn growth_refused_names_size_pool_and_streams(
 #[test]
 fn growth_is_allowed_while_a_neighbour_holds_pages() {
     let (mut m, _) = manager();
-    let h = m.reserve(64, S0, PageUpdate::Hold { recording: S1 }).unwrap();
+    let h = m
+        .reserve(64, S0, PageUpdate::Hold { recording: S1 })
+        .unwrap();
     assert_eq!(m.report().reserved(), DYNAMIC_PAGE_BYTES);
     drop(h);
 }
@@ -418,7 +432,9 @@ fn growth_is_allowed_while_a_neighbour_holds_pages() {
 fn a_limit_refuses_growth_with_every_pool_figure() {
     let (mut m, _) = manager_with(None, MemoryConfig::with_limit(DYNAMIC_PAGE_BYTES).unwrap());
     let _a = reserve(&mut m, 64);
-    let err = m.reserve(DYNAMIC_PAGE_BYTES, S0, PageUpdate::Free).unwrap_err();
+    let err = m
+        .reserve(DYNAMIC_PAGE_BYTES, S0, PageUpdate::Free)
+        .unwrap_err();
     let ServerError::OutOfMemory(oom) = &err else {
         panic!("unexpected {err}")
     };
@@ -432,7 +448,9 @@ fn a_limit_refuses_growth_with_every_pool_figure() {
 fn a_storage_refusal_gets_every_pool_figure() {
     let (mut m, _) = manager_with(Some(1), MemoryConfig::unlimited());
     let _a = reserve(&mut m, DYNAMIC_PAGE_BYTES);
-    let err = m.reserve(DYNAMIC_PAGE_BYTES, S0, PageUpdate::Free).unwrap_err();
+    let err = m
+        .reserve(DYNAMIC_PAGE_BYTES, S0, PageUpdate::Free)
+        .unwrap_err();
     let ServerError::OutOfMemory(oom) = &err else {
         panic!("unexpected {err}")
     };
