@@ -57,8 +57,14 @@ pub enum ServerError {
         /// The stream that ended it.
         by: StreamId,
     },
+    /// A capture window was doomed (or invalidated) by a failure inside it: it seals no
+    /// graph. The post-mortem names what did it.
+    #[error("{0}")]
+    Doomed(Box<PostMortem>),
     /// A stream sharing a pooled stream with an active capture window was refused.
-    #[error("{op} on {neighbour} refused: {owner} holds a capture window on the same pooled stream")]
+    #[error(
+        "{op} on {neighbour} refused: {owner} holds a capture window on the same pooled stream"
+    )]
     NeighbourRefused {
         /// The refused operation.
         op: &'static str,
@@ -231,6 +237,52 @@ impl fmt::Display for Unwritten {
             write!(f, "; then {s}")?;
         }
         Ok(())
+    }
+}
+
+/// What doomed a capture window: which call, on which stream, after how many recorded
+/// launches, and why.
+#[derive(Debug, Clone)]
+pub struct PostMortem {
+    /// The stream that opened the window.
+    pub owner: StreamId,
+    /// The operation that failed or was refused inside the window.
+    pub op: Cow<'static, str>,
+    /// The logical stream that issued it.
+    pub stream: StreamId,
+    /// Launches recorded before it.
+    pub launches: u64,
+    /// The failure itself.
+    pub cause: ServerError,
+}
+
+impl fmt::Display for PostMortem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "capture window of {} doomed by {} on {} after {} recorded launches: {}",
+            self.owner, self.op, self.stream, self.launches, self.cause
+        )
+    }
+}
+
+impl ServerError {
+    /// The post-mortem of a window `owner` opened, doomed by `op` on `stream` after
+    /// `launches` recorded launches, because of `cause`.
+    pub fn doomed(
+        owner: StreamId,
+        op: impl Into<Cow<'static, str>>,
+        stream: StreamId,
+        launches: u64,
+        cause: ServerError,
+    ) -> Self {
+        Self::Doomed(Box::new(PostMortem {
+            owner,
+            op: op.into(),
+            stream,
+            launches,
+            cause,
+        }))
     }
 }
 
