@@ -145,6 +145,22 @@ impl ServerError {
     }
 }
 
+/// Renders an error followed by each of its sources, `: `-separated: how a failure
+/// nested in another (a claim's cause, a post-mortem's) is shown in full.
+pub struct Chain<'a>(pub &'a (dyn Error + 'static));
+
+impl fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut source = self.0.source();
+        while let Some(s) = source {
+            write!(f, ": {s}")?;
+            source = s.source();
+        }
+        Ok(())
+    }
+}
+
 struct Several<'a>(&'a [ServerError]);
 
 impl fmt::Display for Several<'_> {
@@ -153,7 +169,7 @@ impl fmt::Display for Several<'_> {
             if i > 0 {
                 f.write_str("; then ")?;
             }
-            write!(f, "{e}")?;
+            write!(f, "{}", Chain(e))?;
         }
         Ok(())
     }
@@ -180,7 +196,7 @@ impl fmt::Display for FailureCause {
         match self {
             Self::NeverWritten => f.write_str("never written"),
             Self::Unfinished { op } => write!(f, "{op} never finished"),
-            Self::Failed(e) => write!(f, "{e}"),
+            Self::Failed(e) => write!(f, "{}", Chain(e)),
         }
     }
 }
@@ -261,7 +277,11 @@ impl fmt::Display for PostMortem {
         write!(
             f,
             "capture window of {} doomed by {} on {} after {} recorded launches: {}",
-            self.owner, self.op, self.stream, self.launches, self.cause
+            self.owner,
+            self.op,
+            self.stream,
+            self.launches,
+            Chain(&self.cause)
         )
     }
 }

@@ -18,6 +18,8 @@
 
 #![forbid(unsafe_code)]
 
+pub mod capture;
+pub mod driver;
 pub mod drop_queue;
 pub mod error;
 pub mod ids;
@@ -25,6 +27,8 @@ pub mod info_cache;
 pub mod memory;
 pub mod range;
 pub mod report;
+pub mod runtime;
 pub mod taint;
+pub mod trace;
 
 pub use error::ServerError;

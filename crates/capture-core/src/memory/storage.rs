@@ -21,7 +21,7 @@ impl fmt::Display for StorageId {
 pub trait ComputeStorage: Send {
     /// What a launch or copy is given for a slice: a device pointer, a buffer and range,
     /// an index into host memory; whatever the backend's driver calls take.
-    type Resource;
+    type Resource: Clone + Send + 'static;
 
     /// Allocates one page of `size` bytes.
     ///

@@ -1,0 +1,154 @@
+//! `DeviceCaptures` and `CaptureStatus`: which pooled streams of a device are in a
+//! capture window right now, and the page decisions that depend on it.
+//!
+//! Every page decision ([`PageUpdate`]) and every lifecycle transition that starts or
+//! stops recording is made under this one lock, so a `begin` on one thread and a page
+//! release or pool growth on another cannot interleave: either the release happens
+//! wholly before the window opens, or it is refused.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::ids::StreamId;
+use crate::memory::PageUpdate;
+
+/// One pooled stream's position, as the device sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) struct Slot {
+    /// The logical stream whose window is active (prepared or recording).
+    pub(crate) owner: Option<StreamId>,
+    /// Whether that window records.
+    pub(crate) recording: bool,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Slots {
+    pub(crate) slots: Vec<Slot>,
+}
+
+impl Slots {
+    /// The owner of the first recording window other than `index`'s, in stream order.
+    fn other_recording(&self, index: usize) -> Option<StreamId> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(|(i, s)| *i != index && s.recording)
+            .find_map(|(_, s)| s.owner)
+    }
+}
+
+/// The captures of a whole device: which pooled streams record, and whether the driver's
+/// capture breaks on any allocation in the process.
+pub struct CaptureStatus {
+    allocation_breaks_capture: bool,
+    slots: Mutex<Slots>,
+}
+
+impl CaptureStatus {
+    fn lock(&self) -> MutexGuard<'_, Slots> {
+        // A panic while holding this lock cannot leave the slots half-updated: every
+        // write is a single field store. Recover the data rather than propagate poison.
+        self.slots.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether any pooled stream of the device is recording.
+    pub fn is_any_recording(&self) -> bool {
+        self.lock().slots.iter().any(|s| s.recording)
+    }
+
+    /// The logical streams whose windows record, in pooled-stream order.
+    pub fn recording(&self) -> Vec<StreamId> {
+        self.lock()
+            .slots
+            .iter()
+            .filter(|s| s.recording)
+            .filter_map(|s| s.owner)
+            .collect()
+    }
+
+    /// Whether an allocation anywhere in the process breaks a recording capture (CUDA's
+    /// global mode, and the mock modelling it).
+    pub fn allocation_breaks_capture(&self) -> bool {
+        self.allocation_breaks_capture
+    }
+
+    /// Holds the device's capture state still while `f` decides and carries out a page
+    /// change for pooled stream `index`: no window opens or closes until `f` returns.
+    pub fn with_pages<R>(&self, index: usize, f: impl FnOnce(PageUpdate) -> R) -> R {
+        let slots = self.lock();
+        let update = self.decide(&slots, index);
+        f(update)
+    }
+
+    /// What pooled stream `index`'s reservations may do to pages right now. A snapshot:
+    /// to act on it without racing a `begin`, use [`with_pages`](Self::with_pages).
+    pub fn page_update(&self, index: usize) -> PageUpdate {
+        let slots = self.lock();
+        self.decide(&slots, index)
+    }
+
+    fn decide(&self, slots: &Slots, index: usize) -> PageUpdate {
+        if let Some(own) = slots.slots.get(index).filter(|s| s.recording)
+            && let Some(recording) = own.owner
+        {
+            return PageUpdate::Freeze { recording };
+        }
+        match slots.other_recording(index) {
+            None => PageUpdate::Free,
+            Some(recording) if self.allocation_breaks_capture => PageUpdate::Freeze { recording },
+            Some(recording) => PageUpdate::Hold { recording },
+        }
+    }
+
+    pub(crate) fn update(&self, index: usize, slot: Slot) {
+        let mut slots = self.lock();
+        if let Some(s) = slots.slots.get_mut(index) {
+            *s = slot;
+        }
+    }
+
+    fn add_slot(&self) -> usize {
+        let mut slots = self.lock();
+        slots.slots.push(Slot::default());
+        slots.slots.len() - 1
+    }
+}
+
+impl fmt::Debug for CaptureStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CaptureStatus")
+            .field("allocation_breaks_capture", &self.allocation_breaks_capture)
+            .field("slots", &self.lock().slots)
+            .finish()
+    }
+}
+
+/// A shared handle on a device's [`CaptureStatus`]; each pooled stream's
+/// `StreamCapture` is created from it.
+#[derive(Clone, Debug)]
+pub struct DeviceCaptures(Arc<CaptureStatus>);
+
+impl DeviceCaptures {
+    /// The captures of a new device. `allocation_breaks_capture`: whether an allocation
+    /// anywhere in the process invalidates a recording (then, while any stream records,
+    /// no stream's pool may grow).
+    pub fn new(allocation_breaks_capture: bool) -> Self {
+        Self(Arc::new(CaptureStatus {
+            allocation_breaks_capture,
+            slots: Mutex::new(Slots::default()),
+        }))
+    }
+
+    /// The device-wide status.
+    pub fn status(&self) -> &CaptureStatus {
+        &self.0
+    }
+
+    pub(crate) fn register(&self) -> usize {
+        self.0.add_slot()
+    }
+
+    pub(crate) fn shared(&self) -> Arc<CaptureStatus> {
+        Arc::clone(&self.0)
+    }
+}

@@ -1,0 +1,432 @@
+//! `StreamCapture`: one pooled stream's position in the capture lifecycle, and what the
+//! recording remembers.
+//!
+//! The two travel together so that "buffers accumulate inside a window and nowhere else"
+//! is a property of the type: `record`, `touch`, `retain_host` and `fail` do nothing
+//! outside a window, and `prepare` starts every window from an empty recording.
+
+use std::fmt;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::status::{CaptureStatus, DeviceCaptures, Slot};
+use crate::error::ServerError;
+use crate::ids::{PageId, StreamId};
+use crate::info_cache::CacheMode;
+use crate::memory::{
+    BufferBinding, ClaimKey, ManagedMemoryBinding, MemoryLocation, PageUpdate, PoolName,
+};
+
+/// Where a pooled stream is in the capture lifecycle.
+///
+/// `NoCapture → Prepare(owner) → Capture(owner) → NoCapture`; `abort` returns to
+/// `NoCapture` from anywhere. A failure inside a window is not a state: it is the
+/// recording's first failure, and it dooms the seal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// Entered at creation, by `end`, and by `abort`. Left by `prepare`.
+    NoCapture,
+    /// Entered by `prepare(owner)`: warmup runs eagerly with the pools armed. Left by
+    /// `begin` (to `Capture`), by `end` (disarmed, refused) or by `abort`.
+    Prepare { owner: StreamId },
+    /// Entered by `begin`: launches are recorded, not executed. Left by `end` or `abort`.
+    Capture { owner: StreamId },
+}
+
+/// How a window was closed, as `end` reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CaptureEnd {
+    /// The stream that opened the window closed it: the recording may seal into a graph.
+    Owned,
+    /// Another stream closed the window: it is torn down with no graph, and the owner's
+    /// later `end` is refused with [`ServerError::Abandoned`].
+    Abandoned {
+        /// The stream that opened the window.
+        owner: StreamId,
+        /// The stream that ended it.
+        by: StreamId,
+    },
+}
+
+/// A page a recorded launch used: the graph replays against it, so it may not be
+/// released or renumbered for the graph's life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TouchedPage {
+    /// The logical stream whose memory holds the page.
+    pub stream: StreamId,
+    /// The pool the page belongs to.
+    pub pool: PoolName,
+    /// The page.
+    pub page: PageId,
+}
+
+/// The graph capture of one pooled backend stream: where it sits in the lifecycle, and
+/// the memory its recorded launches were given.
+pub struct StreamCapture {
+    status: Arc<CaptureStatus>,
+    index: usize,
+    state: State,
+    recorded: Vec<BufferBinding>,
+    launches: u64,
+    touched: Vec<TouchedPage>,
+    retained_host: Vec<Bytes>,
+    primed: Vec<ManagedMemoryBinding>,
+    held: Vec<ManagedMemoryBinding>,
+    failure: Option<ServerError>,
+    abandoned: Option<(StreamId, StreamId)>,
+}
+
+impl StreamCapture {
+    /// The capture of one more stream of the device whose captures `device` records.
+    pub fn new(device: &DeviceCaptures) -> Self {
+        let index = device.register();
+        Self {
+            status: device.shared(),
+            index,
+            state: State::NoCapture,
+            recorded: Vec::new(),
+            launches: 0,
+            touched: Vec::new(),
+            retained_host: Vec::new(),
+            primed: Vec::new(),
+            held: Vec::new(),
+            failure: None,
+            abandoned: None,
+        }
+    }
+
+    /// The captures of the whole device this stream belongs to, this one included.
+    pub fn device(&self) -> &CaptureStatus {
+        &self.status
+    }
+
+    /// This pooled stream's index in the device's [`CaptureStatus`].
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// Remember the memory a launch was given, when the stream is recording; counts one
+    /// recorded launch. A no-op outside a window, where a launch that fails taints its
+    /// own buffers on the spot.
+    pub fn record(&mut self, buffers: impl IntoIterator<Item = BufferBinding>) {
+        if self.is_recording() {
+            self.recorded.extend(buffers);
+            self.launches += 1;
+        }
+    }
+
+    /// Remember that a launch was given the memory at `location`, owned by `stream`, when
+    /// the stream is recording.
+    pub fn touch(&mut self, stream: StreamId, location: MemoryLocation) {
+        if self.is_recording() {
+            self.touched.push(TouchedPage {
+                stream,
+                pool: location.pool,
+                page: location.page,
+            });
+        }
+    }
+
+    /// The pages the recording touched, each named once.
+    pub fn take_touched(&mut self) -> Vec<TouchedPage> {
+        let mut touched = std::mem::take(&mut self.touched);
+        touched.sort_unstable();
+        touched.dedup();
+        touched
+    }
+
+    /// What this stream's reservations may do to the pages held, decided under the
+    /// device's capture state (see [`CaptureStatus::with_pages`] to act on it).
+    pub fn page_update(&self) -> PageUpdate {
+        self.status.page_update(self.index)
+    }
+
+    /// Hold `staging` until the window opens, when the stream is preparing a capture: a
+    /// recorded copy keeps its staging for the graph's life, so the recorded run needs a
+    /// slice per copy where warmup could reuse one.
+    pub fn prime(&mut self, staging: &ManagedMemoryBinding) {
+        if matches!(self.state, State::Prepare { .. }) {
+            self.primed.push(staging.clone());
+        }
+    }
+
+    /// Hold the staging a recorded copy reads until the window closes, when the stream
+    /// is recording: every replay re-reads it, so no later copy of the same window may be
+    /// staged over it. Closing the window hands it to the graph (through the host pool's
+    /// retention) or releases it.
+    pub fn hold(&mut self, staging: &ManagedMemoryBinding) {
+        if self.is_recording() {
+            self.held.push(staging.clone());
+        }
+    }
+
+    /// Releases what [`hold`](Self::hold) kept, once the pools have retained it.
+    pub fn release_held(&mut self) {
+        self.held.clear();
+    }
+
+    /// The memory of the capture that just closed, each claim named once (write winning
+    /// over read), leaving out memory already gone.
+    pub fn take_recorded(&mut self) -> Vec<BufferBinding> {
+        let mut recorded = std::mem::take(&mut self.recorded);
+        recorded.sort_unstable_by_key(BufferBinding::claim_key);
+        let mut merged: Vec<BufferBinding> = Vec::with_capacity(recorded.len());
+        for b in recorded {
+            match merged.last_mut() {
+                Some(last) if last.claim_key() == b.claim_key() => {
+                    let access = last.access().merge(b.access());
+                    *last = last.clone().with_access(access);
+                }
+                _ => merged.push(b),
+            }
+        }
+        merged.retain(BufferBinding::is_live);
+        merged
+    }
+
+    /// The ranges the recording reads before any recorded launch wrote them (or any
+    /// overlapping bytes), in first-use order, each named once: what a replay must find
+    /// written before it runs. Call before [`take_recorded`](Self::take_recorded).
+    pub fn recorded_inputs(&self) -> Vec<ClaimKey> {
+        let mut written: Vec<ClaimKey> = Vec::new();
+        let mut inputs: Vec<ClaimKey> = Vec::new();
+        for b in &self.recorded {
+            let key = b.claim_key();
+            let overwritten = written
+                .iter()
+                .any(|w| w.memory == key.memory && w.range.overlaps(key.range));
+            if b.access().reads() && !overwritten && !inputs.contains(&key) {
+                inputs.push(key);
+            }
+            if b.access().writes() && !written.contains(&key) {
+                written.push(key);
+            }
+        }
+        inputs
+    }
+
+    /// Whether a launch recorded earlier in this window writes bytes overlapping `key`:
+    /// a later recorded launch may read them, since a replay runs the writer first.
+    pub fn writes_before(&self, key: ClaimKey) -> bool {
+        self.recorded.iter().any(|b| {
+            b.access().writes() && b.memory() == key.memory && b.range().overlaps(key.range)
+        })
+    }
+
+    /// How many launches the current (or just closed) window recorded.
+    pub fn launches(&self) -> u64 {
+        self.launches
+    }
+
+    /// Doom the recording: work inside the window failed or was skipped. The first
+    /// failure wins, and a stream that is not recording has no window to doom.
+    pub fn fail(&mut self, error: ServerError) {
+        if self.is_recording() && self.failure.is_none() {
+            self.failure = Some(error);
+        }
+    }
+
+    /// Keep `bytes` alive for the graph this recording seals into. Only meaningful while
+    /// recording: outside a window the bytes belong in the drop queue.
+    pub fn retain_host(&mut self, bytes: Bytes) {
+        if self.is_recording() {
+            self.retained_host.push(bytes);
+        }
+    }
+
+    /// The host memory the window's recorded copies read from, taken as it closes.
+    pub fn take_retained_host(&mut self) -> Vec<Bytes> {
+        std::mem::take(&mut self.retained_host)
+    }
+
+    /// The failure that doomed this window, taken as it closes.
+    pub fn take_failure(&mut self) -> Option<ServerError> {
+        self.failure.take()
+    }
+
+    /// Whether the window has a failure recorded (without taking it).
+    pub fn is_doomed(&self) -> bool {
+        self.failure.is_some()
+    }
+
+    /// Whether launches on the stream are being recorded right now.
+    pub fn is_recording(&self) -> bool {
+        matches!(self.state, State::Capture { .. })
+    }
+
+    /// Whether a capture is prepared or recording.
+    pub fn is_active(&self) -> bool {
+        !matches!(self.state, State::NoCapture)
+    }
+
+    /// The logical stream that opened the window, while one is open.
+    pub fn owner(&self) -> Option<StreamId> {
+        match self.state {
+            State::NoCapture => None,
+            State::Prepare { owner } | State::Capture { owner } => Some(owner),
+        }
+    }
+
+    /// The [`CacheMode`] the metadata info cache should run in: `Capture` from prepare
+    /// until the window closes, `Normal` otherwise.
+    pub fn cache_mode(&self) -> CacheMode {
+        match self.state {
+            State::NoCapture => CacheMode::Normal,
+            State::Prepare { .. } | State::Capture { .. } => CacheMode::Capture,
+        }
+    }
+
+    /// Start the warmup run; `begin` may open the window afterwards. The recording starts
+    /// empty.
+    ///
+    /// # Errors
+    ///
+    /// [`ServerError::GraphState`] when a capture is already prepared or recording,
+    /// leaving both the state and the recording untouched.
+    pub fn prepare(&mut self, owner: StreamId) -> Result<(), ServerError> {
+        match self.state {
+            State::NoCapture => {
+                self.clear();
+                self.abandoned = None;
+                self.state = State::Prepare { owner };
+                self.status.update(
+                    self.index,
+                    Slot {
+                        owner: Some(owner),
+                        recording: false,
+                    },
+                );
+                Ok(())
+            }
+            State::Prepare { owner: held } => Err(ServerError::graph_state(
+                "prepare",
+                format!("{held} has already prepared a capture on this stream"),
+            )),
+            State::Capture { owner: held } => Err(ServerError::graph_state(
+                "prepare",
+                format!("{held} is recording a capture on this stream"),
+            )),
+        }
+    }
+
+    /// Open the window: launches from here until `end` are recorded rather than executed.
+    /// The staging the warmup run primed goes back to the pool, for the recorded run to
+    /// reuse. The state moves before any of the caller's work.
+    ///
+    /// # Errors
+    ///
+    /// [`ServerError::GraphState`] when no capture is prepared, or one is already
+    /// recording; nothing is changed.
+    pub fn begin(&mut self) -> Result<(), ServerError> {
+        match self.state {
+            State::Prepare { owner } => {
+                self.state = State::Capture { owner };
+                self.status.update(
+                    self.index,
+                    Slot {
+                        owner: Some(owner),
+                        recording: true,
+                    },
+                );
+                self.primed.clear();
+                Ok(())
+            }
+            State::NoCapture => Err(ServerError::graph_state(
+                "begin",
+                "no capture is prepared on this stream (call prepare first)",
+            )),
+            State::Capture { owner } => Err(ServerError::graph_state(
+                "begin",
+                format!("{owner} is already recording on this stream"),
+            )),
+        }
+    }
+
+    /// Close the window, saying whether `caller` owned it. The state moves first, so no
+    /// later failure can wedge the stream in capture mode; the recording survives for
+    /// `take_recorded` to collect.
+    ///
+    /// # Errors
+    ///
+    /// - From `Prepare`: the window never opened; the stream is disarmed (back to
+    ///   no-capture) and [`ServerError::GraphState`] says so.
+    /// - From no-capture, to the owner of a window another stream abandoned:
+    ///   [`ServerError::Abandoned`] naming both.
+    /// - Otherwise from no-capture: [`ServerError::GraphState`]; nothing is changed.
+    pub fn end(&mut self, caller: StreamId) -> Result<CaptureEnd, ServerError> {
+        match self.state {
+            State::Capture { owner } => {
+                self.state = State::NoCapture;
+                self.status.update(self.index, Slot::default());
+                if owner == caller {
+                    Ok(CaptureEnd::Owned)
+                } else {
+                    self.abandoned = Some((owner, caller));
+                    Ok(CaptureEnd::Abandoned { owner, by: caller })
+                }
+            }
+            State::Prepare { owner } => {
+                self.state = State::NoCapture;
+                self.status.update(self.index, Slot::default());
+                self.clear();
+                Err(ServerError::graph_state(
+                    "end",
+                    format!("the window {owner} prepared never opened; disarmed"),
+                ))
+            }
+            State::NoCapture => match self.abandoned {
+                Some((owner, by)) if owner == caller => {
+                    self.abandoned = None;
+                    Err(ServerError::Abandoned { owner, by })
+                }
+                _ => Err(ServerError::graph_state(
+                    "end",
+                    "nothing is recording on this stream",
+                )),
+            },
+        }
+    }
+
+    /// Give up a capture, restoring the stream to no-capture. Whatever it had recorded,
+    /// touched, primed or retained goes with it.
+    pub fn abort(&mut self) {
+        match self.state {
+            State::NoCapture => {}
+            State::Prepare { .. } | State::Capture { .. } => {
+                self.state = State::NoCapture;
+                self.status.update(self.index, Slot::default());
+            }
+        }
+        self.clear();
+    }
+
+    fn clear(&mut self) {
+        self.recorded.clear();
+        self.launches = 0;
+        self.touched.clear();
+        self.retained_host.clear();
+        self.primed.clear();
+        self.held.clear();
+        self.failure = None;
+    }
+}
+
+impl fmt::Debug for StreamCapture {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StreamCapture")
+            .field("index", &self.index)
+            .field("state", &self.state)
+            .field("recorded", &self.recorded.len())
+            .field("launches", &self.launches)
+            .field("touched", &self.touched.len())
+            .field("retained_host", &self.retained_host.len())
+            .field("primed", &self.primed.len())
+            .field("held", &self.held.len())
+            .field("doomed", &self.failure.is_some())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,277 @@
+//! `Window`: the shared half of each capture transition (arming pools, opening the
+//! driver capture, sealing what it recorded), and the `Graph` and `Refused` it ends in.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use bytes::Bytes;
+
+use super::stream_capture::{CaptureEnd, TouchedPage};
+use crate::driver::{DeviceStream, GraphDriver};
+use crate::drop_queue::PendingDropQueue;
+use crate::error::ServerError;
+use crate::ids::{GraphId, MemoryId, StreamId};
+use crate::info_cache::CacheMode;
+use crate::memory::{BufferBinding, ClaimKey, ManagedMemoryBinding};
+use crate::report::GraphLedger;
+
+/// A capture window on one stream: arming the pools before it opens, opening it, and
+/// instantiating what it recorded. The stream refuses the steps out of order.
+pub struct Window<'a, D: GraphDriver> {
+    stream: &'a mut D::Stream,
+    fence_error: Option<ServerError>,
+}
+
+/// A window that closed without a graph: the error, and the memory its recorded
+/// launches would have written, which the caller must claim with that error (the
+/// launches never ran, so a later read must fail rather than see bytes nothing wrote).
+#[derive(Debug)]
+pub struct Refused {
+    /// Why no graph came out.
+    pub error: ServerError,
+    /// The ranges the recording would have written, each named once.
+    pub written: Vec<BufferBinding>,
+}
+
+/// A sealed capture: the driver's executable and everything it needs to stay exactly
+/// where it was recorded, for its whole life.
+pub struct Graph<D: GraphDriver> {
+    id: GraphId,
+    owner: StreamId,
+    executable: D::Executable,
+    device: Vec<ManagedMemoryBinding>,
+    staging: Vec<ManagedMemoryBinding>,
+    host: Vec<Bytes>,
+    inputs: Vec<ClaimKey>,
+    written: Vec<ClaimKey>,
+    touched: Vec<TouchedPage>,
+    ledger: GraphLedger,
+}
+
+impl<'a, D: GraphDriver> Window<'a, D> {
+    /// The capture window on `stream`.
+    pub fn on(stream: &'a mut D::Stream) -> Self {
+        Self {
+            stream,
+            fence_error: None,
+        }
+    }
+
+    /// Arm the pools for a window about to open, before the warmup run: every
+    /// allocation from here until the window closes goes to the persistent pool, and the
+    /// info cache runs in capture mode. Both the device pool and the pinned host pool are
+    /// armed.
+    ///
+    /// # Errors
+    ///
+    /// The stream's refusal, when it is not in a state a window can open from; nothing
+    /// is changed.
+    pub fn prepare(&mut self, stream_id: StreamId) -> Result<(), ServerError> {
+        self.stream.capturing().prepare(stream_id)?;
+        self.stream.device_memory().capture_begin();
+        self.stream.host_memory().capture_begin();
+        self.stream.info_cache().set_mode(CacheMode::Capture);
+        Ok(())
+    }
+
+    /// Open the window: from here the driver records every launch issued on this
+    /// stream until the window closes. The state moves first; then the drop queue
+    /// drains (so warmup's staging is back in its pool), priming ends, and the driver
+    /// capture opens.
+    ///
+    /// # Errors
+    ///
+    /// The stream's refusal (nothing changed), or the driver's refusal to begin
+    /// recording, with the stream left as it was found before prepare: pools disarmed,
+    /// primed staging released, cache pins discarded, capture state back to none.
+    pub fn begin(&mut self) -> Result<(), ServerError> {
+        self.stream.capturing().begin()?;
+        self.drain();
+        self.stream.device_memory().capture_priming_end();
+        self.stream.host_memory().capture_priming_end();
+        if let Err(error) = D::begin(self.stream) {
+            self.disarm();
+            self.stream.capturing().abort();
+            return Err(error);
+        }
+        Ok(())
+    }
+
+    /// Close the window and instantiate what it recorded into a graph registered under
+    /// `id`. The window leaves capture mode first, so no path below can wedge the
+    /// stream; a window the caller does not own is closed and torn down all the same.
+    ///
+    /// # Errors
+    ///
+    /// [`Refused`], which every failure here becomes: no window at all (a window still
+    /// in prepare is disarmed), a doomed recording, the driver's refusal to close or
+    /// instantiate, or an abandoned window. It carries the ranges the caller must claim.
+    pub fn instantiate(&mut self, stream_id: StreamId, id: GraphId) -> Result<Graph<D>, Refused> {
+        let launches = self.stream.capturing().launches();
+        let end = match self.stream.capturing().end(stream_id) {
+            Ok(end) => end,
+            Err(error) => {
+                // Nothing was recording. A window still in prepare was disarmed by
+                // `end`; its pools and cache must be disarmed too.
+                self.disarm();
+                return Err(Refused {
+                    error,
+                    written: Vec::new(),
+                });
+            }
+        };
+        let doomed = self.stream.capturing().take_failure();
+        let inputs = self.stream.capturing().recorded_inputs();
+        let executable = D::instantiate(self.stream, doomed);
+        let device = self.stream.device_memory().capture_end();
+        let staging = self.stream.host_memory().capture_end();
+        self.stream.capturing().release_held();
+        let host = self.stream.capturing().take_retained_host();
+        let recorded = self.stream.capturing().take_recorded();
+        let touched = self.stream.capturing().take_touched();
+        self.stream.info_cache().set_mode(CacheMode::Normal);
+        self.drain();
+        let written: Vec<BufferBinding> = recorded
+            .iter()
+            .filter(|b| b.access().writes())
+            .cloned()
+            .collect();
+        let executable = match (end, executable) {
+            (CaptureEnd::Owned, Ok(executable)) => executable,
+            (CaptureEnd::Owned, Err(error)) => {
+                self.stream.info_cache().capture_discard();
+                return Err(Refused { error, written });
+            }
+            (CaptureEnd::Abandoned { owner, by }, result) => {
+                self.stream.info_cache().capture_discard();
+                let mut errors = vec![ServerError::Abandoned { owner, by }];
+                errors.extend(result.err());
+                return Err(Refused {
+                    error: ServerError::Several(errors),
+                    written,
+                });
+            }
+        };
+        let info = self.stream.info_cache().capture_commit(id).unwrap_or(0);
+        if let Err(error) = D::upload(self.stream, &executable) {
+            tracing::warn!(target: "capture", %id, %error, "graph upload failed; the first replay uploads on demand");
+        }
+        // Pins: every touched slice of this stream's pools, plus every recorded buffer of
+        // any stream (cross-stream inputs are not in this stream's touched set).
+        let mut device = device;
+        let mut seen: BTreeSet<MemoryId> = device.iter().map(ManagedMemoryBinding::id).collect();
+        for b in &recorded {
+            if seen.insert(b.memory())
+                && let Some(binding) = b.upgrade()
+            {
+                device.push(binding);
+            }
+        }
+        device.sort_by_key(ManagedMemoryBinding::id);
+        let ledger = GraphLedger {
+            graph: id,
+            device_bytes: device.iter().map(ManagedMemoryBinding::size).sum(),
+            host_bytes: staging.iter().map(ManagedMemoryBinding::size).sum::<u64>()
+                + host.iter().map(|b| b.len() as u64).sum::<u64>(),
+            info_entries: info as u64,
+            launches,
+        };
+        Ok(Graph {
+            id,
+            owner: stream_id,
+            executable,
+            device,
+            staging,
+            host,
+            inputs,
+            written: written.iter().map(BufferBinding::claim_key).collect(),
+            touched,
+            ledger,
+        })
+    }
+
+    /// A fence wait that reported an asynchronous error while this window drained the
+    /// drop queue; the caller taints what the stream wrote since its last good fence.
+    pub fn take_fence_error(&mut self) -> Option<ServerError> {
+        self.fence_error.take()
+    }
+
+    fn drain(&mut self) {
+        let signal = self.stream.signal();
+        let queue: &mut PendingDropQueue<_> = self.stream.drop_queue();
+        if let Err(error) = queue.drain(|| <D::Stream as DeviceStream>::fence(signal)) {
+            self.fence_error.get_or_insert(error);
+        }
+    }
+
+    fn disarm(&mut self) {
+        drop(self.stream.device_memory().capture_end());
+        drop(self.stream.host_memory().capture_end());
+        self.stream.capturing().release_held();
+        self.stream.info_cache().capture_discard();
+        self.stream.info_cache().set_mode(CacheMode::Normal);
+    }
+}
+
+impl<D: GraphDriver> Graph<D> {
+    /// The graph's id.
+    pub fn id(&self) -> GraphId {
+        self.id
+    }
+
+    /// The logical stream that captured it, the only one it replays on.
+    pub fn owner(&self) -> StreamId {
+        self.owner
+    }
+
+    /// The driver's executable.
+    pub fn executable(&self) -> &D::Executable {
+        &self.executable
+    }
+
+    /// The ranges a replay reads before anything in the graph wrote them: checked before
+    /// every replay.
+    pub fn inputs(&self) -> &[ClaimKey] {
+        &self.inputs
+    }
+
+    /// The ranges a replay writes: claimed on entry, settled on success.
+    pub fn written(&self) -> &[ClaimKey] {
+        &self.written
+    }
+
+    /// The pages the recording touched, which may not move for the graph's life.
+    pub fn touched(&self) -> &[TouchedPage] {
+        &self.touched
+    }
+
+    /// The device buffers the graph pins, in id order.
+    pub fn pinned_device(&self) -> impl Iterator<Item = MemoryId> + '_ {
+        self.device.iter().map(ManagedMemoryBinding::id)
+    }
+
+    /// The host staging buffers the graph pins, in id order.
+    pub fn pinned_staging(&self) -> impl Iterator<Item = MemoryId> + '_ {
+        self.staging.iter().map(ManagedMemoryBinding::id)
+    }
+
+    /// How many host byte buffers the graph's recorded copies read on every replay.
+    pub fn retained_host(&self) -> usize {
+        self.host.len()
+    }
+
+    /// What the graph holds.
+    pub fn ledger(&self) -> GraphLedger {
+        self.ledger
+    }
+}
+
+impl<D: GraphDriver> fmt::Debug for Graph<D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Graph")
+            .field("id", &self.id)
+            .field("owner", &self.owner)
+            .field("ledger", &self.ledger)
+            .finish()
+    }
+}

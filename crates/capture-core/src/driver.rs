@@ -1,0 +1,211 @@
+//! What a backend supplies: the state its streams keep ([`DeviceStream`]), the graph
+//! half of its driver ([`GraphDriver`]), and the eager half the runtime drives
+//! ([`Backend`]).
+//!
+//! Every method is safe. The core guarantees the lifecycle facts each one documents
+//! (which state the stream is in, which thread calls it), so a backend's unsafe code can
+//! rely on them in its FFI module without re-checking.
+
+use std::borrow::Cow;
+
+use crate::capture::StreamCapture;
+use crate::drop_queue::{Fence, PendingDropQueue};
+use crate::error::ServerError;
+use crate::info_cache::MetadataInfoCache;
+use crate::memory::{ComputeStorage, ManagedMemoryHandle, MemoryManagement};
+use crate::runtime::StreamSetup;
+
+/// The resource a device storage hands out for a slice.
+pub type DeviceResource<S> = <<S as DeviceStream>::DeviceStorage as ComputeStorage>::Resource;
+
+/// The resource a host (staging) storage hands out for a slice.
+pub type HostResource<S> = <<S as DeviceStream>::HostStorage as ComputeStorage>::Resource;
+
+/// The state a backend's stream keeps beside its driver handle.
+///
+/// All of it moves in step with the work queued on that stream: the deferred frees a
+/// fenced flush releases, the capture window that forbids allocating, the per-launch info
+/// buffers a capture may not evict, and the memory the stream's kernels see.
+pub trait DeviceStream {
+    /// The fence this backend records on a stream.
+    type Fence: Fence + Send + 'static;
+    /// The storage backing the memory this stream's kernels address.
+    type DeviceStorage: ComputeStorage;
+    /// The storage backing the host buffers that stage transfers to it.
+    type HostStorage: ComputeStorage;
+    /// A cheap, copyable identifier for this stream, so a fence can be recorded while
+    /// the stream's own fields are borrowed.
+    type Signal: Copy;
+
+    /// The memory this stream's kernels see.
+    fn device_memory(&mut self) -> &mut MemoryManagement<Self::DeviceStorage>;
+    /// The pinned host memory this stream stages transfers through.
+    fn host_memory(&mut self) -> &mut MemoryManagement<Self::HostStorage>;
+    /// Frees deferred until the device is known to be done with them.
+    fn drop_queue(&mut self) -> &mut PendingDropQueue<Self::Fence>;
+    /// Where this stream sits in the graph-capture lifecycle.
+    fn capturing(&mut self) -> &mut StreamCapture;
+    /// The per-launch metadata buffers this stream reuses.
+    fn info_cache(&mut self) -> &mut MetadataInfoCache<ManagedMemoryHandle>;
+    /// This stream's signal.
+    fn signal(&self) -> Self::Signal;
+    /// Record a fence on the stream `signal` names, signalled once everything already
+    /// enqueued on it has run.
+    fn fence(signal: Self::Signal) -> Self::Fence;
+}
+
+/// The graph half of a driver: open a driver capture, close it into an executable,
+/// upload and replay it.
+pub trait GraphDriver: Sized + Send + Sync + 'static {
+    /// The backend's stream.
+    type Stream: DeviceStream + Send + 'static;
+    /// An instantiated graph. Dropping it frees the driver object; the core drops it
+    /// only behind a fence that follows its last replay.
+    type Executable: Send + 'static;
+
+    /// Opens the driver capture on `stream`.
+    ///
+    /// The core calls it once per window, after moving the stream to `Capture` and
+    /// draining its drop queue; for a thread-affine backend, on the stream's worker.
+    ///
+    /// # Errors
+    ///
+    /// The driver's refusal; the core then unwinds the stream to no-capture.
+    fn begin(stream: &mut Self::Stream) -> Result<(), ServerError>;
+
+    /// Closes the driver capture on `stream` and instantiates what it recorded.
+    ///
+    /// The core calls it only on a stream it moved out of `Capture` itself, exactly once
+    /// per successful `begin`, even when the window is `doomed` (then the backend closes
+    /// the capture, discards what it recorded and returns `doomed` as the error).
+    ///
+    /// # Errors
+    ///
+    /// `doomed` when given; the driver's refusal to close or instantiate; an allocation
+    /// node in the recording, as [`ServerError::AllocInWindow`].
+    fn instantiate(
+        stream: &mut Self::Stream,
+        doomed: Option<ServerError>,
+    ) -> Result<Self::Executable, ServerError>;
+
+    /// Uploads `executable` ahead of its first replay. A failure is only logged by the
+    /// core: the first replay uploads on demand.
+    ///
+    /// # Errors
+    ///
+    /// The driver's refusal.
+    fn upload(stream: &mut Self::Stream, executable: &Self::Executable) -> Result<(), ServerError>;
+
+    /// Enqueues `times` replays of `executable` on `stream`, in one submission where the
+    /// driver allows it. The core never calls it while the stream records.
+    ///
+    /// # Errors
+    ///
+    /// The driver's refusal to enqueue; the core taints what the graph writes.
+    fn replay(
+        stream: &mut Self::Stream,
+        executable: &Self::Executable,
+        times: u32,
+    ) -> Result<(), ServerError>;
+
+    /// Whether an allocation, free, module load or device-wide sync anywhere in the
+    /// process invalidates a recording capture (CUDA's global mode). When true, while any
+    /// stream records, no stream's pool grows and no kernel is first loaded.
+    fn allocation_breaks_capture() -> bool;
+
+    /// Whether a capture must end on the thread that began it. When true, the runtime
+    /// makes every driver call of a pooled stream on that stream's own worker thread.
+    fn thread_affine() -> bool;
+}
+
+/// How many workgroups (blocks) a launch runs, per dimension.
+pub type Grid = [u32; 3];
+
+/// One buffer a launch is given, resolved for the driver.
+#[derive(Debug, Clone)]
+pub struct LaunchBuffer<R> {
+    /// The bytes of the slice the launch may touch.
+    pub resource: R,
+    /// What the launch does to them.
+    pub access: crate::memory::Access,
+}
+
+/// The eager half of a driver, which the generic runtime drives: streams, kernels,
+/// launches, copies and syncs.
+pub trait Backend: GraphDriver {
+    /// A kernel before it is loaded: what a user registers.
+    type KernelSource: Send + Sync + 'static;
+    /// A loaded kernel.
+    type Kernel: Send + Sync + 'static;
+
+    /// Creates pooled stream `setup.index()`, building its memory managers, drop queue,
+    /// info cache and capture from `setup`. For a thread-affine backend the runtime calls
+    /// it on the stream's worker thread.
+    ///
+    /// # Errors
+    ///
+    /// The driver's refusal.
+    fn create_stream(&self, setup: &StreamSetup) -> Result<Self::Stream, ServerError>;
+
+    /// The kernel's name, for traces and errors.
+    fn kernel_name(source: &Self::KernelSource) -> Cow<'static, str>;
+
+    /// Loads (compiles, creates the pipeline for) a kernel. A driver call that a capture
+    /// may not see: the core never calls it while `stream` records.
+    ///
+    /// # Errors
+    ///
+    /// The driver's refusal (an unsupported binary, a compile error).
+    fn load(
+        stream: &mut Self::Stream,
+        source: &Self::KernelSource,
+    ) -> Result<Self::Kernel, ServerError>;
+
+    /// Enqueues `kernel` over `buffers` (in the order the kernel declares them) and the
+    /// info buffer holding its info words, if it has any.
+    ///
+    /// # Errors
+    ///
+    /// The driver's refusal to enqueue.
+    fn launch(
+        stream: &mut Self::Stream,
+        kernel: &Self::Kernel,
+        grid: Grid,
+        buffers: &[LaunchBuffer<DeviceResource<Self::Stream>>],
+        info: Option<&DeviceResource<Self::Stream>>,
+    ) -> Result<(), ServerError>;
+
+    /// Copies `bytes` into the staging slice `staging` now, and enqueues the copy from
+    /// `staging` to `destination`. While the stream records the copy is recorded: every
+    /// replay copies from `staging` again, which the core keeps for the graph's life.
+    ///
+    /// # Errors
+    ///
+    /// The driver's refusal.
+    fn write(
+        stream: &mut Self::Stream,
+        staging: &HostResource<Self::Stream>,
+        destination: &DeviceResource<Self::Stream>,
+        bytes: &[u8],
+    ) -> Result<(), ServerError>;
+
+    /// Waits for everything enqueued on `stream`, then copies `source` into `out`. The
+    /// core never calls it while the stream records.
+    ///
+    /// # Errors
+    ///
+    /// An asynchronous error the wait reported, or the copy's failure.
+    fn read(
+        stream: &mut Self::Stream,
+        source: &DeviceResource<Self::Stream>,
+        out: &mut [u8],
+    ) -> Result<(), ServerError>;
+
+    /// Waits for everything enqueued on `stream`. The core never calls it while the
+    /// stream records.
+    ///
+    /// # Errors
+    ///
+    /// An asynchronous error the wait reported.
+    fn sync(stream: &mut Self::Stream) -> Result<(), ServerError>;
+}

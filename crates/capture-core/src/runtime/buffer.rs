@@ -1,0 +1,138 @@
+//! `Buffer` (an allocation as a user holds it) and `Arg` (a range of one given to a
+//! launch, with its access).
+
+use std::fmt;
+
+use crate::error::ServerError;
+use crate::ids::{MemoryId, StreamId};
+use crate::memory::{Access, BufferBinding, ManagedMemoryHandle};
+use crate::range::ByteRange;
+
+/// A device allocation. Cloning adds an owner: a kernel may update a buffer in place only
+/// while one clone exists ([`can_mut`](Self::can_mut)).
+#[derive(Clone)]
+pub struct Buffer {
+    pub(crate) handle: ManagedMemoryHandle,
+    pub(crate) owner: StreamId,
+    pub(crate) pooled: usize,
+    pub(crate) device: u64,
+}
+
+impl Buffer {
+    /// The allocation's logical id.
+    pub fn id(&self) -> MemoryId {
+        self.handle.id()
+    }
+
+    /// Its size in bytes.
+    pub fn size(&self) -> u64 {
+        self.handle.size()
+    }
+
+    /// The logical stream that allocated it.
+    pub fn owner(&self) -> StreamId {
+        self.owner
+    }
+
+    /// Whether this is the only owner, so a kernel may update it in place.
+    pub fn can_mut(&self) -> bool {
+        self.handle.can_mut()
+    }
+
+    /// The whole buffer, for the ledgers.
+    pub(crate) fn binding(&self, range: ByteRange, access: Access) -> BufferBinding {
+        let whole = BufferBinding::whole(&self.handle.binding(), self.owner, access);
+        if range == whole.range() {
+            whole
+        } else {
+            BufferBinding::new(
+                &self.handle.binding(),
+                self.owner,
+                range.start(),
+                range.len(),
+                access,
+            )
+            .unwrap_or(whole)
+        }
+    }
+
+    /// `len` bytes at `offset`, checked against the buffer's size.
+    pub(crate) fn range(&self, offset: u64, len: Option<u64>) -> Result<ByteRange, ServerError> {
+        let len = len.unwrap_or_else(|| self.size().saturating_sub(offset));
+        let bad = |reason: &'static str| ServerError::InvalidBinding {
+            binding: format!("{}[{offset}+{len}] ({} B)", self.id(), self.size()),
+            reason: reason.into(),
+        };
+        let range =
+            ByteRange::new(offset, len).map_err(|_| bad("the range is empty or overflows"))?;
+        if range.end() > self.size() {
+            return Err(bad("the range runs past the end of the buffer"));
+        }
+        Ok(range)
+    }
+}
+
+impl fmt::Debug for Buffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Buffer({}, {} B, {})",
+            self.id(),
+            self.size(),
+            self.owner
+        )
+    }
+}
+
+/// A buffer (or a range of it) given to a launch, and what the launch does to it.
+#[derive(Clone, Debug)]
+pub struct Arg {
+    pub(crate) buffer: Buffer,
+    pub(crate) offset: u64,
+    pub(crate) len: Option<u64>,
+    pub(crate) access: Access,
+}
+
+impl Arg {
+    /// The launch reads `buffer`.
+    pub fn read(buffer: &Buffer) -> Self {
+        Self::new(buffer, Access::Read)
+    }
+
+    /// The launch writes `buffer`.
+    pub fn write(buffer: &Buffer) -> Self {
+        Self::new(buffer, Access::Write)
+    }
+
+    /// The launch reads and writes `buffer` in place.
+    pub fn read_write(buffer: &Buffer) -> Self {
+        Self::new(buffer, Access::ReadWrite)
+    }
+
+    /// `buffer` with `access`.
+    pub fn new(buffer: &Buffer, access: Access) -> Self {
+        Self {
+            buffer: buffer.clone(),
+            offset: 0,
+            len: None,
+            access,
+        }
+    }
+
+    /// Only `len` bytes at `offset` (checked when the launch is issued).
+    pub fn range(mut self, offset: u64, len: u64) -> Self {
+        self.offset = offset;
+        self.len = Some(len);
+        self
+    }
+
+    /// The buffer.
+    pub fn buffer(&self) -> &Buffer {
+        &self.buffer
+    }
+
+    /// What the launch does to it.
+    pub fn access(&self) -> Access {
+        self.access
+    }
+}

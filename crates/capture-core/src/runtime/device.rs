@@ -1,0 +1,702 @@
+//! `Device`: the generic runtime over a backend. A pool of streams, eager work inside
+//! taint scopes, and the capture lifecycle driven through [`Window`].
+//!
+//! Lock order, outermost first (a thread holds at most one pooled stream at a time and
+//! never waits on a fence while holding one):
+//!
+//! 1. a pooled stream (its `Mutex`, or its worker thread for a thread-affine backend);
+//! 2. the kernel registry;
+//! 3. the device's capture status (inside `StreamCapture` transitions and page
+//!    decisions);
+//! 4. the graph registry;
+//! 5. the taint ledger;
+//! 6. the trace.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bytes::Bytes;
+
+use super::buffer::Buffer;
+use super::cell::{StreamCell, lock};
+use super::config::DeviceConfig;
+use super::launch::KernelEntry;
+use super::pooled::PooledStream;
+use super::report::{DeviceReport, StreamReport};
+use super::setup::StreamSetup;
+use crate::capture::{CaptureStatus, DeviceCaptures};
+use crate::driver::{Backend, DeviceResource, DeviceStream};
+use crate::error::ServerError;
+use crate::ids::{FailureId, GraphId, StreamId};
+use crate::memory::{Access, ClaimKey, CleanupReport, ManagedMemoryHandle, MemoryIds, PageUpdate};
+use crate::range::ByteRange;
+use crate::report::GraphLedger;
+use crate::taint::TaintLedger;
+use crate::trace::{Event, Trace};
+
+static DEVICES: AtomicU64 = AtomicU64::new(0);
+
+/// A device over backend `B`: a pool of streams onto which logical streams fold, the
+/// device-wide taint ledger, graph registry and trace.
+///
+/// `Send + Sync`: share it by reference (or in an `Arc`) across threads.
+pub struct Device<B: Backend> {
+    pub(crate) inner: Arc<Inner<B>>,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct GraphRegistry {
+    pub(crate) next: u64,
+    /// Live graphs: the pooled stream each lives on, and its ledger.
+    pub(crate) live: BTreeMap<GraphId, (usize, GraphLedger)>,
+}
+
+pub(crate) struct Inner<B: Backend> {
+    pub(crate) backend: Arc<B>,
+    pub(crate) serial: u64,
+    pub(crate) cells: Vec<StreamCell<B>>,
+    pub(crate) captures: DeviceCaptures,
+    pub(crate) taint: Mutex<TaintLedger>,
+    pub(crate) graphs: Mutex<GraphRegistry>,
+    pub(crate) kernels: Mutex<Vec<KernelEntry<B>>>,
+    pub(crate) trace: Trace,
+    pub(crate) config: DeviceConfig,
+}
+
+impl<B: Backend> Device<B> {
+    /// A device over `backend` with `config`'s pooled streams.
+    ///
+    /// # Errors
+    ///
+    /// The backend's refusal to create a stream.
+    pub fn new(backend: B, config: DeviceConfig) -> Result<Self, ServerError> {
+        let captures = DeviceCaptures::new(B::allocation_breaks_capture());
+        let ids = MemoryIds::new();
+        let backend = Arc::new(backend);
+        let mut cells = Vec::with_capacity(config.streams);
+        for index in 0..config.streams {
+            let setup = StreamSetup::new(index, captures.clone(), ids.clone(), config);
+            let b = Arc::clone(&backend);
+            let create = move || -> Result<PooledStream<B>, ServerError> {
+                let mut stream = b.create_stream(&setup)?;
+                if stream.capturing().index() != index {
+                    return Err(ServerError::graph_state(
+                        "create stream",
+                        "the backend must create each stream's capture exactly once, in order",
+                    ));
+                }
+                Ok(PooledStream::new(stream, index))
+            };
+            cells.push(if B::thread_affine() {
+                StreamCell::spawn(index, create)?
+            } else {
+                StreamCell::Direct(Mutex::new(create()?))
+            });
+        }
+        Ok(Self {
+            inner: Arc::new(Inner {
+                backend,
+                serial: DEVICES.fetch_add(1, Ordering::Relaxed),
+                cells,
+                captures,
+                taint: Mutex::new(TaintLedger::new()),
+                graphs: Mutex::new(GraphRegistry::default()),
+                kernels: Mutex::new(Vec::new()),
+                trace: Trace::new(config.trace),
+                config,
+            }),
+        })
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &B {
+        &self.inner.backend
+    }
+
+    /// The device's settings.
+    pub fn config(&self) -> DeviceConfig {
+        self.inner.config
+    }
+
+    /// The device's event log.
+    pub fn trace(&self) -> &Trace {
+        &self.inner.trace
+    }
+
+    /// Which pooled streams record right now.
+    pub fn captures(&self) -> &CaptureStatus {
+        self.inner.captures.status()
+    }
+
+    /// The pooled stream logical `stream` runs on.
+    pub fn pooled_index(&self, stream: StreamId) -> usize {
+        self.inner.pooled(stream)
+    }
+
+    /// Allocates `size` bytes of device memory owned by `stream`. The new buffer reads
+    /// as never written until something writes it.
+    ///
+    /// # Errors
+    ///
+    /// - [`ServerError::InvalidArgument`] for a size of zero or above the maximum.
+    /// - [`ServerError::NeighbourRefused`] while another stream's window holds the
+    ///   pooled stream.
+    /// - [`ServerError::AllocInWindow`] when the pool would have to grow while a window
+    ///   forbids it; inside the caller's own window this dooms the window (rule 6).
+    /// - [`ServerError::OutOfMemory`] with every pool's and graph's figures.
+    pub fn alloc(&self, stream: StreamId, size: u64) -> Result<Buffer, ServerError> {
+        let inner = Arc::clone(&self.inner);
+        self.inner
+            .on_stream(stream, move |ps| inner.alloc_on(ps, stream, size))
+    }
+
+    /// Writes `bytes` into `buffer` at `offset`, staged through pinned host memory.
+    /// Outside a window the written bytes become readable; inside the caller's window the
+    /// copy is recorded: the graph keeps the bytes and re-copies them on every replay.
+    ///
+    /// # Errors
+    ///
+    /// [`ServerError::InvalidBinding`] for a range outside the buffer or a buffer of
+    /// another device; [`ServerError::NeighbourRefused`]; the driver's refusal (the
+    /// destination is then claimed with it).
+    pub fn write(
+        &self,
+        stream: StreamId,
+        buffer: &Buffer,
+        offset: u64,
+        bytes: impl Into<Bytes>,
+    ) -> Result<(), ServerError> {
+        let bytes = bytes.into();
+        self.inner.check_buffer(buffer)?;
+        let range = buffer.range(offset, Some(bytes.len() as u64))?;
+        let caller = self.inner.pooled(stream);
+        if caller != buffer.pooled {
+            self.inner.hand_over(stream, "write", buffer)?;
+        }
+        match self.inner.cells[buffer.pooled].direct() {
+            Some(mut ps) => self.inner.write_on(&mut ps, stream, buffer, range, bytes),
+            None => {
+                let inner = Arc::clone(&self.inner);
+                let buffer = buffer.clone();
+                self.inner.cells[buffer.pooled]
+                    .run(move |ps| inner.write_on(ps, stream, &buffer, range, bytes))
+            }
+        }
+    }
+
+    /// Reads all of `buffer` back to the host, after everything enqueued before it.
+    ///
+    /// # Errors
+    ///
+    /// [`ServerError::Unwritten`] when any byte read carries a failure (or was never
+    /// written); [`ServerError::GraphState`] when the stream records (the capture is
+    /// not doomed by it); [`ServerError::NeighbourRefused`]; an asynchronous error the
+    /// wait reported, which also taints what the stream wrote since its last good fence.
+    pub fn read(&self, stream: StreamId, buffer: &Buffer) -> Result<Vec<u8>, ServerError> {
+        self.read_range(stream, buffer, 0, buffer.size())
+    }
+
+    /// Reads `len` bytes of `buffer` at `offset` back to the host.
+    ///
+    /// # Errors
+    ///
+    /// As [`read`](Self::read), and [`ServerError::InvalidBinding`] for a range outside
+    /// the buffer.
+    pub fn read_range(
+        &self,
+        stream: StreamId,
+        buffer: &Buffer,
+        offset: u64,
+        len: u64,
+    ) -> Result<Vec<u8>, ServerError> {
+        self.inner.check_buffer(buffer)?;
+        let range = buffer.range(offset, Some(len))?;
+        if self.inner.pooled(stream) != buffer.pooled {
+            self.inner.hand_over(stream, "read", buffer)?;
+        }
+        let inner = Arc::clone(&self.inner);
+        let buffer = buffer.clone();
+        self.inner.cells[buffer.pooled].run(move |ps| inner.read_on(ps, stream, &buffer, range))
+    }
+
+    /// Waits for everything enqueued on `stream`'s pooled stream.
+    ///
+    /// # Errors
+    ///
+    /// [`ServerError::GraphState`] when the stream records (not a failure of the
+    /// capture); [`ServerError::NeighbourRefused`]; an asynchronous error the wait
+    /// reported, which taints what the stream wrote since its last good fence.
+    pub fn sync(&self, stream: StreamId) -> Result<(), ServerError> {
+        let inner = Arc::clone(&self.inner);
+        self.inner
+            .on_stream(stream, move |ps| inner.sync_on(ps, stream))
+    }
+
+    /// Frees what the drop queues hold once the device is done with it, drops unpinned
+    /// info-cache entries, and gives empty pages back to the storage.
+    ///
+    /// # Errors
+    ///
+    /// [`ServerError::GraphState`] naming the recording stream while any stream
+    /// records: no page is released or renumbered then, and nothing is changed.
+    pub fn cleanup(&self) -> Result<CleanupReport, ServerError> {
+        if let Some(recording) = self.captures().recording().first() {
+            return Err(ServerError::graph_state(
+                "cleanup",
+                format!("{recording} is recording: no page is released or renumbered"),
+            ));
+        }
+        let mut total = CleanupReport::default();
+        for index in 0..self.inner.cells.len() {
+            let inner = Arc::clone(&self.inner);
+            let report = self.inner.cells[index].run(move |ps| inner.cleanup_on(ps))?;
+            total.pages_released += report.pages_released;
+            total.bytes_released += report.bytes_released;
+        }
+        Ok(total)
+    }
+
+    /// Every pooled stream's memory, and what each live graph holds.
+    pub fn memory_report(&self) -> DeviceReport {
+        let mut streams = Vec::with_capacity(self.inner.cells.len());
+        for index in 0..self.inner.cells.len() {
+            streams.push(self.inner.cells[index].run(move |ps| StreamReport {
+                index: ps.index,
+                device: ps.stream.device_memory().report(),
+                host: ps.stream.host_memory().report(),
+                pending_drops: ps.stream.drop_queue().len(),
+            }));
+        }
+        DeviceReport {
+            streams,
+            graphs: self.inner.ledgers(),
+        }
+    }
+
+    /// What graph `id` holds, while it lives.
+    pub fn graph(&self, id: GraphId) -> Option<GraphLedger> {
+        lock(&self.inner.graphs).live.get(&id).map(|(_, l)| *l)
+    }
+}
+
+impl<B: Backend> Inner<B> {
+    pub(crate) fn pooled(&self, stream: StreamId) -> usize {
+        (stream.index() % self.cells.len() as u64) as usize
+    }
+
+    /// Runs `f` on `stream`'s pooled stream (under its lock, or on its worker).
+    pub(crate) fn on_stream<R: Send + 'static>(
+        &self,
+        stream: StreamId,
+        f: impl FnOnce(&mut PooledStream<B>) -> R + Send + 'static,
+    ) -> R {
+        self.cells[self.pooled(stream)].run(f)
+    }
+
+    pub(crate) fn taint(&self) -> MutexGuard<'_, TaintLedger> {
+        lock(&self.taint)
+    }
+
+    pub(crate) fn check_buffer(&self, buffer: &Buffer) -> Result<(), ServerError> {
+        if buffer.device != self.serial {
+            return Err(ServerError::InvalidBinding {
+                binding: format!("{}", buffer.id()),
+                reason: "the buffer belongs to another device".into(),
+            });
+        }
+        Ok(())
+    }
+
+    pub(crate) fn ledgers(&self) -> Vec<GraphLedger> {
+        lock(&self.graphs).live.values().map(|(_, l)| *l).collect()
+    }
+
+    /// Refuses a neighbour of an active window on this pooled stream (rule 13).
+    pub(crate) fn neighbour(
+        &self,
+        ps: &mut PooledStream<B>,
+        stream: StreamId,
+        op: &'static str,
+    ) -> Result<(), ServerError> {
+        match ps.stream.capturing().owner() {
+            Some(owner) if owner != stream => {
+                let error = ServerError::NeighbourRefused {
+                    op,
+                    neighbour: stream,
+                    owner,
+                };
+                self.refused(stream, op, &error);
+                Err(error)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    pub(crate) fn refused(&self, stream: StreamId, op: &'static str, error: &ServerError) {
+        self.trace.push(Event::Refused {
+            stream,
+            op,
+            error: error.to_string(),
+        });
+    }
+
+    /// Dooms the window on `ps` with a post-mortem naming `op` on `stream`, and returns
+    /// the error to hand back (rule 11).
+    pub(crate) fn doom(
+        &self,
+        ps: &mut PooledStream<B>,
+        stream: StreamId,
+        op: Cow<'static, str>,
+        cause: ServerError,
+    ) -> ServerError {
+        let capture = ps.stream.capturing();
+        let owner = capture.owner().unwrap_or(stream);
+        let launches = capture.launches();
+        let error = ServerError::doomed(owner, op.clone(), stream, launches, cause);
+        if capture.is_recording() && !capture.is_doomed() {
+            capture.fail(error.clone());
+            self.trace.push(Event::Doomed {
+                stream: owner,
+                op,
+                launches,
+            });
+        }
+        error
+    }
+
+    /// Claims `keys` with `error` in the ledger and traces each claim.
+    pub(crate) fn claim(&self, keys: &[ClaimKey], error: &ServerError) -> Option<FailureId> {
+        if keys.is_empty() {
+            return None;
+        }
+        let failure = self
+            .taint()
+            .taint(keys.iter().copied(), error.clone())
+            .ok()?;
+        for key in keys {
+            self.trace.push(Event::Taint { key: *key, failure });
+        }
+        Some(failure)
+    }
+
+    /// An asynchronous error on `ps` (a failed submit, a lost device, a fence wait):
+    /// every range written there since its last good fence is claimed (rule 15).
+    pub(crate) fn fault(&self, ps: &mut PooledStream<B>, stream: StreamId, error: &ServerError) {
+        let keys = std::mem::take(&mut ps.since_fence);
+        if let Some(failure) = self.claim(&keys, error) {
+            self.trace.push(Event::Fault {
+                stream,
+                ranges: keys.len(),
+                failure,
+            });
+        }
+        ps.since_fence = keys;
+        ps.since_fence.clear();
+    }
+
+    /// Forgets, in the ledger, allocations the pools took back.
+    pub(crate) fn forget_freed(&self, ps: &mut PooledStream<B>) {
+        ps.collect_freed();
+        if ps.freed.is_empty() {
+            return;
+        }
+        let mut taint = self.taint();
+        for id in ps.freed.drain(..) {
+            // Host staging and info buffers were never tracked: unknown is expected.
+            let _ = taint.forget(id);
+        }
+    }
+
+    /// Flushes the drop queue when its policy asks, except while recording (rule 9).
+    pub(crate) fn maybe_flush(&self, ps: &mut PooledStream<B>, stream: StreamId) {
+        if ps.stream.capturing().is_recording() || !ps.stream.drop_queue().should_flush() {
+            return;
+        }
+        let signal = ps.stream.signal();
+        if let Err(e) = ps
+            .stream
+            .drop_queue()
+            .flush(|| <B::Stream as DeviceStream>::fence(signal))
+        {
+            self.fault(ps, stream, &e);
+        }
+    }
+
+    /// Frees everything the drop queue holds, after waiting for the device (never while
+    /// recording).
+    pub(crate) fn drain(&self, ps: &mut PooledStream<B>, stream: StreamId) {
+        if ps.stream.capturing().is_recording() {
+            return;
+        }
+        let signal = ps.stream.signal();
+        if let Err(e) = ps
+            .stream
+            .drop_queue()
+            .drain(|| <B::Stream as DeviceStream>::fence(signal))
+        {
+            self.fault(ps, stream, &e);
+        }
+    }
+
+    /// Reserves device memory under the device's capture state.
+    pub(crate) fn reserve_device(
+        &self,
+        ps: &mut PooledStream<B>,
+        stream: StreamId,
+        size: u64,
+    ) -> Result<ManagedMemoryHandle, ServerError> {
+        let memory = ps.stream.device_memory();
+        let result = self
+            .captures
+            .status()
+            .with_pages(ps.index, |update| memory.reserve(size, stream, update));
+        result.map_err(|e| self.with_ledgers(e))
+    }
+
+    /// Stages `bytes` through a pinned host slice and enqueues (or records) the copy to
+    /// `destination`. The staging slice is returned for its holder to keep.
+    pub(crate) fn stage(
+        &self,
+        ps: &mut PooledStream<B>,
+        stream: StreamId,
+        bytes: &[u8],
+        destination: &DeviceResource<B::Stream>,
+    ) -> Result<ManagedMemoryHandle, ServerError> {
+        let host = ps.stream.host_memory();
+        let staging = self
+            .captures
+            .status()
+            .with_pages(ps.index, |update| {
+                host.reserve(bytes.len() as u64, stream, update)
+            })
+            .map_err(|e| self.with_ledgers(e))?;
+        let key = ClaimKey {
+            memory: staging.id(),
+            range: ByteRange::from_bounds(0, bytes.len() as u64),
+        };
+        let source = ps.stream.host_memory().resource(key)?;
+        if ps.stream.capturing().is_recording() {
+            let location = ps.stream.host_memory().bind(staging.id())?;
+            ps.stream.capturing().touch(stream, location);
+            ps.stream.capturing().hold(&staging.binding());
+        }
+        ps.stream.capturing().prime(&staging.binding());
+        B::write(&mut ps.stream, &source, destination, bytes)?;
+        Ok(staging)
+    }
+
+    /// Adds every live graph's ledger to an out-of-memory error.
+    fn with_ledgers(&self, error: ServerError) -> ServerError {
+        match error {
+            ServerError::OutOfMemory(mut oom) => {
+                oom.graphs = self.ledgers();
+                ServerError::OutOfMemory(oom)
+            }
+            other => other,
+        }
+    }
+
+    /// Before `stream` works on a buffer of another pooled stream: refuse it if
+    /// `stream`'s own window records, then wait for what `stream` already enqueued (a
+    /// launch there may write the buffer; rule 18).
+    pub(crate) fn hand_over(
+        &self,
+        stream: StreamId,
+        op: &'static str,
+        buffer: &Buffer,
+    ) -> Result<(), ServerError> {
+        let id = buffer.id();
+        let fence = self.cells[self.pooled(stream)].run(move |ps| {
+            let capture = ps.stream.capturing();
+            match capture.owner() {
+                Some(owner) if capture.is_recording() && owner == stream => {
+                    Err(ServerError::graph_state(
+                        op,
+                        format!(
+                            "{id} lives on another pooled stream: a {op} of it from inside {stream}'s window cannot be recorded"
+                        ),
+                    ))
+                }
+                Some(_) if capture.is_recording() => Ok(None),
+                _ => Ok(Some(<B::Stream as DeviceStream>::fence(ps.stream.signal()))),
+            }
+        })?;
+        if let Some(fence) = fence {
+            crate::drop_queue::Fence::wait(fence)?;
+        }
+        Ok(())
+    }
+
+    fn alloc_on(
+        &self,
+        ps: &mut PooledStream<B>,
+        stream: StreamId,
+        size: u64,
+    ) -> Result<Buffer, ServerError> {
+        self.neighbour(ps, stream, "alloc")?;
+        let handle = match self.reserve_device(ps, stream, size) {
+            Ok(h) => h,
+            Err(error) => {
+                self.refused(stream, "alloc", &error);
+                let own_window = ps.stream.capturing().is_recording();
+                if own_window && matches!(error, ServerError::AllocInWindow { .. }) {
+                    return Err(self.doom(ps, stream, Cow::Borrowed("alloc"), error));
+                }
+                return Err(error);
+            }
+        };
+        self.forget_freed(ps);
+        self.taint().fresh(handle.id(), size)?;
+        let pool = ps.stream.device_memory().location(handle.id())?.pool;
+        self.trace.push(Event::Alloc {
+            stream,
+            memory: handle.id(),
+            len: size,
+            pool,
+        });
+        Ok(Buffer {
+            handle,
+            owner: stream,
+            pooled: ps.index,
+            device: self.serial,
+        })
+    }
+
+    pub(crate) fn write_on(
+        &self,
+        ps: &mut PooledStream<B>,
+        stream: StreamId,
+        buffer: &Buffer,
+        range: ByteRange,
+        bytes: Bytes,
+    ) -> Result<(), ServerError> {
+        self.neighbour(ps, stream, "write")?;
+        let key = ClaimKey {
+            memory: buffer.id(),
+            range,
+        };
+        let destination = ps.stream.device_memory().resource(key)?;
+        let location = ps.stream.device_memory().bind(buffer.id())?;
+        let recording = ps.stream.capturing().is_recording();
+        let staging = match self.stage(ps, stream, &bytes, &destination) {
+            Ok(s) => s,
+            Err(error) => {
+                self.claim(&[key], &error);
+                if recording {
+                    return Err(self.doom(ps, stream, Cow::Borrowed("write"), error));
+                }
+                return Err(error);
+            }
+        };
+        if recording {
+            // Rule 8: the recorded copy re-reads its staging on every replay, so the
+            // bytes stay with the graph; the destination joins the graph's written set
+            // and its claim is left alone until a replay settles it.
+            let capture = ps.stream.capturing();
+            capture.touch(buffer.owner, location);
+            capture.record(std::iter::once(buffer.binding(range, Access::Write)));
+            capture.retain_host(bytes);
+            drop(staging);
+        } else {
+            self.taint().host_write(key)?;
+            ps.since_fence.push(key);
+            let queue = ps.stream.drop_queue();
+            queue.push(staging);
+            queue.push(bytes);
+        }
+        self.trace.push(Event::Write {
+            stream,
+            key,
+            recorded: recording,
+        });
+        self.maybe_flush(ps, stream);
+        Ok(())
+    }
+
+    /// Refuses a host wait on a recording stream (rule 9): the owner gets a lifecycle
+    /// error and its capture is not doomed; a neighbour is refused as one.
+    fn refuse_host_wait(
+        &self,
+        ps: &mut PooledStream<B>,
+        stream: StreamId,
+        op: &'static str,
+    ) -> Result<(), ServerError> {
+        let capture = ps.stream.capturing();
+        match capture.owner() {
+            Some(owner) if owner == stream && capture.is_recording() => {
+                let error = ServerError::graph_state(
+                    op,
+                    format!("{stream} is recording: a host wait would break the capture"),
+                );
+                self.refused(stream, op, &error);
+                Err(error)
+            }
+            _ => self.neighbour(ps, stream, op),
+        }
+    }
+
+    fn read_on(
+        &self,
+        ps: &mut PooledStream<B>,
+        stream: StreamId,
+        buffer: &Buffer,
+        range: ByteRange,
+    ) -> Result<Vec<u8>, ServerError> {
+        self.refuse_host_wait(ps, stream, "read")?;
+        let key = ClaimKey {
+            memory: buffer.id(),
+            range,
+        };
+        self.taint().check_read(key)?;
+        let source = ps.stream.device_memory().resource(key)?;
+        let mut out = vec![0; range.len() as usize];
+        if let Err(error) = B::read(&mut ps.stream, &source, &mut out) {
+            self.fault(ps, stream, &error);
+            return Err(error);
+        }
+        ps.since_fence.clear();
+        self.trace.push(Event::Read { stream, key });
+        self.drain(ps, stream);
+        Ok(out)
+    }
+
+    fn sync_on(&self, ps: &mut PooledStream<B>, stream: StreamId) -> Result<(), ServerError> {
+        self.refuse_host_wait(ps, stream, "sync")?;
+        if let Err(error) = B::sync(&mut ps.stream) {
+            self.fault(ps, stream, &error);
+            return Err(error);
+        }
+        ps.since_fence.clear();
+        self.trace.push(Event::Sync { stream });
+        self.drain(ps, stream);
+        Ok(())
+    }
+
+    fn cleanup_on(&self, ps: &mut PooledStream<B>) -> Result<CleanupReport, ServerError> {
+        let stream = StreamId::new(ps.index as u64);
+        self.drain(ps, stream);
+        let unpinned = ps.stream.info_cache().clear_unpinned();
+        if !unpinned.is_empty() {
+            for handle in unpinned {
+                ps.stream.drop_queue().push(handle);
+            }
+            self.drain(ps, stream);
+        }
+        let index = ps.index;
+        let status = self.captures.status();
+        let report = status.with_pages(index, |update: PageUpdate| {
+            let device = ps.stream.device_memory().cleanup(update)?;
+            let host = ps.stream.host_memory().cleanup(update)?;
+            ps.stream.device_memory().renumber(update)?;
+            ps.stream.host_memory().renumber(update)?;
+            Ok::<_, ServerError>(CleanupReport {
+                pages_released: device.pages_released + host.pages_released,
+                bytes_released: device.bytes_released + host.bytes_released,
+            })
+        })?;
+        self.forget_freed(ps);
+        Ok(report)
+    }
+}

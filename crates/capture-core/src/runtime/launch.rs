@@ -1,0 +1,423 @@
+//! Kernel registration and launches: lazy loading (never inside a window), info words
+//! through the metadata cache, propagation of claimed inputs, and the launch's taint
+//! scope.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use super::buffer::Arg;
+use super::cell::lock;
+use super::device::{Device, Inner};
+use super::pooled::PooledStream;
+use crate::driver::{Backend, DeviceResource, DeviceStream, Grid, LaunchBuffer};
+use crate::error::ServerError;
+use crate::ids::StreamId;
+use crate::info_cache::Inserted;
+use crate::memory::{ClaimKey, MemoryLocation};
+use crate::range::ByteRange;
+use crate::trace::{Event, KernelId};
+
+/// A kernel registered with a device. It is loaded on its first launch, which must come
+/// before any capture window that uses it opens (warmup does that).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelHandle {
+    id: KernelId,
+    device: u64,
+}
+
+impl KernelHandle {
+    /// The kernel's id in traces.
+    pub fn id(&self) -> KernelId {
+        self.id
+    }
+}
+
+pub(crate) struct KernelEntry<B: Backend> {
+    source: Arc<B::KernelSource>,
+    name: Cow<'static, str>,
+    loaded: Option<Arc<B::Kernel>>,
+}
+
+/// A buffer of another pooled stream, resolved there before the launch.
+pub(crate) struct Foreign<R> {
+    arg: usize,
+    resource: R,
+    location: MemoryLocation,
+}
+
+impl<B: Backend> Device<B> {
+    /// Registers a kernel; it is loaded on its first launch.
+    pub fn kernel(&self, source: B::KernelSource) -> KernelHandle {
+        let name = B::kernel_name(&source);
+        let mut kernels = lock(&self.inner.kernels);
+        let id = self.inner.trace.kernel(name.clone());
+        kernels.push(KernelEntry {
+            source: Arc::new(source),
+            name,
+            loaded: None,
+        });
+        KernelHandle {
+            id,
+            device: self.inner.serial,
+        }
+    }
+
+    /// The name a registered kernel was given.
+    pub fn kernel_name(&self, kernel: &KernelHandle) -> Cow<'static, str> {
+        self.inner.trace.kernel_name(kernel.id)
+    }
+
+    /// Launches `kernel` over `args` with `info` words (empty for none) on `stream`:
+    /// enqueued outside a window, recorded inside the caller's window.
+    ///
+    /// A launch whose input carries a failure is skipped and passes the failure on to its
+    /// outputs. Buffers of other pooled streams are waited for first (rule 18).
+    ///
+    /// # Errors
+    ///
+    /// - [`ServerError::InvalidArgument`] for a kernel of another device;
+    ///   [`ServerError::InvalidBinding`] for a range outside its buffer.
+    /// - [`ServerError::NeighbourRefused`] while another stream's window holds the
+    ///   pooled stream.
+    /// - [`ServerError::Unwritten`] when skipped because an input was claimed.
+    /// - The driver's refusal to load or enqueue; inside a window every failure dooms it.
+    pub fn launch(
+        &self,
+        stream: StreamId,
+        kernel: &KernelHandle,
+        grid: Grid,
+        args: &[Arg],
+        info: &[u64],
+    ) -> Result<(), ServerError> {
+        if kernel.device != self.inner.serial {
+            return Err(ServerError::invalid(
+                "kernel",
+                format!("kernel#{}", kernel.id.index()),
+                "the kernel was registered with another device",
+            ));
+        }
+        for arg in args {
+            self.inner.check_buffer(&arg.buffer)?;
+            arg.buffer.range(arg.offset, arg.len)?;
+        }
+        let index = self.inner.pooled(stream);
+        let id = kernel.id;
+        if args.iter().all(|a| a.buffer.pooled == index) {
+            if let Some(mut ps) = self.inner.cells[index].direct() {
+                return self
+                    .inner
+                    .launch_on(&mut ps, stream, id, grid, args, &[], info);
+            }
+            let inner = Arc::clone(&self.inner);
+            let (args, info) = (args.to_vec(), info.to_vec());
+            return self.inner.cells[index]
+                .run(move |ps| inner.launch_on(ps, stream, id, grid, &args, &[], &info));
+        }
+        let foreign = self.inner.resolve_foreign(stream, index, args)?;
+        let inner = Arc::clone(&self.inner);
+        let (args, info) = (args.to_vec(), info.to_vec());
+        self.inner.cells[index]
+            .run(move |ps| inner.launch_on(ps, stream, id, grid, &args, &foreign, &info))
+    }
+}
+
+impl<B: Backend> Inner<B> {
+    /// Resolves the buffers of other pooled streams on their own streams, and waits for
+    /// what those streams enqueued before (rule 18).
+    fn resolve_foreign(
+        &self,
+        stream: StreamId,
+        index: usize,
+        args: &[Arg],
+    ) -> Result<Vec<Foreign<DeviceResource<B::Stream>>>, ServerError> {
+        let mut foreign = Vec::new();
+        let mut others: Vec<usize> = args
+            .iter()
+            .map(|a| a.buffer.pooled)
+            .filter(|&p| p != index)
+            .collect();
+        others.sort_unstable();
+        others.dedup();
+        for other in others {
+            let wanted: Vec<(usize, ClaimKey)> = args
+                .iter()
+                .enumerate()
+                .filter(|(_, a)| a.buffer.pooled == other)
+                .map(|(i, a)| {
+                    let range = a
+                        .buffer
+                        .range(a.offset, a.len)
+                        .unwrap_or(ByteRange::from_bounds(0, 1));
+                    (
+                        i,
+                        ClaimKey {
+                            memory: a.buffer.id(),
+                            range,
+                        },
+                    )
+                })
+                .collect();
+            let (resolved, fence) = self.cells[other].run(move |ps| {
+                let mut out = Vec::with_capacity(wanted.len());
+                for (arg, key) in wanted {
+                    let location = ps.stream.device_memory().bind(key.memory)?;
+                    let resource = ps.stream.device_memory().resource(key)?;
+                    out.push(Foreign {
+                        arg,
+                        resource,
+                        location,
+                    });
+                }
+                let fence = (!ps.stream.capturing().is_recording())
+                    .then(|| <B::Stream as DeviceStream>::fence(ps.stream.signal()));
+                Ok::<_, ServerError>((out, fence))
+            })?;
+            if let Some(fence) = fence
+                && let Err(error) = crate::drop_queue::Fence::wait(fence)
+            {
+                self.refused(stream, "launch", &error);
+                return Err(error);
+            }
+            foreign.extend(resolved);
+        }
+        Ok(foreign)
+    }
+
+    /// The loaded kernel, loading it first if it never was (rule 10: never inside a
+    /// window).
+    fn loaded_kernel(
+        &self,
+        ps: &mut PooledStream<B>,
+        stream: StreamId,
+        id: KernelId,
+    ) -> Result<(Arc<B::Kernel>, Cow<'static, str>), ServerError> {
+        let (source, name) = {
+            let kernels = lock(&self.kernels);
+            let entry = kernels.get(id.index() as usize).ok_or_else(|| {
+                ServerError::invalid("kernel", format!("kernel#{}", id.index()), "not registered")
+            })?;
+            if let Some(loaded) = &entry.loaded {
+                return Ok((Arc::clone(loaded), entry.name.clone()));
+            }
+            (Arc::clone(&entry.source), entry.name.clone())
+        };
+        if ps.stream.capturing().is_recording() {
+            let cause = ServerError::graph_state(
+                "load",
+                format!("kernel {name} was first loaded inside the window; launch it in warmup"),
+            );
+            return Err(self.doom(ps, stream, Cow::Owned(format!("load {name}")), cause));
+        }
+        if B::allocation_breaks_capture()
+            && let Some(recording) = self.captures.status().recording().first()
+        {
+            let error = ServerError::graph_state(
+                "load",
+                format!(
+                    "{recording} is recording: loading kernel {name} would invalidate its capture"
+                ),
+            );
+            self.refused(stream, "load", &error);
+            return Err(error);
+        }
+        let loaded = Arc::new(B::load(&mut ps.stream, &source)?);
+        let loaded = {
+            let mut kernels = lock(&self.kernels);
+            Arc::clone(kernels[id.index() as usize].loaded.get_or_insert(loaded))
+        };
+        self.trace.push(Event::Load { stream, kernel: id });
+        Ok((loaded, name))
+    }
+
+    /// The info buffer holding `words`, from the cache or freshly written (rule 5's
+    /// warm cache makes a window's launches hit).
+    fn info_buffer(
+        &self,
+        ps: &mut PooledStream<B>,
+        stream: StreamId,
+        words: &[u64],
+    ) -> Result<Option<DeviceResource<B::Stream>>, ServerError> {
+        if words.is_empty() {
+            return Ok(None);
+        }
+        let hit = ps.stream.info_cache().get(words).map(|h| h.id());
+        let id = match hit {
+            Some(id) => id,
+            None => {
+                let len = (words.len() * 8) as u64;
+                let handle = self.reserve_device(ps, stream, len)?;
+                let key = ClaimKey {
+                    memory: handle.id(),
+                    range: ByteRange::from_bounds(0, len),
+                };
+                let destination = ps.stream.device_memory().resource(key)?;
+                let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+                let staging = self.stage(ps, stream, &bytes, &destination)?;
+                if !ps.stream.capturing().is_recording() {
+                    ps.stream.drop_queue().push(staging);
+                }
+                let id = handle.id();
+                match ps.stream.info_cache().insert(words, handle)? {
+                    Inserted::Cached { evicted } => {
+                        for old in evicted {
+                            ps.stream.drop_queue().push(old);
+                        }
+                    }
+                    Inserted::Refused { value, .. } => {
+                        // Not cached: the launch still needs it until the device is done.
+                        ps.stream.drop_queue().push(value);
+                    }
+                }
+                id
+            }
+        };
+        let location = ps.stream.device_memory().bind(id)?;
+        ps.stream.capturing().touch(stream, location);
+        let size = (words.len() * 8) as u64;
+        let resource = ps.stream.device_memory().resource(ClaimKey {
+            memory: id,
+            range: ByteRange::from_bounds(0, size),
+        })?;
+        Ok(Some(resource))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn launch_on(
+        &self,
+        ps: &mut PooledStream<B>,
+        stream: StreamId,
+        kernel: KernelId,
+        grid: Grid,
+        args: &[Arg],
+        foreign: &[Foreign<DeviceResource<B::Stream>>],
+        info: &[u64],
+    ) -> Result<(), ServerError> {
+        self.neighbour(ps, stream, "launch")?;
+        let recording = ps.stream.capturing().is_recording();
+        ps.bindings.clear();
+        ps.inputs.clear();
+        ps.outputs.clear();
+        for arg in args {
+            let range = arg.buffer.range(arg.offset, arg.len)?;
+            let binding = arg.buffer.binding(range, arg.access);
+            if arg.access.reads() {
+                ps.inputs.push(binding.claim_key());
+            }
+            if arg.access.writes() {
+                ps.outputs.push(binding.claim_key());
+            }
+            ps.bindings.push(binding);
+        }
+        let (loaded, name) = match self.loaded_kernel(ps, stream, kernel) {
+            Ok(k) => k,
+            Err(error) => {
+                let outputs = std::mem::take(&mut ps.outputs);
+                self.claim(&outputs, &error);
+                ps.outputs = outputs;
+                return Err(error);
+            }
+        };
+        if recording {
+            // Nothing runs inside the window: the ledger is left alone. An input the
+            // window did not write itself must be readable, or the window is doomed.
+            for i in 0..ps.inputs.len() {
+                let key = ps.inputs[i];
+                if ps.stream.capturing().writes_before(key) {
+                    continue;
+                }
+                if let Err(error) = self.taint().check_read(key) {
+                    return Err(self.doom(ps, stream, name, error));
+                }
+            }
+        } else if let Err(error) = self.taint().propagate(
+            name.clone(),
+            stream,
+            ps.inputs.iter().copied(),
+            ps.outputs.iter().copied(),
+        ) {
+            // A claimed input: skip, pass the failure on (rule 14's eager twin).
+            if let ServerError::Unwritten(u) = &error {
+                self.trace.push(Event::Skip {
+                    stream,
+                    op: name.clone(),
+                    failure: u.failure,
+                });
+            }
+            return Err(error);
+        }
+        let info = match self.info_buffer(ps, stream, info) {
+            Ok(info) => info,
+            Err(error) => return Err(self.fail_launch(ps, stream, name, error)),
+        };
+        ps.buffers.clear();
+        for (i, binding) in ps.bindings.iter().enumerate() {
+            let (resource, location) = match foreign.iter().find(|f| f.arg == i) {
+                Some(f) => (f.resource.clone(), f.location),
+                None => {
+                    let memory = ps.stream.device_memory();
+                    let location = memory.bind(binding.memory())?;
+                    (memory.resource(binding.claim_key())?, location)
+                }
+            };
+            ps.stream.capturing().touch(binding.stream(), location);
+            ps.buffers.push(LaunchBuffer {
+                resource,
+                access: binding.access(),
+            });
+        }
+        if recording {
+            return match B::launch(&mut ps.stream, &loaded, grid, &ps.buffers, info.as_ref()) {
+                Ok(()) => {
+                    self.trace.launch(
+                        stream,
+                        kernel,
+                        ps.bindings.iter().map(|b| (b.claim_key(), b.access())),
+                        true,
+                    );
+                    ps.stream.capturing().record(ps.bindings.drain(..));
+                    Ok(())
+                }
+                Err(error) => Err(self.doom(ps, stream, name, error)),
+            };
+        }
+        let scope = self
+            .taint()
+            .enter(name.clone(), ps.outputs.iter().copied())?;
+        match B::launch(&mut ps.stream, &loaded, grid, &ps.buffers, info.as_ref()) {
+            Ok(()) => {
+                self.taint().settle(scope);
+                self.trace.launch(
+                    stream,
+                    kernel,
+                    ps.bindings.iter().map(|b| (b.claim_key(), b.access())),
+                    false,
+                );
+                ps.since_fence.extend_from_slice(&ps.outputs);
+                self.maybe_flush(ps, stream);
+                Ok(())
+            }
+            Err(error) => {
+                self.taint().fail(scope, error.clone());
+                Err(error)
+            }
+        }
+    }
+
+    /// A launch that failed before it was enqueued: its outputs are claimed with the
+    /// error, and a recording is doomed.
+    fn fail_launch(
+        &self,
+        ps: &mut PooledStream<B>,
+        stream: StreamId,
+        name: Cow<'static, str>,
+        error: ServerError,
+    ) -> ServerError {
+        let outputs = std::mem::take(&mut ps.outputs);
+        self.claim(&outputs, &error);
+        ps.outputs = outputs;
+        if ps.stream.capturing().is_recording() {
+            self.doom(ps, stream, name, error.clone());
+        }
+        error
+    }
+}

@@ -1,0 +1,410 @@
+//! The capture lifecycle as users drive it: `prepare`, `begin`, `end`, `abort`, the
+//! `capture` closure form, replays and graph drops.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use super::cell::lock;
+use super::device::{Device, Inner};
+use super::pooled::PooledStream;
+use crate::capture::{Refused, Window};
+use crate::driver::{Backend, DeviceStream};
+use crate::drop_queue::{Fence, Pending};
+use crate::error::ServerError;
+use crate::ids::{GraphId, StreamId};
+use crate::memory::BufferBinding;
+use crate::trace::Event;
+
+impl<B: Backend> Device<B> {
+    /// Starts the warmup run of a capture on `stream`: arms its pools and info cache.
+    ///
+    /// # Errors
+    ///
+    /// [`ServerError::NeighbourRefused`] while another stream's window holds the pooled
+    /// stream; [`ServerError::GraphState`] when this stream already prepared or records.
+    /// Nothing is changed.
+    pub fn prepare(&self, stream: StreamId) -> Result<(), ServerError> {
+        let inner = Arc::clone(&self.inner);
+        self.inner.on_stream(stream, move |ps| {
+            inner.neighbour(ps, stream, "prepare")?;
+            match Window::<B>::on(&mut ps.stream).prepare(stream) {
+                Ok(()) => {
+                    inner.lifecycle(stream, "prepare");
+                    Ok(())
+                }
+                Err(error) => {
+                    inner.refused(stream, "prepare", &error);
+                    Err(error)
+                }
+            }
+        })
+    }
+
+    /// Opens the window on `stream`: from here its launches and writes are recorded.
+    /// Other streams' queued work is waited for first, so inputs they wrote are settled
+    /// (rule 18).
+    ///
+    /// # Errors
+    ///
+    /// [`ServerError::NeighbourRefused`]; [`ServerError::GraphState`] when nothing is
+    /// prepared or the stream already records (nothing changed); the driver's refusal to
+    /// begin, after which the stream is back to no capture, its pools disarmed, and
+    /// prepare → begin can be retried.
+    pub fn begin(&self, stream: StreamId) -> Result<(), ServerError> {
+        let index = self.inner.pooled(stream);
+        for other in (0..self.inner.cells.len()).filter(|&i| i != index) {
+            let fence = self.inner.cells[other].run(|ps| {
+                (!ps.stream.capturing().is_recording())
+                    .then(|| <B::Stream as DeviceStream>::fence(ps.stream.signal()))
+            });
+            if let Some(fence) = fence {
+                fence.wait()?;
+            }
+        }
+        let inner = Arc::clone(&self.inner);
+        self.inner.on_stream(stream, move |ps| {
+            inner.neighbour(ps, stream, "begin")?;
+            let mut window = Window::<B>::on(&mut ps.stream);
+            let result = window.begin();
+            let fence_error = window.take_fence_error();
+            if let Some(error) = fence_error {
+                inner.fault(ps, stream, &error);
+            }
+            match result {
+                Ok(()) => {
+                    inner.lifecycle(stream, "begin");
+                    Ok(())
+                }
+                Err(error) => {
+                    inner.refused(stream, "begin", &error);
+                    Err(error)
+                }
+            }
+        })
+    }
+
+    /// Closes the window on `stream` and seals what it recorded into a graph. Ended by a
+    /// stream that did not open it, the window is abandoned: closed, with no graph.
+    ///
+    /// # Errors
+    ///
+    /// No graph comes out of a window that never opened (a prepared one is disarmed),
+    /// was doomed (the post-mortem names the call), was refused by the driver, or was
+    /// abandoned ([`ServerError::Abandoned`] naming both streams, also to the owner's
+    /// later `end`). The ranges the recording would have written are claimed with the
+    /// error, so a later read fails rather than see bytes nothing wrote.
+    pub fn end(&self, stream: StreamId) -> Result<GraphId, ServerError> {
+        let inner = Arc::clone(&self.inner);
+        self.inner
+            .on_stream(stream, move |ps| inner.end_on(ps, stream))
+    }
+
+    /// Gives up `stream`'s window. From capture: closes the driver capture, drops the
+    /// recording, claims its written ranges and disarms; from prepare: disarms;
+    /// otherwise does nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`ServerError::NeighbourRefused`] when another stream owns the window.
+    pub fn abort(&self, stream: StreamId) -> Result<(), ServerError> {
+        let inner = Arc::clone(&self.inner);
+        self.inner
+            .on_stream(stream, move |ps| inner.abort_on(ps, stream))
+    }
+
+    /// Captures what `record` does on `stream` into a graph.
+    ///
+    /// `record` is called exactly twice: once as warmup (executed, with the pools armed
+    /// so the recording finds everything warm), then inside the window (recorded). After
+    /// `Ok`, the outputs hold warmup's results. No stream lock is held while `record`
+    /// runs. If `record` panics, a guard aborts the window (its written ranges claimed)
+    /// and the panic continues.
+    ///
+    /// # Errors
+    ///
+    /// `record`'s own error (the window is aborted), or any error of
+    /// [`prepare`](Self::prepare), [`begin`](Self::begin) or [`end`](Self::end).
+    pub fn capture(
+        &self,
+        stream: StreamId,
+        mut record: impl FnMut(&Self) -> Result<(), ServerError>,
+    ) -> Result<GraphId, ServerError> {
+        self.prepare(stream)?;
+        let guard = AbortOnPanic {
+            device: self,
+            stream,
+            armed: true,
+        };
+        if let Err(error) = record(self) {
+            guard.defuse();
+            let _ = self.abort(stream);
+            return Err(error);
+        }
+        if let Err(error) = self.begin(stream) {
+            guard.defuse();
+            let _ = self.abort(stream);
+            return Err(error);
+        }
+        if let Err(error) = record(self) {
+            guard.defuse();
+            let _ = self.abort(stream);
+            return Err(error);
+        }
+        guard.defuse();
+        self.end(stream)
+    }
+
+    /// Replays `graph` `times` times, in one submission, on the stream that captured it.
+    ///
+    /// Its inputs are checked first: if one carries a failure the replay is skipped and
+    /// passes it on to everything the graph writes. A replay that fails to enqueue claims
+    /// what the graph writes; a later successful replay settles it.
+    ///
+    /// # Errors
+    ///
+    /// [`ServerError::InvalidArgument`] for `times == 0` or a stream other than the
+    /// capturing one; [`ServerError::UnknownGraph`]; [`ServerError::GraphState`] inside
+    /// a window; [`ServerError::NeighbourRefused`]; [`ServerError::Unwritten`] when
+    /// skipped; the driver's refusal to enqueue.
+    pub fn replay(&self, stream: StreamId, graph: GraphId, times: u32) -> Result<(), ServerError> {
+        if times == 0 {
+            return Err(ServerError::invalid(
+                "replay count",
+                times,
+                "a replay runs at least once",
+            ));
+        }
+        let index = lock(&self.inner.graphs)
+            .live
+            .get(&graph)
+            .map(|(index, _)| *index)
+            .ok_or(ServerError::UnknownGraph(graph))?;
+        if index != self.inner.pooled(stream) {
+            return Err(ServerError::invalid(
+                "replay stream",
+                stream,
+                format!("{graph} replays only on the stream that captured it"),
+            ));
+        }
+        match self.inner.cells[index].direct() {
+            Some(mut ps) => self.inner.replay_on(&mut ps, stream, graph, times),
+            None => {
+                let inner = Arc::clone(&self.inner);
+                self.inner.cells[index].run(move |ps| inner.replay_on(ps, stream, graph, times))
+            }
+        }
+    }
+
+    /// Drops `graph`. Never blocks: its executable and pins wait in its stream's drop
+    /// queue behind the fence that follows its last replay.
+    ///
+    /// # Errors
+    ///
+    /// [`ServerError::UnknownGraph`] when no such graph lives.
+    pub fn drop_graph(&self, graph: GraphId) -> Result<(), ServerError> {
+        let index = lock(&self.inner.graphs)
+            .live
+            .remove(&graph)
+            .map(|(index, _)| index)
+            .ok_or(ServerError::UnknownGraph(graph))?;
+        let inner = Arc::clone(&self.inner);
+        self.inner.cells[index].run(move |ps| {
+            let Some(g) = ps.graphs.remove(&graph) else {
+                return Err(ServerError::UnknownGraph(graph));
+            };
+            let stream = g.owner();
+            let bytes = g.ledger().device_bytes;
+            for handle in ps
+                .stream
+                .info_cache()
+                .graph_release(graph)
+                .unwrap_or_default()
+            {
+                ps.stream.drop_queue().push(handle);
+            }
+            ps.stream.drop_queue().push(Pending::other(g, bytes));
+            inner.trace.push(Event::DropGraph { stream, graph });
+            Ok(())
+        })
+    }
+}
+
+/// Aborts a window whose `capture` closure panicked, then lets the panic continue.
+struct AbortOnPanic<'a, B: Backend> {
+    device: &'a Device<B>,
+    stream: StreamId,
+    armed: bool,
+}
+
+impl<B: Backend> AbortOnPanic<'_, B> {
+    fn defuse(mut self) {
+        self.armed = false;
+    }
+}
+
+impl<B: Backend> Drop for AbortOnPanic<'_, B> {
+    fn drop(&mut self) {
+        if self.armed {
+            let _ = self.device.abort(self.stream);
+        }
+    }
+}
+
+impl<B: Backend> Inner<B> {
+    pub(crate) fn lifecycle(&self, stream: StreamId, what: &'static str) {
+        self.trace.push(Event::Lifecycle { stream, what });
+    }
+
+    fn end_on(&self, ps: &mut PooledStream<B>, stream: StreamId) -> Result<GraphId, ServerError> {
+        let mut registry = lock(&self.graphs);
+        let id = GraphId::new(registry.next);
+        let mut window = Window::<B>::on(&mut ps.stream);
+        let result = window.instantiate(stream, id);
+        let fence_error = window.take_fence_error();
+        let outcome = match result {
+            Ok(graph) => {
+                registry.next += 1;
+                let ledger = graph.ledger();
+                registry.live.insert(id, (ps.index, ledger));
+                drop(registry);
+                self.trace.push(Event::Sealed {
+                    stream,
+                    graph: id,
+                    launches: ledger.launches,
+                });
+                self.trace.push(Event::Pin {
+                    graph: id,
+                    device: graph.pinned_device().collect(),
+                    host: graph.pinned_staging().collect(),
+                    host_bytes: graph.retained_host(),
+                    info: ledger.info_entries as usize,
+                });
+                ps.graphs.insert(id, graph);
+                Ok(id)
+            }
+            Err(Refused { error, written }) => {
+                drop(registry);
+                self.trace.push(Event::NotSealed {
+                    stream,
+                    error: error.to_string(),
+                });
+                let keys: Vec<_> = written.iter().map(BufferBinding::claim_key).collect();
+                self.claim(&keys, &error);
+                Err(error)
+            }
+        };
+        if let Some(error) = fence_error {
+            self.fault(ps, stream, &error);
+        }
+        self.forget_freed(ps);
+        self.maybe_flush(ps, stream);
+        outcome
+    }
+
+    fn abort_on(&self, ps: &mut PooledStream<B>, stream: StreamId) -> Result<(), ServerError> {
+        let capture = ps.stream.capturing();
+        match capture.owner() {
+            None => return Ok(()),
+            Some(owner) if owner != stream => {
+                return self.neighbour(ps, stream, "abort");
+            }
+            Some(_) => {}
+        }
+        let recording = capture.is_recording();
+        let from = if recording { "capture" } else { "prepare" };
+        if recording {
+            self.doom(
+                ps,
+                stream,
+                Cow::Borrowed("abort"),
+                ServerError::graph_state("abort", "the window was aborted"),
+            );
+        }
+        // Closing through the window closes the driver capture (from capture) or
+        // disarms (from prepare); no graph id is consumed.
+        let id = GraphId::new(lock(&self.graphs).next);
+        let mut window = Window::<B>::on(&mut ps.stream);
+        let result = window.instantiate(stream, id);
+        let fence_error = window.take_fence_error();
+        self.lifecycle(
+            stream,
+            if recording {
+                "abort from capture"
+            } else {
+                "abort from prepare"
+            },
+        );
+        if let Err(Refused { error, written }) = result {
+            let keys: Vec<_> = written.iter().map(BufferBinding::claim_key).collect();
+            self.claim(&keys, &error);
+        }
+        if let Some(error) = fence_error {
+            self.fault(ps, stream, &error);
+        }
+        let _ = from;
+        self.forget_freed(ps);
+        Ok(())
+    }
+
+    pub(crate) fn replay_on(
+        &self,
+        ps: &mut PooledStream<B>,
+        stream: StreamId,
+        graph: GraphId,
+        times: u32,
+    ) -> Result<(), ServerError> {
+        let capture = ps.stream.capturing();
+        match capture.owner() {
+            Some(owner) if owner == stream => {
+                let error = ServerError::graph_state(
+                    "replay",
+                    format!("{stream} has a capture window open: a replay inside it is refused"),
+                );
+                self.refused(stream, "replay", &error);
+                return Err(error);
+            }
+            Some(_) => self.neighbour(ps, stream, "replay")?,
+            None => {}
+        }
+        let Some(g) = ps.graphs.get(&graph) else {
+            return Err(ServerError::UnknownGraph(graph));
+        };
+        let op = Cow::Borrowed("replay");
+        // Rule 14: inputs first; a claimed one skips the replay and passes it on.
+        let skipped = self.taint().propagate(
+            op.clone(),
+            stream,
+            g.inputs().iter().copied(),
+            g.written().iter().copied(),
+        );
+        if let Err(error) = skipped {
+            if let ServerError::Unwritten(u) = &error {
+                self.trace.push(Event::Skip {
+                    stream,
+                    op: Cow::Owned(format!("replay {graph}")),
+                    failure: u.failure,
+                });
+            }
+            return Err(error);
+        }
+        let scope = self.taint().enter(op, g.written().iter().copied())?;
+        match B::replay(&mut ps.stream, g.executable(), times) {
+            Ok(()) => {
+                self.taint().settle(scope);
+                ps.since_fence.extend_from_slice(g.written());
+                self.trace.push(Event::Replay {
+                    stream,
+                    graph,
+                    times,
+                });
+                self.maybe_flush(ps, stream);
+                Ok(())
+            }
+            Err(error) => {
+                self.taint().fail(scope, error.clone());
+                self.refused(stream, "replay", &error);
+                Err(error)
+            }
+        }
+    }
+}

@@ -1,0 +1,47 @@
+//! `PooledStream`: one backend stream and the runtime's bookkeeping beside it.
+
+use std::collections::BTreeMap;
+
+use crate::capture::Graph;
+use crate::driver::{Backend, DeviceResource, DeviceStream, LaunchBuffer};
+use crate::ids::{GraphId, MemoryId};
+use crate::memory::{BufferBinding, ClaimKey};
+
+/// One pooled backend stream, the graphs captured on it, and the runtime's scratch.
+pub(crate) struct PooledStream<B: Backend> {
+    pub(crate) stream: B::Stream,
+    pub(crate) index: usize,
+    /// Ranges written on this stream since its last good fence (rule 15).
+    pub(crate) since_fence: Vec<ClaimKey>,
+    /// Graphs captured on this stream, which replay only here.
+    pub(crate) graphs: BTreeMap<GraphId, Graph<B>>,
+    /// Ids the memory managers took back, for the taint ledger to forget.
+    pub(crate) freed: Vec<MemoryId>,
+    /// Per-launch scratch, reused so a launch allocates nothing.
+    pub(crate) buffers: Vec<LaunchBuffer<DeviceResource<B::Stream>>>,
+    pub(crate) bindings: Vec<BufferBinding>,
+    pub(crate) inputs: Vec<ClaimKey>,
+    pub(crate) outputs: Vec<ClaimKey>,
+}
+
+impl<B: Backend> PooledStream<B> {
+    pub(crate) fn new(stream: B::Stream, index: usize) -> Self {
+        Self {
+            stream,
+            index,
+            since_fence: Vec::new(),
+            graphs: BTreeMap::new(),
+            freed: Vec::new(),
+            buffers: Vec::new(),
+            bindings: Vec::new(),
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+        }
+    }
+
+    /// Moves the ids both memory managers took back into `freed`.
+    pub(crate) fn collect_freed(&mut self) {
+        self.stream.device_memory().take_freed(&mut self.freed);
+        self.stream.host_memory().take_freed(&mut self.freed);
+    }
+}

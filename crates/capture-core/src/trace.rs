@@ -1,0 +1,403 @@
+//! The trace: every transition, refusal, taint, pin and release of a device, as events
+//! with logical ids only, rendered one event per line.
+//!
+//! No pointers, native handles, thread ids, times or durations ever enter an event, so
+//! a scenario's trace is the same on every backend and every run, and snapshots of it
+//! need no filters. Hot-path events (launch, write, replay) allocate nothing beyond the
+//! log's own amortised growth: their bindings go to a shared arena and kernel names are
+//! interned. Every event is mirrored to `tracing` at debug level.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::ops::Range;
+use std::sync::{Mutex, MutexGuard};
+
+use crate::ids::{FailureId, GraphId, MemoryId, StreamId};
+use crate::memory::{Access, ClaimKey, PoolName};
+
+/// A kernel registered with a device, numbered in registration order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct KernelId(pub(crate) u32);
+
+impl KernelId {
+    /// The number behind the id.
+    pub fn index(self) -> u32 {
+        self.0
+    }
+}
+
+/// One thing that happened on a device.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Event {
+    /// A buffer was allocated.
+    Alloc {
+        /// The stream that allocated it.
+        stream: StreamId,
+        /// The new buffer.
+        memory: MemoryId,
+        /// Its size.
+        len: u64,
+        /// The pool it came from.
+        pool: PoolName,
+    },
+    /// A host write was enqueued (or recorded).
+    Write {
+        /// The stream.
+        stream: StreamId,
+        /// The bytes written.
+        key: ClaimKey,
+        /// Whether the write went into a recording.
+        recorded: bool,
+    },
+    /// A host read completed.
+    Read {
+        /// The stream.
+        stream: StreamId,
+        /// The bytes read.
+        key: ClaimKey,
+    },
+    /// A kernel was loaded.
+    Load {
+        /// The stream whose driver loaded it.
+        stream: StreamId,
+        /// The kernel.
+        kernel: KernelId,
+    },
+    /// A kernel launch was enqueued (or recorded).
+    Launch {
+        /// The stream.
+        stream: StreamId,
+        /// The kernel.
+        kernel: KernelId,
+        /// Its bindings, in the trace's arena.
+        args: Range<u32>,
+        /// Whether the launch went into a recording.
+        recorded: bool,
+    },
+    /// A launch or replay was skipped: an input carried a failure, passed on to its
+    /// outputs.
+    Skip {
+        /// The stream.
+        stream: StreamId,
+        /// What was skipped.
+        op: Cow<'static, str>,
+        /// The failure passed on.
+        failure: FailureId,
+    },
+    /// A lifecycle transition.
+    Lifecycle {
+        /// The stream.
+        stream: StreamId,
+        /// `prepare`, `begin`, `abort` ...
+        what: &'static str,
+    },
+    /// A window closed into a graph.
+    Sealed {
+        /// The owner.
+        stream: StreamId,
+        /// The graph.
+        graph: GraphId,
+        /// Launches recorded.
+        launches: u64,
+    },
+    /// A graph pins memory for its life.
+    Pin {
+        /// The graph.
+        graph: GraphId,
+        /// Device buffers pinned, in id order.
+        device: Vec<MemoryId>,
+        /// Host staging buffers pinned, in id order.
+        host: Vec<MemoryId>,
+        /// Host byte buffers retained.
+        host_bytes: usize,
+        /// Info-cache entries pinned.
+        info: usize,
+    },
+    /// A call was refused; nothing it would have done happened.
+    Refused {
+        /// The stream.
+        stream: StreamId,
+        /// The refused call.
+        op: &'static str,
+        /// The error, rendered.
+        error: String,
+    },
+    /// A window was doomed: it will not seal.
+    Doomed {
+        /// The window's owner.
+        stream: StreamId,
+        /// The operation that doomed it.
+        op: Cow<'static, str>,
+        /// Launches recorded before it.
+        launches: u64,
+    },
+    /// A window closed without a graph.
+    NotSealed {
+        /// The stream that ended it.
+        stream: StreamId,
+        /// The error, rendered.
+        error: String,
+    },
+    /// Bytes were claimed with a failure.
+    Taint {
+        /// The bytes.
+        key: ClaimKey,
+        /// The failure they carry.
+        failure: FailureId,
+    },
+    /// A graph was replayed.
+    Replay {
+        /// The stream.
+        stream: StreamId,
+        /// The graph.
+        graph: GraphId,
+        /// How many times, in one submission.
+        times: u32,
+    },
+    /// A graph was dropped: its executable and pins wait in the drop queue behind its
+    /// last replay.
+    DropGraph {
+        /// The stream the graph was captured on.
+        stream: StreamId,
+        /// The graph.
+        graph: GraphId,
+    },
+    /// The host waited for a stream.
+    Sync {
+        /// The stream.
+        stream: StreamId,
+    },
+    /// Writes since the stream's last good fence were tainted by an asynchronous error.
+    Fault {
+        /// The stream.
+        stream: StreamId,
+        /// The ranges tainted.
+        ranges: usize,
+        /// The failure.
+        failure: FailureId,
+    },
+}
+
+#[derive(Debug, Default)]
+struct Log {
+    enabled: bool,
+    events: Vec<Event>,
+    args: Vec<(ClaimKey, Access)>,
+    kernels: Vec<Cow<'static, str>>,
+}
+
+/// A device's event log. Disabled, it records only kernel names (for errors).
+#[derive(Debug, Default)]
+pub struct Trace {
+    log: Mutex<Log>,
+}
+
+impl Trace {
+    /// A log that records events when `enabled`.
+    pub fn new(enabled: bool) -> Self {
+        Self {
+            log: Mutex::new(Log {
+                enabled,
+                ..Log::default()
+            }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Log> {
+        self.log.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Interns a kernel name and returns its id.
+    pub(crate) fn kernel(&self, name: Cow<'static, str>) -> KernelId {
+        let mut log = self.lock();
+        log.kernels.push(name);
+        KernelId((log.kernels.len() - 1) as u32)
+    }
+
+    /// The name of a registered kernel.
+    pub fn kernel_name(&self, kernel: KernelId) -> Cow<'static, str> {
+        self.lock()
+            .kernels
+            .get(kernel.0 as usize)
+            .cloned()
+            .unwrap_or(Cow::Borrowed("?"))
+    }
+
+    /// Appends an event (and mirrors it to `tracing`).
+    pub(crate) fn push(&self, event: Event) {
+        let mut log = self.lock();
+        tracing::debug!(target: "capture", event = %Line { log: &log, event: &event });
+        if log.enabled {
+            log.events.push(event);
+        }
+    }
+
+    /// Appends a launch whose bindings are `args`.
+    pub(crate) fn launch(
+        &self,
+        stream: StreamId,
+        kernel: KernelId,
+        args: impl Iterator<Item = (ClaimKey, Access)>,
+        recorded: bool,
+    ) {
+        let mut log = self.lock();
+        if !log.enabled {
+            return;
+        }
+        let start = log.args.len() as u32;
+        log.args.extend(args);
+        let end = log.args.len() as u32;
+        let event = Event::Launch {
+            stream,
+            kernel,
+            args: start..end,
+            recorded,
+        };
+        tracing::debug!(target: "capture", event = %Line { log: &log, event: &event });
+        log.events.push(event);
+    }
+
+    /// Whether events are being recorded.
+    pub fn is_enabled(&self) -> bool {
+        self.lock().enabled
+    }
+
+    /// How many events were recorded.
+    pub fn len(&self) -> usize {
+        self.lock().events.len()
+    }
+
+    /// Whether no event was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The log, one event per line, each numbered from 0.
+    pub fn render(&self) -> String {
+        let log = self.lock();
+        let mut out = String::new();
+        for (i, event) in log.events.iter().enumerate() {
+            out.push_str(&format!("{i} {}\n", Line { log: &log, event }));
+        }
+        out
+    }
+
+    /// Forgets every event (kernel names are kept).
+    pub fn clear(&self) {
+        let mut log = self.lock();
+        log.events.clear();
+        log.args.clear();
+    }
+}
+
+struct Line<'a> {
+    log: &'a Log,
+    event: &'a Event,
+}
+
+impl fmt::Display for Line<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kernel = |k: &KernelId| {
+            self.log
+                .kernels
+                .get(k.0 as usize)
+                .map_or("?", |n| n.as_ref())
+        };
+        let rec = |r: bool| if r { " (recorded)" } else { "" };
+        match self.event {
+            Event::Alloc {
+                stream,
+                memory,
+                len,
+                pool,
+            } => write!(f, "{stream} alloc {memory} len={len} pool={pool}"),
+            Event::Write {
+                stream,
+                key,
+                recorded,
+            } => write!(f, "{stream} write {key}{}", rec(*recorded)),
+            Event::Read { stream, key } => write!(f, "{stream} read {key}"),
+            Event::Load { stream, kernel: k } => write!(f, "{stream} load {}", kernel(k)),
+            Event::Launch {
+                stream,
+                kernel: k,
+                args,
+                recorded,
+            } => {
+                write!(f, "{stream} launch {}", kernel(k))?;
+                let args = self
+                    .log
+                    .args
+                    .get(args.start as usize..args.end as usize)
+                    .unwrap_or(&[]);
+                let inputs = args.iter().filter(|(_, a)| a.reads());
+                for (i, (key, _)) in inputs.enumerate() {
+                    write!(f, "{}{key}", if i == 0 { " " } else { ", " })?;
+                }
+                let outputs: Vec<_> = args.iter().filter(|(_, a)| a.writes()).collect();
+                if !outputs.is_empty() {
+                    f.write_str(" ->")?;
+                    for (i, (key, _)) in outputs.iter().enumerate() {
+                        write!(f, "{}{key}", if i == 0 { " " } else { ", " })?;
+                    }
+                }
+                f.write_str(rec(*recorded))
+            }
+            Event::Skip {
+                stream,
+                op,
+                failure,
+            } => write!(f, "{stream} skip {op}: input carries {failure}"),
+            Event::Lifecycle { stream, what } => write!(f, "{stream} {what}"),
+            Event::Sealed {
+                stream,
+                graph,
+                launches,
+            } => write!(f, "{stream} end -> {graph} ({launches} launches)"),
+            Event::Pin {
+                graph,
+                device,
+                host,
+                host_bytes,
+                info,
+            } => {
+                write!(f, "{graph} pins")?;
+                for m in device {
+                    write!(f, " {m}")?;
+                }
+                write!(f, "; staging")?;
+                for m in host {
+                    write!(f, " {m}")?;
+                }
+                write!(f, "; host bytes {host_bytes}; info {info}")
+            }
+            Event::Refused { stream, op, error } => write!(f, "{stream} refuse {op}: {error}"),
+            Event::Doomed {
+                stream,
+                op,
+                launches,
+            } => write!(
+                f,
+                "{stream} doomed by {op} after {launches} recorded launches"
+            ),
+            Event::NotSealed { stream, error } => write!(f, "{stream} end -> refused ({error})"),
+            Event::Taint { key, failure } => write!(f, "taint {key} {failure}"),
+            Event::Replay {
+                stream,
+                graph,
+                times,
+            } => write!(f, "{stream} replay {graph} x{times}"),
+            Event::DropGraph { stream, graph } => write!(f, "{stream} drop {graph}"),
+            Event::Sync { stream } => write!(f, "{stream} sync"),
+            Event::Fault {
+                stream,
+                ranges,
+                failure,
+            } => write!(
+                f,
+                "{stream} fault: {ranges} ranges written since the last good fence carry {failure}"
+            ),
+        }
+    }
+}

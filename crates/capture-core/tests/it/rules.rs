@@ -1,0 +1,834 @@
+//! One test (or more) per rule of DESIGN.md, named after the rule. Each fails when the
+//! rule's guard (named in docs/architecture.md) is removed.
+
+use capture_core::ServerError;
+use capture_core::drop_queue::FlushingPolicy;
+use capture_core::memory::MemoryConfig;
+use capture_core::runtime::{Arg, DeviceConfig};
+
+use capture_core::error::Chain;
+
+use crate::driver::bytes_of;
+use crate::{S0, S1, S2, device, device_with, filled, kernels, read};
+
+const MIB: u64 = 1 << 20;
+
+/// The error and its sources, as a user's report would show it.
+fn text(e: &ServerError) -> String {
+    Chain(e).to_string()
+}
+
+fn is_graph_state(e: &ServerError) -> bool {
+    matches!(e, ServerError::GraphState { .. })
+}
+
+#[test]
+fn rule_01_out_of_order_lifecycle_calls_are_refused_and_change_nothing() {
+    let (dev, _) = device();
+    let k = kernels(&dev);
+    let x = filled(&dev, S0, &[1, 2]);
+    let y = dev.alloc(S0, 8).unwrap();
+    let before = dev.memory_report();
+    // begin without prepare, end with nothing open
+    assert!(is_graph_state(&dev.begin(S0).unwrap_err()));
+    assert!(is_graph_state(&dev.end(S0).unwrap_err()));
+    assert!(dev.captures().recording().is_empty());
+    assert_eq!(dev.memory_report(), before, "pools untouched");
+    // a second prepare
+    dev.prepare(S0).unwrap();
+    assert!(is_graph_state(&dev.prepare(S0).unwrap_err()));
+    // a second begin
+    dev.begin(S0).unwrap();
+    assert!(is_graph_state(&dev.begin(S0).unwrap_err()));
+    // the refused calls left the window as it was: it records and seals.
+    assert_eq!(dev.captures().recording(), vec![S0]);
+    dev.launch(
+        S0,
+        &k.add_one,
+        [1, 1, 1],
+        &[Arg::read(&x), Arg::write(&y)],
+        &[],
+    )
+    .unwrap_err(); // add_one was never loaded: rule 10 dooms this window
+    assert!(dev.end(S0).is_err());
+    let trace = dev.trace().render();
+    assert!(
+        trace.contains("stream#0 refuse begin: begin: no capture is prepared"),
+        "{trace}"
+    );
+    assert!(trace.contains("stream#0 refuse prepare"), "{trace}");
+}
+
+#[test]
+fn rule_02_no_path_leaves_a_stream_wedged() {
+    let (dev, world) = device();
+    let k = kernels(&dev);
+    let x = filled(&dev, S0, &[1, 2]);
+    let y = dev.alloc(S0, 8).unwrap();
+    let launch = |dev: &crate::Dev| {
+        dev.launch(
+            S0,
+            &k.add_one,
+            [1, 1, 1],
+            &[Arg::read(&x), Arg::write(&y)],
+            &[],
+        )
+    };
+    launch(&dev).unwrap();
+    // end on a stream still in Prepare disarms it.
+    dev.prepare(S0).unwrap();
+    assert!(is_graph_state(&dev.end(S0).unwrap_err()));
+    dev.prepare(S0).expect("disarmed: prepare works again");
+    // abort from Prepare disarms.
+    dev.abort(S0).unwrap();
+    // abort from Capture closes the driver capture, drops the recording, taints.
+    dev.prepare(S0).unwrap();
+    dev.begin(S0).unwrap();
+    launch(&dev).unwrap();
+    dev.abort(S0).unwrap();
+    assert!(dev.captures().recording().is_empty());
+    assert_eq!(
+        world.calls("instantiate"),
+        0,
+        "the aborted recording was never instantiated"
+    );
+    let err = read(&dev, S0, &y).unwrap_err();
+    assert!(text(&err).contains("the window was aborted"), "{err}");
+    // abort otherwise does nothing.
+    dev.abort(S0).unwrap();
+    // A doomed end leaves no capture either: a full capture works afterwards.
+    dev.write(S0, &y, 0, bytes_of(&[0, 0])).unwrap();
+    let g = dev.capture(S0, |d| launch(d)).unwrap();
+    dev.replay(S0, g, 1).unwrap();
+    assert_eq!(read(&dev, S0, &y).unwrap(), vec![2, 3]);
+}
+
+#[test]
+fn rule_03_the_recording_starts_empty_and_eager_launches_are_not_recorded() {
+    let (dev, _) = device();
+    let k = kernels(&dev);
+    let x = filled(&dev, S0, &[1]);
+    let y = dev.alloc(S0, 4).unwrap();
+    for _ in 0..3 {
+        dev.launch(
+            S0,
+            &k.add_one,
+            [1, 1, 1],
+            &[Arg::read(&x), Arg::write(&y)],
+            &[],
+        )
+        .unwrap();
+    }
+    // An aborted window recorded a launch; the next one must not inherit it.
+    dev.prepare(S0).unwrap();
+    dev.begin(S0).unwrap();
+    dev.launch(
+        S0,
+        &k.add_one,
+        [1, 1, 1],
+        &[Arg::read(&x), Arg::write(&y)],
+        &[],
+    )
+    .unwrap();
+    dev.abort(S0).unwrap();
+    dev.write(S0, &y, 0, bytes_of(&[0])).unwrap();
+    let g = dev
+        .capture(S0, |d| {
+            d.launch(
+                S0,
+                &k.add_one,
+                [1, 1, 1],
+                &[Arg::read(&x), Arg::write(&y)],
+                &[],
+            )
+        })
+        .unwrap();
+    assert_eq!(dev.graph(g).unwrap().launches, 1);
+}
+
+#[test]
+fn rule_04_recorded_memory_names_each_claim_once_write_winning() {
+    // A graph reading x twice and writing y twice (once read-write) names each once:
+    // the replay's written set is exactly y, its input exactly x.
+    let (dev, _) = device();
+    let k = kernels(&dev);
+    let x = filled(&dev, S0, &[1]);
+    let y = filled(&dev, S0, &[0]);
+    let g = dev
+        .capture(S0, |d| {
+            d.launch(
+                S0,
+                &k.add_one,
+                [1, 1, 1],
+                &[Arg::read(&x), Arg::write(&y)],
+                &[],
+            )?;
+            d.launch(S0, &k.add_scalar, [1, 1, 1], &[Arg::read_write(&y)], &[5])
+        })
+        .unwrap();
+    // Taint x: the replay is skipped; y (written, not an input) carries the failure.
+    let z = dev.alloc(S0, 4).unwrap();
+    dev.launch(
+        S0,
+        &k.add_one,
+        [1, 1, 1],
+        &[Arg::read(&z), Arg::write(&x)],
+        &[],
+    )
+    .unwrap_err();
+    let err = dev.replay(S0, g, 1).unwrap_err();
+    assert!(matches!(err, ServerError::Unwritten(_)), "{err}");
+    assert!(read(&dev, S0, &y).is_err());
+    dev.write(S0, &x, 0, bytes_of(&[10])).unwrap();
+    dev.replay(S0, g, 1).unwrap();
+    assert_eq!(read(&dev, S0, &y).unwrap(), vec![16]);
+}
+
+#[test]
+fn rule_05_priming_keeps_warmups_working_set_so_the_window_needs_no_growth() {
+    // Warmup writes three 1 MiB inputs, syncing after each: without priming the staging
+    // pool would only reach one page, and the recording (which holds a staging slice
+    // per recorded copy) would have to grow it inside the window.
+    let (dev, world) = device();
+    let bufs: Vec<_> = (0..3).map(|_| dev.alloc(S0, MIB).unwrap()).collect();
+    let data: Vec<Vec<u8>> = (0..3u8).map(|i| vec![i + 1; MIB as usize]).collect();
+    let allocs_before = world.calls("alloc");
+    let g = dev
+        .capture(S0, |d| {
+            for (b, bytes) in bufs.iter().zip(&data) {
+                d.write(S0, b, 0, bytes.clone())?;
+                let _ = d.sync(S0); // refused while recording, not a failure
+            }
+            Ok(())
+        })
+        .expect("the window needed no growth");
+    assert_eq!(
+        world.calls("alloc") - allocs_before,
+        3,
+        "three staging pages, all in warmup"
+    );
+    for b in &bufs {
+        dev.write(S0, b, 0, vec![0u8; MIB as usize]).unwrap();
+    }
+    dev.replay(S0, g, 1).unwrap();
+    for (b, bytes) in bufs.iter().zip(&data) {
+        assert_eq!(&dev.read(S0, b).unwrap(), bytes);
+    }
+}
+
+#[test]
+fn rule_06_an_allocation_inside_the_window_is_refused_and_dooms_it() {
+    let (dev, world) = device();
+    dev.prepare(S0).unwrap();
+    dev.begin(S0).unwrap();
+    let err = dev.alloc(S0, 3 * MIB + 5).unwrap_err();
+    match &err {
+        ServerError::Doomed(pm) => match &pm.cause {
+            ServerError::AllocInWindow {
+                size,
+                pool,
+                stream,
+                recording,
+            } => {
+                assert_eq!((*size, *stream, *recording), (3 * MIB + 5, S0, S0));
+                assert_eq!(pool.to_string(), "device.persistent");
+            }
+            other => panic!("unexpected cause {other}"),
+        },
+        other => panic!("unexpected {other}"),
+    }
+    assert_eq!(
+        world.calls("alloc"),
+        0,
+        "the driver never saw the allocation"
+    );
+    let end = dev.end(S0).unwrap_err();
+    assert!(
+        text(&end).contains("doomed by alloc on stream#0 after 0 recorded launches"),
+        "{end}"
+    );
+}
+
+#[test]
+fn rule_07_a_graph_pins_every_slice_its_launches_touch() {
+    // Drop an intermediate after capture, allocate 8 sentinels of its size: the replay
+    // corrupts none of them, and its result is right.
+    let (dev, _) = device();
+    let k = kernels(&dev);
+    let x = filled(&dev, S0, &[1; 64]);
+    let y = dev.alloc(S0, 256).unwrap();
+    let g = dev
+        .capture(S0, |d| {
+            let tmp = d.alloc(S0, 256)?;
+            d.launch(
+                S0,
+                &k.add_one,
+                [1, 1, 1],
+                &[Arg::read(&x), Arg::write(&tmp)],
+                &[],
+            )?;
+            d.launch(
+                S0,
+                &k.add_one,
+                [1, 1, 1],
+                &[Arg::read(&tmp), Arg::write(&y)],
+                &[],
+            )
+        })
+        .unwrap();
+    let sentinels: Vec<_> = (0..8).map(|i| filled(&dev, S0, &[1000 + i; 64])).collect();
+    dev.write(S0, &x, 0, bytes_of(&[7; 64])).unwrap();
+    dev.replay(S0, g, 1).unwrap();
+    assert_eq!(read(&dev, S0, &y).unwrap(), vec![9; 64]);
+    for (i, s) in sentinels.iter().enumerate() {
+        assert_eq!(read(&dev, S0, s).unwrap(), vec![1000 + i as u32; 64]);
+    }
+}
+
+#[test]
+fn rule_08_recorded_copies_keep_their_bytes_and_clear_no_claim() {
+    let (dev, _) = device();
+    let k = kernels(&dev);
+    let x = dev.alloc(S0, 16).unwrap();
+    let y = dev.alloc(S0, 16).unwrap();
+    // Warm the kernel, then record a host write and a launch by hand.
+    dev.write(S0, &x, 0, bytes_of(&[0; 4])).unwrap();
+    dev.launch(
+        S0,
+        &k.add_one,
+        [1, 1, 1],
+        &[Arg::read(&x), Arg::write(&y)],
+        &[],
+    )
+    .unwrap();
+    let fresh = dev.alloc(S0, 16).unwrap();
+    dev.prepare(S0).unwrap();
+    // Warmup stages one 16-byte copy, so the recording finds a staging slice.
+    dev.write(S0, &x, 0, bytes_of(&[0; 4])).unwrap();
+    dev.begin(S0).unwrap();
+    dev.write(S0, &fresh, 0, bytes_of(&[5, 6, 7, 8])).unwrap();
+    dev.launch(
+        S0,
+        &k.add_one,
+        [1, 1, 1],
+        &[Arg::read(&fresh), Arg::write(&y)],
+        &[],
+    )
+    .unwrap();
+    let g = dev.end(S0).unwrap();
+    // Recorded, not run: `fresh` is still unwritten.
+    let err = read(&dev, S0, &fresh).unwrap_err();
+    assert!(text(&err).contains("never written"), "{err}");
+    // Other writes stage through the same pool; the graph's staging is not reused.
+    for i in 0..4 {
+        let other = filled(&dev, S0, &[100 + i; 4]);
+        drop(other);
+    }
+    dev.replay(S0, g, 1).unwrap();
+    assert_eq!(read(&dev, S0, &fresh).unwrap(), vec![5, 6, 7, 8]);
+    assert_eq!(read(&dev, S0, &y).unwrap(), vec![6, 7, 8, 9]);
+    assert_eq!(dev.graph(g).unwrap().host_bytes, 16 + 16);
+}
+
+#[test]
+fn rule_09_flushes_wait_for_the_window_and_a_host_read_is_refused_without_dooming() {
+    // A drop queue that asks for a flush on every push: inside the window the flush
+    // must be deferred (a fence wait there would break the capture).
+    let config = DeviceConfig::new().drop_policy(FlushingPolicy::new(1, MIB).unwrap());
+    let (dev, _) = device_with(config);
+    let k = kernels(&dev);
+    let x = filled(&dev, S0, &[1]);
+    let y = dev.alloc(S0, 4).unwrap();
+    let old = dev
+        .capture(S0, |d| {
+            d.launch(
+                S0,
+                &k.add_one,
+                [1, 1, 1],
+                &[Arg::read(&x), Arg::write(&y)],
+                &[],
+            )
+        })
+        .unwrap();
+    dev.prepare(S0).unwrap();
+    dev.write(S0, &x, 0, bytes_of(&[41])).unwrap();
+    dev.launch(
+        S0,
+        &k.add_one,
+        [1, 1, 1],
+        &[Arg::read(&x), Arg::write(&y)],
+        &[],
+    )
+    .unwrap();
+    dev.begin(S0).unwrap();
+    dev.drop_graph(old).unwrap();
+    dev.write(S0, &x, 0, bytes_of(&[41])).unwrap();
+    dev.launch(
+        S0,
+        &k.add_one,
+        [1, 1, 1],
+        &[Arg::read(&x), Arg::write(&y)],
+        &[],
+    )
+    .unwrap();
+    let refused = read(&dev, S0, &y).unwrap_err();
+    assert!(is_graph_state(&refused), "{refused}");
+    assert!(is_graph_state(&dev.sync(S0).unwrap_err()));
+    let g = dev
+        .end(S0)
+        .expect("neither the flush nor the refused read doomed it");
+    assert_eq!(
+        dev.memory_report().streams[0].pending_drops,
+        0,
+        "drained after end"
+    );
+    dev.replay(S0, g, 1).unwrap();
+    assert_eq!(read(&dev, S0, &y).unwrap(), vec![42]);
+}
+
+#[test]
+fn rule_10_a_kernel_first_loaded_inside_the_window_dooms_it() {
+    let (dev, world) = device();
+    let k = kernels(&dev);
+    let x = filled(&dev, S0, &[1]);
+    let y = dev.alloc(S0, 4).unwrap();
+    dev.prepare(S0).unwrap();
+    dev.begin(S0).unwrap();
+    let err = dev
+        .launch(
+            S0,
+            &k.add_one,
+            [1, 1, 1],
+            &[Arg::read(&x), Arg::write(&y)],
+            &[],
+        )
+        .unwrap_err();
+    assert!(
+        text(&err).contains("kernel add_one was first loaded inside the window"),
+        "{err}"
+    );
+    assert_eq!(world.calls("load"), 0);
+    let end = dev.end(S0).unwrap_err();
+    assert!(text(&end).contains("load add_one"), "{end}");
+}
+
+#[test]
+fn rule_11_a_failure_inside_the_window_dooms_it_and_taints_what_it_wrote() {
+    let (dev, world) = device();
+    let k = kernels(&dev);
+    let x = filled(&dev, S0, &[1]);
+    let y = dev.alloc(S0, 4).unwrap();
+    let z = dev.alloc(S0, 4).unwrap();
+    dev.launch(
+        S0,
+        &k.add_one,
+        [1, 1, 1],
+        &[Arg::read(&x), Arg::write(&y)],
+        &[],
+    )
+    .unwrap();
+    dev.prepare(S0).unwrap();
+    dev.begin(S0).unwrap();
+    dev.launch(
+        S0,
+        &k.add_one,
+        [1, 1, 1],
+        &[Arg::read(&x), Arg::write(&y)],
+        &[],
+    )
+    .unwrap();
+    world.fail("launch", 1);
+    let err = dev
+        .launch(
+            S0,
+            &k.add_one,
+            [1, 1, 1],
+            &[Arg::read(&y), Arg::write(&z)],
+            &[],
+        )
+        .unwrap_err();
+    assert!(text(&err).contains("injected fault in launch"), "{err}");
+    let end = dev.end(S0).unwrap_err();
+    assert!(
+        text(&end).contains(
+            "capture window of stream#0 doomed by add_one on stream#0 after 1 recorded launches"
+        ),
+        "{end}"
+    );
+    // y was written by warmup, but the window that should have written it again never
+    // ran: reads of its recorded outputs fail, naming the cause.
+    let err = read(&dev, S0, &y).unwrap_err();
+    assert!(text(&err).contains("injected fault in launch"), "{err}");
+}
+
+#[test]
+fn rule_12_a_foreign_end_abandons_the_window() {
+    let (dev, _) = device();
+    dev.prepare(S0).unwrap();
+    dev.begin(S0).unwrap();
+    let err = dev.end(S2).unwrap_err();
+    assert!(
+        text(&err).contains("capture window of stream#0 abandoned: ended by stream#2"),
+        "{err}"
+    );
+    assert!(dev.captures().recording().is_empty());
+    match dev.end(S0).unwrap_err() {
+        ServerError::Abandoned { owner, by } => assert_eq!((owner, by), (S0, S2)),
+        other => panic!("unexpected {other}"),
+    }
+    dev.prepare(S0).expect("the stream is free again");
+}
+
+#[test]
+fn rule_13_a_neighbour_of_an_active_window_is_refused_without_dooming_it() {
+    let (dev, _) = device();
+    let k = kernels(&dev);
+    let x = filled(&dev, S0, &[1]);
+    let y = dev.alloc(S0, 4).unwrap();
+    dev.launch(
+        S0,
+        &k.add_one,
+        [1, 1, 1],
+        &[Arg::read(&x), Arg::write(&y)],
+        &[],
+    )
+    .unwrap();
+    let n = filled(&dev, S2, &[5]);
+    for recording in [false, true] {
+        dev.prepare(S0).unwrap();
+        if recording {
+            dev.begin(S0).unwrap();
+        }
+        let refusals = [
+            dev.alloc(S2, 4).map(|_| ()),
+            dev.write(S2, &n, 0, bytes_of(&[6])),
+            dev.read(S2, &n).map(|_| ()),
+            dev.sync(S2),
+            dev.prepare(S2),
+            dev.begin(S2),
+            dev.launch(
+                S2,
+                &k.add_one,
+                [1, 1, 1],
+                &[Arg::read(&n), Arg::write(&n)],
+                &[],
+            ),
+        ];
+        for r in refusals {
+            match r.unwrap_err() {
+                ServerError::NeighbourRefused {
+                    neighbour, owner, ..
+                } => {
+                    assert_eq!((neighbour, owner), (S2, S0));
+                }
+                other => panic!("unexpected {other}"),
+            }
+        }
+        if recording {
+            dev.launch(
+                S0,
+                &k.add_one,
+                [1, 1, 1],
+                &[Arg::read(&x), Arg::write(&y)],
+                &[],
+            )
+            .unwrap();
+            dev.end(S0).expect("the refusals did not doom the window");
+        } else {
+            dev.abort(S0).unwrap();
+        }
+    }
+    assert_eq!(read(&dev, S2, &n).unwrap(), vec![5]);
+}
+
+#[test]
+fn rule_14_a_replay_checks_its_inputs_and_a_failed_enqueue_is_settled_by_a_later_one() {
+    let (dev, world) = device();
+    let k = kernels(&dev);
+    let x = filled(&dev, S0, &[1]);
+    let y = dev.alloc(S0, 4).unwrap();
+    let g = dev
+        .capture(S0, |d| {
+            d.launch(
+                S0,
+                &k.add_one,
+                [1, 1, 1],
+                &[Arg::read(&x), Arg::write(&y)],
+                &[],
+            )
+        })
+        .unwrap();
+    // A replay that fails to enqueue taints what it writes...
+    world.fail("replay", 1);
+    let err = dev.replay(S0, g, 1).unwrap_err();
+    assert!(text(&err).contains("injected fault in replay"), "{err}");
+    let err = read(&dev, S0, &y).unwrap_err();
+    assert!(text(&err).contains("injected fault in replay"), "{err}");
+    // ...and a later successful replay settles it.
+    dev.replay(S0, g, 1).unwrap();
+    assert_eq!(read(&dev, S0, &y).unwrap(), vec![2]);
+    // A tainted input skips the replay and passes its failure on.
+    let z = dev.alloc(S0, 4).unwrap();
+    world.fail("launch", 1);
+    dev.launch(
+        S0,
+        &k.add_one,
+        [1, 1, 1],
+        &[Arg::read(&y), Arg::write(&x)],
+        &[],
+    )
+    .unwrap_err();
+    let err = dev.replay(S0, g, 1).unwrap_err();
+    assert!(matches!(err, ServerError::Unwritten(_)), "{err}");
+    let err = read(&dev, S0, &y).unwrap_err();
+    assert!(text(&err).contains("replay on stream#0 skipped"), "{err}");
+    assert_eq!(
+        world.calls("replay"),
+        2,
+        "the skipped replay never reached the driver"
+    );
+    drop(z);
+}
+
+#[test]
+fn rule_15_an_asynchronous_error_taints_everything_written_since_the_last_good_fence() {
+    let (dev, world) = device();
+    let k = kernels(&dev);
+    let x = filled(&dev, S0, &[1]);
+    let before = dev.alloc(S0, 4).unwrap();
+    dev.launch(
+        S0,
+        &k.add_one,
+        [1, 1, 1],
+        &[Arg::read(&x), Arg::write(&before)],
+        &[],
+    )
+    .unwrap();
+    dev.sync(S0).unwrap();
+    let y = dev.alloc(S0, 4).unwrap();
+    let g = dev
+        .capture(S0, |d| {
+            d.launch(
+                S0,
+                &k.add_one,
+                [1, 1, 1],
+                &[Arg::read(&x), Arg::write(&y)],
+                &[],
+            )
+        })
+        .unwrap();
+    let z = dev.alloc(S0, 4).unwrap();
+    dev.launch(
+        S0,
+        &k.add_one,
+        [1, 1, 1],
+        &[Arg::read(&x), Arg::write(&z)],
+        &[],
+    )
+    .unwrap();
+    dev.replay(S0, g, 1).unwrap();
+    world.fail("execute", 2);
+    let err = dev.sync(S0).unwrap_err();
+    assert!(text(&err).contains("injected fault in execute"), "{err}");
+    for b in [&y, &z] {
+        let err = read(&dev, S0, b).unwrap_err();
+        assert!(text(&err).contains("injected fault in execute"), "{err}");
+    }
+    assert_eq!(
+        read(&dev, S0, &before).unwrap(),
+        vec![2],
+        "settled before the last good fence"
+    );
+}
+
+#[test]
+fn rule_16_dropping_a_graph_never_blocks_and_a_replay_inside_a_window_is_refused() {
+    let (dev, world) = device();
+    let k = kernels(&dev);
+    let x = filled(&dev, S0, &[3; 64]);
+    let y = dev.alloc(S0, 256).unwrap();
+    let g = dev
+        .capture(S0, |d| {
+            let tmp = d.alloc(S0, 256)?;
+            d.launch(
+                S0,
+                &k.add_one,
+                [1, 1, 1],
+                &[Arg::read(&x), Arg::write(&tmp)],
+                &[],
+            )?;
+            d.launch(
+                S0,
+                &k.add_one,
+                [1, 1, 1],
+                &[Arg::read(&tmp), Arg::write(&y)],
+                &[],
+            )
+        })
+        .unwrap();
+    dev.prepare(S0).unwrap();
+    dev.begin(S0).unwrap();
+    assert!(is_graph_state(&dev.replay(S0, g, 1).unwrap_err()));
+    dev.abort(S0).unwrap();
+    dev.replay(S0, g, 1).unwrap();
+    let waits = world.calls("fence_wait");
+    dev.drop_graph(g).unwrap();
+    assert_eq!(
+        world.calls("fence_wait"),
+        waits,
+        "the drop waited on nothing"
+    );
+    // The queued replay has not run; its memory must not be handed out over it.
+    let sentinels: Vec<_> = (0..8).map(|i| filled(&dev, S0, &[500 + i; 64])).collect();
+    assert_eq!(read(&dev, S0, &y).unwrap(), vec![5; 64]);
+    for (i, s) in sentinels.iter().enumerate() {
+        assert_eq!(read(&dev, S0, s).unwrap(), vec![500 + i as u32; 64]);
+    }
+    assert!(matches!(
+        dev.replay(S0, g, 1).unwrap_err(),
+        ServerError::UnknownGraph(_)
+    ));
+}
+
+#[test]
+fn rule_17_a_driver_refusal_at_begin_unwinds_so_prepare_and_begin_can_be_retried() {
+    let (dev, world) = device();
+    let k = kernels(&dev);
+    let x = filled(&dev, S0, &[1]);
+    let y = dev.alloc(S0, 4).unwrap();
+    dev.prepare(S0).unwrap();
+    dev.launch(
+        S0,
+        &k.add_one,
+        [1, 1, 1],
+        &[Arg::read(&x), Arg::write(&y)],
+        &[],
+    )
+    .unwrap();
+    world.fail("begin", 1);
+    let err = dev.begin(S0).unwrap_err();
+    assert!(text(&err).contains("injected fault in begin"), "{err}");
+    assert!(dev.captures().recording().is_empty());
+    // Disarmed: an allocation goes to the dynamic pool again.
+    let _d = dev.alloc(S0, 4).unwrap();
+    assert!(
+        dev.trace()
+            .render()
+            .lines()
+            .last()
+            .unwrap()
+            .contains("pool=device.dynamic")
+    );
+    dev.prepare(S0).expect("prepare again");
+    dev.begin(S0).expect("begin again");
+    dev.launch(
+        S0,
+        &k.add_one,
+        [1, 1, 1],
+        &[Arg::read(&x), Arg::write(&y)],
+        &[],
+    )
+    .unwrap();
+    dev.end(S0).expect("seals");
+}
+
+#[test]
+fn rule_18_work_across_streams_is_ordered_by_fences() {
+    let (dev, _) = device();
+    let k = kernels(&dev);
+    let x = filled(&dev, S1, &[0; 4]);
+    dev.sync(S1).unwrap();
+    let y = dev.alloc(S0, 16).unwrap();
+    // S1's write is queued, not run; S0's launch must wait for it.
+    dev.write(S1, &x, 0, bytes_of(&[10, 20, 30, 40])).unwrap();
+    dev.launch(
+        S0,
+        &k.add_one,
+        [1, 1, 1],
+        &[Arg::read(&x), Arg::write(&y)],
+        &[],
+    )
+    .unwrap();
+    assert_eq!(read(&dev, S0, &y).unwrap(), vec![11, 21, 31, 41]);
+    // Inputs from another stream are settled before the window opens, and the graph
+    // pins them: replays after S1 rewrote x see the new bytes.
+    let g = dev
+        .capture(S0, |d| {
+            d.launch(
+                S0,
+                &k.add_one,
+                [1, 1, 1],
+                &[Arg::read(&x), Arg::write(&y)],
+                &[],
+            )
+        })
+        .unwrap();
+    dev.write(S1, &x, 0, bytes_of(&[1, 2, 3, 4])).unwrap();
+    dev.sync(S1).unwrap();
+    dev.replay(S0, g, 1).unwrap();
+    assert_eq!(read(&dev, S0, &y).unwrap(), vec![2, 3, 4, 5]);
+}
+
+#[test]
+fn a_capture_post_mortem_names_the_call_the_stream_and_the_launches_before_it() {
+    let (dev, world) = device();
+    let k = kernels(&dev);
+    let x = filled(&dev, S0, &[1]);
+    let y = dev.alloc(S0, 4).unwrap();
+    let r = dev.capture(S0, |d| {
+        for _ in 0..3 {
+            d.launch(
+                S0,
+                &k.add_one,
+                [1, 1, 1],
+                &[Arg::read(&x), Arg::write(&y)],
+                &[],
+            )?;
+        }
+        Ok(())
+    });
+    r.unwrap();
+    world.fail("instantiate", 1);
+    let err = dev
+        .capture(S0, |d| {
+            d.launch(
+                S0,
+                &k.add_one,
+                [1, 1, 1],
+                &[Arg::read(&x), Arg::write(&y)],
+                &[],
+            )
+        })
+        .unwrap_err();
+    assert!(
+        text(&err).contains("injected fault in instantiate"),
+        "{err}"
+    );
+}
+
+#[test]
+fn memory_limits_report_every_pool_and_graph() {
+    let config = DeviceConfig::new().device_memory(MemoryConfig::with_limit(2 * MIB).unwrap());
+    let (dev, _) = device_with(config);
+    let k = kernels(&dev);
+    let x = filled(&dev, S0, &[1]);
+    let y = dev.alloc(S0, 4).unwrap();
+    let g = dev
+        .capture(S0, |d| {
+            d.launch(
+                S0,
+                &k.add_one,
+                [1, 1, 1],
+                &[Arg::read(&x), Arg::write(&y)],
+                &[],
+            )
+        })
+        .unwrap();
+    let err = dev.alloc(S0, 2 * MIB).unwrap_err();
+    let ServerError::OutOfMemory(oom) = &err else {
+        panic!("unexpected {err}")
+    };
+    assert_eq!(oom.graphs.len(), 1);
+    assert_eq!(oom.graphs[0].graph, g);
+    assert!(text(&err).contains("graph#0: device"), "{err}");
+}
