@@ -5,6 +5,7 @@
 //! is a property of the type: `record`, `touch`, `retain_host` and `fail` do nothing
 //! outside a window, and `prepare` starts every window from an empty recording.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -61,13 +62,23 @@ pub struct TouchedPage {
     pub page: PageId,
 }
 
+/// One claim the recording names: the binding (its access merged over every launch
+/// given it), and which recorded launch first read and first wrote it.
+#[derive(Clone)]
+struct Claim {
+    binding: BufferBinding,
+    first_read: Option<u64>,
+    first_write: Option<u64>,
+}
+
 /// The graph capture of one pooled backend stream: where it sits in the lifecycle, and
 /// the memory its recorded launches were given.
 pub struct StreamCapture {
     status: Arc<CaptureStatus>,
     index: usize,
     state: State,
-    recorded: Vec<BufferBinding>,
+    recorded: Vec<Claim>,
+    claims: HashMap<ClaimKey, usize>,
     launches: u64,
     touched: Vec<TouchedPage>,
     retained_host: Vec<Bytes>,
@@ -86,6 +97,7 @@ impl StreamCapture {
             index,
             state: State::NoCapture,
             recorded: Vec::new(),
+            claims: HashMap::new(),
             launches: 0,
             touched: Vec::new(),
             retained_host: Vec::new(),
@@ -109,22 +121,56 @@ impl StreamCapture {
     /// Remember the memory a launch was given, when the stream is recording; counts one
     /// recorded launch. A no-op outside a window, where a launch that fails taints its
     /// own buffers on the spot.
+    ///
+    /// Each claim is kept once, as it is recorded (a decode step records hundreds of
+    /// launches over a few buffers), with the order of its first read and first write.
     pub fn record(&mut self, buffers: impl IntoIterator<Item = BufferBinding>) {
-        if self.is_recording() {
-            self.recorded.extend(buffers);
-            self.launches += 1;
+        if !self.is_recording() {
+            return;
         }
+        let launch = self.launches;
+        for b in buffers {
+            let (reads, writes) = (b.access().reads(), b.access().writes());
+            match self.claims.get(&b.claim_key()) {
+                Some(&i) => {
+                    let claim = &mut self.recorded[i];
+                    let access = claim.binding.access().merge(b.access());
+                    if access != claim.binding.access() {
+                        claim.binding = b.with_access(access);
+                    }
+                    if reads {
+                        claim.first_read.get_or_insert(launch);
+                    }
+                    if writes {
+                        claim.first_write.get_or_insert(launch);
+                    }
+                }
+                None => {
+                    self.claims.insert(b.claim_key(), self.recorded.len());
+                    self.recorded.push(Claim {
+                        first_read: reads.then_some(launch),
+                        first_write: writes.then_some(launch),
+                        binding: b,
+                    });
+                }
+            }
+        }
+        self.launches += 1;
     }
 
     /// Remember that a launch was given the memory at `location`, owned by `stream`, when
     /// the stream is recording.
     pub fn touch(&mut self, stream: StreamId, location: MemoryLocation) {
         if self.is_recording() {
-            self.touched.push(TouchedPage {
+            let page = TouchedPage {
                 stream,
                 pool: location.pool,
                 page: location.page,
-            });
+            };
+            // A window touches few pages, many times each: keep each once.
+            if !self.touched.contains(&page) {
+                self.touched.push(page);
+            }
         }
     }
 
@@ -169,48 +215,45 @@ impl StreamCapture {
     /// The memory of the capture that just closed, each claim named once (write winning
     /// over read), leaving out memory already gone.
     pub fn take_recorded(&mut self) -> Vec<BufferBinding> {
-        let mut recorded = std::mem::take(&mut self.recorded);
-        recorded.sort_unstable_by_key(BufferBinding::claim_key);
-        let mut merged: Vec<BufferBinding> = Vec::with_capacity(recorded.len());
-        for b in recorded {
-            match merged.last_mut() {
-                Some(last) if last.claim_key() == b.claim_key() => {
-                    let access = last.access().merge(b.access());
-                    *last = last.clone().with_access(access);
-                }
-                _ => merged.push(b),
-            }
-        }
-        merged.retain(BufferBinding::is_live);
+        self.claims.clear();
+        let mut merged: Vec<BufferBinding> = std::mem::take(&mut self.recorded)
+            .into_iter()
+            .map(|c| c.binding)
+            .filter(BufferBinding::is_live)
+            .collect();
+        merged.sort_unstable_by_key(BufferBinding::claim_key);
         merged
     }
 
     /// The ranges the recording reads before any recorded launch wrote them (or any
-    /// overlapping bytes), in first-use order, each named once: what a replay must find
+    /// overlapping bytes), in first-read order, each named once: what a replay must find
     /// written before it runs. Call before [`take_recorded`](Self::take_recorded).
     pub fn recorded_inputs(&self) -> Vec<ClaimKey> {
-        let mut written: Vec<ClaimKey> = Vec::new();
-        let mut inputs: Vec<ClaimKey> = Vec::new();
-        for b in &self.recorded {
-            let key = b.claim_key();
-            let overwritten = written
-                .iter()
-                .any(|w| w.memory == key.memory && w.range.overlaps(key.range));
-            if b.access().reads() && !overwritten && !inputs.contains(&key) {
-                inputs.push(key);
-            }
-            if b.access().writes() && !written.contains(&key) {
-                written.push(key);
-            }
-        }
-        inputs
+        let mut inputs: Vec<(u64, ClaimKey)> = self
+            .recorded
+            .iter()
+            .filter_map(|c| {
+                let read = c.first_read?;
+                let key = c.binding.claim_key();
+                let written_before = self.recorded.iter().any(|w| {
+                    w.first_write.is_some_and(|wrote| wrote < read)
+                        && w.binding.memory() == key.memory
+                        && w.binding.range().overlaps(key.range)
+                });
+                (!written_before).then_some((read, key))
+            })
+            .collect();
+        inputs.sort_unstable();
+        inputs.into_iter().map(|(_, key)| key).collect()
     }
 
     /// Whether a launch recorded earlier in this window writes bytes overlapping `key`:
     /// a later recorded launch may read them, since a replay runs the writer first.
     pub fn writes_before(&self, key: ClaimKey) -> bool {
-        self.recorded.iter().any(|b| {
-            b.access().writes() && b.memory() == key.memory && b.range().overlaps(key.range)
+        self.recorded.iter().any(|c| {
+            c.first_write.is_some()
+                && c.binding.memory() == key.memory
+                && c.binding.range().overlaps(key.range)
         })
     }
 
@@ -403,6 +446,7 @@ impl StreamCapture {
 
     fn clear(&mut self) {
         self.recorded.clear();
+        self.claims.clear();
         self.launches = 0;
         self.touched.clear();
         self.retained_host.clear();

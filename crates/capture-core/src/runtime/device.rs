@@ -601,7 +601,7 @@ impl<B: Backend> Inner<B> {
             drop(staging);
         } else {
             self.taint().host_write(key)?;
-            ps.since_fence.push(key);
+            PooledStream::<B>::wrote(&mut ps.since_fence, &[key]);
             let queue = ps.stream.drop_queue();
             queue.push(staging);
             queue.push(bytes);

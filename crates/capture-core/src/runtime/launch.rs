@@ -392,7 +392,7 @@ impl<B: Backend> Inner<B> {
                     ps.bindings.iter().map(|b| (b.claim_key(), b.access())),
                     false,
                 );
-                ps.since_fence.extend_from_slice(&ps.outputs);
+                PooledStream::<B>::wrote(&mut ps.since_fence, &ps.outputs);
                 self.maybe_flush(ps, stream);
                 Ok(())
             }

@@ -391,7 +391,7 @@ impl<B: Backend> Inner<B> {
         match B::replay(&mut ps.stream, g.executable(), times) {
             Ok(()) => {
                 self.taint().settle(scope);
-                ps.since_fence.extend_from_slice(g.written());
+                PooledStream::<B>::wrote(&mut ps.since_fence, g.written());
                 self.trace.push(Event::Replay {
                     stream,
                     graph,

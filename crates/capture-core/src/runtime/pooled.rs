@@ -7,6 +7,9 @@ use crate::driver::{Backend, DeviceResource, DeviceStream, LaunchBuffer};
 use crate::ids::{GraphId, MemoryId};
 use crate::memory::{BufferBinding, ClaimKey};
 
+/// Past this many noted ranges, `wrote` deduplicates the list.
+const SINCE_FENCE_COMPACT: usize = 1024;
+
 /// One pooled backend stream, the graphs captured on it, and the runtime's scratch.
 pub(crate) struct PooledStream<B: Backend> {
     pub(crate) stream: B::Stream,
@@ -36,6 +39,16 @@ impl<B: Backend> PooledStream<B> {
             bindings: Vec::new(),
             inputs: Vec::new(),
             outputs: Vec::new(),
+        }
+    }
+
+    /// Notes ranges written on this stream since its last good fence. Writes repeat over
+    /// a working set, so a long list is compacted in place rather than grown.
+    pub(crate) fn wrote(since_fence: &mut Vec<ClaimKey>, keys: &[ClaimKey]) {
+        since_fence.extend_from_slice(keys);
+        if since_fence.len() > SINCE_FENCE_COMPACT {
+            since_fence.sort_unstable();
+            since_fence.dedup();
         }
     }
 

@@ -16,6 +16,7 @@ static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 mod drop_queue;
 mod info_cache;
 mod memory;
+mod runtime;
 mod taint;
 
 /// How many allocations (and reallocations) `f` made.
@@ -31,6 +32,7 @@ pub const BUDGET: usize = 8;
 
 /// Fails with a message naming the check when `allocations` is over [`BUDGET`].
 pub fn assert_amortised(what: &str, calls: usize, allocations: usize) {
+    println!("  {what}: {allocations} allocations over {calls} calls");
     assert!(
         allocations <= BUDGET,
         "{what}: {allocations} allocations over {calls} steady-state calls (budget {BUDGET})"
@@ -44,6 +46,7 @@ fn main() {
         drop_queue::CHECKS,
         info_cache::CHECKS,
         memory::CHECKS,
+        runtime::CHECKS,
         taint::CHECKS,
     ]
     .concat();

@@ -168,6 +168,8 @@ struct QueueState {
     ops: VecDeque<(u64, Op)>,
     next: u64,
     recording: Option<Vec<Op>>,
+    /// Length of the last recording, so the next one is sized in one allocation.
+    last_recording: usize,
     error: Option<ServerError>,
     scratch: Vec<Vec<u8>>,
     words: Vec<u64>,
@@ -356,7 +358,9 @@ impl<const AFFINE: bool> GraphDriver for TestBackend<AFFINE> {
 
     fn begin(stream: &mut TestStream) -> Result<(), ServerError> {
         stream.world.call("begin")?;
-        lock(&stream.queue.state).recording = Some(Vec::new());
+        let mut q = lock(&stream.queue.state);
+        q.recording = Some(Vec::with_capacity(q.last_recording.max(16)));
+        drop(q);
         lock(&stream.world.recording).insert(stream.index, None);
         stream.began_on = Some(std::thread::current().id());
         Ok(())
@@ -367,7 +371,12 @@ impl<const AFFINE: bool> GraphDriver for TestBackend<AFFINE> {
         doomed: Option<ServerError>,
     ) -> Result<TestExecutable, ServerError> {
         // Always close the driver capture first.
-        let ops = lock(&stream.queue.state).recording.take();
+        let ops = {
+            let mut q = lock(&stream.queue.state);
+            let ops = q.recording.take();
+            q.last_recording = ops.as_ref().map_or(0, Vec::len);
+            ops
+        };
         let invalid = lock(&stream.world.recording)
             .remove(&stream.index)
             .flatten();
@@ -435,6 +444,7 @@ impl<const AFFINE: bool> Backend for TestBackend<AFFINE> {
                 ops: VecDeque::new(),
                 next: 0,
                 recording: None,
+                last_recording: 0,
                 error: None,
                 scratch: Vec::new(),
                 words: Vec::new(),

@@ -4,8 +4,10 @@
 // Test helpers are shared across this binary's modules, not a public API.
 #![allow(missing_docs, unreachable_pub)]
 
+mod bad_input;
 mod driver;
 mod rules;
+mod threads;
 
 use std::sync::Arc;
 

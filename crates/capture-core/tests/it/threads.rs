@@ -1,0 +1,109 @@
+//! Threads: a thread-affine backend's captures begun on one user thread end from
+//! another, and the device is Send + Sync.
+
+use std::sync::Arc;
+
+use capture_core::runtime::{Arg, Device, DeviceConfig};
+
+use crate::driver::{TestBackend, bytes_of};
+use crate::{S0, filled, kernels, read};
+
+fn assert_send_sync<T: Send + Sync>() {}
+
+#[test]
+fn a_device_is_send_and_sync() {
+    assert_send_sync::<Device<TestBackend<false>>>();
+    assert_send_sync::<Device<TestBackend<true>>>();
+}
+
+#[test]
+fn with_a_thread_affine_driver_a_capture_begun_on_one_user_thread_ends_from_another() {
+    let config = DeviceConfig::new().streams(2).unwrap().trace(true);
+    let dev = Arc::new(Device::new(TestBackend::<true>::default(), config).unwrap());
+    let k = kernels(&*dev);
+    let x = filled(&*dev, S0, &[1, 2, 3]);
+    let y = dev.alloc(S0, 12).unwrap();
+    let opener = {
+        let (dev, x, y) = (Arc::clone(&dev), x.clone(), y.clone());
+        let add_one = k.add_one;
+        std::thread::spawn(move || {
+            dev.prepare(S0).unwrap();
+            dev.launch(
+                S0,
+                &add_one,
+                [1, 1, 1],
+                &[Arg::read(&x), Arg::write(&y)],
+                &[],
+            )
+            .unwrap();
+            dev.begin(S0).unwrap();
+            dev.launch(
+                S0,
+                &add_one,
+                [1, 1, 1],
+                &[Arg::read(&x), Arg::write(&y)],
+                &[],
+            )
+            .unwrap();
+        })
+    };
+    opener.join().unwrap();
+    let closer = {
+        let dev = Arc::clone(&dev);
+        std::thread::spawn(move || dev.end(S0))
+    };
+    let g = closer
+        .join()
+        .unwrap()
+        .expect("the driver saw begin and end on one thread");
+    dev.write(S0, &x, 0, bytes_of(&[10, 20, 30])).unwrap();
+    dev.replay(S0, g, 1).unwrap();
+    assert_eq!(read(&*dev, S0, &y).unwrap(), vec![11, 21, 31]);
+}
+
+#[test]
+fn streams_used_from_several_threads_stay_consistent() {
+    // Four threads each run their own stream's eager chain and capture; pooled streams
+    // are shared, so two threads contend for each lock.
+    let config = DeviceConfig::new().streams(2).unwrap();
+    let dev = Arc::new(Device::new(TestBackend::<false>::default(), config).unwrap());
+    let k = kernels(&*dev);
+    let handles: Vec<_> = (0..2u64)
+        .map(|i| {
+            let dev = Arc::clone(&dev);
+            let add_one = k.add_one;
+            std::thread::spawn(move || {
+                let s = capture_core::ids::StreamId::new(i);
+                let x = filled(&*dev, s, &[i as u32; 8]);
+                let y = dev.alloc(s, 32).unwrap();
+                for _ in 0..50 {
+                    dev.launch(
+                        s,
+                        &add_one,
+                        [1, 1, 1],
+                        &[Arg::read(&x), Arg::write(&y)],
+                        &[],
+                    )
+                    .unwrap();
+                }
+                let g = dev
+                    .capture(s, |d| {
+                        d.launch(
+                            s,
+                            &add_one,
+                            [1, 1, 1],
+                            &[Arg::read(&x), Arg::write(&y)],
+                            &[],
+                        )
+                    })
+                    .unwrap();
+                dev.write(s, &x, 0, bytes_of(&[100; 8])).unwrap();
+                dev.replay(s, g, 3).unwrap();
+                read(&*dev, s, &y).unwrap()
+            })
+        })
+        .collect();
+    for h in handles {
+        assert_eq!(h.join().unwrap(), vec![101; 8]);
+    }
+}
