@@ -106,7 +106,9 @@ impl MemoryIds {
 #[derive(Debug)]
 struct Arming {
     restore: AllocationMode,
-    touched: BTreeSet<MemoryId>,
+    /// Slots handed out or bound while armed. Slots, not ids: a slice used by the window,
+    /// dropped and taken back before the seal has no live id, and must still be pinned.
+    touched: BTreeSet<(PoolKind, usize, usize)>,
     priming: bool,
     primed: Vec<ManagedMemoryBinding>,
 }
@@ -218,7 +220,7 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         };
         self.live.insert(id, (pool_kind, at));
         if let Some(arming) = &mut self.arming {
-            arming.touched.insert(id);
+            arming.touched.insert((pool_kind, at.page, at.slot));
             if arming.priming {
                 arming.primed.push(handle.binding());
             }
@@ -288,8 +290,8 @@ impl<S: ComputeStorage> MemoryManagement<S> {
     /// [`ServerError::UnknownMemory`] when no live allocation of this manager has `id`.
     pub fn bind(&mut self, id: MemoryId) -> Result<MemoryLocation, ServerError> {
         let location = self.location(id)?;
-        if let Some(arming) = &mut self.arming {
-            arming.touched.insert(id);
+        if let (Some(arming), Some(&(kind, at))) = (&mut self.arming, self.live.get(&id)) {
+            arming.touched.insert((kind, at.page, at.slot));
         }
         Ok(location)
     }
@@ -398,27 +400,38 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         }
     }
 
-    /// Disarms the pools and returns a binding on every touched slice still allocated:
-    /// what the graph must hold for its life. Releases any priming that never ended.
-    /// Returns nothing when not armed.
+    /// Disarms the pools and returns a binding on every slice touched while armed: what
+    /// the graph must hold for its life. A touched slice nobody holds any more (used by
+    /// the window, dropped, taken back) gets a fresh placeholder allocation, so it is
+    /// pinned all the same. Releases any priming that never ended. Returns nothing when
+    /// not armed.
     pub fn capture_end(&mut self) -> Vec<ManagedMemoryBinding> {
         let Some(arming) = self.arming.take() else {
             return Vec::new();
         };
         self.mode = arming.restore;
         drop(arming.primed);
-        arming
-            .touched
-            .iter()
-            .filter_map(|id| self.binding_of(*id))
-            .collect()
-    }
-
-    fn binding_of(&self, id: MemoryId) -> Option<ManagedMemoryBinding> {
-        let &(kind, at) = self.live.get(&id)?;
-        let slot = self.pool(kind).slot(at)?;
-        let holder = slot.holder.as_ref()?;
-        (holder.binding.id == id).then(|| ManagedMemoryBinding(holder.binding.clone()))
+        let mut retained = Vec::with_capacity(arming.touched.len());
+        for (kind, page, slot) in arming.touched {
+            let at = SlotIndex { page, slot };
+            let Some(existing) = self.pool(kind).slot(at) else {
+                continue;
+            };
+            let binding = match &existing.holder {
+                Some(holder) => ManagedMemoryBinding(holder.binding.clone()),
+                None => {
+                    let id = self.ids.next();
+                    let handle = ManagedMemoryHandle::fresh(id, existing.bytes.len());
+                    let binding = handle.binding();
+                    self.pool_mut(kind).hold(at, &handle);
+                    self.live.insert(id, (kind, at));
+                    binding
+                }
+            };
+            retained.push(binding);
+        }
+        retained.sort_by_key(ManagedMemoryBinding::id);
+        retained
     }
 
     /// Gives empty pages back to the storage, when `update` allows pages to be released.
@@ -426,8 +439,9 @@ impl<S: ComputeStorage> MemoryManagement<S> {
     /// # Errors
     ///
     /// [`ServerError::GraphState`] naming the recording stream when `update` forbids
-    /// releasing pages; nothing is changed.
+    /// releasing pages, or while a capture is armed on this manager; nothing is changed.
     pub fn cleanup(&mut self, update: PageUpdate) -> Result<CleanupReport, ServerError> {
+        self.refuse_while_armed("cleanup")?;
         if let Some(recording) = update.recording().filter(|_| !update.may_release()) {
             return Err(ServerError::graph_state(
                 "cleanup",
@@ -454,8 +468,10 @@ impl<S: ComputeStorage> MemoryManagement<S> {
     /// # Errors
     ///
     /// [`ServerError::GraphState`] naming the recording stream when `update` forbids
-    /// renumbering pages; nothing is changed.
+    /// renumbering pages, or while a capture is armed on this manager; nothing is
+    /// changed.
     pub fn renumber(&mut self, update: PageUpdate) -> Result<(), ServerError> {
+        self.refuse_while_armed("renumber")?;
         if let Some(recording) = update.recording().filter(|_| !update.may_release()) {
             return Err(ServerError::graph_state(
                 "renumber",
@@ -474,6 +490,18 @@ impl<S: ComputeStorage> MemoryManagement<S> {
                     at.page = *new;
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// The touched slots of an armed manager are named by page and slot: no page may be
+    /// released or renumbered until the window closes.
+    fn refuse_while_armed(&self, op: &'static str) -> Result<(), ServerError> {
+        if self.arming.is_some() {
+            return Err(ServerError::graph_state(
+                op,
+                "a capture is armed on this memory: no page is released or renumbered until its window closes",
+            ));
         }
         Ok(())
     }

@@ -171,6 +171,18 @@ impl Pool {
         }
     }
 
+    /// Installs `handle` as the holder of the free slot `at`.
+    pub(crate) fn hold(&mut self, at: SlotIndex, handle: &ManagedMemoryHandle) {
+        if let Some(slot) = self
+            .pages
+            .get_mut(at.page)
+            .and_then(Option::as_mut)
+            .and_then(|p| p.slots.get_mut(at.slot))
+        {
+            slot.holder = Some(Arc::clone(&handle.0));
+        }
+    }
+
     pub(crate) fn slot(&self, at: SlotIndex) -> Option<&Slot> {
         self.pages.get(at.page)?.as_ref()?.slots.get(at.slot)
     }

@@ -529,6 +529,9 @@ impl<const AFFINE: bool> Backend for TestBackend<AFFINE> {
     }
 
     fn read(stream: &mut TestStream, source: &Res, out: &mut [u8]) -> Result<(), ServerError> {
+        if lock(&stream.queue.state).recording.is_some() {
+            stream.world.invalidate("a host read of a recording stream");
+        }
         stream.queue.run_all()?;
         stream.world.call("read")?;
         let dev = lock(&stream.queue.dev);
@@ -539,6 +542,9 @@ impl<const AFFINE: bool> Backend for TestBackend<AFFINE> {
     }
 
     fn sync(stream: &mut TestStream) -> Result<(), ServerError> {
+        if lock(&stream.queue.state).recording.is_some() {
+            stream.world.invalidate("a sync of a recording stream");
+        }
         stream.world.call("sync")?;
         stream.queue.run_all()
     }

@@ -119,7 +119,19 @@ fn rule_03_the_recording_starts_empty_and_eager_launches_are_not_recorded() {
         )
         .unwrap();
     }
-    // An aborted window recorded a launch; the next one must not inherit it.
+    // A sealed window and an aborted one recorded launches; the next must inherit none.
+    let first = dev
+        .capture(S0, |d| {
+            d.launch(
+                S0,
+                &k.add_one,
+                [1, 1, 1],
+                &[Arg::read(&x), Arg::write(&y)],
+                &[],
+            )
+        })
+        .unwrap();
+    assert_eq!(dev.graph(first).unwrap().launches, 1);
     dev.prepare(S0).unwrap();
     dev.begin(S0).unwrap();
     dev.launch(
@@ -148,12 +160,13 @@ fn rule_03_the_recording_starts_empty_and_eager_launches_are_not_recorded() {
 
 #[test]
 fn rule_04_recorded_memory_names_each_claim_once_write_winning() {
-    // A graph reading x twice and writing y twice (once read-write) names each once:
-    // the replay's written set is exactly y, its input exactly x.
-    let (dev, _) = device();
+    // The recording reads x, writes y, reads y, then writes x: x is one claim, first
+    // read (an input) and then written, so it is in the written set as well; y is one
+    // claim, written.
+    let (dev, world) = device();
     let k = kernels(&dev);
     let x = filled(&dev, S0, &[1]);
-    let y = filled(&dev, S0, &[0]);
+    let y = dev.alloc(S0, 4).unwrap();
     let g = dev
         .capture(S0, |d| {
             d.launch(
@@ -163,25 +176,28 @@ fn rule_04_recorded_memory_names_each_claim_once_write_winning() {
                 &[Arg::read(&x), Arg::write(&y)],
                 &[],
             )?;
-            d.launch(S0, &k.add_scalar, [1, 1, 1], &[Arg::read_write(&y)], &[5])
+            d.launch(
+                S0,
+                &k.add_one,
+                [1, 1, 1],
+                &[Arg::read(&y), Arg::write(&x)],
+                &[],
+            )
         })
         .unwrap();
-    // Taint x: the replay is skipped; y (written, not an input) carries the failure.
-    let z = dev.alloc(S0, 4).unwrap();
-    dev.launch(
-        S0,
-        &k.add_one,
-        [1, 1, 1],
-        &[Arg::read(&z), Arg::write(&x)],
-        &[],
-    )
-    .unwrap_err();
-    let err = dev.replay(S0, g, 1).unwrap_err();
-    assert!(matches!(err, ServerError::Unwritten(_)), "{err}");
-    assert!(read(&dev, S0, &y).is_err());
+    assert_eq!(read(&dev, S0, &x).unwrap(), vec![3]);
+    // A replay that fails to enqueue claims every range the graph writes: x and y.
+    world.fail("replay", 1);
+    dev.replay(S0, g, 1).unwrap_err();
+    for b in [&x, &y] {
+        let err = read(&dev, S0, b).unwrap_err();
+        assert!(text(&err).contains("injected fault in replay"), "{err}");
+    }
+    // x is the graph's only input: once written, a replay runs (y needs no rewrite).
     dev.write(S0, &x, 0, bytes_of(&[10])).unwrap();
     dev.replay(S0, g, 1).unwrap();
-    assert_eq!(read(&dev, S0, &y).unwrap(), vec![16]);
+    assert_eq!(read(&dev, S0, &y).unwrap(), vec![11]);
+    assert_eq!(read(&dev, S0, &x).unwrap(), vec![12]);
 }
 
 #[test]
@@ -291,43 +307,49 @@ fn rule_08_recorded_copies_keep_their_bytes_and_clear_no_claim() {
     let k = kernels(&dev);
     let x = dev.alloc(S0, 16).unwrap();
     let y = dev.alloc(S0, 16).unwrap();
-    // Warm the kernel, then record a host write and a launch by hand.
+    let z = dev.alloc(S0, 16).unwrap();
+    // Warm the kernels, then record two host writes and a launch by hand.
     dev.write(S0, &x, 0, bytes_of(&[0; 4])).unwrap();
     dev.launch(
         S0,
-        &k.add_one,
+        &k.add,
         [1, 1, 1],
-        &[Arg::read(&x), Arg::write(&y)],
+        &[Arg::read(&x), Arg::read(&x), Arg::write(&y)],
         &[],
     )
     .unwrap();
-    let fresh = dev.alloc(S0, 16).unwrap();
+    let a = dev.alloc(S0, 16).unwrap();
+    let b = dev.alloc(S0, 16).unwrap();
     dev.prepare(S0).unwrap();
-    // Warmup stages one 16-byte copy, so the recording finds a staging slice.
+    // Warmup stages two 16-byte copies, so the recording finds two staging slices.
     dev.write(S0, &x, 0, bytes_of(&[0; 4])).unwrap();
+    dev.write(S0, &z, 0, bytes_of(&[0; 4])).unwrap();
     dev.begin(S0).unwrap();
-    dev.write(S0, &fresh, 0, bytes_of(&[5, 6, 7, 8])).unwrap();
+    dev.write(S0, &a, 0, bytes_of(&[5, 6, 7, 8])).unwrap();
+    dev.write(S0, &b, 0, bytes_of(&[100, 200, 300, 400]))
+        .unwrap();
     dev.launch(
         S0,
-        &k.add_one,
+        &k.add,
         [1, 1, 1],
-        &[Arg::read(&fresh), Arg::write(&y)],
+        &[Arg::read(&a), Arg::read(&b), Arg::write(&y)],
         &[],
     )
     .unwrap();
     let g = dev.end(S0).unwrap();
-    // Recorded, not run: `fresh` is still unwritten.
-    let err = read(&dev, S0, &fresh).unwrap_err();
+    // Recorded, not run: `a` is still unwritten.
+    let err = read(&dev, S0, &a).unwrap_err();
     assert!(text(&err).contains("never written"), "{err}");
     // Other writes stage through the same pool; the graph's staging is not reused.
     for i in 0..4 {
-        let other = filled(&dev, S0, &[100 + i; 4]);
+        let other = filled(&dev, S0, &[1000 + i; 4]);
         drop(other);
     }
     dev.replay(S0, g, 1).unwrap();
-    assert_eq!(read(&dev, S0, &fresh).unwrap(), vec![5, 6, 7, 8]);
-    assert_eq!(read(&dev, S0, &y).unwrap(), vec![6, 7, 8, 9]);
-    assert_eq!(dev.graph(g).unwrap().host_bytes, 16 + 16);
+    assert_eq!(read(&dev, S0, &a).unwrap(), vec![5, 6, 7, 8]);
+    assert_eq!(read(&dev, S0, &b).unwrap(), vec![100, 200, 300, 400]);
+    assert_eq!(read(&dev, S0, &y).unwrap(), vec![105, 206, 307, 408]);
+    assert_eq!(dev.graph(g).unwrap().host_bytes, 2 * (16 + 16));
 }
 
 #[test]

@@ -538,3 +538,38 @@ fn a_binding_outside_its_allocation_is_refused(#[case] offset: u64, #[case] len:
         "{err}"
     );
 }
+
+#[test]
+fn a_slice_used_dropped_and_taken_back_inside_the_window_is_still_pinned() {
+    let (mut m, _) = manager();
+    m.capture_begin();
+    m.capture_priming_end();
+    let tmp = reserve(&mut m, 1024);
+    m.bind(tmp.id()).unwrap();
+    let slot = m.location(tmp.id()).unwrap();
+    drop(tmp);
+    // Another size: the pool takes the dropped slice back, but does not reuse it.
+    let other = reserve(&mut m, 4096);
+    let retained = m.capture_end();
+    assert_eq!(retained.len(), 2);
+    // A later request of the dropped slice's size, in its pool, may not land on it.
+    m.set_mode(AllocationMode::Persistent);
+    let later = reserve(&mut m, 1024);
+    let landed = m.location(later.id()).unwrap();
+    assert_eq!(landed.pool, slot.pool);
+    assert_ne!((landed.page, landed.bytes), (slot.page, slot.bytes));
+    drop((retained, other));
+}
+
+#[test]
+fn cleanup_and_renumber_are_refused_while_armed() {
+    let (mut m, log) = manager();
+    drop(reserve(&mut m, DYNAMIC_PAGE_BYTES));
+    m.capture_begin();
+    let err = m.cleanup(PageUpdate::Free).unwrap_err();
+    assert!(err.to_string().contains("capture is armed"), "{err}");
+    assert!(m.renumber(PageUpdate::Free).is_err());
+    assert!(log.lock().unwrap().deallocs.is_empty());
+    drop(m.capture_end());
+    assert_eq!(m.cleanup(PageUpdate::Free).unwrap().pages_released, 1);
+}
