@@ -393,7 +393,8 @@ impl StreamCapture {
     /// # Errors
     ///
     /// - From `Prepare`: the window never opened; the stream is disarmed (back to
-    ///   no-capture) and [`ServerError::GraphState`] says so.
+    ///   no-capture) and [`ServerError::GraphState`] says so, or, when `caller` is not
+    ///   the owner, [`ServerError::Abandoned`] (the owner's later `end` hears of it too).
     /// - From no-capture, to the owner of a window another stream abandoned:
     ///   [`ServerError::Abandoned`] naming both.
     /// - Otherwise from no-capture: [`ServerError::GraphState`]; nothing is changed.
@@ -413,6 +414,11 @@ impl StreamCapture {
                 self.state = State::NoCapture;
                 self.status.update(self.index, Slot::default());
                 self.clear();
+                if owner != caller {
+                    // A foreign end abandons a prepared window too (rule 12).
+                    self.abandoned = Some((owner, caller));
+                    return Err(ServerError::Abandoned { owner, by: caller });
+                }
                 Err(ServerError::graph_state(
                     "end",
                     format!("the window {owner} prepared never opened; disarmed"),

@@ -28,7 +28,7 @@ use super::report::{DeviceReport, StreamReport};
 use super::setup::StreamSetup;
 use crate::capture::{CaptureStatus, DeviceCaptures};
 use crate::driver::{Backend, DeviceResource, DeviceStream};
-use crate::error::ServerError;
+use crate::error::{Chain, ServerError};
 use crate::ids::{FailureId, GraphId, StreamId};
 use crate::memory::{Access, ClaimKey, CleanupReport, ManagedMemoryHandle, MemoryIds, PageUpdate};
 use crate::range::ByteRange;
@@ -338,7 +338,7 @@ impl<B: Backend> Inner<B> {
         self.trace.push(Event::Refused {
             stream,
             op,
-            error: error.to_string(),
+            error: Chain(error).to_string(),
         });
     }
 
@@ -379,6 +379,20 @@ impl<B: Backend> Inner<B> {
             self.trace.push(Event::Taint { key: *key, failure });
         }
         Some(failure)
+    }
+
+    /// Fails a scope with `error` (its claims now carry it) and traces each claim.
+    pub(crate) fn fail_scope(
+        &self,
+        scope: crate::taint::Scope,
+        keys: &[ClaimKey],
+        error: &ServerError,
+    ) {
+        let failure = scope.failure();
+        self.taint().fail(scope, error.clone());
+        for key in keys {
+            self.trace.push(Event::Taint { key: *key, failure });
+        }
     }
 
     /// An asynchronous error on `ps` (a failed submit, a lost device, a fence wait):

@@ -397,7 +397,7 @@ impl<B: Backend> Inner<B> {
                 Ok(())
             }
             Err(error) => {
-                self.taint().fail(scope, error.clone());
+                self.fail_scope(scope, &ps.outputs, &error);
                 Err(error)
             }
         }

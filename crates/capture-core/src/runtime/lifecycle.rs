@@ -10,7 +10,7 @@ use super::pooled::PooledStream;
 use crate::capture::{Refused, Window};
 use crate::driver::{Backend, DeviceStream};
 use crate::drop_queue::{Fence, Pending};
-use crate::error::ServerError;
+use crate::error::{Chain, ServerError};
 use crate::ids::{GraphId, StreamId};
 use crate::memory::BufferBinding;
 use crate::trace::Event;
@@ -33,6 +33,7 @@ impl<B: Backend> Device<B> {
                     Ok(())
                 }
                 Err(error) => {
+                    let error = naming(stream, error);
                     inner.refused(stream, "prepare", &error);
                     Err(error)
                 }
@@ -76,6 +77,7 @@ impl<B: Backend> Device<B> {
                     Ok(())
                 }
                 Err(error) => {
+                    let error = naming(stream, error);
                     inner.refused(stream, "begin", &error);
                     Err(error)
                 }
@@ -250,6 +252,17 @@ impl<B: Backend> Drop for AbortOnPanic<'_, B> {
     }
 }
 
+/// A lifecycle refusal from a pooled stream's `StreamCapture`, which does not know the
+/// logical caller, with the caller named.
+fn naming(stream: StreamId, error: ServerError) -> ServerError {
+    match error {
+        ServerError::GraphState { op, reason } => {
+            ServerError::graph_state(op, format!("{stream}: {reason}"))
+        }
+        other => other,
+    }
+}
+
 impl<B: Backend> Inner<B> {
     pub(crate) fn lifecycle(&self, stream: StreamId, what: &'static str) {
         self.trace.push(Event::Lifecycle { stream, what });
@@ -284,9 +297,10 @@ impl<B: Backend> Inner<B> {
             }
             Err(Refused { error, written }) => {
                 drop(registry);
+                let error = naming(stream, error);
                 self.trace.push(Event::NotSealed {
                     stream,
-                    error: error.to_string(),
+                    error: Chain(&error).to_string(),
                 });
                 let keys: Vec<_> = written.iter().map(BufferBinding::claim_key).collect();
                 self.claim(&keys, &error);
@@ -369,6 +383,16 @@ impl<B: Backend> Inner<B> {
         let Some(g) = ps.graphs.get(&graph) else {
             return Err(ServerError::UnknownGraph(graph));
         };
+        if g.owner() != stream {
+            return Err(ServerError::invalid(
+                "replay stream",
+                stream,
+                format!(
+                    "{graph} was captured on {} and replays only there",
+                    g.owner()
+                ),
+            ));
+        }
         let op = Cow::Borrowed("replay");
         // Rule 14: inputs first; a claimed one skips the replay and passes it on.
         let skipped = self.taint().propagate(
@@ -401,8 +425,8 @@ impl<B: Backend> Inner<B> {
                 Ok(())
             }
             Err(error) => {
-                self.taint().fail(scope, error.clone());
                 self.refused(stream, "replay", &error);
+                self.fail_scope(scope, g.written(), &error);
                 Err(error)
             }
         }

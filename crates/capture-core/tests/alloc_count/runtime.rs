@@ -37,7 +37,11 @@ fn eager_launches() {
     let b = dev.alloc(S, 256).unwrap();
     dev.write(S, &a, 0, bytes_of(&[0; 64])).unwrap();
     let step = |i: usize| {
-        let (x, y) = if i % 2 == 0 { (&a, &b) } else { (&b, &a) };
+        let (x, y) = if i.is_multiple_of(2) {
+            (&a, &b)
+        } else {
+            (&b, &a)
+        };
         dev.launch(S, &add_one, [1, 1, 1], &[Arg::read(x), Arg::write(y)], &[])
             .unwrap();
         dev.launch(S, &bump, [1, 1, 1], &[Arg::read_write(y)], &[3, 64])
@@ -64,7 +68,11 @@ fn recorded_launches() {
     dev.write(S, &a, 0, bytes_of(&[0; 64])).unwrap();
     let chain = |d: &Device<TestBackend>| {
         for i in 0..N {
-            let (x, y) = if i % 2 == 0 { (&a, &b) } else { (&b, &a) };
+            let (x, y) = if i.is_multiple_of(2) {
+                (&a, &b)
+            } else {
+                (&b, &a)
+            };
             d.launch(S, &add_one, [1, 1, 1], &[Arg::read(x), Arg::write(y)], &[])?;
         }
         Ok(())

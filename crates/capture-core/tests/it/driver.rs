@@ -8,7 +8,8 @@
 //! recording (instantiate then fails). With `AFFINE`, a capture must end on the thread
 //! that began it. Faults are injected per operation by countdown.
 
-#![allow(dead_code)]
+// Shared by two test binaries, each using part of it.
+#![allow(dead_code, unreachable_pub)]
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -331,6 +332,12 @@ impl DeviceStream for TestStream {
         self.queue
     }
     fn fence(signal: &'static Queue) -> TestFence {
+        if lock(&signal.state).recording.is_some() {
+            // Recording an event on a capturing stream would put it in the graph.
+            signal
+                .world
+                .invalidate("a fence recorded on a recording stream");
+        }
         TestFence {
             queue: signal,
             upto: signal.mark(),

@@ -8,6 +8,7 @@ mod bad_input;
 mod driver;
 mod rules;
 mod threads;
+mod trace;
 
 use std::sync::Arc;
 

@@ -53,7 +53,7 @@ fn rule_01_out_of_order_lifecycle_calls_are_refused_and_change_nothing() {
     assert!(dev.end(S0).is_err());
     let trace = dev.trace().render();
     assert!(
-        trace.contains("stream#0 refuse begin: begin: no capture is prepared"),
+        trace.contains("stream#0 refuse begin: begin: stream#0: no capture is prepared"),
         "{trace}"
     );
     assert!(trace.contains("stream#0 refuse prepare"), "{trace}");
@@ -498,6 +498,16 @@ fn rule_12_a_foreign_end_abandons_the_window() {
         ServerError::Abandoned { owner, by } => assert_eq!((owner, by), (S0, S2)),
         other => panic!("unexpected {other}"),
     }
+    dev.prepare(S0).expect("the stream is free again");
+    // A foreign end of a window still in prepare abandons it too.
+    match dev.end(S2).unwrap_err() {
+        ServerError::Abandoned { owner, by } => assert_eq!((owner, by), (S0, S2)),
+        other => panic!("unexpected {other}"),
+    }
+    assert!(matches!(
+        dev.end(S0).unwrap_err(),
+        ServerError::Abandoned { .. }
+    ));
     dev.prepare(S0).expect("the stream is free again");
 }
 
