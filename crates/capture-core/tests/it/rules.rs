@@ -292,7 +292,10 @@ fn rule_07_a_graph_pins_every_slice_its_launches_touch() {
             )
         })
         .unwrap();
+    // Sentinels from the persistent pool, as a second capture's warmup would allocate.
+    dev.prepare(S0).unwrap();
     let sentinels: Vec<_> = (0..8).map(|i| filled(&dev, S0, &[1000 + i; 64])).collect();
+    dev.abort(S0).unwrap();
     dev.write(S0, &x, 0, bytes_of(&[7; 64])).unwrap();
     dev.replay(S0, g, 1).unwrap();
     assert_eq!(read(&dev, S0, &y).unwrap(), vec![9; 64]);
@@ -710,8 +713,11 @@ fn rule_16_dropping_a_graph_never_blocks_and_a_replay_inside_a_window_is_refused
         waits,
         "the drop waited on nothing"
     );
-    // The queued replay has not run; its memory must not be handed out over it.
+    // The queued replay has not run; its memory must not be handed out over it, not
+    // even to a second capture's warmup, which allocates from the same persistent pool.
+    dev.prepare(S0).unwrap();
     let sentinels: Vec<_> = (0..8).map(|i| filled(&dev, S0, &[500 + i; 64])).collect();
+    dev.abort(S0).unwrap();
     assert_eq!(read(&dev, S0, &y).unwrap(), vec![5; 64]);
     for (i, s) in sentinels.iter().enumerate() {
         assert_eq!(read(&dev, S0, s).unwrap(), vec![500 + i as u32; 64]);
