@@ -269,6 +269,12 @@ impl<B: Backend> Inner<B> {
     }
 
     fn end_on(&self, ps: &mut PooledStream<B>, stream: StreamId) -> Result<GraphId, ServerError> {
+        let recording_owner = ps
+            .stream
+            .capturing()
+            .is_recording()
+            .then(|| ps.stream.capturing().owner())
+            .flatten();
         let mut registry = lock(&self.graphs);
         let id = GraphId::new(registry.next);
         let mut window = Window::<B>::on(&mut ps.stream);
@@ -297,7 +303,20 @@ impl<B: Backend> Inner<B> {
             }
             Err(Refused { error, written }) => {
                 drop(registry);
-                let error = naming(stream, error);
+                let error = match (recording_owner, error) {
+                    // A window that recorded and sealed nothing: its error is a
+                    // post-mortem (a doomed window's already is).
+                    (Some(owner), error) if !matches!(error, ServerError::Doomed(_)) => {
+                        let op = if owner == stream {
+                            "instantiate"
+                        } else {
+                            "end"
+                        };
+                        let launches = ps.stream.capturing().launches();
+                        ServerError::doomed(owner, op, stream, launches, error)
+                    }
+                    (_, error) => naming(stream, error),
+                };
                 self.trace.push(Event::NotSealed {
                     stream,
                     error: Chain(&error).to_string(),

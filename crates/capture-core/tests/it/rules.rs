@@ -289,7 +289,11 @@ fn rule_07_a_graph_pins_every_slice_its_launches_touch() {
                 [1, 1, 1],
                 &[Arg::read(&tmp), Arg::write(&y)],
                 &[],
-            )
+            )?;
+            drop(tmp);
+            // Another size: the pool takes `tmp` back inside the window.
+            drop(d.alloc(S0, 512)?);
+            Ok(())
         })
         .unwrap();
     // Sentinels from the persistent pool, as a second capture's warmup would allocate.
@@ -839,7 +843,33 @@ fn a_capture_post_mortem_names_the_call_the_stream_and_the_launches_before_it() 
         })
         .unwrap_err();
     assert!(
-        text(&err).contains("injected fault in instantiate"),
+        text(&err).contains(
+            "capture window of stream#0 doomed by instantiate on stream#0 after 1 recorded launches: driver call instantiate failed: injected fault in instantiate"
+        ),
+        "{err}"
+    );
+    // An abandoned window's post-mortem names the stream that ended it.
+    dev.prepare(S0).unwrap();
+    dev.launch(
+        S0,
+        &k.add_one,
+        [1, 1, 1],
+        &[Arg::read(&x), Arg::write(&y)],
+        &[],
+    )
+    .unwrap();
+    dev.begin(S0).unwrap();
+    dev.launch(
+        S0,
+        &k.add_one,
+        [1, 1, 1],
+        &[Arg::read(&x), Arg::write(&y)],
+        &[],
+    )
+    .unwrap();
+    let err = dev.end(S2).unwrap_err();
+    assert!(
+        text(&err).contains("doomed by end on stream#2 after 1 recorded launches"),
         "{err}"
     );
 }
