@@ -13,6 +13,7 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::ThreadId;
 
@@ -154,6 +155,8 @@ enum Op {
     Replay {
         ops: Arc<Vec<Op>>,
         times: u32,
+        /// Set when the executable is destroyed; a replay still queued then fails.
+        destroyed: Arc<AtomicBool>,
     },
 }
 
@@ -201,8 +204,15 @@ impl Queue {
                 q.error.get_or_insert(e);
                 continue;
             }
-            let QueueState { scratch, words, .. } = &mut *q;
-            self.execute(&op, scratch, words);
+            let QueueState {
+                scratch,
+                words,
+                error,
+                ..
+            } = &mut *q;
+            if let Err(e) = self.execute(&op, scratch, words) {
+                error.get_or_insert(e);
+            }
         }
         match q.error.take() {
             Some(e) => Err(e),
@@ -215,7 +225,12 @@ impl Queue {
         self.run_until(upto)
     }
 
-    fn execute(&self, op: &Op, scratch: &mut Vec<Vec<u8>>, words: &mut Vec<u64>) {
+    fn execute(
+        &self,
+        op: &Op,
+        scratch: &mut Vec<Vec<u8>>,
+        words: &mut Vec<u64>,
+    ) -> Result<(), ServerError> {
         match op {
             Op::Copy { from, to } => {
                 let host = lock(&self.host);
@@ -258,14 +273,25 @@ impl Queue {
                     }
                 }
             }
-            Op::Replay { ops, times } => {
+            Op::Replay {
+                ops,
+                times,
+                destroyed,
+            } => {
+                if destroyed.load(Ordering::SeqCst) {
+                    return Err(ServerError::driver(
+                        "replay",
+                        std::io::Error::other("the executable was destroyed mid-replay"),
+                    ));
+                }
                 for _ in 0..*times {
                     for op in ops.iter() {
-                        self.execute(op, scratch, words);
+                        self.execute(op, scratch, words)?;
                     }
                 }
             }
         }
+        Ok(())
     }
 }
 
@@ -354,9 +380,17 @@ pub struct TestBackend<const AFFINE: bool = false> {
     host: Arc<Mutex<Memory>>,
 }
 
-/// The instantiated recording.
+/// The instantiated recording. Dropping it destroys it: a replay of it still queued
+/// then fails, as on a GPU.
 pub struct TestExecutable {
     ops: Arc<Vec<Op>>,
+    destroyed: Arc<AtomicBool>,
+}
+
+impl Drop for TestExecutable {
+    fn drop(&mut self) {
+        self.destroyed.store(true, Ordering::SeqCst);
+    }
 }
 
 impl<const AFFINE: bool> GraphDriver for TestBackend<AFFINE> {
@@ -410,7 +444,10 @@ impl<const AFFINE: bool> GraphDriver for TestBackend<AFFINE> {
             ));
         }
         stream.world.call("instantiate")?;
-        Ok(TestExecutable { ops: Arc::new(ops) })
+        Ok(TestExecutable {
+            ops: Arc::new(ops),
+            destroyed: Arc::new(AtomicBool::new(false)),
+        })
     }
 
     fn upload(stream: &mut TestStream, _executable: &TestExecutable) -> Result<(), ServerError> {
@@ -426,6 +463,7 @@ impl<const AFFINE: bool> GraphDriver for TestBackend<AFFINE> {
         stream.queue.enqueue(Op::Replay {
             ops: Arc::clone(&executable.ops),
             times,
+            destroyed: Arc::clone(&executable.destroyed),
         });
         Ok(())
     }

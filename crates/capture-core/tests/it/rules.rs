@@ -684,16 +684,18 @@ fn rule_15_an_asynchronous_error_taints_everything_written_since_the_last_good_f
 fn rule_16_dropping_a_graph_never_blocks_and_a_replay_inside_a_window_is_refused() {
     let (dev, world) = device();
     let k = kernels(&dev);
-    let x = filled(&dev, S0, &[3; 64]);
+    let inp = dev.alloc(S0, 256).unwrap();
     let y = dev.alloc(S0, 256).unwrap();
+    // The graph copies its input from host staging, then runs two launches.
     let g = dev
         .capture(S0, |d| {
+            d.write(S0, &inp, 0, bytes_of(&[3; 64]))?;
             let tmp = d.alloc(S0, 256)?;
             d.launch(
                 S0,
                 &k.add_one,
                 [1, 1, 1],
-                &[Arg::read(&x), Arg::write(&tmp)],
+                &[Arg::read(&inp), Arg::write(&tmp)],
                 &[],
             )?;
             d.launch(
@@ -709,6 +711,8 @@ fn rule_16_dropping_a_graph_never_blocks_and_a_replay_inside_a_window_is_refused
     dev.begin(S0).unwrap();
     assert!(is_graph_state(&dev.replay(S0, g, 1).unwrap_err()));
     dev.abort(S0).unwrap();
+    dev.write(S0, &y, 0, bytes_of(&[0; 64])).unwrap();
+    dev.sync(S0).unwrap();
     dev.replay(S0, g, 1).unwrap();
     let waits = world.calls("fence_wait");
     dev.drop_graph(g).unwrap();
@@ -717,12 +721,16 @@ fn rule_16_dropping_a_graph_never_blocks_and_a_replay_inside_a_window_is_refused
         waits,
         "the drop waited on nothing"
     );
-    // The queued replay has not run; its memory must not be handed out over it, not
-    // even to a second capture's warmup, which allocates from the same persistent pool.
+    // The replay is still queued: its executable, its staging and its slices must
+    // outlive it. Other writes stage through the same pool meanwhile, and a second
+    // capture's warmup allocates from the same persistent pool.
+    let other = dev.alloc(S0, 256).unwrap();
+    dev.write(S0, &other, 0, bytes_of(&[90; 64])).unwrap();
     dev.prepare(S0).unwrap();
     let sentinels: Vec<_> = (0..8).map(|i| filled(&dev, S0, &[500 + i; 64])).collect();
     dev.abort(S0).unwrap();
     assert_eq!(read(&dev, S0, &y).unwrap(), vec![5; 64]);
+    assert_eq!(read(&dev, S0, &inp).unwrap(), vec![3; 64]);
     for (i, s) in sentinels.iter().enumerate() {
         assert_eq!(read(&dev, S0, s).unwrap(), vec![500 + i as u32; 64]);
     }
