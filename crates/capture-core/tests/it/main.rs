@@ -2,7 +2,7 @@
 //! work to fences like a GPU. One binary; one module per area.
 
 // Test helpers are shared across this binary's modules, not a public API.
-#![allow(missing_docs, unreachable_pub)]
+#![allow(missing_docs, unreachable_pub, clippy::missing_errors_doc)]
 
 mod bad_input;
 mod driver;
@@ -52,6 +52,26 @@ pub fn kernels<B: capture_core::driver::Backend<KernelSource = driver::TestKerne
         add_scalar: dev.kernel(driver::ADD_SCALAR),
         add: dev.kernel(driver::ADD),
     }
+}
+
+/// Launches `add_one` (`y = x + 1`) on `stream`.
+pub fn add_one<B: capture_core::driver::Backend>(
+    dev: &Device<B>,
+    k: &Kernels,
+    stream: StreamId,
+    x: &Buffer,
+    y: &Buffer,
+) -> Result<(), ServerError> {
+    dev.launch(
+        stream,
+        &k.add_one,
+        [1, 1, 1],
+        &[
+            capture_core::runtime::Arg::read(x),
+            capture_core::runtime::Arg::write(y),
+        ],
+        &[],
+    )
 }
 
 /// A buffer on `stream` holding `values` (written and settled).

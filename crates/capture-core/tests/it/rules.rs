@@ -9,7 +9,7 @@ use capture_core::runtime::{Arg, DeviceConfig};
 use capture_core::error::Chain;
 
 use crate::driver::bytes_of;
-use crate::{S0, S1, S2, device, device_with, filled, kernels, read};
+use crate::{S0, S1, S2, add_one, device, device_with, filled, kernels, read};
 
 const MIB: u64 = 1 << 20;
 
@@ -42,14 +42,7 @@ fn rule_01_out_of_order_lifecycle_calls_are_refused_and_change_nothing() {
     assert!(is_graph_state(&dev.begin(S0).unwrap_err()));
     // the refused calls left the window as it was: it records and seals.
     assert_eq!(dev.captures().recording(), vec![S0]);
-    dev.launch(
-        S0,
-        &k.add_one,
-        [1, 1, 1],
-        &[Arg::read(&x), Arg::write(&y)],
-        &[],
-    )
-    .unwrap_err(); // add_one was never loaded: rule 10 dooms this window
+    add_one(&dev, &k, S0, &x, &y).unwrap_err(); // add_one was never loaded: rule 10 dooms this window
     assert!(dev.end(S0).is_err());
     let trace = dev.trace().render();
     assert!(
@@ -65,15 +58,7 @@ fn rule_02_no_path_leaves_a_stream_wedged() {
     let k = kernels(&dev);
     let x = filled(&dev, S0, &[1, 2]);
     let y = dev.alloc(S0, 8).unwrap();
-    let launch = |dev: &crate::Dev| {
-        dev.launch(
-            S0,
-            &k.add_one,
-            [1, 1, 1],
-            &[Arg::read(&x), Arg::write(&y)],
-            &[],
-        )
-    };
+    let launch = |dev: &crate::Dev| add_one(dev, &k, S0, &x, &y);
     launch(&dev).unwrap();
     // end on a stream still in Prepare disarms it.
     dev.prepare(S0).unwrap();
@@ -110,51 +95,17 @@ fn rule_03_the_recording_starts_empty_and_eager_launches_are_not_recorded() {
     let x = filled(&dev, S0, &[1]);
     let y = dev.alloc(S0, 4).unwrap();
     for _ in 0..3 {
-        dev.launch(
-            S0,
-            &k.add_one,
-            [1, 1, 1],
-            &[Arg::read(&x), Arg::write(&y)],
-            &[],
-        )
-        .unwrap();
+        add_one(&dev, &k, S0, &x, &y).unwrap();
     }
     // A sealed window and an aborted one recorded launches; the next must inherit none.
-    let first = dev
-        .capture(S0, |d| {
-            d.launch(
-                S0,
-                &k.add_one,
-                [1, 1, 1],
-                &[Arg::read(&x), Arg::write(&y)],
-                &[],
-            )
-        })
-        .unwrap();
+    let first = dev.capture(S0, |d| add_one(d, &k, S0, &x, &y)).unwrap();
     assert_eq!(dev.graph(first).unwrap().launches, 1);
     dev.prepare(S0).unwrap();
     dev.begin(S0).unwrap();
-    dev.launch(
-        S0,
-        &k.add_one,
-        [1, 1, 1],
-        &[Arg::read(&x), Arg::write(&y)],
-        &[],
-    )
-    .unwrap();
+    add_one(&dev, &k, S0, &x, &y).unwrap();
     dev.abort(S0).unwrap();
     dev.write(S0, &y, 0, bytes_of(&[0])).unwrap();
-    let g = dev
-        .capture(S0, |d| {
-            d.launch(
-                S0,
-                &k.add_one,
-                [1, 1, 1],
-                &[Arg::read(&x), Arg::write(&y)],
-                &[],
-            )
-        })
-        .unwrap();
+    let g = dev.capture(S0, |d| add_one(d, &k, S0, &x, &y)).unwrap();
     assert_eq!(dev.graph(g).unwrap().launches, 1);
 }
 
@@ -169,20 +120,8 @@ fn rule_04_recorded_memory_names_each_claim_once_write_winning() {
     let y = dev.alloc(S0, 4).unwrap();
     let g = dev
         .capture(S0, |d| {
-            d.launch(
-                S0,
-                &k.add_one,
-                [1, 1, 1],
-                &[Arg::read(&x), Arg::write(&y)],
-                &[],
-            )?;
-            d.launch(
-                S0,
-                &k.add_one,
-                [1, 1, 1],
-                &[Arg::read(&y), Arg::write(&x)],
-                &[],
-            )
+            add_one(d, &k, S0, &x, &y)?;
+            add_one(d, &k, S0, &y, &x)
         })
         .unwrap();
     assert_eq!(read(&dev, S0, &x).unwrap(), vec![3]);
@@ -276,20 +215,8 @@ fn rule_07_a_graph_pins_every_slice_its_launches_touch() {
     let g = dev
         .capture(S0, |d| {
             let tmp = d.alloc(S0, 256)?;
-            d.launch(
-                S0,
-                &k.add_one,
-                [1, 1, 1],
-                &[Arg::read(&x), Arg::write(&tmp)],
-                &[],
-            )?;
-            d.launch(
-                S0,
-                &k.add_one,
-                [1, 1, 1],
-                &[Arg::read(&tmp), Arg::write(&y)],
-                &[],
-            )?;
+            add_one(d, &k, S0, &x, &tmp)?;
+            add_one(d, &k, S0, &tmp, &y)?;
             drop(tmp);
             // Another size: the pool takes `tmp` back inside the window.
             drop(d.alloc(S0, 512)?);
@@ -368,38 +295,14 @@ fn rule_09_flushes_wait_for_the_window_and_a_host_read_is_refused_without_doomin
     let k = kernels(&dev);
     let x = filled(&dev, S0, &[1]);
     let y = dev.alloc(S0, 4).unwrap();
-    let old = dev
-        .capture(S0, |d| {
-            d.launch(
-                S0,
-                &k.add_one,
-                [1, 1, 1],
-                &[Arg::read(&x), Arg::write(&y)],
-                &[],
-            )
-        })
-        .unwrap();
+    let old = dev.capture(S0, |d| add_one(d, &k, S0, &x, &y)).unwrap();
     dev.prepare(S0).unwrap();
     dev.write(S0, &x, 0, bytes_of(&[41])).unwrap();
-    dev.launch(
-        S0,
-        &k.add_one,
-        [1, 1, 1],
-        &[Arg::read(&x), Arg::write(&y)],
-        &[],
-    )
-    .unwrap();
+    add_one(&dev, &k, S0, &x, &y).unwrap();
     dev.begin(S0).unwrap();
     dev.drop_graph(old).unwrap();
     dev.write(S0, &x, 0, bytes_of(&[41])).unwrap();
-    dev.launch(
-        S0,
-        &k.add_one,
-        [1, 1, 1],
-        &[Arg::read(&x), Arg::write(&y)],
-        &[],
-    )
-    .unwrap();
+    add_one(&dev, &k, S0, &x, &y).unwrap();
     let refused = read(&dev, S0, &y).unwrap_err();
     assert!(is_graph_state(&refused), "{refused}");
     assert!(is_graph_state(&dev.sync(S0).unwrap_err()));
@@ -448,24 +351,10 @@ fn rule_11_a_failure_inside_the_window_dooms_it_and_taints_what_it_wrote() {
     let x = filled(&dev, S0, &[1]);
     let y = dev.alloc(S0, 4).unwrap();
     let z = dev.alloc(S0, 4).unwrap();
-    dev.launch(
-        S0,
-        &k.add_one,
-        [1, 1, 1],
-        &[Arg::read(&x), Arg::write(&y)],
-        &[],
-    )
-    .unwrap();
+    add_one(&dev, &k, S0, &x, &y).unwrap();
     dev.prepare(S0).unwrap();
     dev.begin(S0).unwrap();
-    dev.launch(
-        S0,
-        &k.add_one,
-        [1, 1, 1],
-        &[Arg::read(&x), Arg::write(&y)],
-        &[],
-    )
-    .unwrap();
+    add_one(&dev, &k, S0, &x, &y).unwrap();
     world.fail("launch", 1);
     let err = dev
         .launch(
@@ -524,14 +413,7 @@ fn rule_13_a_neighbour_of_an_active_window_is_refused_without_dooming_it() {
     let k = kernels(&dev);
     let x = filled(&dev, S0, &[1]);
     let y = dev.alloc(S0, 4).unwrap();
-    dev.launch(
-        S0,
-        &k.add_one,
-        [1, 1, 1],
-        &[Arg::read(&x), Arg::write(&y)],
-        &[],
-    )
-    .unwrap();
+    add_one(&dev, &k, S0, &x, &y).unwrap();
     let n = filled(&dev, S2, &[5]);
     for recording in [false, true] {
         dev.prepare(S0).unwrap();
@@ -545,13 +427,7 @@ fn rule_13_a_neighbour_of_an_active_window_is_refused_without_dooming_it() {
             dev.sync(S2),
             dev.prepare(S2),
             dev.begin(S2),
-            dev.launch(
-                S2,
-                &k.add_one,
-                [1, 1, 1],
-                &[Arg::read(&n), Arg::write(&n)],
-                &[],
-            ),
+            add_one(&dev, &k, S2, &n, &n),
         ];
         for r in refusals {
             match r.unwrap_err() {
@@ -564,14 +440,7 @@ fn rule_13_a_neighbour_of_an_active_window_is_refused_without_dooming_it() {
             }
         }
         if recording {
-            dev.launch(
-                S0,
-                &k.add_one,
-                [1, 1, 1],
-                &[Arg::read(&x), Arg::write(&y)],
-                &[],
-            )
-            .unwrap();
+            add_one(&dev, &k, S0, &x, &y).unwrap();
             dev.end(S0).expect("the refusals did not doom the window");
         } else {
             dev.abort(S0).unwrap();
@@ -586,17 +455,7 @@ fn rule_14_a_replay_checks_its_inputs_and_a_failed_enqueue_is_settled_by_a_later
     let k = kernels(&dev);
     let x = filled(&dev, S0, &[1]);
     let y = dev.alloc(S0, 4).unwrap();
-    let g = dev
-        .capture(S0, |d| {
-            d.launch(
-                S0,
-                &k.add_one,
-                [1, 1, 1],
-                &[Arg::read(&x), Arg::write(&y)],
-                &[],
-            )
-        })
-        .unwrap();
+    let g = dev.capture(S0, |d| add_one(d, &k, S0, &x, &y)).unwrap();
     // A replay that fails to enqueue taints what it writes...
     world.fail("replay", 1);
     let err = dev.replay(S0, g, 1).unwrap_err();
@@ -609,14 +468,7 @@ fn rule_14_a_replay_checks_its_inputs_and_a_failed_enqueue_is_settled_by_a_later
     // A tainted input skips the replay and passes its failure on.
     let z = dev.alloc(S0, 4).unwrap();
     world.fail("launch", 1);
-    dev.launch(
-        S0,
-        &k.add_one,
-        [1, 1, 1],
-        &[Arg::read(&y), Arg::write(&x)],
-        &[],
-    )
-    .unwrap_err();
+    add_one(&dev, &k, S0, &y, &x).unwrap_err();
     let err = dev.replay(S0, g, 1).unwrap_err();
     assert!(matches!(err, ServerError::Unwritten(_)), "{err}");
     let err = read(&dev, S0, &y).unwrap_err();
@@ -635,36 +487,12 @@ fn rule_15_an_asynchronous_error_taints_everything_written_since_the_last_good_f
     let k = kernels(&dev);
     let x = filled(&dev, S0, &[1]);
     let before = dev.alloc(S0, 4).unwrap();
-    dev.launch(
-        S0,
-        &k.add_one,
-        [1, 1, 1],
-        &[Arg::read(&x), Arg::write(&before)],
-        &[],
-    )
-    .unwrap();
+    add_one(&dev, &k, S0, &x, &before).unwrap();
     dev.sync(S0).unwrap();
     let y = dev.alloc(S0, 4).unwrap();
-    let g = dev
-        .capture(S0, |d| {
-            d.launch(
-                S0,
-                &k.add_one,
-                [1, 1, 1],
-                &[Arg::read(&x), Arg::write(&y)],
-                &[],
-            )
-        })
-        .unwrap();
+    let g = dev.capture(S0, |d| add_one(d, &k, S0, &x, &y)).unwrap();
     let z = dev.alloc(S0, 4).unwrap();
-    dev.launch(
-        S0,
-        &k.add_one,
-        [1, 1, 1],
-        &[Arg::read(&x), Arg::write(&z)],
-        &[],
-    )
-    .unwrap();
+    add_one(&dev, &k, S0, &x, &z).unwrap();
     dev.replay(S0, g, 1).unwrap();
     world.fail("execute", 2);
     let err = dev.sync(S0).unwrap_err();
@@ -691,20 +519,8 @@ fn rule_16_dropping_a_graph_never_blocks_and_a_replay_inside_a_window_is_refused
         .capture(S0, |d| {
             d.write(S0, &inp, 0, bytes_of(&[3; 64]))?;
             let tmp = d.alloc(S0, 256)?;
-            d.launch(
-                S0,
-                &k.add_one,
-                [1, 1, 1],
-                &[Arg::read(&inp), Arg::write(&tmp)],
-                &[],
-            )?;
-            d.launch(
-                S0,
-                &k.add_one,
-                [1, 1, 1],
-                &[Arg::read(&tmp), Arg::write(&y)],
-                &[],
-            )
+            add_one(d, &k, S0, &inp, &tmp)?;
+            add_one(d, &k, S0, &tmp, &y)
         })
         .unwrap();
     dev.prepare(S0).unwrap();
@@ -747,14 +563,7 @@ fn rule_17_a_driver_refusal_at_begin_unwinds_so_prepare_and_begin_can_be_retried
     let x = filled(&dev, S0, &[1]);
     let y = dev.alloc(S0, 4).unwrap();
     dev.prepare(S0).unwrap();
-    dev.launch(
-        S0,
-        &k.add_one,
-        [1, 1, 1],
-        &[Arg::read(&x), Arg::write(&y)],
-        &[],
-    )
-    .unwrap();
+    add_one(&dev, &k, S0, &x, &y).unwrap();
     world.fail("begin", 1);
     let err = dev.begin(S0).unwrap_err();
     assert!(text(&err).contains("injected fault in begin"), "{err}");
@@ -771,14 +580,7 @@ fn rule_17_a_driver_refusal_at_begin_unwinds_so_prepare_and_begin_can_be_retried
     );
     dev.prepare(S0).expect("prepare again");
     dev.begin(S0).expect("begin again");
-    dev.launch(
-        S0,
-        &k.add_one,
-        [1, 1, 1],
-        &[Arg::read(&x), Arg::write(&y)],
-        &[],
-    )
-    .unwrap();
+    add_one(&dev, &k, S0, &x, &y).unwrap();
     dev.end(S0).expect("seals");
 }
 
@@ -791,28 +593,11 @@ fn rule_18_work_across_streams_is_ordered_by_fences() {
     let y = dev.alloc(S0, 16).unwrap();
     // S1's write is queued, not run; S0's launch must wait for it.
     dev.write(S1, &x, 0, bytes_of(&[10, 20, 30, 40])).unwrap();
-    dev.launch(
-        S0,
-        &k.add_one,
-        [1, 1, 1],
-        &[Arg::read(&x), Arg::write(&y)],
-        &[],
-    )
-    .unwrap();
+    add_one(&dev, &k, S0, &x, &y).unwrap();
     assert_eq!(read(&dev, S0, &y).unwrap(), vec![11, 21, 31, 41]);
     // Inputs from another stream are settled before the window opens, and the graph
     // pins them: replays after S1 rewrote x see the new bytes.
-    let g = dev
-        .capture(S0, |d| {
-            d.launch(
-                S0,
-                &k.add_one,
-                [1, 1, 1],
-                &[Arg::read(&x), Arg::write(&y)],
-                &[],
-            )
-        })
-        .unwrap();
+    let g = dev.capture(S0, |d| add_one(d, &k, S0, &x, &y)).unwrap();
     dev.write(S1, &x, 0, bytes_of(&[1, 2, 3, 4])).unwrap();
     dev.sync(S1).unwrap();
     dev.replay(S0, g, 1).unwrap();
@@ -827,29 +612,13 @@ fn a_capture_post_mortem_names_the_call_the_stream_and_the_launches_before_it() 
     let y = dev.alloc(S0, 4).unwrap();
     let r = dev.capture(S0, |d| {
         for _ in 0..3 {
-            d.launch(
-                S0,
-                &k.add_one,
-                [1, 1, 1],
-                &[Arg::read(&x), Arg::write(&y)],
-                &[],
-            )?;
+            add_one(d, &k, S0, &x, &y)?;
         }
         Ok(())
     });
     r.unwrap();
     world.fail("instantiate", 1);
-    let err = dev
-        .capture(S0, |d| {
-            d.launch(
-                S0,
-                &k.add_one,
-                [1, 1, 1],
-                &[Arg::read(&x), Arg::write(&y)],
-                &[],
-            )
-        })
-        .unwrap_err();
+    let err = dev.capture(S0, |d| add_one(d, &k, S0, &x, &y)).unwrap_err();
     assert!(
         text(&err).contains(
             "capture window of stream#0 doomed by instantiate on stream#0 after 1 recorded launches: driver call instantiate failed: injected fault in instantiate"
@@ -858,23 +627,9 @@ fn a_capture_post_mortem_names_the_call_the_stream_and_the_launches_before_it() 
     );
     // An abandoned window's post-mortem names the stream that ended it.
     dev.prepare(S0).unwrap();
-    dev.launch(
-        S0,
-        &k.add_one,
-        [1, 1, 1],
-        &[Arg::read(&x), Arg::write(&y)],
-        &[],
-    )
-    .unwrap();
+    add_one(&dev, &k, S0, &x, &y).unwrap();
     dev.begin(S0).unwrap();
-    dev.launch(
-        S0,
-        &k.add_one,
-        [1, 1, 1],
-        &[Arg::read(&x), Arg::write(&y)],
-        &[],
-    )
-    .unwrap();
+    add_one(&dev, &k, S0, &x, &y).unwrap();
     let err = dev.end(S2).unwrap_err();
     assert!(
         text(&err).contains("doomed by end on stream#2 after 1 recorded launches"),
@@ -889,17 +644,7 @@ fn memory_limits_report_every_pool_and_graph() {
     let k = kernels(&dev);
     let x = filled(&dev, S0, &[1]);
     let y = dev.alloc(S0, 4).unwrap();
-    let g = dev
-        .capture(S0, |d| {
-            d.launch(
-                S0,
-                &k.add_one,
-                [1, 1, 1],
-                &[Arg::read(&x), Arg::write(&y)],
-                &[],
-            )
-        })
-        .unwrap();
+    let g = dev.capture(S0, |d| add_one(d, &k, S0, &x, &y)).unwrap();
     let err = dev.alloc(S0, 2 * MIB).unwrap_err();
     let ServerError::OutOfMemory(oom) = &err else {
         panic!("unexpected {err}")

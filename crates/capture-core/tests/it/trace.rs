@@ -4,7 +4,7 @@
 use capture_core::runtime::Arg;
 
 use crate::driver::bytes_of;
-use crate::{S0, S2, device, filled, kernels, read};
+use crate::{S0, S2, add_one, device, filled, kernels, read};
 
 #[test]
 fn a_capture_lifecycle_trace() {
@@ -15,13 +15,7 @@ fn a_capture_lifecycle_trace() {
     let g = dev
         .capture(S0, |d| {
             let tmp = d.alloc(S0, 8)?;
-            d.launch(
-                S0,
-                &k.add_one,
-                [1, 1, 1],
-                &[Arg::read(&x), Arg::write(&tmp)],
-                &[],
-            )?;
+            add_one(d, &k, S0, &x, &tmp)?;
             d.launch(
                 S0,
                 &k.add_scalar,
@@ -29,13 +23,7 @@ fn a_capture_lifecycle_trace() {
                 &[Arg::read_write(&tmp)],
                 &[10],
             )?;
-            d.launch(
-                S0,
-                &k.add_one,
-                [1, 1, 1],
-                &[Arg::read(&tmp), Arg::write(&y)],
-                &[],
-            )?;
+            add_one(d, &k, S0, &tmp, &y)?;
             // A neighbour is refused while the window is active; not a failure.
             assert!(d.alloc(S2, 4).is_err());
             Ok(())
