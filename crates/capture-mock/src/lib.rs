@@ -1,7 +1,57 @@
 //! capture-mock: a deterministic fake GPU driver for CI, a fault-injecting wrapper for
 //! any backend, and the scenario suite every backend runs.
 //!
-//! **Not implemented yet.** This crate compiles empty until its issue lands; it offers
-//! nothing and claims nothing. See `docs/architecture.md` for what exists today.
+//! Design choices:
+//! - **Real bytes, deferred work.** Memory is host memory with real contents; nothing
+//!   runs at enqueue. Queued work runs at a fence wait, a sync or a read, or at
+//!   [`MockBackend::step`], so ordering and lifetime bugs show. A slice returned to its
+//!   pool is poisoned at once ([`POISON`]).
+//! - **Capture legality like CUDA's global mode, process-wide.** While any mock stream
+//!   records, an allocation, a free or a kernel load from any stream invalidates every
+//!   recording (instantiate then fails as CUDA reports it); waiting on another,
+//!   non-capturing stream is legal; a capture must end on the thread that began it.
+//! - **Faults are deterministic and backend-agnostic.** [`Faulty`] wraps any backend and
+//!   fails the Nth call of any driver operation with a chosen error.
+//! - **One suite for every backend.** [`scenarios`] runs on any backend that provides
+//!   the [`Builtin`] kernels, asserting result bytes and snapshotting the core's trace
+//!   into snapshot files shared by every backend.
+//!
+//! This crate has no features and no unsafe code.
 
 #![forbid(unsafe_code)]
+
+mod backend;
+mod fault;
+mod kernels;
+mod queue;
+pub mod scenarios;
+mod storage;
+mod world;
+
+use std::fmt;
+
+pub use backend::{MockBackend, MockExecutable, MockStream};
+pub use fault::{FaultOp, FaultPlan, Faulty, FaultyFence, FaultyStream};
+pub use kernels::{Builtin, Builtins, MockKernel};
+pub use queue::{MAX_ARGS, MockFence, Queue};
+pub use storage::{FRESH, MockResource, MockStorage, POISON};
+
+/// What the mock driver (or an injected fault) reports: a message, as a driver's error
+/// string would read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MockError(String);
+
+impl MockError {
+    /// An error saying `what`.
+    pub fn new(what: impl Into<String>) -> Self {
+        Self(what.into())
+    }
+}
+
+impl fmt::Display for MockError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for MockError {}

@@ -27,6 +27,11 @@ use crate::range::ByteRange;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// A check every page allocation passes before the storage is asked: how a wrapper
+/// (the fault injector) refuses a page without owning the storage. Given the pool and
+/// the page size.
+pub type AllocGate = Arc<dyn Fn(PoolName, u64) -> Result<(), ServerError> + Send + Sync>;
+
 /// Which pool an allocation goes to outside a capture.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum AllocationMode {
@@ -125,6 +130,7 @@ pub struct MemoryManagement<S: ComputeStorage> {
     live: HashMap<MemoryId, (PoolKind, SlotIndex)>,
     mode: AllocationMode,
     arming: Option<Arming>,
+    gate: Option<AllocGate>,
 }
 
 impl<S: ComputeStorage> MemoryManagement<S> {
@@ -153,7 +159,13 @@ impl<S: ComputeStorage> MemoryManagement<S> {
             live: HashMap::new(),
             mode: AllocationMode::Dynamic,
             arming: None,
+            gate: None,
         }
+    }
+
+    /// Makes every page allocation pass `gate` first.
+    pub fn set_alloc_gate(&mut self, gate: AllocGate) {
+        self.gate = Some(gate);
     }
 
     /// Which memory this manager hands out.
@@ -256,6 +268,17 @@ impl<S: ComputeStorage> MemoryManagement<S> {
                 name,
                 format!("a page of {page_size} B would pass the limit of {limit} B"),
             ));
+        }
+        if let Some(gate) = &self.gate
+            && let Err(e) = gate(name, page_size)
+        {
+            return Err(match e {
+                ServerError::OutOfMemory(mut oom) => {
+                    oom.pools = self.report().pools;
+                    ServerError::OutOfMemory(oom)
+                }
+                e => e,
+            });
         }
         let storage = match self.storage.alloc(page_size) {
             Ok(id) => id,
@@ -534,6 +557,7 @@ impl<S: ComputeStorage> std::fmt::Debug for MemoryManagement<S> {
             .field("kind", &self.kind)
             .field("mode", &self.mode)
             .field("armed", &self.arming.is_some())
+            .field("gated", &self.gate.is_some())
             .field("report", &self.report())
             .finish()
     }

@@ -18,7 +18,9 @@ mod storage;
 pub use binding::{Access, BufferBinding, ClaimKey};
 pub use handle::{ManagedMemoryBinding, ManagedMemoryHandle};
 pub use location::{MemoryKind, MemoryLocation, PoolKind, PoolName};
-pub use management::{AllocationMode, CleanupReport, MemoryConfig, MemoryIds, MemoryManagement};
+pub use management::{
+    AllocGate, AllocationMode, CleanupReport, MemoryConfig, MemoryIds, MemoryManagement,
+};
 pub use page_update::PageUpdate;
 pub use report::{MemoryReport, PoolUsage};
 pub use storage::{ComputeStorage, StorageId};

@@ -1,0 +1,334 @@
+//! `MockBackend` and `MockStream`: the core's backend traits over the mock's queues and
+//! host-memory pages, with capture legality modelled on CUDA's global mode and streams
+//! that are thread-affine (a capture ends on the thread that began it).
+
+use std::borrow::Cow;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::ThreadId;
+
+use capture_core::ServerError;
+use capture_core::capture::StreamCapture;
+use capture_core::driver::{Backend, DeviceStream, GraphDriver, Grid, LaunchBuffer};
+use capture_core::drop_queue::PendingDropQueue;
+use capture_core::info_cache::MetadataInfoCache;
+use capture_core::memory::{ManagedMemoryHandle, MemoryManagement};
+use capture_core::runtime::StreamSetup;
+
+use crate::MockError;
+use crate::kernels::{Builtin, Builtins, MockKernel};
+use crate::queue::{MAX_ARGS, MockFence, Op, Queue, Recording, lock};
+use crate::storage::{MockResource, MockStorage, Pages};
+use crate::world;
+
+#[derive(Debug, Default)]
+struct Shared {
+    dev: Arc<Mutex<Pages>>,
+    host: Arc<Mutex<Pages>>,
+    queues: Mutex<Vec<Arc<Queue>>>,
+    memory_node: AtomicBool,
+}
+
+/// The mock device: host memory with real bytes behind the core's backend traits.
+///
+/// Nothing runs at enqueue; queued work runs at a fence wait, a sync or a read, or at
+/// [`step`](Self::step). Cloning gives another handle on the same device.
+#[derive(Clone, Debug, Default)]
+pub struct MockBackend {
+    shared: Arc<Shared>,
+}
+
+impl MockBackend {
+    /// A new mock device.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Runs up to `n` queued operations of pooled stream `stream`; returns how many ran.
+    /// Zero for a stream that does not exist.
+    pub fn step(&self, stream: usize, n: usize) -> usize {
+        let queue = lock(&self.shared.queues).get(stream).cloned();
+        queue.map_or(0, |q| q.step(n))
+    }
+
+    /// How many operations wait to run on pooled stream `stream`.
+    pub fn pending(&self, stream: usize) -> usize {
+        let queue = lock(&self.shared.queues).get(stream).cloned();
+        queue.map_or(0, |q| q.pending())
+    }
+
+    /// Named fault: the next graph instantiated holds a memory allocation node, as CUDA
+    /// records one when a stream-ordered allocation happens inside a capture. Its first
+    /// replay works; every later one is refused as CUDA refuses it.
+    pub fn arm_memory_node_fault(&self) {
+        self.shared.memory_node.store(true, Ordering::SeqCst);
+    }
+}
+
+/// A mock stream: the core's per-stream state beside the mock queue.
+pub struct MockStream {
+    key: u64,
+    device: MemoryManagement<MockStorage>,
+    host: MemoryManagement<MockStorage>,
+    drops: PendingDropQueue<MockFence>,
+    capture: StreamCapture,
+    cache: MetadataInfoCache<ManagedMemoryHandle>,
+    queue: Arc<Queue>,
+    signal: usize,
+    began_on: Option<ThreadId>,
+    last_recording: usize,
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for MockStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MockStream")
+            .field("key", &self.key)
+            .field("pending", &self.queue.pending())
+            .finish()
+    }
+}
+
+impl DeviceStream for MockStream {
+    type Fence = MockFence;
+    type DeviceStorage = MockStorage;
+    type HostStorage = MockStorage;
+    type Signal = usize;
+
+    fn device_memory(&mut self) -> &mut MemoryManagement<MockStorage> {
+        &mut self.device
+    }
+    fn host_memory(&mut self) -> &mut MemoryManagement<MockStorage> {
+        &mut self.host
+    }
+    fn drop_queue(&mut self) -> &mut PendingDropQueue<MockFence> {
+        &mut self.drops
+    }
+    fn capturing(&mut self) -> &mut StreamCapture {
+        &mut self.capture
+    }
+    fn info_cache(&mut self) -> &mut MetadataInfoCache<ManagedMemoryHandle> {
+        &mut self.cache
+    }
+    fn signal(&self) -> usize {
+        self.signal
+    }
+    fn fence(signal: usize) -> MockFence {
+        MockFence::on(signal)
+    }
+}
+
+/// A mock graph executable. Dropping it destroys it: a replay of it still queued fails.
+#[derive(Debug)]
+pub struct MockExecutable {
+    graph: Arc<Recording>,
+    memory_node: bool,
+    launches: AtomicU32,
+}
+
+impl Drop for MockExecutable {
+    fn drop(&mut self) {
+        self.graph.destroyed.store(true, Ordering::SeqCst);
+    }
+}
+
+fn mock_error(op: &'static str, what: impl Into<String>) -> ServerError {
+    ServerError::driver(op, MockError::new(what))
+}
+
+impl GraphDriver for MockBackend {
+    type Stream = MockStream;
+    type Executable = MockExecutable;
+
+    fn begin(stream: &mut MockStream) -> Result<(), ServerError> {
+        stream.queue.start_recording(stream.last_recording.max(16));
+        world::start_recording(stream.key);
+        stream.began_on = Some(std::thread::current().id());
+        Ok(())
+    }
+
+    fn instantiate(
+        stream: &mut MockStream,
+        doomed: Option<ServerError>,
+    ) -> Result<MockExecutable, ServerError> {
+        // The driver capture is closed first, whatever happens next.
+        let ops = stream.queue.stop_recording();
+        let invalidated = world::stop_recording(stream.key);
+        let began_on = stream.began_on.take();
+        let Some(ops) = ops else {
+            return Err(mock_error("end capture", "the stream was not capturing"));
+        };
+        stream.last_recording = ops.len();
+        if began_on != Some(std::thread::current().id()) {
+            return Err(mock_error(
+                "end capture",
+                "a global-mode capture must end on the thread that began it",
+            ));
+        }
+        if let Some(doomed) = doomed {
+            return Err(doomed);
+        }
+        if let Some(reason) = invalidated {
+            return Err(mock_error(
+                "end capture",
+                format!("capture invalidated (CUDA_ERROR_STREAM_CAPTURE_INVALIDATED): {reason}"),
+            ));
+        }
+        Ok(MockExecutable {
+            graph: Arc::new(Recording {
+                ops,
+                destroyed: AtomicBool::new(false),
+            }),
+            memory_node: stream.shared.memory_node.swap(false, Ordering::SeqCst),
+            launches: AtomicU32::new(0),
+        })
+    }
+
+    fn upload(_stream: &mut MockStream, _executable: &MockExecutable) -> Result<(), ServerError> {
+        Ok(())
+    }
+
+    fn replay(
+        stream: &mut MockStream,
+        executable: &MockExecutable,
+        times: u32,
+    ) -> Result<(), ServerError> {
+        let earlier = executable.launches.fetch_add(times, Ordering::SeqCst);
+        if executable.memory_node && earlier + times > 1 {
+            return Err(mock_error(
+                "graph launch",
+                "CUDA_ERROR_INVALID_VALUE: the graph holds a memory allocation node and was already launched",
+            ));
+        }
+        stream.queue.push(Op::Replay {
+            graph: Arc::clone(&executable.graph),
+            times,
+        });
+        Ok(())
+    }
+
+    fn allocation_breaks_capture() -> bool {
+        true
+    }
+
+    fn thread_affine() -> bool {
+        true
+    }
+}
+
+impl Backend for MockBackend {
+    type KernelSource = MockKernel;
+    type Kernel = MockKernel;
+
+    fn create_stream(&self, setup: &StreamSetup) -> Result<MockStream, ServerError> {
+        let queue = Arc::new(Queue::new(
+            Arc::clone(&self.shared.dev),
+            Arc::clone(&self.shared.host),
+        ));
+        let signal = world::register(&queue);
+        {
+            let mut queues = lock(&self.shared.queues);
+            if queues.len() != setup.index() {
+                return Err(mock_error(
+                    "create stream",
+                    "streams must be created in order",
+                ));
+            }
+            queues.push(Arc::clone(&queue));
+        }
+        Ok(MockStream {
+            key: world::next_stream_key(),
+            device: setup.device_memory(MockStorage {
+                pages: Arc::clone(&self.shared.dev),
+            }),
+            host: setup.host_memory(MockStorage {
+                pages: Arc::clone(&self.shared.host),
+            }),
+            drops: setup.drop_queue(),
+            capture: setup.capture(),
+            cache: setup.info_cache(),
+            queue,
+            signal,
+            began_on: None,
+            last_recording: 0,
+            shared: Arc::clone(&self.shared),
+        })
+    }
+
+    fn kernel_name(source: &MockKernel) -> Cow<'static, str> {
+        Cow::Borrowed(source.name)
+    }
+
+    fn load(_stream: &mut MockStream, source: &MockKernel) -> Result<MockKernel, ServerError> {
+        world::unsafe_call("a module load");
+        Ok(*source)
+    }
+
+    fn launch(
+        stream: &mut MockStream,
+        kernel: &MockKernel,
+        _grid: Grid,
+        buffers: &[LaunchBuffer<MockResource>],
+        info: Option<&MockResource>,
+    ) -> Result<(), ServerError> {
+        if buffers.len() > MAX_ARGS {
+            return Err(ServerError::invalid(
+                "buffer count",
+                buffers.len(),
+                "a mock launch takes at most 4 buffers",
+            ));
+        }
+        let mut args = [None; MAX_ARGS];
+        for (slot, b) in args.iter_mut().zip(buffers) {
+            *slot = Some((b.resource, b.access));
+        }
+        stream.queue.push(Op::Kernel {
+            kernel: *kernel,
+            args,
+            info: info.copied(),
+        });
+        Ok(())
+    }
+
+    fn write(
+        stream: &mut MockStream,
+        staging: &MockResource,
+        destination: &MockResource,
+        bytes: &[u8],
+    ) -> Result<(), ServerError> {
+        lock(&stream.queue.host)
+            .slice_mut(staging.page, staging.bytes)
+            .copy_from_slice(bytes);
+        stream.queue.push(Op::Copy {
+            from: *staging,
+            to: *destination,
+        });
+        Ok(())
+    }
+
+    fn read(
+        stream: &mut MockStream,
+        source: &MockResource,
+        out: &mut [u8],
+    ) -> Result<(), ServerError> {
+        if stream.queue.is_recording() {
+            world::unsafe_call("a host read of a capturing stream");
+        }
+        stream.queue.run_all()?;
+        out.copy_from_slice(lock(&stream.queue.dev).slice(source.page, source.bytes));
+        Ok(())
+    }
+
+    fn sync(stream: &mut MockStream) -> Result<(), ServerError> {
+        if stream.queue.is_recording() {
+            world::unsafe_call("a sync of a capturing stream");
+        }
+        stream.queue.run_all()
+    }
+}
+
+impl Builtins for MockBackend {
+    fn builtin(kernel: Builtin) -> MockKernel {
+        kernel.mock()
+    }
+}

@@ -1,0 +1,407 @@
+//! `Faulty<B>`: a fault-injecting wrapper over any backend. It fails the Nth call of any
+//! driver operation with a chosen error, deterministically, so fault scenarios run on
+//! real drivers too.
+//!
+//! Every operation is counted whether or not it fails. The wrapper adds no rule: it only
+//! refuses calls, and the core's answer to the refusal is what the scenarios check.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, Weak};
+
+use capture_core::ServerError;
+use capture_core::capture::StreamCapture;
+use capture_core::driver::{
+    Backend, DeviceResource, DeviceStream, GraphDriver, Grid, HostResource, LaunchBuffer,
+};
+use capture_core::drop_queue::{Fence, PendingDropQueue};
+use capture_core::info_cache::MetadataInfoCache;
+use capture_core::memory::{AllocGate, ManagedMemoryHandle, MemoryManagement};
+use capture_core::runtime::StreamSetup;
+
+use crate::MockError;
+use crate::kernels::{Builtin, Builtins};
+use crate::queue::lock;
+
+/// A driver operation a fault can be injected into.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum FaultOp {
+    /// Opening the driver capture.
+    Begin,
+    /// Instantiating a closed capture (after the driver capture is closed).
+    Instantiate,
+    /// Uploading an executable (its failure is only logged by the core).
+    Upload,
+    /// Enqueueing a replay.
+    Replay,
+    /// Submitting queued work and waiting for it (a read or a sync).
+    Submit,
+    /// Allocating a page (device or pinned host).
+    Alloc,
+    /// Enqueueing a host-to-device copy.
+    Copy,
+    /// Loading a kernel.
+    Load,
+    /// Enqueueing a kernel launch.
+    Launch,
+    /// Waiting on a fence: the wait itself is refused.
+    FenceWait,
+    /// Waiting on a fence: the work completes, but an asynchronous error is reported.
+    AsyncAtFence,
+}
+
+impl FaultOp {
+    /// Every operation.
+    pub const ALL: [FaultOp; 11] = [
+        FaultOp::Begin,
+        FaultOp::Instantiate,
+        FaultOp::Upload,
+        FaultOp::Replay,
+        FaultOp::Submit,
+        FaultOp::Alloc,
+        FaultOp::Copy,
+        FaultOp::Load,
+        FaultOp::Launch,
+        FaultOp::FenceWait,
+        FaultOp::AsyncAtFence,
+    ];
+
+    /// The operation's name in errors.
+    pub const fn name(self) -> &'static str {
+        match self {
+            FaultOp::Begin => "begin capture",
+            FaultOp::Instantiate => "instantiate",
+            FaultOp::Upload => "upload",
+            FaultOp::Replay => "replay",
+            FaultOp::Submit => "submit",
+            FaultOp::Alloc => "alloc",
+            FaultOp::Copy => "copy",
+            FaultOp::Load => "load",
+            FaultOp::Launch => "launch",
+            FaultOp::FenceWait => "fence wait",
+            FaultOp::AsyncAtFence => "asynchronous error at fence",
+        }
+    }
+}
+
+impl fmt::Display for FaultOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[derive(Debug, Default)]
+struct PlanState {
+    armed: BTreeMap<FaultOp, (u32, ServerError)>,
+    calls: BTreeMap<FaultOp, u64>,
+}
+
+/// Which calls fail, and how many of each were made.
+#[derive(Debug, Default)]
+pub struct FaultPlan {
+    state: Mutex<PlanState>,
+}
+
+impl FaultPlan {
+    /// A plan that fails nothing.
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// Fails the `nth` next call of `op` (1 = the very next) with `error`.
+    ///
+    /// # Errors
+    ///
+    /// [`ServerError::InvalidArgument`] naming `nth` when it is zero.
+    pub fn fail_with(&self, op: FaultOp, nth: u32, error: ServerError) -> Result<(), ServerError> {
+        if nth == 0 {
+            return Err(ServerError::invalid(
+                "fault position",
+                nth,
+                "the next call is 1",
+            ));
+        }
+        lock(&self.state).armed.insert(op, (nth, error));
+        Ok(())
+    }
+
+    /// Fails the `nth` next call of `op` with a driver error saying the fault was
+    /// injected.
+    ///
+    /// # Errors
+    ///
+    /// As [`fail_with`](Self::fail_with).
+    pub fn fail(&self, op: FaultOp, nth: u32) -> Result<(), ServerError> {
+        let error = ServerError::driver(
+            op.name(),
+            MockError::new(format!("injected fault in {}", op.name())),
+        );
+        self.fail_with(op, nth, error)
+    }
+
+    /// How many calls of `op` were made (failed ones included).
+    pub fn calls(&self, op: FaultOp) -> u64 {
+        lock(&self.state).calls.get(&op).copied().unwrap_or(0)
+    }
+
+    /// Whether a fault is still armed for `op`.
+    pub fn is_armed(&self, op: FaultOp) -> bool {
+        lock(&self.state).armed.contains_key(&op)
+    }
+
+    /// Counts a call of `op`, and fails it if it is the armed one.
+    pub(crate) fn hit(&self, op: FaultOp) -> Result<(), ServerError> {
+        let mut state = lock(&self.state);
+        *state.calls.entry(op).or_default() += 1;
+        let fire = match state.armed.get_mut(&op) {
+            Some((n, _)) => {
+                *n -= 1;
+                *n == 0
+            }
+            None => false,
+        };
+        match fire {
+            true => Err(state.armed.remove(&op).expect("checked above").1),
+            false => Ok(()),
+        }
+    }
+}
+
+static PLANS: Mutex<Vec<Weak<FaultPlan>>> = Mutex::new(Vec::new());
+
+fn register(plan: &Arc<FaultPlan>) -> usize {
+    let mut plans = lock(&PLANS);
+    match plans.iter().position(|p| p.strong_count() == 0) {
+        Some(free) => {
+            plans[free] = Arc::downgrade(plan);
+            free
+        }
+        None => {
+            plans.push(Arc::downgrade(plan));
+            plans.len() - 1
+        }
+    }
+}
+
+fn plan(slot: usize) -> Option<Arc<FaultPlan>> {
+    lock(&PLANS).get(slot).and_then(Weak::upgrade)
+}
+
+/// Backend `B` with faults injected by a [`FaultPlan`].
+#[derive(Debug)]
+pub struct Faulty<B> {
+    inner: B,
+    plan: Arc<FaultPlan>,
+}
+
+impl<B: Backend> Faulty<B> {
+    /// `inner`, failing nothing until told to through [`plan`](Self::plan).
+    pub fn new(inner: B) -> Self {
+        Self::with_plan(inner, FaultPlan::new())
+    }
+
+    /// `inner`, failing what `plan` says.
+    pub fn with_plan(inner: B, plan: Arc<FaultPlan>) -> Self {
+        Self { inner, plan }
+    }
+
+    /// The plan: arm faults and read call counts through it.
+    pub fn plan(&self) -> &Arc<FaultPlan> {
+        &self.plan
+    }
+
+    /// The wrapped backend.
+    pub fn inner(&self) -> &B {
+        &self.inner
+    }
+}
+
+/// A wrapped backend's stream. It keeps its own drop queue (of [`FaultyFence`]s) and
+/// hands everything else to the inner stream.
+pub struct FaultyStream<S: DeviceStream> {
+    inner: S,
+    plan: Arc<FaultPlan>,
+    slot: usize,
+    drops: PendingDropQueue<FaultyFence<S::Fence>>,
+}
+
+impl<S: DeviceStream> FaultyStream<S> {
+    /// The wrapped stream.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+}
+
+impl<S: DeviceStream> fmt::Debug for FaultyStream<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FaultyStream")
+            .field("slot", &self.slot)
+            .finish()
+    }
+}
+
+/// A wrapped backend's fence: a wait may be refused, or report an asynchronous error
+/// after the work completed.
+#[derive(Debug)]
+pub struct FaultyFence<F> {
+    inner: F,
+    plan: Option<Arc<FaultPlan>>,
+}
+
+impl<F: Fence> Fence for FaultyFence<F> {
+    fn wait(self) -> Result<(), ServerError> {
+        if let Some(plan) = &self.plan {
+            plan.hit(FaultOp::FenceWait)?;
+        }
+        self.inner.wait()?;
+        match &self.plan {
+            Some(plan) => plan.hit(FaultOp::AsyncAtFence),
+            None => Ok(()),
+        }
+    }
+}
+
+impl<S: DeviceStream> DeviceStream for FaultyStream<S>
+where
+    S::Fence: Send,
+{
+    type Fence = FaultyFence<S::Fence>;
+    type DeviceStorage = S::DeviceStorage;
+    type HostStorage = S::HostStorage;
+    type Signal = (S::Signal, usize);
+
+    fn device_memory(&mut self) -> &mut MemoryManagement<S::DeviceStorage> {
+        self.inner.device_memory()
+    }
+    fn host_memory(&mut self) -> &mut MemoryManagement<S::HostStorage> {
+        self.inner.host_memory()
+    }
+    fn drop_queue(&mut self) -> &mut PendingDropQueue<Self::Fence> {
+        &mut self.drops
+    }
+    fn capturing(&mut self) -> &mut StreamCapture {
+        self.inner.capturing()
+    }
+    fn info_cache(&mut self) -> &mut MetadataInfoCache<ManagedMemoryHandle> {
+        self.inner.info_cache()
+    }
+    fn signal(&self) -> Self::Signal {
+        (self.inner.signal(), self.slot)
+    }
+    fn fence(signal: Self::Signal) -> Self::Fence {
+        FaultyFence {
+            inner: S::fence(signal.0),
+            plan: plan(signal.1),
+        }
+    }
+}
+
+impl<B: Backend> GraphDriver for Faulty<B> {
+    type Stream = FaultyStream<B::Stream>;
+    type Executable = B::Executable;
+
+    fn begin(stream: &mut Self::Stream) -> Result<(), ServerError> {
+        stream.plan.hit(FaultOp::Begin)?;
+        B::begin(&mut stream.inner)
+    }
+
+    fn instantiate(
+        stream: &mut Self::Stream,
+        doomed: Option<ServerError>,
+    ) -> Result<B::Executable, ServerError> {
+        // The inner driver closes its capture first, whatever is injected.
+        let executable = B::instantiate(&mut stream.inner, doomed)?;
+        stream.plan.hit(FaultOp::Instantiate)?;
+        Ok(executable)
+    }
+
+    fn upload(stream: &mut Self::Stream, executable: &B::Executable) -> Result<(), ServerError> {
+        stream.plan.hit(FaultOp::Upload)?;
+        B::upload(&mut stream.inner, executable)
+    }
+
+    fn replay(
+        stream: &mut Self::Stream,
+        executable: &B::Executable,
+        times: u32,
+    ) -> Result<(), ServerError> {
+        stream.plan.hit(FaultOp::Replay)?;
+        B::replay(&mut stream.inner, executable, times)
+    }
+
+    fn allocation_breaks_capture() -> bool {
+        B::allocation_breaks_capture()
+    }
+
+    fn thread_affine() -> bool {
+        B::thread_affine()
+    }
+}
+
+impl<B: Backend> Backend for Faulty<B> {
+    type KernelSource = B::KernelSource;
+    type Kernel = B::Kernel;
+
+    fn create_stream(&self, setup: &StreamSetup) -> Result<Self::Stream, ServerError> {
+        let gate_plan = Arc::clone(&self.plan);
+        let gate: AllocGate = Arc::new(move |_pool, _size| gate_plan.hit(FaultOp::Alloc));
+        let inner = self.inner.create_stream(&setup.with_alloc_gate(gate))?;
+        Ok(FaultyStream {
+            inner,
+            plan: Arc::clone(&self.plan),
+            slot: register(&self.plan),
+            drops: setup.drop_queue(),
+        })
+    }
+
+    fn kernel_name(source: &B::KernelSource) -> Cow<'static, str> {
+        B::kernel_name(source)
+    }
+
+    fn load(stream: &mut Self::Stream, source: &B::KernelSource) -> Result<B::Kernel, ServerError> {
+        stream.plan.hit(FaultOp::Load)?;
+        B::load(&mut stream.inner, source)
+    }
+
+    fn launch(
+        stream: &mut Self::Stream,
+        kernel: &B::Kernel,
+        grid: Grid,
+        buffers: &[LaunchBuffer<DeviceResource<Self::Stream>>],
+        info: Option<&DeviceResource<Self::Stream>>,
+    ) -> Result<(), ServerError> {
+        stream.plan.hit(FaultOp::Launch)?;
+        B::launch(&mut stream.inner, kernel, grid, buffers, info)
+    }
+
+    fn write(
+        stream: &mut Self::Stream,
+        staging: &HostResource<Self::Stream>,
+        destination: &DeviceResource<Self::Stream>,
+        bytes: &[u8],
+    ) -> Result<(), ServerError> {
+        stream.plan.hit(FaultOp::Copy)?;
+        B::write(&mut stream.inner, staging, destination, bytes)
+    }
+
+    fn read(
+        stream: &mut Self::Stream,
+        source: &DeviceResource<Self::Stream>,
+        out: &mut [u8],
+    ) -> Result<(), ServerError> {
+        stream.plan.hit(FaultOp::Submit)?;
+        B::read(&mut stream.inner, source, out)
+    }
+
+    fn sync(stream: &mut Self::Stream) -> Result<(), ServerError> {
+        stream.plan.hit(FaultOp::Submit)?;
+        B::sync(&mut stream.inner)
+    }
+}
+
+impl<B: Builtins> Builtins for Faulty<B> {
+    fn builtin(kernel: Builtin) -> B::KernelSource {
+        B::builtin(kernel)
+    }
+}

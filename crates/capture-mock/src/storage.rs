@@ -1,0 +1,80 @@
+//! `MockStorage`: pages of real bytes in host memory. A slice returned to its pool is
+//! poisoned at once, so a use after release shows.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use capture_core::ServerError;
+use capture_core::memory::{ComputeStorage, StorageId};
+use capture_core::range::ByteRange;
+
+use crate::queue::lock;
+use crate::world;
+
+/// The byte written over a slice when it returns to its pool.
+pub const POISON: u8 = 0xDE;
+
+/// The byte a fresh page holds, so never-written memory is recognisable.
+pub const FRESH: u8 = 0xA5;
+
+/// The pages of one kind of memory of one mock device.
+#[derive(Debug, Default)]
+pub(crate) struct Pages {
+    pub(crate) pages: HashMap<u64, Vec<u8>>,
+    next: u64,
+}
+
+impl Pages {
+    /// The bytes of `bytes` on page `page`.
+    pub(crate) fn slice(&self, page: u64, bytes: ByteRange) -> &[u8] {
+        &self.pages[&page][bytes.start() as usize..bytes.end() as usize]
+    }
+
+    /// The bytes of `bytes` on page `page`, to write.
+    pub(crate) fn slice_mut(&mut self, page: u64, bytes: ByteRange) -> &mut [u8] {
+        let page = self.pages.get_mut(&page).expect("a live page");
+        &mut page[bytes.start() as usize..bytes.end() as usize]
+    }
+}
+
+/// What a launch or copy is given: a slice of a page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MockResource {
+    pub(crate) page: u64,
+    pub(crate) bytes: ByteRange,
+}
+
+/// One stream's view of one kind of memory (device, or pinned host).
+#[derive(Debug)]
+pub struct MockStorage {
+    pub(crate) pages: Arc<Mutex<Pages>>,
+}
+
+impl ComputeStorage for MockStorage {
+    type Resource = MockResource;
+
+    fn alloc(&mut self, size: u64) -> Result<StorageId, ServerError> {
+        world::unsafe_call("an allocation");
+        let mut pages = lock(&self.pages);
+        let id = pages.next;
+        pages.next += 1;
+        pages.pages.insert(id, vec![FRESH; size as usize]);
+        Ok(StorageId(id))
+    }
+
+    fn dealloc(&mut self, id: StorageId) {
+        world::unsafe_call("a free");
+        lock(&self.pages).pages.remove(&id.0);
+    }
+
+    fn resource(&mut self, id: StorageId, bytes: ByteRange) -> MockResource {
+        MockResource { page: id.0, bytes }
+    }
+
+    fn slice_released(&mut self, id: StorageId, bytes: ByteRange) {
+        let mut pages = lock(&self.pages);
+        if pages.pages.contains_key(&id.0) {
+            pages.slice_mut(id.0, bytes).fill(POISON);
+        }
+    }
+}

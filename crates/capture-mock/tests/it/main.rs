@@ -1,0 +1,1 @@
+//! capture-mock integration tests: the scenario suite on the mock.
