@@ -47,7 +47,8 @@ pub enum FaultOp {
     Launch,
     /// Waiting on a fence: the wait itself is refused.
     FenceWait,
-    /// Waiting on a fence: the work completes, but an asynchronous error is reported.
+    /// Waiting on a fence (or for the stream, in a read or sync): the work completes,
+    /// but an asynchronous error is reported.
     AsyncAtFence,
 }
 
@@ -391,12 +392,15 @@ impl<B: Backend> Backend for Faulty<B> {
         out: &mut [u8],
     ) -> Result<(), ServerError> {
         stream.plan.hit(FaultOp::Submit)?;
-        B::read(&mut stream.inner, source, out)
+        B::read(&mut stream.inner, source, out)?;
+        // A read waits for the stream: an asynchronous error surfaces here too.
+        stream.plan.hit(FaultOp::AsyncAtFence)
     }
 
     fn sync(stream: &mut Self::Stream) -> Result<(), ServerError> {
         stream.plan.hit(FaultOp::Submit)?;
-        B::sync(&mut stream.inner)
+        B::sync(&mut stream.inner)?;
+        stream.plan.hit(FaultOp::AsyncAtFence)
     }
 }
 

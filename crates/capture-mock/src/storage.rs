@@ -50,6 +50,25 @@ pub struct MockStorage {
     pub(crate) pages: Arc<Mutex<Pages>>,
 }
 
+impl MockStorage {
+    /// A storage of its own, not shared with any device (for tests of the memory layer).
+    pub fn standalone() -> Self {
+        Self {
+            pages: Arc::new(Mutex::new(Pages::default())),
+        }
+    }
+
+    /// The bytes behind `resource` as they are now, without running anything: what a
+    /// lifetime test inspects (poisoned slices, never-written pages).
+    pub fn peek(&self, resource: MockResource) -> Vec<u8> {
+        let pages = lock(&self.pages);
+        match pages.pages.get(&resource.page) {
+            Some(_) => pages.slice(resource.page, resource.bytes).to_vec(),
+            None => Vec::new(),
+        }
+    }
+}
+
 impl ComputeStorage for MockStorage {
     type Resource = MockResource;
 

@@ -670,9 +670,12 @@ impl<B: Backend> Inner<B> {
             self.fault(ps, stream, &error);
             return Err(error);
         }
-        ps.since_fence.clear();
-        self.trace.push(Event::Read { stream, key });
+        // The drain's fence is the last word on what the stream wrote: an asynchronous
+        // error there claims it, the bytes just read included.
         self.drain(ps, stream);
+        ps.since_fence.clear();
+        self.taint().check_read(key)?;
+        self.trace.push(Event::Read { stream, key });
         Ok(out)
     }
 
@@ -682,9 +685,9 @@ impl<B: Backend> Inner<B> {
             self.fault(ps, stream, &error);
             return Err(error);
         }
+        self.drain(ps, stream);
         ps.since_fence.clear();
         self.trace.push(Event::Sync { stream });
-        self.drain(ps, stream);
         Ok(())
     }
 

@@ -1,1 +1,367 @@
-//! The scenario suite.
+//! The scenario suite every backend runs: each scenario drives a [`Device`] over a
+//! backend wrapped in [`Faulty`], asserts the result bytes against a host model, and
+//! returns the core's trace, which [`check`] snapshots into files shared by every
+//! backend (`crates/capture-mock/snapshots/<scenario>.snap`).
+//!
+//! A backend runs the whole suite in one line: `capture_mock::suite!(MyBackend::new());`
+//! in one of its test files.
+//!
+//! Captures are process-wide on CUDA (global mode) and on the mock modelling it, so
+//! every scenario holds [`suite_lock`] while it runs.
+
+mod basic;
+mod faults;
+mod lifecycle;
+mod memory;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use capture_core::ServerError;
+use capture_core::error::Chain;
+use capture_core::ids::StreamId;
+use capture_core::runtime::{Arg, Buffer, Device, DeviceConfig, KernelHandle};
+
+use crate::fault::{FaultPlan, Faulty};
+use crate::kernels::{Builtin, Builtins};
+
+/// Where every backend's scenario snapshots live.
+pub const SNAPSHOTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/snapshots");
+
+/// Elements of the buffers most scenarios use.
+pub const N: u64 = 16;
+
+/// The logical streams scenarios use: S0 and S2 share pooled stream 0; S1 is on pooled
+/// stream 1.
+pub const S0: StreamId = StreamId::new(0);
+/// See [`S0`].
+pub const S1: StreamId = StreamId::new(1);
+/// See [`S0`].
+pub const S2: StreamId = StreamId::new(2);
+
+macro_rules! scenarios {
+    ($($variant:ident => $name:literal,)*) => {
+        /// A scenario of the suite. Variants are named as their tests and snapshots are.
+        #[allow(non_camel_case_types)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum Scenario {
+            $(
+                #[doc = concat!("`", $name, "`")]
+                $variant,
+            )*
+        }
+
+        impl Scenario {
+            /// Every scenario, in suite order.
+            pub const ALL: &'static [Scenario] = &[$(Scenario::$variant,)*];
+
+            /// The scenario's name: its test's and its snapshot's.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(Scenario::$variant => $name,)*
+                }
+            }
+        }
+
+        /// Runs the whole suite on a backend: one `#[test]` per scenario, each asserting
+        /// result bytes and the shared trace snapshot. `$make` builds a fresh backend.
+        #[macro_export]
+        macro_rules! suite {
+            ($make:expr) => {
+                $(
+                    #[test]
+                    fn $variant() {
+                        $crate::scenarios::check($crate::scenarios::Scenario::$variant, || $make);
+                    }
+                )*
+            };
+        }
+    };
+}
+
+scenarios! {
+    capture_replay => "capture_replay",
+    growing_pool_refused => "growing_pool_refused",
+    input_rewrite => "input_rewrite",
+    intermediate_recycling => "intermediate_recycling",
+    input_dropped_after_capture => "input_dropped_after_capture",
+    many_launches_metadata => "many_launches_metadata",
+    read_refused_while_recording => "read_refused_while_recording",
+    host_write_in_window => "host_write_in_window",
+    drop_after_enqueued_replay => "drop_after_enqueued_replay",
+    isolation_from_other_stream => "isolation_from_other_stream",
+    foreign_end_abandons => "foreign_end_abandons",
+    neighbour_refused => "neighbour_refused",
+    begin_refused_then_retry => "begin_refused_then_retry",
+    instantiate_refused_taints => "instantiate_refused_taints",
+    replay_enqueue_failure_then_settle => "replay_enqueue_failure_then_settle",
+    tainted_input_skips_chain_of_3 => "tainted_input_skips_chain_of_3",
+    panic_in_capture_closure => "panic_in_capture_closure",
+    page_release_refused_while_recording => "page_release_refused_while_recording",
+    shared_info_entry_two_graphs => "shared_info_entry_two_graphs",
+    kernel_first_loaded_in_window => "kernel_first_loaded_in_window",
+    async_error_taints_since_last_good_fence => "async_error_taints_since_last_good_fence",
+    replay_inside_window_refused => "replay_inside_window_refused",
+    abort_from_capture => "abort_from_capture",
+    abort_from_prepare => "abort_from_prepare",
+    memory_report_and_ledger => "memory_report_and_ledger",
+    out_of_order_lifecycle_refused => "out_of_order_lifecycle_refused",
+    end_in_prepare_disarms => "end_in_prepare_disarms",
+    replay_k_times_in_one_submission => "replay_k_times_in_one_submission",
+    cross_stream_input_ordered => "cross_stream_input_ordered",
+    launch_failure_in_window_dooms => "launch_failure_in_window_dooms",
+    upload_failure_only_logged => "upload_failure_only_logged",
+    capture_ended_from_another_thread => "capture_ended_from_another_thread",
+    submit_failure_taints_then_recovers => "submit_failure_taints_then_recovers",
+}
+
+/// What a scenario drives: a device over the backend wrapped in [`Faulty`], the fault
+/// plan, and the builtin kernels, registered in [`Builtin::ALL`] order.
+pub struct Harness<B: Builtins> {
+    /// The device.
+    pub dev: Device<Faulty<B>>,
+    /// The faults to inject, and the calls counted.
+    pub plan: Arc<FaultPlan>,
+    kernels: HashMap<Builtin, KernelHandle>,
+}
+
+impl<B: Builtins> Harness<B> {
+    /// A harness over `backend` with two pooled streams and the trace on.
+    ///
+    /// # Errors
+    ///
+    /// The backend's refusal to create its streams.
+    pub fn new(backend: B) -> Result<Self, ServerError> {
+        Self::with_config(backend, DeviceConfig::new())
+    }
+
+    /// A harness over `backend` with `config` (two pooled streams and the trace on are
+    /// forced).
+    ///
+    /// # Errors
+    ///
+    /// The backend's refusal to create its streams.
+    pub fn with_config(backend: B, config: DeviceConfig) -> Result<Self, ServerError> {
+        let faulty = Faulty::new(backend);
+        let plan = Arc::clone(faulty.plan());
+        let dev = Device::new(faulty, config.streams(2)?.trace(true))?;
+        let kernels = Builtin::ALL
+            .iter()
+            .map(|&b| (b, dev.kernel(B::builtin(b))))
+            .collect();
+        Ok(Self { dev, plan, kernels })
+    }
+
+    /// The handle of a builtin kernel.
+    pub fn kernel(&self, kernel: Builtin) -> &KernelHandle {
+        &self.kernels[&kernel]
+    }
+
+    /// Launches `kernel` over `args` on `stream`, over `n` elements with scalar `a`.
+    ///
+    /// # Errors
+    ///
+    /// The device's refusal.
+    pub fn launch(
+        &self,
+        stream: StreamId,
+        kernel: Builtin,
+        args: &[Arg],
+        n: u64,
+        a: f32,
+    ) -> Result<(), ServerError> {
+        self.dev.launch(
+            stream,
+            self.kernel(kernel),
+            [1, 1, 1],
+            args,
+            &kernel.info(n, a),
+        )
+    }
+
+    /// `y = x + a` over [`N`] elements.
+    ///
+    /// # Errors
+    ///
+    /// The device's refusal.
+    pub fn add(&self, stream: StreamId, x: &Buffer, y: &Buffer, a: f32) -> Result<(), ServerError> {
+        self.launch(
+            stream,
+            Builtin::AddScalar,
+            &[Arg::read(x), Arg::write(y)],
+            N,
+            a,
+        )
+    }
+
+    /// A buffer on `stream` holding `values`, written and settled.
+    ///
+    /// # Errors
+    ///
+    /// The device's refusal.
+    pub fn buffer(&self, stream: StreamId, values: &[f32]) -> Result<Buffer, ServerError> {
+        let b = self.dev.alloc(stream, values.len() as u64 * 4)?;
+        self.dev.write(stream, &b, 0, bytes(values))?;
+        Ok(b)
+    }
+
+    /// Writes `values` into `buffer`.
+    ///
+    /// # Errors
+    ///
+    /// The device's refusal.
+    pub fn write(
+        &self,
+        stream: StreamId,
+        buffer: &Buffer,
+        values: &[f32],
+    ) -> Result<(), ServerError> {
+        self.dev.write(stream, buffer, 0, bytes(values))
+    }
+
+    /// The values of `buffer`, read on `stream`.
+    ///
+    /// # Errors
+    ///
+    /// The device's refusal ([`ServerError::Unwritten`] for a claimed buffer).
+    pub fn floats(&self, stream: StreamId, buffer: &Buffer) -> Result<Vec<f32>, ServerError> {
+        Ok(floats(&self.dev.read(stream, buffer)?))
+    }
+
+    /// Panics unless `buffer` holds `expected`.
+    pub fn expect(&self, stream: StreamId, buffer: &Buffer, expected: &[f32]) {
+        match self.floats(stream, buffer) {
+            Ok(got) => assert_eq!(got, expected, "bytes of {}", buffer.id()),
+            Err(e) => panic!("reading {} failed: {}", buffer.id(), Chain(&e)),
+        }
+    }
+
+    /// Panics unless reading `buffer` fails with an error whose text has `needle`.
+    pub fn expect_unreadable(&self, stream: StreamId, buffer: &Buffer, needle: &str) {
+        match self.floats(stream, buffer) {
+            Ok(got) => panic!(
+                "{} read as {got:?}; expected a refusal naming {needle:?}",
+                buffer.id()
+            ),
+            Err(e) => assert_contains(&e, needle),
+        }
+    }
+}
+
+/// Panics unless `error` (with its sources) mentions `needle`.
+pub fn assert_contains(error: &ServerError, needle: &str) {
+    let text = Chain(error).to_string();
+    assert!(
+        text.contains(needle),
+        "error {text:?} does not mention {needle:?}"
+    );
+}
+
+/// `len` copies of `v`.
+pub fn splat(v: f32) -> Vec<f32> {
+    vec![v; N as usize]
+}
+
+/// `[start, start + 1, ...]`, [`N`] values.
+pub fn ramp(start: f32) -> Vec<f32> {
+    (0..N).map(|i| start + i as f32).collect()
+}
+
+/// Little-endian bytes of `values`.
+pub fn bytes(values: &[f32]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+/// The `f32` values of `bytes`.
+pub fn floats(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
+        .collect()
+}
+
+/// `values` with `f` applied to each.
+pub fn map(values: &[f32], f: impl Fn(f32) -> f32) -> Vec<f32> {
+    values.iter().map(|&v| f(v)).collect()
+}
+
+static SUITE: Mutex<()> = Mutex::new(());
+
+/// Serialises scenarios (and anything else that captures) within a process: a capture
+/// in CUDA's global mode, and on the mock, is process-wide.
+pub fn suite_lock() -> MutexGuard<'static, ()> {
+    SUITE.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Runs `scenario` on `backend` and returns the core's trace. Panics (naming the
+/// scenario) when a result byte or an expected refusal is wrong.
+///
+/// # Errors
+///
+/// An unexpected error from the device, for the test to report.
+pub fn run<B: Builtins>(scenario: Scenario, backend: B) -> Result<String, ServerError> {
+    let h = Harness::new(backend)?;
+    match scenario {
+        Scenario::capture_replay => basic::capture_replay(&h)?,
+        Scenario::input_rewrite => basic::input_rewrite(&h)?,
+        Scenario::many_launches_metadata => basic::many_launches_metadata(&h)?,
+        Scenario::isolation_from_other_stream => basic::isolation_from_other_stream(&h)?,
+        Scenario::shared_info_entry_two_graphs => basic::shared_info_entry_two_graphs(&h)?,
+        Scenario::replay_k_times_in_one_submission => basic::replay_k_times_in_one_submission(&h)?,
+        Scenario::cross_stream_input_ordered => basic::cross_stream_input_ordered(&h)?,
+        Scenario::growing_pool_refused => memory::growing_pool_refused(&h)?,
+        Scenario::intermediate_recycling => memory::intermediate_recycling(&h)?,
+        Scenario::input_dropped_after_capture => memory::input_dropped_after_capture(&h)?,
+        Scenario::host_write_in_window => memory::host_write_in_window(&h)?,
+        Scenario::drop_after_enqueued_replay => memory::drop_after_enqueued_replay(&h)?,
+        Scenario::page_release_refused_while_recording => {
+            memory::page_release_refused_while_recording(&h)?
+        }
+        Scenario::memory_report_and_ledger => memory::memory_report_and_ledger(&h)?,
+        Scenario::read_refused_while_recording => lifecycle::read_refused_while_recording(&h)?,
+        Scenario::foreign_end_abandons => lifecycle::foreign_end_abandons(&h)?,
+        Scenario::neighbour_refused => lifecycle::neighbour_refused(&h)?,
+        Scenario::panic_in_capture_closure => lifecycle::panic_in_capture_closure(&h)?,
+        Scenario::kernel_first_loaded_in_window => lifecycle::kernel_first_loaded_in_window(&h)?,
+        Scenario::replay_inside_window_refused => lifecycle::replay_inside_window_refused(&h)?,
+        Scenario::abort_from_capture => lifecycle::abort_from_capture(&h)?,
+        Scenario::abort_from_prepare => lifecycle::abort_from_prepare(&h)?,
+        Scenario::out_of_order_lifecycle_refused => lifecycle::out_of_order_lifecycle_refused(&h)?,
+        Scenario::end_in_prepare_disarms => lifecycle::end_in_prepare_disarms(&h)?,
+        Scenario::capture_ended_from_another_thread => {
+            lifecycle::capture_ended_from_another_thread(&h)?
+        }
+        Scenario::begin_refused_then_retry => faults::begin_refused_then_retry(&h)?,
+        Scenario::instantiate_refused_taints => faults::instantiate_refused_taints(&h)?,
+        Scenario::replay_enqueue_failure_then_settle => {
+            faults::replay_enqueue_failure_then_settle(&h)?
+        }
+        Scenario::tainted_input_skips_chain_of_3 => faults::tainted_input_skips_chain_of_3(&h)?,
+        Scenario::async_error_taints_since_last_good_fence => {
+            faults::async_error_taints_since_last_good_fence(&h)?
+        }
+        Scenario::launch_failure_in_window_dooms => faults::launch_failure_in_window_dooms(&h)?,
+        Scenario::upload_failure_only_logged => faults::upload_failure_only_logged(&h)?,
+        Scenario::submit_failure_taints_then_recovers => {
+            faults::submit_failure_taints_then_recovers(&h)?
+        }
+    }
+    Ok(h.dev.trace().render())
+}
+
+/// Runs `scenario` on a backend `make` builds, under the suite lock, and snapshots its
+/// trace as `<scenario>.snap` in [`SNAPSHOTS`]. Panics on any failure.
+pub fn check<B: Builtins>(scenario: Scenario, make: impl FnOnce() -> B) {
+    let _suite = suite_lock();
+    let trace = match run(scenario, make()) {
+        Ok(trace) => trace,
+        Err(e) => panic!("scenario {} failed: {}", scenario.name(), Chain(&e)),
+    };
+    insta::with_settings!({
+        snapshot_path => SNAPSHOTS,
+        prepend_module_to_snapshot => false,
+        omit_expression => true,
+    }, {
+        insta::assert_snapshot!(scenario.name(), trace);
+    });
+}

@@ -1,0 +1,190 @@
+//! Scenarios of plain capture and replay: results, rewritten inputs, metadata, other
+//! streams, shared info entries, K replays in one submission.
+
+use capture_core::ServerError;
+use capture_core::runtime::Arg;
+
+use super::{Harness, N, S0, S1, bytes, map, ramp, splat};
+use crate::kernels::{Builtin, Builtins};
+
+/// A graph of one `+1` launch, replayed twice: each replay leaves `input + 1`.
+pub(super) fn capture_replay<B: Builtins>(h: &Harness<B>) -> Result<(), ServerError> {
+    let x = h.buffer(S0, &ramp(1.0))?;
+    let y = h.dev.alloc(S0, N * 4)?;
+    let g = h.dev.capture(S0, |_| h.add(S0, &x, &y, 1.0))?;
+    h.expect(S0, &y, &ramp(2.0));
+    for _ in 0..2 {
+        h.write(S0, &y, &splat(0.0))?;
+        h.dev.replay(S0, g, 1)?;
+        h.expect(S0, &y, &ramp(2.0));
+    }
+    Ok(())
+}
+
+/// Inputs written in place between replays: each replay sees the new bytes.
+pub(super) fn input_rewrite<B: Builtins>(h: &Harness<B>) -> Result<(), ServerError> {
+    let x = h.buffer(S0, &splat(1.0))?;
+    let y = h.dev.alloc(S0, N * 4)?;
+    let g = h.dev.capture(S0, |_| {
+        h.add(S0, &x, &y, 1.0)?;
+        h.launch(
+            S0,
+            Builtin::MulScalar,
+            &[Arg::read(&y), Arg::write(&y)],
+            N,
+            3.0,
+        )
+    })?;
+    for step in 0..3 {
+        let input = ramp(step as f32 * 10.0);
+        h.write(S0, &x, &input)?;
+        h.dev.replay(S0, g, 1)?;
+        h.expect(S0, &y, &map(&input, |v| (v + 1.0) * 3.0));
+    }
+    Ok(())
+}
+
+/// 150 ping-pong launches each reading its shape from info words (past the drop
+/// queue's 64-item threshold, through the info cache), replayed twice; both replays
+/// match a host model.
+pub(super) fn many_launches_metadata<B: Builtins>(h: &Harness<B>) -> Result<(), ServerError> {
+    const LAUNCHES: usize = 150;
+    let rows = 4u64;
+    let cols = N / rows;
+    let a = h.buffer(S0, &ramp(0.0))?;
+    let b = h.dev.alloc(S0, N * 4)?;
+    let chain = |h: &Harness<B>| -> Result<(), ServerError> {
+        for i in 0..LAUNCHES {
+            let (x, y) = if i % 2 == 0 { (&a, &b) } else { (&b, &a) };
+            // The shape varies over a few values, so the info cache holds several entries
+            // and the chain hits them again and again.
+            let r = 1 + (i as u64 % rows);
+            h.dev.launch(
+                S0,
+                h.kernel(Builtin::RowBias),
+                [1, 1, 1],
+                &[Arg::read(x), Arg::write(y)],
+                &[r, cols],
+            )?;
+        }
+        Ok(())
+    };
+    let model = |start: &[f32]| {
+        let mut bufs = vec![start.to_vec(), vec![0.0; N as usize]];
+        for i in 0..LAUNCHES {
+            let r = 1 + (i as u64 % rows);
+            if i % 2 == 0 {
+                Builtin::RowBias.model(&mut bufs, &[r, cols]);
+            } else {
+                bufs.swap(0, 1);
+                Builtin::RowBias.model(&mut bufs, &[r, cols]);
+                bufs.swap(0, 1);
+            }
+        }
+        bufs
+    };
+    // b starts as whatever the first launch writes; the model starts it at zero, so
+    // write zeros first.
+    h.write(S0, &b, &splat(0.0))?;
+    let g = h.dev.capture(S0, |_| chain(h))?;
+    let expected = model(&ramp(0.0));
+    // Warmup ran the chain once from a = ramp(0).
+    h.expect(S0, &a, &expected[0]);
+    h.expect(S0, &b, &expected[1]);
+    for start in [ramp(100.0), ramp(-7.0)] {
+        h.write(S0, &a, &start)?;
+        h.write(S0, &b, &splat(0.0))?;
+        h.dev.replay(S0, g, 1)?;
+        let expected = model(&start);
+        h.expect(S0, &a, &expected[0]);
+        h.expect(S0, &b, &expected[1]);
+    }
+    let ledger = h.dev.graph(g).expect("live graph");
+    assert_eq!(ledger.launches, LAUNCHES as u64);
+    assert_eq!(
+        ledger.info_entries, rows,
+        "one pinned info entry per distinct shape"
+    );
+    Ok(())
+}
+
+/// A capture on one pooled stream while another stream works eagerly on its own memory:
+/// neither sees the other's work.
+pub(super) fn isolation_from_other_stream<B: Builtins>(h: &Harness<B>) -> Result<(), ServerError> {
+    let x = h.buffer(S0, &splat(1.0))?;
+    let y = h.dev.alloc(S0, N * 4)?;
+    let p = h.buffer(S1, &splat(5.0))?;
+    let q = h.dev.alloc(S1, N * 4)?;
+    h.add(S1, &p, &q, 1.0)?;
+    h.add(S0, &x, &y, 1.0)?;
+    h.dev.prepare(S0)?;
+    h.add(S0, &x, &y, 1.0)?;
+    h.dev.begin(S0)?;
+    h.add(S0, &x, &y, 1.0)?;
+    // S1 keeps working on its own memory: launches that need no new page are fine.
+    h.add(S1, &p, &q, 2.0)?;
+    h.expect(S1, &q, &splat(7.0));
+    let g = h.dev.end(S0)?;
+    h.write(S0, &x, &splat(10.0))?;
+    h.dev.replay(S0, g, 1)?;
+    h.expect(S0, &y, &splat(11.0));
+    h.expect(S1, &q, &splat(7.0));
+    Ok(())
+}
+
+/// Two graphs built from launches with the same info words share one info-cache entry;
+/// it stays pinned until both graphs are dropped.
+pub(super) fn shared_info_entry_two_graphs<B: Builtins>(h: &Harness<B>) -> Result<(), ServerError> {
+    let x = h.buffer(S0, &splat(1.0))?;
+    let y = h.dev.alloc(S0, N * 4)?;
+    let z = h.dev.alloc(S0, N * 4)?;
+    let g1 = h.dev.capture(S0, |_| h.add(S0, &x, &y, 4.0))?;
+    let g2 = h.dev.capture(S0, |_| h.add(S0, &x, &z, 4.0))?;
+    assert_eq!(h.dev.graph(g1).expect("live").info_entries, 1);
+    assert_eq!(h.dev.graph(g2).expect("live").info_entries, 1);
+    h.dev.drop_graph(g1)?;
+    h.write(S0, &x, &splat(2.0))?;
+    h.dev.replay(S0, g2, 1)?;
+    h.expect(S0, &z, &splat(6.0));
+    h.dev.drop_graph(g2)?;
+    h.dev.cleanup()?;
+    Ok(())
+}
+
+/// K replays in one submission run the graph K times.
+pub(super) fn replay_k_times_in_one_submission<B: Builtins>(
+    h: &Harness<B>,
+) -> Result<(), ServerError> {
+    let acc = h.buffer(S0, &splat(0.0))?;
+    let one = h.buffer(S0, &splat(1.0))?;
+    let g = h.dev.capture(S0, |_| {
+        h.launch(
+            S0,
+            Builtin::Axpy,
+            &[Arg::read(&one), Arg::read_write(&acc)],
+            N,
+            2.0,
+        )
+    })?;
+    h.expect(S0, &acc, &splat(2.0));
+    h.dev.replay(S0, g, 5)?;
+    h.expect(S0, &acc, &splat(12.0));
+    Ok(())
+}
+
+/// A launch reading what another stream wrote waits for that stream first, eagerly and
+/// in a graph.
+pub(super) fn cross_stream_input_ordered<B: Builtins>(h: &Harness<B>) -> Result<(), ServerError> {
+    let x = h.buffer(S1, &splat(0.0))?;
+    h.dev.sync(S1)?;
+    let y = h.dev.alloc(S0, N * 4)?;
+    h.dev.write(S1, &x, 0, bytes(&ramp(10.0)))?;
+    h.add(S0, &x, &y, 1.0)?;
+    h.expect(S0, &y, &ramp(11.0));
+    let g = h.dev.capture(S0, |_| h.add(S0, &x, &y, 1.0))?;
+    h.dev.write(S1, &x, 0, bytes(&ramp(40.0)))?;
+    h.dev.sync(S1)?;
+    h.dev.replay(S0, g, 1)?;
+    h.expect(S0, &y, &ramp(41.0));
+    Ok(())
+}

@@ -1,0 +1,246 @@
+//! The mock's own behaviour: deferred work and `step`, poisoning, process-wide capture
+//! legality, the memory-node fault, thread-affine captures, and the fault plan.
+
+use capture_core::ServerError;
+use capture_core::capture::DeviceCaptures;
+use capture_core::driver::{Backend, DeviceStream, GraphDriver};
+use capture_core::error::Chain;
+use capture_core::ids::StreamId;
+use capture_core::memory::{
+    Access, BufferBinding, MemoryConfig, MemoryIds, MemoryKind, MemoryManagement, PageUpdate,
+};
+use capture_core::runtime::{Arg, Device, DeviceConfig, StreamSetup};
+use capture_mock::scenarios::{N, S0, bytes, floats, ramp, splat, suite_lock};
+use capture_mock::{
+    Builtin, Builtins, FaultOp, FaultPlan, Faulty, MockBackend, MockStorage, POISON,
+};
+
+fn text(e: &ServerError) -> String {
+    Chain(e).to_string()
+}
+
+fn device(backend: MockBackend) -> Device<MockBackend> {
+    Device::new(backend, DeviceConfig::new().streams(2).unwrap()).unwrap()
+}
+
+fn add(
+    dev: &Device<MockBackend>,
+    k: &capture_core::runtime::KernelHandle,
+    x: &capture_core::runtime::Buffer,
+    y: &capture_core::runtime::Buffer,
+    a: f32,
+) -> Result<(), ServerError> {
+    dev.launch(
+        S0,
+        k,
+        [1, 1, 1],
+        &[Arg::read(x), Arg::write(y)],
+        &Builtin::AddScalar.info(N, a),
+    )
+}
+
+#[test]
+fn nothing_runs_at_enqueue_and_step_runs_queued_work_in_order() {
+    let _suite = suite_lock();
+    let mock = MockBackend::new();
+    let dev = device(mock.clone());
+    let k = dev.kernel(MockBackend::builtin(Builtin::AddScalar));
+    let x = dev.alloc(S0, N * 4).unwrap();
+    let y = dev.alloc(S0, N * 4).unwrap();
+    dev.write(S0, &x, 0, bytes(&splat(1.0))).unwrap();
+    add(&dev, &k, &x, &y, 1.0).unwrap();
+    assert_eq!(
+        mock.pending(0),
+        3,
+        "the input's copy, the info words' upload and the launch wait"
+    );
+    assert_eq!(mock.step(0, 1), 1);
+    assert_eq!(mock.pending(0), 2);
+    assert_eq!(mock.step(0, 10), 2);
+    assert_eq!(mock.pending(0), 0);
+    assert_eq!(floats(&dev.read(S0, &y).unwrap()), splat(2.0));
+    assert_eq!(mock.step(7, 1), 0, "no such stream");
+}
+
+#[test]
+fn a_slice_returned_to_its_pool_is_poisoned_at_once() {
+    let storage = MockStorage::standalone();
+    let mut m = MemoryManagement::new(storage, MemoryKind::Device, MemoryConfig::unlimited());
+    let h = m.reserve(64, StreamId::new(0), PageUpdate::Free).unwrap();
+    let key = BufferBinding::whole(&h.binding(), StreamId::new(0), Access::Read).claim_key();
+    let resource = m.resource(key).unwrap();
+    assert!(
+        m.storage()
+            .peek(resource)
+            .iter()
+            .all(|&b| b == capture_mock::FRESH)
+    );
+    drop(h);
+    m.reclaim();
+    assert!(m.storage().peek(resource).iter().all(|&b| b == POISON));
+}
+
+#[test]
+fn an_allocation_anywhere_in_the_process_invalidates_a_recording() {
+    let _suite = suite_lock();
+    let a = device(MockBackend::new());
+    let b = device(MockBackend::new());
+    let k = a.kernel(MockBackend::builtin(Builtin::AddScalar));
+    let x = a.alloc(S0, N * 4).unwrap();
+    let y = a.alloc(S0, N * 4).unwrap();
+    a.write(S0, &x, 0, bytes(&ramp(0.0))).unwrap();
+    add(&a, &k, &x, &y, 1.0).unwrap();
+    a.prepare(S0).unwrap();
+    add(&a, &k, &x, &y, 1.0).unwrap();
+    a.begin(S0).unwrap();
+    add(&a, &k, &x, &y, 1.0).unwrap();
+    // Another device knows nothing of the capture: its pool grows, and in global mode
+    // that invalidates the recording, which instantiate reports.
+    b.alloc(S0, 4096).unwrap();
+    let err = a.end(S0).unwrap_err();
+    assert!(
+        text(&err).contains("capture invalidated (CUDA_ERROR_STREAM_CAPTURE_INVALIDATED): an allocation during stream capture"),
+        "{}",
+        text(&err)
+    );
+}
+
+#[test]
+fn a_graph_holding_a_memory_node_replays_once() {
+    let _suite = suite_lock();
+    let mock = MockBackend::new();
+    let dev = device(mock.clone());
+    let k = dev.kernel(MockBackend::builtin(Builtin::AddScalar));
+    let x = dev.alloc(S0, N * 4).unwrap();
+    let y = dev.alloc(S0, N * 4).unwrap();
+    dev.write(S0, &x, 0, bytes(&ramp(0.0))).unwrap();
+    mock.arm_memory_node_fault();
+    let g = dev.capture(S0, |d| add(d, &k, &x, &y, 1.0)).unwrap();
+    dev.replay(S0, g, 1).unwrap();
+    assert_eq!(floats(&dev.read(S0, &y).unwrap()), ramp(1.0));
+    let err = dev.replay(S0, g, 1).unwrap_err();
+    assert!(
+        text(&err).contains("CUDA_ERROR_INVALID_VALUE"),
+        "{}",
+        text(&err)
+    );
+    // The refused replay claims what the graph writes.
+    assert!(dev.read(S0, &y).is_err());
+}
+
+#[test]
+fn a_capture_must_end_on_the_thread_that_began_it() {
+    let _suite = suite_lock();
+    let mock = MockBackend::new();
+    let setup = StreamSetup::new(
+        0,
+        DeviceCaptures::new(true),
+        MemoryIds::new(),
+        DeviceConfig::new(),
+    );
+    let mut stream = mock.create_stream(&setup).unwrap();
+    stream.capturing().prepare(S0).unwrap();
+    stream.capturing().begin().unwrap();
+    MockBackend::begin(&mut stream).unwrap();
+    let err = std::thread::scope(|s| {
+        s.spawn(|| MockBackend::instantiate(&mut stream, None).map(|_| ()))
+            .join()
+            .unwrap()
+    })
+    .unwrap_err();
+    assert!(
+        text(&err).contains("must end on the thread that began it"),
+        "{}",
+        text(&err)
+    );
+    let _ = stream.signal();
+}
+
+#[test]
+fn the_fault_plan_fails_exactly_the_nth_call_and_counts_every_call() {
+    let _suite = suite_lock();
+    let faulty = Faulty::new(MockBackend::new());
+    let plan = faulty.plan().clone();
+    let dev = Device::new(faulty, DeviceConfig::new().streams(1).unwrap()).unwrap();
+    let k = dev.kernel(MockBackend::builtin(Builtin::AddScalar));
+    let x = dev.alloc(S0, N * 4).unwrap();
+    let y = dev.alloc(S0, N * 4).unwrap();
+    dev.write(S0, &x, 0, bytes(&splat(1.0))).unwrap();
+    plan.fail(FaultOp::Launch, 3).unwrap();
+    let launch = || {
+        dev.launch(
+            S0,
+            &k,
+            [1, 1, 1],
+            &[Arg::read(&x), Arg::write(&y)],
+            &Builtin::AddScalar.info(N, 1.0),
+        )
+    };
+    launch().unwrap();
+    launch().unwrap();
+    assert!(text(&launch().unwrap_err()).contains("injected fault in launch"));
+    launch().unwrap();
+    assert_eq!(plan.calls(FaultOp::Launch), 4);
+    assert!(plan.calls(FaultOp::Alloc) >= 1);
+    assert!(!plan.is_armed(FaultOp::Launch));
+}
+
+#[test]
+fn a_fault_at_position_zero_is_refused() {
+    let plan = FaultPlan::new();
+    let err = plan.fail(FaultOp::Begin, 0).unwrap_err();
+    assert!(
+        text(&err).contains("invalid fault position 0"),
+        "{}",
+        text(&err)
+    );
+}
+
+#[test]
+fn an_allocation_fault_is_an_out_of_memory_refusal_the_stream_survives() {
+    let _suite = suite_lock();
+    let faulty = Faulty::new(MockBackend::new());
+    let plan = faulty.plan().clone();
+    let dev = Device::new(faulty, DeviceConfig::new().streams(1).unwrap()).unwrap();
+    plan.fail_with(
+        FaultOp::Alloc,
+        1,
+        ServerError::driver(
+            "alloc",
+            capture_mock::MockError::new("CUDA_ERROR_OUT_OF_MEMORY"),
+        ),
+    )
+    .unwrap();
+    let err = dev.alloc(S0, 64).unwrap_err();
+    assert!(
+        text(&err).contains("CUDA_ERROR_OUT_OF_MEMORY"),
+        "{}",
+        text(&err)
+    );
+    let b = dev.alloc(S0, 64).unwrap();
+    dev.write(S0, &b, 0, bytes(&splat(3.0)[..16])).unwrap();
+    assert_eq!(
+        floats(&dev.read(S0, &b).unwrap()),
+        splat(3.0)[..16].to_vec()
+    );
+}
+
+#[test]
+fn every_scenario_has_a_snapshot_and_no_snapshot_lacks_a_scenario() {
+    let dir = std::path::Path::new(capture_mock::scenarios::SNAPSHOTS);
+    let mut on_disk: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().to_string_lossy().into_owned();
+            name.strip_suffix(".snap").map(str::to_owned)
+        })
+        .collect();
+    on_disk.sort();
+    let mut names: Vec<String> = capture_mock::scenarios::Scenario::ALL
+        .iter()
+        .map(|s| s.name().to_owned())
+        .collect();
+    names.sort();
+    assert_eq!(on_disk, names);
+    assert!(names.len() >= 30, "the suite has {} scenarios", names.len());
+}
