@@ -109,8 +109,8 @@ pub enum Event {
         device: Vec<MemoryId>,
         /// Host staging buffers pinned, in id order.
         host: Vec<MemoryId>,
-        /// Host byte buffers retained.
-        host_bytes: usize,
+        /// Host byte buffers retained (the caller's bytes of recorded copies).
+        host_buffers: usize,
         /// Info-cache entries pinned.
         info: usize,
     },
@@ -359,7 +359,7 @@ impl fmt::Display for Line<'_> {
                 graph,
                 device,
                 host,
-                host_bytes,
+                host_buffers,
                 info,
             } => {
                 write!(f, "{graph} pins")?;
@@ -370,7 +370,7 @@ impl fmt::Display for Line<'_> {
                 for m in host {
                     write!(f, " {m}")?;
                 }
-                write!(f, "; host bytes {host_bytes}; info {info}")
+                write!(f, "; host buffers {host_buffers}; info {info}")
             }
             Event::Refused { stream, op, error } => write!(f, "{stream} refuse {op}: {error}"),
             Event::Doomed {

@@ -295,7 +295,7 @@ impl<B: Backend> Inner<B> {
                     graph: id,
                     device: graph.pinned_device().collect(),
                     host: graph.pinned_staging().collect(),
-                    host_bytes: graph.retained_host(),
+                    host_buffers: graph.retained_host(),
                     info: ledger.info_entries as usize,
                 });
                 ps.graphs.insert(id, graph);

@@ -44,51 +44,50 @@ pub(super) fn input_rewrite<B: Builtins>(h: &Harness<B>) -> Result<(), ServerErr
     Ok(())
 }
 
-/// 150 ping-pong launches each reading its shape from info words (past the drop
-/// queue's 64-item threshold, through the info cache), replayed twice; both replays
-/// match a host model.
+/// 150 ping-pong launches whose info words (a shape, or a scalar) differ, so warmup
+/// uploads 79 info buffers (past the drop queue's 64-item flush threshold) and the
+/// window finds every one warm; two replays match a host model.
 pub(super) fn many_launches_metadata<B: Builtins>(h: &Harness<B>) -> Result<(), ServerError> {
     const LAUNCHES: usize = 150;
-    let rows = 4u64;
-    let cols = N / rows;
+    let cols = 4u64;
+    // Even launches add each element's row (the shape, 1 to 4 rows of 4, from the info
+    // words); odd launches add a scalar no other launch uses.
+    let launch = |i: usize| -> (Builtin, [u64; 2]) {
+        if i % 2 == 0 {
+            (Builtin::RowBias, [1 + (i as u64 / 2) % 4, cols])
+        } else {
+            (Builtin::AddScalar, Builtin::AddScalar.info(N, i as f32))
+        }
+    };
     let a = h.buffer(S0, &ramp(0.0))?;
-    let b = h.dev.alloc(S0, N * 4)?;
-    let chain = |h: &Harness<B>| -> Result<(), ServerError> {
+    let b = h.buffer(S0, &splat(0.0))?;
+    let chain = || -> Result<(), ServerError> {
         for i in 0..LAUNCHES {
             let (x, y) = if i % 2 == 0 { (&a, &b) } else { (&b, &a) };
-            // The shape varies over a few values, so the info cache holds several entries
-            // and the chain hits them again and again.
-            let r = 1 + (i as u64 % rows);
+            let (kernel, info) = launch(i);
             h.dev.launch(
                 S0,
-                h.kernel(Builtin::RowBias),
+                h.kernel(kernel),
                 [1, 1, 1],
                 &[Arg::read(x), Arg::write(y)],
-                &[r, cols],
+                &info,
             )?;
         }
         Ok(())
     };
     let model = |start: &[f32]| {
-        let mut bufs = vec![start.to_vec(), vec![0.0; N as usize]];
+        let mut bufs = [start.to_vec(), splat(0.0)];
         for i in 0..LAUNCHES {
-            let r = 1 + (i as u64 % rows);
-            if i % 2 == 0 {
-                Builtin::RowBias.model(&mut bufs, &[r, cols]);
-            } else {
-                bufs.swap(0, 1);
-                Builtin::RowBias.model(&mut bufs, &[r, cols]);
-                bufs.swap(0, 1);
-            }
+            let (kernel, info) = launch(i);
+            let (x, y) = if i % 2 == 0 { (0, 1) } else { (1, 0) };
+            let mut args = vec![bufs[x].clone(), bufs[y].clone()];
+            kernel.model(&mut args, &info);
+            bufs[y] = args.pop().expect("two buffers");
         }
         bufs
     };
-    // b starts as whatever the first launch writes; the model starts it at zero, so
-    // write zeros first.
-    h.write(S0, &b, &splat(0.0))?;
-    let g = h.dev.capture(S0, |_| chain(h))?;
+    let g = h.dev.capture(S0, |_| chain())?;
     let expected = model(&ramp(0.0));
-    // Warmup ran the chain once from a = ramp(0).
     h.expect(S0, &a, &expected[0]);
     h.expect(S0, &b, &expected[1]);
     for start in [ramp(100.0), ramp(-7.0)] {
@@ -102,8 +101,9 @@ pub(super) fn many_launches_metadata<B: Builtins>(h: &Harness<B>) -> Result<(), 
     let ledger = h.dev.graph(g).expect("live graph");
     assert_eq!(ledger.launches, LAUNCHES as u64);
     assert_eq!(
-        ledger.info_entries, rows,
-        "one pinned info entry per distinct shape"
+        ledger.info_entries,
+        4 + 75,
+        "four shapes and 75 scalars, each pinned once"
     );
     Ok(())
 }
@@ -173,7 +173,8 @@ pub(super) fn replay_k_times_in_one_submission<B: Builtins>(
 }
 
 /// A launch reading what another stream wrote waits for that stream first, eagerly and
-/// in a graph.
+/// in a graph; the graph pins the other stream's buffer, so dropping it and allocating
+/// over its pool corrupts nothing.
 pub(super) fn cross_stream_input_ordered<B: Builtins>(h: &Harness<B>) -> Result<(), ServerError> {
     let x = h.buffer(S1, &splat(0.0))?;
     h.dev.sync(S1)?;
@@ -184,7 +185,14 @@ pub(super) fn cross_stream_input_ordered<B: Builtins>(h: &Harness<B>) -> Result<
     let g = h.dev.capture(S0, |_| h.add(S0, &x, &y, 1.0))?;
     h.dev.write(S1, &x, 0, bytes(&ramp(40.0)))?;
     h.dev.sync(S1)?;
+    drop(x);
+    let sentinels = (0..8)
+        .map(|i| h.buffer(S1, &splat(300.0 + i as f32)))
+        .collect::<Result<Vec<_>, _>>()?;
     h.dev.replay(S0, g, 1)?;
     h.expect(S0, &y, &ramp(41.0));
+    for (i, s) in sentinels.iter().enumerate() {
+        h.expect(S1, s, &splat(300.0 + i as f32));
+    }
     Ok(())
 }

@@ -66,6 +66,16 @@ pub(super) fn replay_enqueue_failure_then_settle<B: Builtins>(
     h.expect_unreadable(S0, &y, "injected fault in replay");
     h.dev.replay(S0, g, 1)?;
     h.expect(S0, &y, &ramp(1.0));
+    // A replay whose input carries a failure is skipped and passes it on.
+    arm(h, FaultOp::Launch, 1);
+    h.launch(S0, Builtin::Copy, &[Arg::read(&y), Arg::write(&x)], N, 0.0)
+        .expect_err("the launch writing the input failed");
+    let err = h.dev.replay(S0, g, 1).expect_err("skipped");
+    assert!(matches!(err, ServerError::Unwritten(_)));
+    h.expect_unreadable(S0, &y, "replay on stream#0 skipped");
+    h.write(S0, &x, &ramp(5.0))?;
+    h.dev.replay(S0, g, 1)?;
+    h.expect(S0, &y, &ramp(6.0));
     Ok(())
 }
 

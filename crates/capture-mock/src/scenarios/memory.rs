@@ -83,31 +83,45 @@ pub(super) fn input_dropped_after_capture<B: Builtins>(h: &Harness<B>) -> Result
     Ok(())
 }
 
-/// A host write recorded in the window: the graph keeps its staging after the caller
-/// dropped its bytes, and every replay copies those bytes again, even after other writes
-/// staged through the same pool.
+/// Two host writes recorded in the window: the graph keeps their staging after the
+/// caller dropped its bytes, and every replay copies those bytes again, even after other
+/// writes staged through the same pool.
 pub(super) fn host_write_in_window<B: Builtins>(h: &Harness<B>) -> Result<(), ServerError> {
     let x = h.dev.alloc(S0, N * 4)?;
+    let w = h.dev.alloc(S0, N * 4)?;
     let y = h.dev.alloc(S0, N * 4)?;
     let g = h.dev.capture(S0, |_| {
         let input = ramp(3.0);
         h.write(S0, &x, &input)?;
         drop(input);
-        h.add(S0, &x, &y, 1.0)
+        h.write(S0, &w, &splat(100.0))?;
+        h.add(S0, &x, &y, 1.0)?;
+        h.launch(
+            S0,
+            Builtin::Axpy,
+            &[Arg::read(&w), Arg::read_write(&y)],
+            N,
+            1.0,
+        )
     })?;
     for i in 0..4 {
         let other = h.buffer(S0, &splat(90.0 + i as f32))?;
         drop(other);
     }
-    h.write(S0, &x, &splat(0.0))?;
-    h.write(S0, &y, &splat(0.0))?;
+    for b in [&x, &w, &y] {
+        h.write(S0, b, &splat(0.0))?;
+    }
     h.dev.replay(S0, g, 1)?;
     h.expect(S0, &x, &ramp(3.0));
-    h.expect(S0, &y, &ramp(4.0));
-    // The recorded copy's staging (64 B) and the caller's bytes (64 B), plus the
-    // 256-byte slot warmup staged its info words through: every slot handed out while
-    // the pools are armed is pinned, warmup's included.
-    assert_eq!(h.dev.graph(g).expect("live").host_bytes, 64 + 64 + 256);
+    h.expect(S0, &w, &splat(100.0));
+    h.expect(S0, &y, &map(&ramp(3.0), |v| v + 1.0 + 100.0));
+    // Two recorded copies' staging (64 B each) and the caller's bytes (64 B each), plus
+    // the 256-byte slot warmup staged the info words through (both launches' words are
+    // `[16, 1.0]`: one cache entry): every slot handed out while the pools are armed is
+    // pinned, warmup's included.
+    let ledger = h.dev.graph(g).expect("live");
+    assert_eq!(ledger.host_bytes, 2 * (64 + 64) + 256);
+    assert_eq!(ledger.info_entries, 1);
     Ok(())
 }
 
