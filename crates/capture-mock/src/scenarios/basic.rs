@@ -53,7 +53,7 @@ pub(super) fn many_launches_metadata<B: Builtins>(h: &Harness<B>) -> Result<(), 
     // Even launches add each element's row (the shape, 1 to 4 rows of 4, from the info
     // words); odd launches add a scalar no other launch uses.
     let launch = |i: usize| -> (Builtin, [u64; 2]) {
-        if i % 2 == 0 {
+        if i.is_multiple_of(2) {
             (Builtin::RowBias, [1 + (i as u64 / 2) % 4, cols])
         } else {
             (Builtin::AddScalar, Builtin::AddScalar.info(N, i as f32))
@@ -63,7 +63,7 @@ pub(super) fn many_launches_metadata<B: Builtins>(h: &Harness<B>) -> Result<(), 
     let b = h.buffer(S0, &splat(0.0))?;
     let chain = || -> Result<(), ServerError> {
         for i in 0..LAUNCHES {
-            let (x, y) = if i % 2 == 0 { (&a, &b) } else { (&b, &a) };
+            let (x, y) = if i.is_multiple_of(2) { (&a, &b) } else { (&b, &a) };
             let (kernel, info) = launch(i);
             h.dev.launch(
                 S0,
@@ -79,7 +79,7 @@ pub(super) fn many_launches_metadata<B: Builtins>(h: &Harness<B>) -> Result<(), 
         let mut bufs = [start.to_vec(), splat(0.0)];
         for i in 0..LAUNCHES {
             let (kernel, info) = launch(i);
-            let (x, y) = if i % 2 == 0 { (0, 1) } else { (1, 0) };
+            let (x, y) = if i.is_multiple_of(2) { (0, 1) } else { (1, 0) };
             let mut args = vec![bufs[x].clone(), bufs[y].clone()];
             kernel.model(&mut args, &info);
             bufs[y] = args.pop().expect("two buffers");
