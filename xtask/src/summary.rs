@@ -10,11 +10,19 @@ pub(crate) struct Backend {
 }
 
 impl Backend {
-    pub(crate) fn ran(name: &'static str, what: &str) -> Self {
+    pub(crate) fn ran(name: &'static str, what: String) -> Self {
         Self {
             name,
             status: "ran",
-            why: what.to_string(),
+            why: what,
+        }
+    }
+
+    pub(crate) fn failed(name: &'static str, why: &str) -> Self {
+        Self {
+            name,
+            status: "FAILED",
+            why: why.to_string(),
         }
     }
 

@@ -70,11 +70,21 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     let summary = Summary {
         counts,
         backends: vec![
-            Backend::ran("core", "capture-core's unit and integration tests"),
-            Backend::not_built(
-                "mock",
-                "capture-mock is not implemented yet (its issue is open)",
+            Backend::ran(
+                "core",
+                "capture-core's unit and integration tests".to_string(),
             ),
+            if counts.scenarios > 0 {
+                Backend::ran(
+                    "mock",
+                    format!(
+                        "{} scenarios of the shared suite passed on the mock",
+                        counts.scenarios
+                    ),
+                )
+            } else {
+                Backend::failed("mock", "no scenario of the suite passed on the mock")
+            },
             Backend::not_built(
                 "vulkan",
                 "capture-vulkan is not implemented yet (its issue is open)",
@@ -86,6 +96,9 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         ],
     };
     summary.print();
+    if summary.counts.scenarios == 0 {
+        bail!("the scenario suite did not run on the mock");
+    }
     if summary.counts.failed > 0 {
         bail!("{} test(s) failed", summary.counts.failed);
     }
@@ -116,6 +129,8 @@ pub(crate) struct Counts {
     pub(crate) failed: u64,
     pub(crate) ignored: u64,
     pub(crate) binaries: u64,
+    /// Scenario-suite tests that passed (`test suite::<scenario> ... ok`).
+    pub(crate) scenarios: u64,
 }
 
 fn run_counting(mut command: Command) -> Result<Counts> {
@@ -129,6 +144,9 @@ fn run_counting(mut command: Command) -> Result<Counts> {
     for line in BufReader::new(stdout).lines() {
         let line = line?;
         println!("{line}");
+        if line.starts_with("test suite::") && line.ends_with("... ok") {
+            counts.scenarios += 1;
+        }
         if let Some(rest) = line.strip_prefix("test result: ") {
             counts.binaries += 1;
             counts.passed += number_before(rest, " passed");
