@@ -6,7 +6,8 @@
 //! - `vulkan`: the Vulkan backend (ash, loaded at run time).
 //! - `cuda`: the CUDA backend (cudarc, loaded at run time).
 //!
-//! Today only the core exists; the backends compile empty until their issues land.
+//! Today the core and the mock backend exist; the Vulkan and CUDA backends compile empty
+//! until their issues land.
 
 #![forbid(unsafe_code)]
 

@@ -1,74 +1,151 @@
 //! The `capture` command-line program.
 //!
-//! `capture demo [--backend mock|vulkan|cuda]` will run a decode-shaped chain of kernels
-//! eagerly and as a replayed graph. Until the mock backend lands it says so and runs
-//! nothing: it prints no figure it did not measure.
+//! `capture demo [--backend mock|vulkan|cuda] [--kernels N] [--replays R]` runs a
+//! decode-shaped chain of small dependent kernels eagerly and as a replayed graph,
+//! checks that both give the same bytes, and prints the cost per kernel of each mode,
+//! their ratio, the capture time and the graph's ledger. Only the mock backend exists
+//! yet; asked for another, the program says so and runs nothing.
+
+#![forbid(unsafe_code)]
+
+#[cfg(feature = "mock")]
+mod chain;
+mod cli;
+#[cfg(feature = "mock")]
+mod demo;
+#[cfg(feature = "mock")]
+mod table;
 
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: capture <command> [options]
+use cli::{BackendName, Demo, DemoArgs};
 
-commands:
-  demo [--backend mock|vulkan|cuda]   a decode-shaped kernel chain, eager and replayed
-
-Run `capture <command> --help` for a command's options.";
-
-const DEMO_HELP: &str = "usage: capture demo [--backend mock|vulkan|cuda]
-
-Runs a chain of at least 500 small dependent kernels eagerly and as a replayed graph,
-checks the results are equal, and prints the cost per kernel of each and their ratio.
-
-  --backend NAME   mock (default), vulkan or cuda";
+/// Exit status of a usage error or a backend that is not implemented.
+const USAGE_EXIT: u8 = 2;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
-        Some("demo") => demo(&args[1..]),
+        Some("demo") => demo_command(&args[1..]),
         Some("-h" | "--help" | "help") => {
-            println!("{USAGE}");
+            println!("{}", cli::USAGE);
             ExitCode::SUCCESS
         }
         None => {
-            eprintln!("{USAGE}");
-            ExitCode::from(2)
+            eprintln!("{}", cli::USAGE);
+            ExitCode::from(USAGE_EXIT)
         }
         Some(other) => {
-            eprintln!("capture: unknown command {other:?}\n\n{USAGE}");
-            ExitCode::from(2)
+            eprintln!("capture: unknown command {other:?}\n\n{}", cli::USAGE);
+            ExitCode::from(USAGE_EXIT)
         }
     }
 }
 
-fn demo(args: &[String]) -> ExitCode {
-    let mut backend = "mock";
-    let mut rest = args.iter();
-    while let Some(arg) = rest.next() {
-        match arg.as_str() {
-            "-h" | "--help" => {
-                println!("{DEMO_HELP}");
-                return ExitCode::SUCCESS;
-            }
-            "--backend" => match rest.next().map(String::as_str) {
-                Some(name @ ("mock" | "vulkan" | "cuda")) => backend = name,
-                Some(other) => {
-                    eprintln!("capture demo: unknown backend {other:?} (mock, vulkan or cuda)");
-                    return ExitCode::from(2);
-                }
-                None => {
-                    eprintln!("capture demo: --backend needs a name (mock, vulkan or cuda)");
-                    return ExitCode::from(2);
-                }
-            },
-            other => {
-                eprintln!("capture demo: unknown option {other:?}\n\n{DEMO_HELP}");
-                return ExitCode::from(2);
-            }
+fn demo_command(args: &[String]) -> ExitCode {
+    match cli::parse_demo(args) {
+        Ok(Demo::Help) => {
+            println!("{}", cli::DEMO_HELP);
+            ExitCode::SUCCESS
+        }
+        Ok(Demo::Run(args)) => match args.backend {
+            BackendName::Mock => run_mock(args),
+            BackendName::Vulkan | BackendName::Cuda => not_implemented(args.backend),
+        },
+        Err(error) => {
+            let usage = cli::DEMO_HELP.lines().next().unwrap_or_default();
+            eprintln!("capture demo: {error}\n{usage}\nRun `capture demo --help` for the options.");
+            ExitCode::from(USAGE_EXIT)
         }
     }
+}
+
+/// A backend whose crate compiles empty: says so, runs nothing, reports no figure.
+fn not_implemented(backend: BackendName) -> ExitCode {
+    eprintln!(
+        "capture demo: the {backend} backend is not implemented yet in this workspace \
+         ({} compiles empty). Nothing was run and no figure is reported; \
+         `--backend mock` runs the demo on the mock backend.",
+        backend.crate_name()
+    );
+    ExitCode::from(USAGE_EXIT)
+}
+
+#[cfg(feature = "mock")]
+fn run_mock(args: DemoArgs) -> ExitCode {
+    run(capture_mock::MockBackend::new(), args, true)
+}
+
+#[cfg(not(feature = "mock"))]
+fn run_mock(args: DemoArgs) -> ExitCode {
+    eprintln!(
+        "capture demo: this build has no {} backend (built without the `mock` feature). \
+         Nothing was run.",
+        args.backend
+    );
+    ExitCode::from(USAGE_EXIT)
+}
+
+/// Runs the demo on `backend`, prints its table and compares the outputs.
+/// `host_overhead_only` says the figures measure host cost only (the mock's).
+#[cfg(feature = "mock")]
+fn run<B: capture_mock::Builtins>(
+    backend: B,
+    args: DemoArgs,
+    host_overhead_only: bool,
+) -> ExitCode {
+    use capture_core::error::Chain;
+
+    let options = demo::DemoOptions {
+        kernels: args.kernels,
+        replays: args.replays,
+    };
+    let report = match demo::run_demo(backend, options) {
+        Ok(report) => report,
+        Err(error) => {
+            eprintln!(
+                "capture demo --backend {}: the runtime failed: {}",
+                args.backend,
+                Chain(&error)
+            );
+            return ExitCode::FAILURE;
+        }
+    };
+    print!(
+        "{}",
+        table::render(&report, args.backend.as_str(), host_overhead_only)
+    );
+    let mut ok = true;
+    for (what, right) in [
+        ("replayed", &report.replayed_output),
+        ("host model", &report.model_output),
+    ] {
+        if let Some(d) = demo::first_difference(&report.eager_output, right) {
+            ok = false;
+            eprintln!(
+                "results differ: element {} of the output is {} eager but {} {what}",
+                d.index,
+                shown(d.left),
+                shown(d.right)
+            );
+        }
+    }
+    if !ok {
+        return ExitCode::FAILURE;
+    }
     println!(
-        "capture demo --backend {backend}: not yet. The core (memory, drop queue, info cache, \
-         taint ledger) exists; the {backend} backend and the demo land with their own issues. \
-         Nothing was run and no figure is reported."
+        "results match: eager and replayed outputs are bit-identical ({} elements) and equal \
+         the builtins' host model",
+        chain::ELEMENTS
     );
     ExitCode::SUCCESS
+}
+
+/// An element for a message: its value with its bits, or that there is none.
+#[cfg(feature = "mock")]
+fn shown(value: Option<f32>) -> String {
+    value.map_or_else(
+        || "missing".to_owned(),
+        |v| format!("{v} (0x{:08x})", v.to_bits()),
+    )
 }

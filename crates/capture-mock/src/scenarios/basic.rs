@@ -63,7 +63,11 @@ pub(super) fn many_launches_metadata<B: Builtins>(h: &Harness<B>) -> Result<(), 
     let b = h.buffer(S0, &splat(0.0))?;
     let chain = || -> Result<(), ServerError> {
         for i in 0..LAUNCHES {
-            let (x, y) = if i.is_multiple_of(2) { (&a, &b) } else { (&b, &a) };
+            let (x, y) = if i.is_multiple_of(2) {
+                (&a, &b)
+            } else {
+                (&b, &a)
+            };
             let (kernel, info) = launch(i);
             h.dev.launch(
                 S0,
