@@ -1,5 +1,39 @@
-//! capture-vulkan: Vulkan compute through ash (loaded at run time), replayed through
-//! reusable secondary command buffers.
+//! capture-vulkan: Vulkan compute through ash (loaded at run time, nothing linked),
+//! replayed through reusable secondary command buffers.
 //!
-//! **Not implemented yet.** This crate compiles empty until its issue lands; it offers
-//! nothing and claims nothing. See `docs/architecture.md` for what exists today.
+//! Design choices:
+//! - **Vulkan ≥ 1.2 with timeline semaphores**, or a typed [`Unavailable`] error saying
+//!   why. One compute queue, shared by every pooled stream behind the queue lock.
+//! - **Pages are `VkDeviceMemory` with one `VkBuffer` each**; slices bind within the
+//!   device's `maxStorageBufferRange` and offset alignment. Pinned-host staging lives in
+//!   host-visible memory. [`MemoryMode::ForcedStaging`] treats device pages as
+//!   device-only, so every read goes through a staging copy.
+//! - **Eager work** goes into the stream's primary command buffer; a fence first submits
+//!   the open batch, then names its timeline value. **A capture** records a
+//!   simultaneous-use secondary command buffer, each launch binding its pipeline and a
+//!   descriptor set from pools the graph owns; **a replay** executes it from the primary,
+//!   K replays in one submission. Barriers sit at every boundary.
+//! - **Kernels** are SPIR-V compute pipelines: the builtins are WGSL turned into SPIR-V
+//!   by naga on first use (cached); users bring their own SPIR-V with a binding layout.
+//! - **Validation as a judge**: tests enable the Khronos validation layer with
+//!   synchronisation validation whenever it is installed and assert it said nothing.
+//! - Unsafe code lives in `raw.rs` only, each block with a `// SAFETY:` line.
+//!
+//! This crate has no features.
+
+mod driver;
+mod error;
+mod executable;
+mod kernels;
+mod lane;
+mod raw;
+mod storage;
+mod stream;
+
+pub use driver::{MemoryMode, VulkanBackend, VulkanOptions};
+pub use error::{Unavailable, VkResult};
+pub use executable::VulkanExecutable;
+pub use kernels::{VkKernel, VkKernelSource};
+pub use lane::Lane;
+pub use storage::{VkSlice, VkStorage};
+pub use stream::{VulkanFence, VulkanStream};

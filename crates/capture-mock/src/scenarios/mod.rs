@@ -75,6 +75,18 @@ macro_rules! scenarios {
                     }
                 )*
             };
+            (fallible: $make:expr, after: $after:expr) => {
+                $(
+                    #[test]
+                    fn $variant() {
+                        $crate::scenarios::check_fallible(
+                            $crate::scenarios::Scenario::$variant,
+                            || $make,
+                            $after,
+                        );
+                    }
+                )*
+            };
         }
     };
 }
@@ -357,6 +369,36 @@ pub fn check<B: Builtins>(scenario: Scenario, make: impl FnOnce() -> B) {
         Ok(trace) => trace,
         Err(e) => panic!("scenario {} failed: {}", scenario.name(), Chain(&e)),
     };
+    snapshot(scenario, &trace);
+}
+
+/// As [`check`], for a backend that may be missing: when `make` says why it cannot be
+/// built, the scenario prints `SKIP:` and the reason and passes (`make` itself panics
+/// where the backend is required). After the scenario, once its device is gone, `after`
+/// inspects a clone of the backend (a validation layer's messages, say).
+pub fn check_fallible<B: Builtins + Clone>(
+    scenario: Scenario,
+    make: impl FnOnce() -> Result<B, String>,
+    after: impl FnOnce(&B),
+) {
+    let _suite = suite_lock();
+    let backend = match make() {
+        Ok(b) => b,
+        Err(why) => {
+            println!("SKIP: {}: {why}", scenario.name());
+            return;
+        }
+    };
+    let handle = backend.clone();
+    let trace = match run(scenario, backend) {
+        Ok(trace) => trace,
+        Err(e) => panic!("scenario {} failed: {}", scenario.name(), Chain(&e)),
+    };
+    after(&handle);
+    snapshot(scenario, &trace);
+}
+
+fn snapshot(scenario: Scenario, trace: &str) {
     insta::with_settings!({
         snapshot_path => SNAPSHOTS,
         prepend_module_to_snapshot => false,

@@ -1,0 +1,361 @@
+//! `VulkanBackend`: the core's backend traits over Vulkan compute. Eager launches go into
+//! a stream's open primary command buffer; a capture records a simultaneous-use secondary
+//! command buffer; a replay executes it from the stream's primary (K replays in one
+//! submission) and submits at the next fence.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use ash::vk;
+use capture_core::ServerError;
+use capture_core::driver::{Backend, GraphDriver, Grid, LaunchBuffer};
+use capture_core::runtime::StreamSetup;
+use capture_mock::{Builtin, Builtins};
+
+use crate::error::Unavailable;
+use crate::executable::VulkanExecutable;
+use crate::kernels::{self, VkKernel, VkKernelSource};
+use crate::lane::{self, Lane};
+use crate::raw::{self, Gpu, Open};
+use crate::storage::{VkSlice, VkStorage};
+use crate::stream::VulkanStream;
+
+/// Where device pages live.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemoryMode {
+    /// Host-visible device memory: reads map the page after a wait.
+    HostVisible,
+    /// Pages are treated as device-only: never mapped, so every read goes through a
+    /// staging copy (as on a discrete GPU).
+    ForcedStaging,
+}
+
+/// How to open the backend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VulkanOptions {
+    /// Enable the Khronos validation layer, with synchronisation validation, when it is
+    /// installed; its warnings and errors are collected.
+    pub validation: bool,
+    /// Where device pages live.
+    pub memory: MemoryMode,
+}
+
+impl VulkanOptions {
+    /// No validation; the memory mode from `CAPTURE_VK_FORCE_STAGING=1`.
+    pub fn from_env() -> Self {
+        let forced = std::env::var("CAPTURE_VK_FORCE_STAGING").is_ok_and(|v| v == "1");
+        Self {
+            validation: false,
+            memory: if forced {
+                MemoryMode::ForcedStaging
+            } else {
+                MemoryMode::HostVisible
+            },
+        }
+    }
+}
+
+/// A Vulkan device. Cloning gives another handle on the same device.
+#[derive(Clone)]
+pub struct VulkanBackend {
+    gpu: Arc<Gpu>,
+    memory: MemoryMode,
+}
+
+impl std::fmt::Debug for VulkanBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VulkanBackend")
+            .field("device", &self.gpu.name)
+            .field("memory", &self.memory)
+            .finish()
+    }
+}
+
+impl VulkanBackend {
+    /// Opens the first Vulkan device with a compute queue, Vulkan ≥ 1.2 and timeline
+    /// semaphores.
+    ///
+    /// # Errors
+    ///
+    /// [`Unavailable`] saying why: no loader, no driver, no suitable device.
+    pub fn new(options: VulkanOptions) -> Result<Self, Unavailable> {
+        let gpu = Gpu::open(Open {
+            validation: options.validation,
+        })?;
+        Ok(Self {
+            gpu,
+            memory: options.memory,
+        })
+    }
+
+    /// The device's name.
+    pub fn device_name(&self) -> &str {
+        &self.gpu.name
+    }
+
+    /// The device's Vulkan version: major, minor, patch.
+    pub fn api_version(&self) -> (u32, u32, u32) {
+        let v = self.gpu.api_version;
+        (
+            vk::api_version_major(v),
+            vk::api_version_minor(v),
+            vk::api_version_patch(v),
+        )
+    }
+
+    /// Whether the validation layer is enabled.
+    pub fn validation_enabled(&self) -> bool {
+        self.gpu.validation
+    }
+
+    /// Where device pages live.
+    pub fn memory_mode(&self) -> MemoryMode {
+        self.memory
+    }
+
+    /// The validation layer's warnings and errors since the last call.
+    pub fn take_validation_messages(&self) -> Vec<String> {
+        self.gpu.take_messages()
+    }
+
+    /// Records a secondary command buffer *without* simultaneous use and executes it into
+    /// one primary twice (two `vkCmdExecuteCommands`): invalid usage the validation layer
+    /// must report (VUID-vkCmdExecuteCommands-pCommandBuffers-00092), a canary that the
+    /// layer is really watching. Returns what it reported.
+    ///
+    /// # Errors
+    ///
+    /// A failed Vulkan call.
+    pub fn canary_execute_twice(&self) -> Result<Vec<String>, ServerError> {
+        let lane = Lane::new(Arc::clone(&self.gpu))?;
+        let pool = lane.pool();
+        let _batch = lane.batch();
+        let secondary = raw::command_buffer(&self.gpu, pool, vk::CommandBufferLevel::SECONDARY)?;
+        raw::begin_secondary(&self.gpu, secondary, false)?;
+        raw::end(&self.gpu, secondary)?;
+        let primary = raw::command_buffer(&self.gpu, pool, vk::CommandBufferLevel::PRIMARY)?;
+        raw::begin_primary(&self.gpu, primary)?;
+        raw::execute(&self.gpu, primary, secondary);
+        raw::execute(&self.gpu, primary, secondary);
+        raw::end(&self.gpu, primary)?;
+        raw::free_command_buffer(&self.gpu, pool, primary);
+        raw::free_command_buffer(&self.gpu, pool, secondary);
+        Ok(self.take_validation_messages())
+    }
+}
+
+fn slice_args(
+    gpu: &Gpu,
+    kernel: &VkKernel,
+    buffers: &[LaunchBuffer<VkSlice>],
+    info: Option<&VkSlice>,
+) -> Result<Vec<(vk::Buffer, u64, u64)>, ServerError> {
+    if buffers.len() != kernel.buffers as usize || info.is_some() != kernel.info {
+        return Err(ServerError::invalid(
+            "launch arguments",
+            format!("{} buffers, info {}", buffers.len(), info.is_some()),
+            format!(
+                "the kernel binds {} buffers and {} info words",
+                kernel.buffers,
+                if kernel.info { "takes" } else { "takes no" }
+            ),
+        ));
+    }
+    let align = gpu.limits.min_storage_buffer_offset_alignment.max(1);
+    let max = u64::from(gpu.limits.max_storage_buffer_range);
+    buffers
+        .iter()
+        .map(|b| &b.resource)
+        .chain(info)
+        .map(|s| {
+            if s.offset % align != 0 {
+                return Err(ServerError::invalid(
+                    "binding offset",
+                    s.offset,
+                    format!("storage buffers bind at multiples of {align} bytes on this device"),
+                ));
+            }
+            if s.len > max {
+                return Err(ServerError::invalid(
+                    "binding range",
+                    s.len,
+                    format!("this device binds at most {max} bytes per storage buffer"),
+                ));
+            }
+            Ok((s.buffer, s.offset, s.len))
+        })
+        .collect()
+}
+
+impl GraphDriver for VulkanBackend {
+    type Stream = VulkanStream;
+    type Executable = VulkanExecutable;
+
+    fn begin(stream: &mut VulkanStream) -> Result<(), ServerError> {
+        stream.lane.begin()
+    }
+
+    fn instantiate(
+        stream: &mut VulkanStream,
+        doomed: Option<ServerError>,
+    ) -> Result<VulkanExecutable, ServerError> {
+        // Closing the secondary is the driver capture's close: always first.
+        let window = stream.lane.end()?;
+        match (window, doomed) {
+            (Some(window), None) => Ok(VulkanExecutable {
+                lane: Arc::clone(&stream.lane),
+                window: Some(window),
+            }),
+            (Some(window), Some(doomed)) => {
+                // Never submitted: nothing pending uses it.
+                stream.lane.free(window);
+                Err(doomed)
+            }
+            (None, doomed) => Err(doomed.unwrap_or_else(|| {
+                ServerError::graph_state("instantiate", "no secondary command buffer was recording")
+            })),
+        }
+    }
+
+    fn upload(
+        _stream: &mut VulkanStream,
+        _executable: &VulkanExecutable,
+    ) -> Result<(), ServerError> {
+        Ok(())
+    }
+
+    fn replay(
+        stream: &mut VulkanStream,
+        executable: &VulkanExecutable,
+        times: u32,
+    ) -> Result<(), ServerError> {
+        let secondary = executable
+            .secondary()
+            .ok_or_else(|| ServerError::graph_state("replay", "the executable was freed"))?;
+        stream.lane.replay(secondary, times)
+    }
+
+    fn allocation_breaks_capture() -> bool {
+        false
+    }
+
+    fn thread_affine() -> bool {
+        false
+    }
+}
+
+impl Backend for VulkanBackend {
+    type KernelSource = VkKernelSource;
+    type Kernel = VkKernel;
+
+    fn create_stream(&self, setup: &StreamSetup) -> Result<VulkanStream, ServerError> {
+        let lane = Lane::new(Arc::clone(&self.gpu))?;
+        let signal = lane::register(&lane);
+        let visible =
+            vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
+        let device = match self.memory {
+            MemoryMode::HostVisible => VkStorage::new(Arc::clone(&self.gpu), visible, true),
+            MemoryMode::ForcedStaging => VkStorage::new(
+                Arc::clone(&self.gpu),
+                vk::MemoryPropertyFlags::DEVICE_LOCAL,
+                false,
+            ),
+        };
+        Ok(VulkanStream {
+            lane,
+            signal,
+            device: setup.device_memory(device),
+            host: setup.host_memory(VkStorage::new(Arc::clone(&self.gpu), visible, true)),
+            drops: setup.drop_queue(),
+            capture: setup.capture(),
+            cache: setup.info_cache(),
+        })
+    }
+
+    fn kernel_name(source: &VkKernelSource) -> Cow<'static, str> {
+        source.name().clone()
+    }
+
+    fn load(stream: &mut VulkanStream, source: &VkKernelSource) -> Result<VkKernel, ServerError> {
+        kernels::load(&stream.lane.gpu, source)
+    }
+
+    fn launch(
+        stream: &mut VulkanStream,
+        kernel: &VkKernel,
+        grid: Grid,
+        buffers: &[LaunchBuffer<VkSlice>],
+        info: Option<&VkSlice>,
+    ) -> Result<(), ServerError> {
+        let gpu = &stream.lane.gpu;
+        let limits = gpu.limits.max_compute_work_group_count;
+        if grid.iter().zip(limits).any(|(&g, max)| g == 0 || g > max) {
+            return Err(ServerError::invalid(
+                "grid",
+                format!("{grid:?}"),
+                format!("each dimension runs 1 to {limits:?} workgroups on this device"),
+            ));
+        }
+        let args = slice_args(gpu, kernel, buffers, info)?;
+        stream.lane.dispatch(&kernel.objects, &args, grid)
+    }
+
+    fn write(
+        stream: &mut VulkanStream,
+        staging: &VkSlice,
+        destination: &VkSlice,
+        bytes: &[u8],
+    ) -> Result<(), ServerError> {
+        let at = staging.mapped.ok_or_else(|| {
+            ServerError::graph_state("write", "host staging must be mapped memory")
+        })?;
+        raw::write_mapped(at, &bytes[..bytes.len().min(staging.len as usize)]);
+        stream.lane.copy(
+            (staging.buffer, staging.offset),
+            (destination.buffer, destination.offset),
+            bytes.len() as u64,
+        )
+    }
+
+    fn read(
+        stream: &mut VulkanStream,
+        source: &VkSlice,
+        out: &mut [u8],
+    ) -> Result<(), ServerError> {
+        stream.lane.finish()?;
+        if let Some(at) = source.mapped {
+            raw::read_mapped(at, out);
+            return Ok(());
+        }
+        // A device-only page: copy it to a host-visible page first.
+        let gpu = Arc::clone(&stream.lane.gpu);
+        let visible =
+            vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
+        let page = raw::create_page(&gpu, out.len() as u64, visible, true)?;
+        let result = stream
+            .lane
+            .copy(
+                (source.buffer, source.offset),
+                (page.buffer, 0),
+                out.len() as u64,
+            )
+            .and_then(|()| stream.lane.finish());
+        if result.is_ok()
+            && let Some(at) = page.mapped
+        {
+            raw::read_mapped(at, out);
+        }
+        raw::destroy_page(&gpu, page);
+        result
+    }
+
+    fn sync(stream: &mut VulkanStream) -> Result<(), ServerError> {
+        stream.lane.finish()
+    }
+}
+
+impl Builtins for VulkanBackend {
+    fn builtin(kernel: Builtin) -> VkKernelSource {
+        VkKernelSource::builtin(kernel)
+    }
+}

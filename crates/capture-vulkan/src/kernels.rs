@@ -1,0 +1,229 @@
+//! Kernels: SPIR-V compute pipelines. The builtins are WGSL, turned into SPIR-V with naga
+//! on first use and cached for the process; users bring their own SPIR-V with a binding
+//! layout (storage buffers at bindings `0..buffers`, then the info words' buffer).
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::sync::{Arc, Mutex};
+
+use capture_core::ServerError;
+use capture_mock::Builtin;
+
+use crate::raw::{self, Gpu, KernelObjects};
+
+/// A kernel before it is loaded.
+#[derive(Clone, Debug)]
+pub struct VkKernelSource {
+    name: Cow<'static, str>,
+    code: Code,
+    entry: CString,
+    buffers: u32,
+    info: bool,
+}
+
+#[derive(Clone, Debug)]
+enum Code {
+    Wgsl(&'static str),
+    Spirv(Arc<[u32]>),
+}
+
+impl VkKernelSource {
+    /// A SPIR-V compute kernel with entry point `entry`, taking `buffers` storage
+    /// buffers (bindings `0..buffers` of set 0, in launch order) and, when `info`, the
+    /// info words' buffer at binding `buffers`.
+    ///
+    /// # Errors
+    ///
+    /// [`ServerError::InvalidArgument`] naming the kernel for empty SPIR-V, a bad magic
+    /// number, or an entry name with a NUL byte.
+    pub fn spirv(
+        name: impl Into<Cow<'static, str>>,
+        words: Vec<u32>,
+        entry: &str,
+        buffers: u32,
+        info: bool,
+    ) -> Result<Self, ServerError> {
+        let name = name.into();
+        if words.first() != Some(&0x0723_0203) {
+            return Err(ServerError::invalid(
+                "SPIR-V",
+                &name,
+                "the words do not start with the SPIR-V magic number",
+            ));
+        }
+        let entry = CString::new(entry)
+            .map_err(|_| ServerError::invalid("entry point", &name, "it contains a NUL byte"))?;
+        Ok(Self {
+            name,
+            code: Code::Spirv(words.into()),
+            entry,
+            buffers,
+            info,
+        })
+    }
+
+    /// The builtin `kernel`.
+    pub fn builtin(kernel: Builtin) -> Self {
+        let (source, buffers) = wgsl(kernel);
+        Self {
+            name: Cow::Borrowed(kernel.name()),
+            code: Code::Wgsl(source),
+            entry: CString::new("main").expect("no NUL"),
+            buffers,
+            info: true,
+        }
+    }
+
+    /// The kernel's name.
+    pub fn name(&self) -> &Cow<'static, str> {
+        &self.name
+    }
+}
+
+/// A loaded kernel: its pipeline, and how many buffers it binds.
+pub struct VkKernel {
+    gpu: Arc<Gpu>,
+    pub(crate) objects: KernelObjects,
+    pub(crate) buffers: u32,
+    pub(crate) info: bool,
+}
+
+impl Drop for VkKernel {
+    fn drop(&mut self) {
+        self.gpu.idle();
+        raw::destroy_kernel(&self.gpu, &self.objects);
+    }
+}
+
+/// SPIR-V compiled from WGSL, by source text.
+type SpirvCache = HashMap<&'static str, Arc<[u32]>>;
+
+static SPIRV: Mutex<Option<SpirvCache>> = Mutex::new(None);
+
+/// WGSL turned into SPIR-V, once per process per source.
+fn compile(name: &str, source: &'static str) -> Result<Arc<[u32]>, ServerError> {
+    let mut cache = SPIRV.lock().unwrap_or_else(|p| p.into_inner());
+    let cache = cache.get_or_insert_with(HashMap::new);
+    if let Some(words) = cache.get(source) {
+        return Ok(Arc::clone(words));
+    }
+    let bad = |what: String| ServerError::invalid("WGSL kernel", name, what);
+    let module = naga::front::wgsl::parse_str(source).map_err(|e| bad(e.emit_to_string(source)))?;
+    let info = naga::valid::Validator::new(
+        naga::valid::ValidationFlags::all(),
+        naga::valid::Capabilities::empty(),
+    )
+    .validate(&module)
+    .map_err(|e| bad(format!("{e:?}")))?;
+    let options = naga::back::spv::Options {
+        lang_version: (1, 3),
+        ..Default::default()
+    };
+    let words: Arc<[u32]> = naga::back::spv::write_vec(&module, &info, &options, None)
+        .map_err(|e| bad(e.to_string()))?
+        .into();
+    cache.insert(source, Arc::clone(&words));
+    Ok(words)
+}
+
+/// Builds the pipeline for `source`.
+pub(crate) fn load(gpu: &Arc<Gpu>, source: &VkKernelSource) -> Result<VkKernel, ServerError> {
+    let words = match &source.code {
+        Code::Wgsl(text) => compile(&source.name, text)?,
+        Code::Spirv(words) => Arc::clone(words),
+    };
+    let bindings = source.buffers + u32::from(source.info);
+    let objects = raw::kernel(gpu, &words, &source.entry, bindings)?;
+    Ok(VkKernel {
+        gpu: Arc::clone(gpu),
+        objects,
+        buffers: source.buffers,
+        info: source.info,
+    })
+}
+
+/// The WGSL of a builtin, and how many buffers it takes (its info words follow).
+fn wgsl(kernel: Builtin) -> (&'static str, u32) {
+    match kernel {
+        Builtin::Fill => (FILL, 1),
+        Builtin::AddScalar => (ADD_SCALAR, 2),
+        Builtin::MulScalar => (MUL_SCALAR, 2),
+        Builtin::Axpy => (AXPY, 2),
+        Builtin::Copy => (COPY, 2),
+        Builtin::RowBias => (ROW_BIAS, 2),
+    }
+}
+
+macro_rules! unary {
+    ($name:ident, $y:literal, $expr:literal) => {
+        const $name: &str = concat!(
+            "@group(0) @binding(0) var<storage, read> x: array<f32>;\n",
+            "@group(0) @binding(1) var<storage, read_write> y: array<f32>;\n",
+            "@group(0) @binding(2) var<storage, read> info: array<u32>;\n",
+            "@compute @workgroup_size(64)\n",
+            "fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {\n",
+            "    let stride = groups.x * 64u;\n",
+            "    let n = min(info[0], min(arrayLength(&x), arrayLength(&y)));\n",
+            "    let a = bitcast<f32>(info[2]);\n",
+            "    for (var i = gid.x; i < n; i = i + stride) {\n",
+            "        ", $y, " = ", $expr, ";\n",
+            "    }\n",
+            "}\n"
+        );
+    };
+}
+
+unary!(ADD_SCALAR, "y[i]", "x[i] + a");
+unary!(MUL_SCALAR, "y[i]", "x[i] * a");
+unary!(AXPY, "y[i]", "y[i] + a * x[i]");
+unary!(COPY, "y[i]", "x[i]");
+
+const FILL: &str = "
+@group(0) @binding(0) var<storage, read_write> out: array<f32>;
+@group(0) @binding(1) var<storage, read> info: array<u32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let stride = groups.x * 64u;
+    let n = min(info[0], arrayLength(&out));
+    let a = bitcast<f32>(info[2]);
+    for (var i = gid.x; i < n; i = i + stride) {
+        out[i] = a;
+    }
+}
+";
+
+const ROW_BIAS: &str = "
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+@group(0) @binding(2) var<storage, read> info: array<u32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let stride = groups.x * 64u;
+    let cols = max(info[2], 1u);
+    let n = min(info[0] * info[2], min(arrayLength(&x), arrayLength(&y)));
+    for (var k = gid.x; k < n; k = k + stride) {
+        y[k] = x[k] + f32(k / cols);
+    }
+}
+";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_compiles_to_spirv() {
+        for b in Builtin::ALL {
+            let (source, _) = wgsl(b);
+            let words = compile(b.name(), source).expect("compiles");
+            assert_eq!(words[0], 0x0723_0203, "{}", b.name());
+        }
+    }
+
+    #[test]
+    fn bad_spirv_is_refused_naming_the_kernel() {
+        let err = VkKernelSource::spirv("mine", vec![1, 2, 3], "main", 1, false).unwrap_err();
+        assert!(err.to_string().contains("invalid SPIR-V mine"), "{err}");
+    }
+}

@@ -1,0 +1,798 @@
+//! The only module that calls Vulkan. Every `unsafe` block carries a `// SAFETY:` line
+//! naming the fact that makes it sound; everything outside calls the safe functions
+//! here.
+//!
+//! Facts the rest of the crate guarantees (and these functions rely on):
+//! - every child object is created from, and destroyed before, the [`Gpu`] it holds an
+//!   `Arc` of;
+//! - a command pool and the buffers allocated from it are used under the pool's lock;
+//! - the queue is used under [`Gpu::queue`]'s lock (the documented queue lock);
+//! - an object is destroyed only once nothing submitted still uses it (the core frees
+//!   through its drop queue behind a timeline value).
+
+use std::ffi::{CStr, c_void};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use ash::vk;
+
+use crate::error::{Unavailable, vk_error};
+use capture_core::ServerError;
+
+/// Validation messages (warnings and errors) the debug messenger collected.
+#[derive(Debug, Default)]
+pub(crate) struct Messages {
+    pub(crate) list: Mutex<Vec<String>>,
+}
+
+/// The debug messenger, when the validation layer is on.
+type Debug = Option<(ash::ext::debug_utils::Instance, vk::DebugUtilsMessengerEXT)>;
+
+/// The instance, device and queue, shared by every object made from them.
+pub(crate) struct Gpu {
+    _entry: ash::Entry,
+    instance: ash::Instance,
+    debug: Debug,
+    pub(crate) messages: Arc<Messages>,
+    pub(crate) device: ash::Device,
+    pub(crate) queue: Mutex<vk::Queue>,
+    pub(crate) family: u32,
+    pub(crate) memory: vk::PhysicalDeviceMemoryProperties,
+    pub(crate) limits: vk::PhysicalDeviceLimits,
+    pub(crate) name: String,
+    pub(crate) api_version: u32,
+    pub(crate) validation: bool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+// SAFETY: the debug messenger's user data is a pointer to `Messages` kept alive (through
+// the `Arc` in `Gpu`) until the messenger is destroyed; the callback only appends to the
+// mutex-protected list and reads the message the layer hands it.
+unsafe extern "system" fn on_message(
+    severity: vk::DebugUtilsMessageSeverityFlagsEXT,
+    kind: vk::DebugUtilsMessageTypeFlagsEXT,
+    data: *const vk::DebugUtilsMessengerCallbackDataEXT<'_>,
+    user: *mut c_void,
+) -> vk::Bool32 {
+    if data.is_null() || user.is_null() {
+        return vk::FALSE;
+    }
+    // SAFETY: the layer passes a valid callback-data pointer for the duration of the
+    // call, and `user` is the `Messages` registered with the messenger (see above).
+    let (text, messages) = unsafe {
+        let text = (*data)
+            .message_as_c_str()
+            .map(|m| m.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        (text, &*(user as *const Messages))
+    };
+    lock(&messages.list).push(format!("{severity:?} {kind:?}: {text}"));
+    vk::FALSE
+}
+
+/// How to open the device.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Open {
+    /// Enable the Khronos validation layer (with synchronisation validation) if it is
+    /// installed.
+    pub(crate) validation: bool,
+}
+
+const VALIDATION: &CStr = c"VK_LAYER_KHRONOS_validation";
+
+impl Gpu {
+    /// Loads Vulkan at run time and opens the first device with a compute queue,
+    /// Vulkan ≥ 1.2 and timeline semaphores.
+    pub(crate) fn open(open: Open) -> Result<Arc<Gpu>, Unavailable> {
+        // SAFETY: loading the loader library runs its initialisers; nothing else in the
+        // process depends on it being absent.
+        let entry = unsafe { ash::Entry::load() }
+            .map_err(|e| Unavailable::new(format!("no Vulkan loader: {e}")))?;
+        // SAFETY: `entry` holds a loaded loader; the query takes no pointers of ours.
+        let version = unsafe { entry.try_enumerate_instance_version() }
+            .map_err(|e| Unavailable::new(format!("instance version query failed: {e}")))?
+            .unwrap_or(vk::API_VERSION_1_0);
+        if version < vk::API_VERSION_1_2 {
+            return Err(Unavailable::new(format!(
+                "the Vulkan instance is {}.{}, 1.2 is needed",
+                vk::api_version_major(version),
+                vk::api_version_minor(version)
+            )));
+        }
+        // SAFETY: as above.
+        let layers = unsafe { entry.enumerate_instance_layer_properties() }.unwrap_or_default();
+        let has_validation = layers
+            .iter()
+            .any(|l| l.layer_name_as_c_str().is_ok_and(|n| n == VALIDATION));
+        let validation = open.validation && has_validation;
+        let layer_names = if validation {
+            vec![VALIDATION.as_ptr()]
+        } else {
+            Vec::new()
+        };
+        // SAFETY: as above; the layer name is a NUL-terminated constant.
+        let layer_extensions =
+            unsafe { entry.enumerate_instance_extension_properties(Some(VALIDATION)) }
+                .unwrap_or_default();
+        let offers = |name: &CStr| {
+            layer_extensions
+                .iter()
+                .any(|e| e.extension_name_as_c_str().is_ok_and(|n| n == name))
+        };
+        let mut extensions = Vec::new();
+        if validation {
+            extensions.push(ash::ext::debug_utils::NAME.as_ptr());
+            if offers(ash::ext::validation_features::NAME) {
+                extensions.push(ash::ext::validation_features::NAME.as_ptr());
+            }
+        }
+        let app = vk::ApplicationInfo::default()
+            .application_name(c"capture")
+            .api_version(vk::API_VERSION_1_2);
+        let enables = [vk::ValidationFeatureEnableEXT::SYNCHRONIZATION_VALIDATION];
+        let mut features =
+            vk::ValidationFeaturesEXT::default().enabled_validation_features(&enables);
+        let mut info = vk::InstanceCreateInfo::default()
+            .application_info(&app)
+            .enabled_layer_names(&layer_names)
+            .enabled_extension_names(&extensions);
+        if validation {
+            info = info.push_next(&mut features);
+        }
+        // SAFETY: every pointer in `info` (names, app info, features) lives until the
+        // call returns.
+        let instance = unsafe { entry.create_instance(&info, None) }
+            .map_err(|e| Unavailable::new(format!("vkCreateInstance failed: {e}")))?;
+        let messages = Arc::new(Messages::default());
+        let debug = if validation {
+            let utils = ash::ext::debug_utils::Instance::new(&entry, &instance);
+            let info = vk::DebugUtilsMessengerCreateInfoEXT::default()
+                .message_severity(
+                    vk::DebugUtilsMessageSeverityFlagsEXT::WARNING
+                        | vk::DebugUtilsMessageSeverityFlagsEXT::ERROR,
+                )
+                .message_type(
+                    vk::DebugUtilsMessageTypeFlagsEXT::VALIDATION
+                        | vk::DebugUtilsMessageTypeFlagsEXT::PERFORMANCE
+                        | vk::DebugUtilsMessageTypeFlagsEXT::GENERAL,
+                )
+                .pfn_user_callback(Some(on_message))
+                .user_data(Arc::as_ptr(&messages) as *mut c_void);
+            // SAFETY: the user data outlives the messenger (the `Arc` is held by `Gpu`,
+            // which destroys the messenger first in `drop`).
+            match unsafe { utils.create_debug_utils_messenger(&info, None) } {
+                Ok(m) => Some((utils, m)),
+                Err(_) => None,
+            }
+        } else {
+            None
+        };
+        match Self::device(entry, instance, debug, messages, validation) {
+            Ok(gpu) => Ok(Arc::new(gpu)),
+            Err(failed) => {
+                let (instance, debug, e) = *failed;
+                // SAFETY: nothing was created from the instance but the messenger, which
+                // is destroyed first.
+                unsafe {
+                    if let Some((utils, m)) = debug {
+                        utils.destroy_debug_utils_messenger(m, None);
+                    }
+                    instance.destroy_instance(None);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn device(
+        entry: ash::Entry,
+        instance: ash::Instance,
+        debug: Debug,
+        messages: Arc<Messages>,
+        validation: bool,
+    ) -> Result<Gpu, Box<(ash::Instance, Debug, Unavailable)>> {
+        // SAFETY: `instance` is live; the returned handles are plain values.
+        let physicals = match unsafe { instance.enumerate_physical_devices() } {
+            Ok(p) if !p.is_empty() => p,
+            Ok(_) => {
+                return Err(Box::new((
+                    instance,
+                    debug,
+                    Unavailable::new("no Vulkan device"),
+                )));
+            }
+            Err(e) => {
+                let why = format!("enumerating devices failed: {e}");
+                return Err(Box::new((instance, debug, Unavailable::new(why))));
+            }
+        };
+        let mut why =
+            String::from("no device offers a compute queue, Vulkan 1.2 and timeline semaphores");
+        for physical in physicals {
+            // SAFETY: `physical` came from this instance.
+            let props = unsafe { instance.get_physical_device_properties(physical) };
+            if props.api_version < vk::API_VERSION_1_2 {
+                continue;
+            }
+            let mut v12 = vk::PhysicalDeviceVulkan12Features::default();
+            let mut features = vk::PhysicalDeviceFeatures2::default().push_next(&mut v12);
+            // SAFETY: `features` and its chain live across the call.
+            unsafe { instance.get_physical_device_features2(physical, &mut features) };
+            if v12.timeline_semaphore != vk::TRUE {
+                why = "the device lacks timeline semaphores".into();
+                continue;
+            }
+            // SAFETY: `physical` came from this instance.
+            let families =
+                unsafe { instance.get_physical_device_queue_family_properties(physical) };
+            let Some(family) = families
+                .iter()
+                .position(|f| f.queue_flags.contains(vk::QueueFlags::COMPUTE))
+            else {
+                continue;
+            };
+            let family = family as u32;
+            let priorities = [1.0f32];
+            let queues = [vk::DeviceQueueCreateInfo::default()
+                .queue_family_index(family)
+                .queue_priorities(&priorities)];
+            let mut enable12 =
+                vk::PhysicalDeviceVulkan12Features::default().timeline_semaphore(true);
+            let info = vk::DeviceCreateInfo::default()
+                .queue_create_infos(&queues)
+                .push_next(&mut enable12);
+            // SAFETY: every pointer in `info` lives until the call returns.
+            let device = match unsafe { instance.create_device(physical, &info, None) } {
+                Ok(d) => d,
+                Err(e) => {
+                    why = format!("vkCreateDevice failed: {e}");
+                    continue;
+                }
+            };
+            // SAFETY: the family was requested with one queue at device creation.
+            let queue = unsafe { device.get_device_queue(family, 0) };
+            // SAFETY: `physical` came from this instance.
+            let memory = unsafe { instance.get_physical_device_memory_properties(physical) };
+            let name = props
+                .device_name_as_c_str()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|_| "unnamed device".into());
+            return Ok(Gpu {
+                _entry: entry,
+                instance,
+                debug,
+                messages,
+                device,
+                queue: Mutex::new(queue),
+                family,
+                memory,
+                limits: props.limits,
+                name,
+                api_version: props.api_version,
+                validation,
+            });
+        }
+        Err(Box::new((instance, debug, Unavailable::new(why))))
+    }
+
+    /// A memory type with all of `flags`, among those `bits` allows.
+    pub(crate) fn memory_type(&self, bits: u32, flags: vk::MemoryPropertyFlags) -> Option<u32> {
+        (0..self.memory.memory_type_count).find(|&i| {
+            bits & (1 << i) != 0
+                && self.memory.memory_types[i as usize]
+                    .property_flags
+                    .contains(flags)
+        })
+    }
+
+    /// The messages collected so far, taken.
+    pub(crate) fn take_messages(&self) -> Vec<String> {
+        std::mem::take(&mut *lock(&self.messages.list))
+    }
+
+    /// Waits until the device is idle (teardown only).
+    pub(crate) fn idle(&self) {
+        let _queue = lock(&self.queue);
+        // SAFETY: the queue lock is held, so no submission races the wait.
+        let _ = unsafe { self.device.device_wait_idle() };
+    }
+}
+
+impl Drop for Gpu {
+    fn drop(&mut self) {
+        // SAFETY: every child object holds an `Arc<Gpu>`, so all of them are gone; the
+        // messenger goes before the instance that made it.
+        unsafe {
+            let _ = self.device.device_wait_idle();
+            self.device.destroy_device(None);
+            if let Some((utils, m)) = self.debug.take() {
+                utils.destroy_debug_utils_messenger(m, None);
+            }
+            self.instance.destroy_instance(None);
+        }
+    }
+}
+
+/// One page: a `VkDeviceMemory` with one `VkBuffer` over all of it, mapped if the memory
+/// is host-visible and mapping was asked for.
+pub(crate) struct Page {
+    pub(crate) memory: vk::DeviceMemory,
+    pub(crate) buffer: vk::Buffer,
+    pub(crate) mapped: Option<usize>,
+}
+
+/// Allocates a page of `size` bytes of a memory type with `flags`, mapping it when
+/// `map`.
+pub(crate) fn create_page(
+    gpu: &Gpu,
+    size: u64,
+    flags: vk::MemoryPropertyFlags,
+    map: bool,
+) -> Result<Page, ServerError> {
+    let info = vk::BufferCreateInfo::default()
+        .size(size)
+        .usage(
+            vk::BufferUsageFlags::STORAGE_BUFFER
+                | vk::BufferUsageFlags::TRANSFER_SRC
+                | vk::BufferUsageFlags::TRANSFER_DST,
+        )
+        .sharing_mode(vk::SharingMode::EXCLUSIVE);
+    // SAFETY: `info` lives across the call; the device is live.
+    let buffer = unsafe { gpu.device.create_buffer(&info, None) }
+        .map_err(|e| vk_error("vkCreateBuffer", e))?;
+    // SAFETY: `buffer` was just created on this device.
+    let needs = unsafe { gpu.device.get_buffer_memory_requirements(buffer) };
+    let Some(kind) = gpu.memory_type(needs.memory_type_bits, flags) else {
+        // SAFETY: the buffer is unused and unbound.
+        unsafe { gpu.device.destroy_buffer(buffer, None) };
+        return Err(ServerError::invalid(
+            "memory type",
+            format!("{flags:?}"),
+            "the device offers no such memory for buffers",
+        ));
+    };
+    let alloc = vk::MemoryAllocateInfo::default()
+        .allocation_size(needs.size)
+        .memory_type_index(kind);
+    // SAFETY: `alloc` lives across the call.
+    let memory = match unsafe { gpu.device.allocate_memory(&alloc, None) } {
+        Ok(m) => m,
+        Err(e) => {
+            // SAFETY: the buffer is unused and unbound.
+            unsafe { gpu.device.destroy_buffer(buffer, None) };
+            return Err(vk_error("vkAllocateMemory", e));
+        }
+    };
+    // SAFETY: buffer and memory are fresh, the type fits the requirements, offset 0.
+    let bound = unsafe { gpu.device.bind_buffer_memory(buffer, memory, 0) };
+    let mapped = match bound {
+        Ok(()) if map => {
+            // SAFETY: the memory is host-visible (the type was chosen with the flag) and
+            // not mapped yet.
+            unsafe {
+                gpu.device
+                    .map_memory(memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
+            }
+            .map(|p| Some(p as usize))
+        }
+        Ok(()) => Ok(None),
+        Err(e) => Err(e),
+    };
+    match mapped {
+        Ok(mapped) => Ok(Page {
+            memory,
+            buffer,
+            mapped,
+        }),
+        Err(e) => {
+            // SAFETY: nothing uses the fresh buffer or memory.
+            unsafe {
+                gpu.device.destroy_buffer(buffer, None);
+                gpu.device.free_memory(memory, None);
+            }
+            Err(vk_error("vkBindBufferMemory/vkMapMemory", e))
+        }
+    }
+}
+
+/// Frees a page. The core frees only pages with no slice in use, behind the fences of
+/// the work that used them.
+pub(crate) fn destroy_page(gpu: &Gpu, page: Page) {
+    // SAFETY: see above; unmapping happens implicitly with the free.
+    unsafe {
+        gpu.device.destroy_buffer(page.buffer, None);
+        gpu.device.free_memory(page.memory, None);
+    }
+}
+
+/// Copies `bytes` to the mapped address `at`.
+pub(crate) fn write_mapped(at: usize, bytes: &[u8]) {
+    // SAFETY: `at` is the mapped address of a live host-visible coherent page plus an
+    // offset inside the slice the caller resolved for exactly `bytes.len()` bytes; the
+    // staging slice is not read by the device until the copy recorded after this runs.
+    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), at as *mut u8, bytes.len()) };
+}
+
+/// Copies from the mapped address `at` into `out`.
+pub(crate) fn read_mapped(at: usize, out: &mut [u8]) {
+    // SAFETY: `at` is a mapped address inside a live host-visible coherent page covering
+    // `out.len()` bytes, and the device finished writing them (the caller waited).
+    unsafe { std::ptr::copy_nonoverlapping(at as *const u8, out.as_mut_ptr(), out.len()) };
+}
+
+/// A timeline semaphore starting at 0.
+pub(crate) fn timeline(gpu: &Gpu) -> Result<vk::Semaphore, ServerError> {
+    let mut kind = vk::SemaphoreTypeCreateInfo::default()
+        .semaphore_type(vk::SemaphoreType::TIMELINE)
+        .initial_value(0);
+    let info = vk::SemaphoreCreateInfo::default().push_next(&mut kind);
+    // SAFETY: `info` and its chain live across the call.
+    unsafe { gpu.device.create_semaphore(&info, None) }
+        .map_err(|e| vk_error("vkCreateSemaphore", e))
+}
+
+/// Waits until `semaphore` reaches `value`.
+pub(crate) fn wait(gpu: &Gpu, semaphore: vk::Semaphore, value: u64) -> Result<(), ServerError> {
+    let semaphores = [semaphore];
+    let values = [value];
+    let info = vk::SemaphoreWaitInfo::default()
+        .semaphores(&semaphores)
+        .values(&values);
+    // SAFETY: the semaphore is live (its stream holds it); `info` lives across the call.
+    unsafe { gpu.device.wait_semaphores(&info, u64::MAX) }
+        .map_err(|e| vk_error("vkWaitSemaphores", e))
+}
+
+/// The value `semaphore` has reached.
+pub(crate) fn reached(gpu: &Gpu, semaphore: vk::Semaphore) -> Result<u64, ServerError> {
+    // SAFETY: the semaphore is live.
+    unsafe { gpu.device.get_semaphore_counter_value(semaphore) }
+        .map_err(|e| vk_error("vkGetSemaphoreCounterValue", e))
+}
+
+/// Destroys a semaphore nothing waits on or signals any more.
+pub(crate) fn destroy_semaphore(gpu: &Gpu, semaphore: vk::Semaphore) {
+    // SAFETY: the caller waited for every submission that signals it.
+    unsafe { gpu.device.destroy_semaphore(semaphore, None) };
+}
+
+/// A command pool of the compute family whose buffers can be reset one by one.
+pub(crate) fn command_pool(gpu: &Gpu) -> Result<vk::CommandPool, ServerError> {
+    let info = vk::CommandPoolCreateInfo::default()
+        .queue_family_index(gpu.family)
+        .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER);
+    // SAFETY: `info` lives across the call.
+    unsafe { gpu.device.create_command_pool(&info, None) }
+        .map_err(|e| vk_error("vkCreateCommandPool", e))
+}
+
+/// Destroys a pool whose buffers are no longer pending.
+pub(crate) fn destroy_command_pool(gpu: &Gpu, pool: vk::CommandPool) {
+    // SAFETY: the caller waited for every submission of the pool's buffers.
+    unsafe { gpu.device.destroy_command_pool(pool, None) };
+}
+
+/// A command buffer from `pool` (held under its lock by the caller).
+pub(crate) fn command_buffer(
+    gpu: &Gpu,
+    pool: vk::CommandPool,
+    level: vk::CommandBufferLevel,
+) -> Result<vk::CommandBuffer, ServerError> {
+    let info = vk::CommandBufferAllocateInfo::default()
+        .command_pool(pool)
+        .level(level)
+        .command_buffer_count(1);
+    // SAFETY: the pool is live and externally synchronised by the caller's lock.
+    unsafe { gpu.device.allocate_command_buffers(&info) }
+        .map(|b| b[0])
+        .map_err(|e| vk_error("vkAllocateCommandBuffers", e))
+}
+
+/// Frees a command buffer that is not pending.
+pub(crate) fn free_command_buffer(gpu: &Gpu, pool: vk::CommandPool, buffer: vk::CommandBuffer) {
+    // SAFETY: the caller holds the pool's lock and the buffer's work completed.
+    unsafe { gpu.device.free_command_buffers(pool, &[buffer]) };
+}
+
+/// Starts recording a primary buffer for one submission.
+pub(crate) fn begin_primary(gpu: &Gpu, buffer: vk::CommandBuffer) -> Result<(), ServerError> {
+    let info =
+        vk::CommandBufferBeginInfo::default().flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
+    // SAFETY: the buffer is in the initial state (fresh or reset) under the pool lock.
+    unsafe { gpu.device.begin_command_buffer(buffer, &info) }
+        .map_err(|e| vk_error("vkBeginCommandBuffer", e))
+}
+
+/// Starts recording a secondary buffer a graph replays: simultaneous use, so several
+/// replays may be pending at once (`simultaneous = false` only for the canary test).
+pub(crate) fn begin_secondary(
+    gpu: &Gpu,
+    buffer: vk::CommandBuffer,
+    simultaneous: bool,
+) -> Result<(), ServerError> {
+    let inheritance = vk::CommandBufferInheritanceInfo::default();
+    let flags = if simultaneous {
+        vk::CommandBufferUsageFlags::SIMULTANEOUS_USE
+    } else {
+        vk::CommandBufferUsageFlags::empty()
+    };
+    let info = vk::CommandBufferBeginInfo::default()
+        .flags(flags)
+        .inheritance_info(&inheritance);
+    // SAFETY: the buffer is fresh, under the pool lock; `info` lives across the call.
+    unsafe { gpu.device.begin_command_buffer(buffer, &info) }
+        .map_err(|e| vk_error("vkBeginCommandBuffer", e))
+}
+
+/// Ends recording.
+pub(crate) fn end(gpu: &Gpu, buffer: vk::CommandBuffer) -> Result<(), ServerError> {
+    // SAFETY: the buffer is recording, under the pool lock.
+    unsafe { gpu.device.end_command_buffer(buffer) }.map_err(|e| vk_error("vkEndCommandBuffer", e))
+}
+
+/// A full memory barrier between everything recorded before and after it in `buffer`:
+/// compute and transfer writes are made visible to compute, transfer and the host.
+pub(crate) fn barrier(gpu: &Gpu, buffer: vk::CommandBuffer) {
+    let memory = [vk::MemoryBarrier::default()
+        .src_access_mask(vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::TRANSFER_WRITE)
+        .dst_access_mask(
+            vk::AccessFlags::SHADER_READ
+                | vk::AccessFlags::SHADER_WRITE
+                | vk::AccessFlags::TRANSFER_READ
+                | vk::AccessFlags::TRANSFER_WRITE
+                | vk::AccessFlags::HOST_READ,
+        )];
+    // SAFETY: the buffer is recording under the pool lock; the barrier array lives across
+    // the call.
+    unsafe {
+        gpu.device.cmd_pipeline_barrier(
+            buffer,
+            vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER,
+            vk::PipelineStageFlags::COMPUTE_SHADER
+                | vk::PipelineStageFlags::TRANSFER
+                | vk::PipelineStageFlags::HOST,
+            vk::DependencyFlags::empty(),
+            &memory,
+            &[],
+            &[],
+        )
+    };
+}
+
+/// Records a copy of `len` bytes.
+pub(crate) fn copy(
+    gpu: &Gpu,
+    buffer: vk::CommandBuffer,
+    from: (vk::Buffer, u64),
+    to: (vk::Buffer, u64),
+    len: u64,
+) {
+    let region = [vk::BufferCopy {
+        src_offset: from.1,
+        dst_offset: to.1,
+        size: len,
+    }];
+    // SAFETY: both buffers are live pages (the core pins them while work is pending), the
+    // ranges lie inside them, and `buffer` is recording under its pool lock.
+    unsafe { gpu.device.cmd_copy_buffer(buffer, from.0, to.0, &region) };
+}
+
+/// Records a dispatch of `pipeline` over `set`.
+pub(crate) fn dispatch(
+    gpu: &Gpu,
+    buffer: vk::CommandBuffer,
+    kernel: &KernelObjects,
+    set: vk::DescriptorSet,
+    grid: [u32; 3],
+) {
+    // SAFETY: pipeline, layout and set are live (the kernel and the set's pool outlive
+    // the submission), and `buffer` is recording under its pool lock.
+    unsafe {
+        gpu.device
+            .cmd_bind_pipeline(buffer, vk::PipelineBindPoint::COMPUTE, kernel.pipeline);
+        gpu.device.cmd_bind_descriptor_sets(
+            buffer,
+            vk::PipelineBindPoint::COMPUTE,
+            kernel.layout,
+            0,
+            &[set],
+            &[],
+        );
+        gpu.device.cmd_dispatch(buffer, grid[0], grid[1], grid[2]);
+    }
+}
+
+/// Records the execution of `secondary` from `primary`.
+pub(crate) fn execute(gpu: &Gpu, primary: vk::CommandBuffer, secondary: vk::CommandBuffer) {
+    // SAFETY: the secondary is executable (ended) and, for graphs, simultaneous-use; the
+    // primary is recording; both pools are locked by the caller. (The canary executes a
+    // non-simultaneous secondary twice on purpose, into a primary it never submits.)
+    unsafe { gpu.device.cmd_execute_commands(primary, &[secondary]) };
+}
+
+/// Submits `buffer`, signalling `semaphore` to `value`, under the queue lock.
+pub(crate) fn submit(
+    gpu: &Gpu,
+    buffer: vk::CommandBuffer,
+    semaphore: vk::Semaphore,
+    value: u64,
+) -> Result<(), ServerError> {
+    let buffers = [buffer];
+    let semaphores = [semaphore];
+    let values = [value];
+    let mut timeline = vk::TimelineSemaphoreSubmitInfo::default().signal_semaphore_values(&values);
+    let info = [vk::SubmitInfo::default()
+        .command_buffers(&buffers)
+        .signal_semaphores(&semaphores)
+        .push_next(&mut timeline)];
+    let queue = lock(&gpu.queue);
+    // SAFETY: the queue lock is held; the buffer is executable; every pointer lives
+    // across the call.
+    unsafe { gpu.device.queue_submit(*queue, &info, vk::Fence::null()) }
+        .map_err(|e| vk_error("vkQueueSubmit", e))
+}
+
+/// A compute kernel's pipeline objects.
+pub(crate) struct KernelObjects {
+    pub(crate) module: vk::ShaderModule,
+    pub(crate) set_layout: vk::DescriptorSetLayout,
+    pub(crate) layout: vk::PipelineLayout,
+    pub(crate) pipeline: vk::Pipeline,
+}
+
+/// Builds a compute pipeline from SPIR-V whose entry point is `entry` and whose set 0
+/// has `bindings` storage buffers at bindings `0..bindings`.
+pub(crate) fn kernel(
+    gpu: &Gpu,
+    spirv: &[u32],
+    entry: &CStr,
+    bindings: u32,
+) -> Result<KernelObjects, ServerError> {
+    let info = vk::ShaderModuleCreateInfo::default().code(spirv);
+    // SAFETY: the words are the SPIR-V the caller compiled; `info` lives across the call.
+    let module = unsafe { gpu.device.create_shader_module(&info, None) }
+        .map_err(|e| vk_error("vkCreateShaderModule", e))?;
+    let slots: Vec<_> = (0..bindings)
+        .map(|b| {
+            vk::DescriptorSetLayoutBinding::default()
+                .binding(b)
+                .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                .descriptor_count(1)
+                .stage_flags(vk::ShaderStageFlags::COMPUTE)
+        })
+        .collect();
+    let info = vk::DescriptorSetLayoutCreateInfo::default().bindings(&slots);
+    // SAFETY: as above.
+    let set_layout = unsafe { gpu.device.create_descriptor_set_layout(&info, None) }
+        .map_err(|e| vk_error("vkCreateDescriptorSetLayout", e))?;
+    let layouts = [set_layout];
+    let info = vk::PipelineLayoutCreateInfo::default().set_layouts(&layouts);
+    // SAFETY: as above.
+    let layout = unsafe { gpu.device.create_pipeline_layout(&info, None) }
+        .map_err(|e| vk_error("vkCreatePipelineLayout", e))?;
+    let stage = vk::PipelineShaderStageCreateInfo::default()
+        .stage(vk::ShaderStageFlags::COMPUTE)
+        .module(module)
+        .name(entry);
+    let info = [vk::ComputePipelineCreateInfo::default()
+        .stage(stage)
+        .layout(layout)];
+    // SAFETY: module and layout are live; `info` lives across the call.
+    let pipeline = match unsafe {
+        gpu.device
+            .create_compute_pipelines(vk::PipelineCache::null(), &info, None)
+    } {
+        Ok(p) => p[0],
+        Err((_, e)) => {
+            let objects = KernelObjects {
+                module,
+                set_layout,
+                layout,
+                pipeline: vk::Pipeline::null(),
+            };
+            destroy_kernel(gpu, &objects);
+            return Err(vk_error("vkCreateComputePipelines", e));
+        }
+    };
+    Ok(KernelObjects {
+        module,
+        set_layout,
+        layout,
+        pipeline,
+    })
+}
+
+/// Destroys a kernel nothing pending uses.
+pub(crate) fn destroy_kernel(gpu: &Gpu, k: &KernelObjects) {
+    // SAFETY: the device is idle for the kernel (it is destroyed with the device's last
+    // stream, after a wait).
+    unsafe {
+        if k.pipeline != vk::Pipeline::null() {
+            gpu.device.destroy_pipeline(k.pipeline, None);
+        }
+        gpu.device.destroy_pipeline_layout(k.layout, None);
+        gpu.device.destroy_descriptor_set_layout(k.set_layout, None);
+        gpu.device.destroy_shader_module(k.module, None);
+    }
+}
+
+/// A descriptor pool for `sets` sets of up to `per_set` storage buffers each.
+pub(crate) fn descriptor_pool(
+    gpu: &Gpu,
+    sets: u32,
+    per_set: u32,
+) -> Result<vk::DescriptorPool, ServerError> {
+    let sizes = [vk::DescriptorPoolSize {
+        ty: vk::DescriptorType::STORAGE_BUFFER,
+        descriptor_count: sets * per_set,
+    }];
+    let info = vk::DescriptorPoolCreateInfo::default()
+        .max_sets(sets)
+        .pool_sizes(&sizes);
+    // SAFETY: `info` lives across the call.
+    unsafe { gpu.device.create_descriptor_pool(&info, None) }
+        .map_err(|e| vk_error("vkCreateDescriptorPool", e))
+}
+
+/// Destroys a descriptor pool whose sets no pending work uses.
+pub(crate) fn destroy_descriptor_pool(gpu: &Gpu, pool: vk::DescriptorPool) {
+    // SAFETY: see above.
+    unsafe { gpu.device.destroy_descriptor_pool(pool, None) };
+}
+
+/// Makes every set of `pool` free again, once no pending work uses them.
+pub(crate) fn reset_descriptor_pool(gpu: &Gpu, pool: vk::DescriptorPool) {
+    // SAFETY: the caller waited for the work that used the pool's sets.
+    let _ = unsafe {
+        gpu.device
+            .reset_descriptor_pool(pool, vk::DescriptorPoolResetFlags::empty())
+    };
+}
+
+/// A set for `kernel` from `pool` pointing at `buffers` (buffer, offset, range), or
+/// `None` when the pool is full.
+pub(crate) fn descriptor_set(
+    gpu: &Gpu,
+    pool: vk::DescriptorPool,
+    kernel: &KernelObjects,
+    buffers: &[(vk::Buffer, u64, u64)],
+) -> Result<Option<vk::DescriptorSet>, ServerError> {
+    let layouts = [kernel.set_layout];
+    let info = vk::DescriptorSetAllocateInfo::default()
+        .descriptor_pool(pool)
+        .set_layouts(&layouts);
+    // SAFETY: the pool is used under its owner's lock; `info` lives across the call.
+    let set = match unsafe { gpu.device.allocate_descriptor_sets(&info) } {
+        Ok(s) => s[0],
+        Err(vk::Result::ERROR_OUT_OF_POOL_MEMORY | vk::Result::ERROR_FRAGMENTED_POOL) => {
+            return Ok(None);
+        }
+        Err(e) => return Err(vk_error("vkAllocateDescriptorSets", e)),
+    };
+    let infos: Vec<[vk::DescriptorBufferInfo; 1]> = buffers
+        .iter()
+        .map(|&(buffer, offset, range)| {
+            [vk::DescriptorBufferInfo {
+                buffer,
+                offset,
+                range,
+            }]
+        })
+        .collect();
+    let writes: Vec<_> = infos
+        .iter()
+        .enumerate()
+        .map(|(i, info)| {
+            vk::WriteDescriptorSet::default()
+                .dst_set(set)
+                .dst_binding(i as u32)
+                .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                .buffer_info(info)
+        })
+        .collect();
+    // SAFETY: the set was just allocated and is not in use; the buffers are live pages.
+    unsafe { gpu.device.update_descriptor_sets(&writes, &[]) };
+    Ok(Some(set))
+}

@@ -1,0 +1,80 @@
+//! `VkStorage`: pages of `VkDeviceMemory`, each with one `VkBuffer` over all of it.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use ash::vk;
+use capture_core::ServerError;
+use capture_core::memory::{ComputeStorage, StorageId};
+use capture_core::range::ByteRange;
+
+use crate::raw::{self, Gpu, Page};
+
+/// What a launch or copy is given: a range of one page's buffer, and its mapped address
+/// when the page is mapped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VkSlice {
+    pub(crate) buffer: vk::Buffer,
+    pub(crate) offset: u64,
+    pub(crate) len: u64,
+    pub(crate) mapped: Option<usize>,
+}
+
+/// One stream's pages of one kind of memory.
+pub struct VkStorage {
+    gpu: Arc<Gpu>,
+    flags: vk::MemoryPropertyFlags,
+    map: bool,
+    pages: HashMap<u64, Page>,
+    next: u64,
+}
+
+impl VkStorage {
+    /// Pages of memory with `flags`, mapped when `map`.
+    pub(crate) fn new(gpu: Arc<Gpu>, flags: vk::MemoryPropertyFlags, map: bool) -> Self {
+        Self {
+            gpu,
+            flags,
+            map,
+            pages: HashMap::new(),
+            next: 0,
+        }
+    }
+}
+
+impl ComputeStorage for VkStorage {
+    type Resource = VkSlice;
+
+    fn alloc(&mut self, size: u64) -> Result<StorageId, ServerError> {
+        let page = raw::create_page(&self.gpu, size, self.flags, self.map)?;
+        let id = self.next;
+        self.next += 1;
+        self.pages.insert(id, page);
+        Ok(StorageId(id))
+    }
+
+    fn dealloc(&mut self, id: StorageId) {
+        if let Some(page) = self.pages.remove(&id.0) {
+            raw::destroy_page(&self.gpu, page);
+        }
+    }
+
+    fn resource(&mut self, id: StorageId, bytes: ByteRange) -> VkSlice {
+        let page = &self.pages[&id.0];
+        VkSlice {
+            buffer: page.buffer,
+            offset: bytes.start(),
+            len: bytes.len(),
+            mapped: page.mapped.map(|at| at + bytes.start() as usize),
+        }
+    }
+}
+
+impl Drop for VkStorage {
+    fn drop(&mut self) {
+        // The stream waited for its work before its storages drop.
+        for (_, page) in self.pages.drain() {
+            raw::destroy_page(&self.gpu, page);
+        }
+    }
+}

@@ -1,0 +1,47 @@
+//! Opening the backend for tests: validation on whenever installed, `SKIP:` when Vulkan
+//! is missing unless `CAPTURE_REQUIRE_VULKAN=1`, and the check that the layer said
+//! nothing.
+
+use capture_vulkan::{MemoryMode, VulkanBackend, VulkanOptions};
+
+/// Whether the environment requires Vulkan (a missing one then fails the tests).
+pub(crate) fn required() -> bool {
+    std::env::var("CAPTURE_REQUIRE_VULKAN").is_ok_and(|v| v == "1")
+}
+
+/// The backend in `memory` mode with validation on, or why it cannot be had.
+pub(crate) fn backend(memory: MemoryMode) -> Result<VulkanBackend, String> {
+    match VulkanBackend::new(VulkanOptions {
+        validation: true,
+        memory,
+    }) {
+        Ok(b) => {
+            let (major, minor, patch) = b.api_version();
+            println!(
+                "vulkan: {} (API {major}.{minor}.{patch}), {memory:?}, validation {}",
+                b.device_name(),
+                if b.validation_enabled() { "on" } else { "off" }
+            );
+            if required() {
+                assert!(
+                    b.validation_enabled(),
+                    "CAPTURE_REQUIRE_VULKAN=1 but the Khronos validation layer is not enabled"
+                );
+            }
+            Ok(b)
+        }
+        Err(e) if required() => panic!("CAPTURE_REQUIRE_VULKAN=1 and {e}"),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Panics if the validation layer reported any warning or error.
+pub(crate) fn assert_no_validation_messages(backend: &VulkanBackend) {
+    let messages = backend.take_validation_messages();
+    assert!(
+        messages.is_empty(),
+        "the validation layer reported {} message(s):\n{}",
+        messages.len(),
+        messages.join("\n")
+    );
+}
