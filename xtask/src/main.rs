@@ -8,6 +8,7 @@
 mod summary;
 mod test;
 mod tidy;
+mod vulkan;
 
 use std::path::PathBuf;
 

@@ -47,6 +47,9 @@ impl Summary {
         for b in &self.backends {
             println!("  {:<8} {:<10} {}", b.name, b.status, b.why);
         }
+        for skip in &self.counts.skips {
+            println!("  {skip}");
+        }
         println!(
             "  {} test binaries, {} ignored",
             self.counts.binaries, self.counts.ignored

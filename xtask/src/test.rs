@@ -63,39 +63,53 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         println!("xtask: tidy ok");
     }
 
-    let mut test = cargo(&["test", "--workspace"]);
-    test.env("CI", "true").env("INSTA_UPDATE", "no");
+    crate::vulkan::ensure()?;
+    let mut test = cargo(&["test", "--workspace", "--", "--show-output"]);
+    test.env("CI", "true")
+        .env("INSTA_UPDATE", "no")
+        .env("CAPTURE_REQUIRE_VULKAN", "1")
+        .env("LP_NUM_THREADS", "0");
     let counts = run_counting(test)?;
 
-    let summary = Summary {
-        counts,
-        backends: vec![
+    let backends = vec![
+        Backend::ran(
+            "core",
+            "capture-core's unit and integration tests".to_string(),
+        ),
+        if counts.scenarios > 0 {
             Backend::ran(
-                "core",
-                "capture-core's unit and integration tests".to_string(),
-            ),
-            if counts.scenarios > 0 {
-                Backend::ran(
-                    "mock",
-                    format!(
-                        "{} scenarios of the shared suite passed on the mock",
-                        counts.scenarios
-                    ),
-                )
-            } else {
-                Backend::failed("mock", "no scenario of the suite passed on the mock")
-            },
-            Backend::not_built(
+                "mock",
+                format!(
+                    "{} scenarios of the shared suite passed on the mock",
+                    counts.scenarios
+                ),
+            )
+        } else {
+            Backend::failed("mock", "no scenario of the suite passed on the mock")
+        },
+        if counts.vulkan.0 > 0 && counts.vulkan.1 > 0 && counts.canary {
+            Backend::ran(
                 "vulkan",
-                "capture-vulkan is not implemented yet (its issue is open)",
-            ),
-            Backend::not_built(
-                "cuda",
-                "capture-cuda is not implemented yet (its issue is open)",
-            ),
-        ],
-    };
+                format!(
+                    "{}: {} scenarios host-visible, {} forced-staging, under validation with the canary caught; scenarios it cannot run: none",
+                    counts.vulkan_device.as_deref().unwrap_or("unknown device"),
+                    counts.vulkan.0,
+                    counts.vulkan.1
+                ),
+            )
+        } else {
+            Backend::failed("vulkan", "the Vulkan suite or its canary did not pass")
+        },
+        Backend::not_built(
+            "cuda",
+            "capture-cuda is not implemented yet (its issue is open)",
+        ),
+    ];
+    let summary = Summary { counts, backends };
     summary.print();
+    if summary.counts.vulkan.0 == 0 || summary.counts.vulkan.1 == 0 || !summary.counts.canary {
+        bail!("the Vulkan suite did not run in both memory modes with its canary");
+    }
     if summary.counts.scenarios == 0 {
         bail!("the scenario suite did not run on the mock");
     }
@@ -123,14 +137,22 @@ fn step(name: &str, command: &mut Command) -> Result<()> {
 }
 
 /// Passed / failed / ignored totals over every `test result:` line cargo printed.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct Counts {
     pub(crate) passed: u64,
     pub(crate) failed: u64,
     pub(crate) ignored: u64,
     pub(crate) binaries: u64,
-    /// Scenario-suite tests that passed (`test suite::<scenario> ... ok`).
+    /// Scenario-suite tests that passed on the mock (`test suite::<scenario> ... ok`).
     pub(crate) scenarios: u64,
+    /// Scenario-suite tests that passed on Vulkan, host-visible and forced-staging.
+    pub(crate) vulkan: (u64, u64),
+    /// Whether the Vulkan validation canary passed.
+    pub(crate) canary: bool,
+    /// The Vulkan device the tests ran on.
+    pub(crate) vulkan_device: Option<String>,
+    /// `SKIP:` lines the tests printed, each once.
+    pub(crate) skips: Vec<String>,
 }
 
 fn run_counting(mut command: Command) -> Result<Counts> {
@@ -144,8 +166,26 @@ fn run_counting(mut command: Command) -> Result<Counts> {
     for line in BufReader::new(stdout).lines() {
         let line = line?;
         println!("{line}");
-        if line.starts_with("test suite::") && line.ends_with("... ok") {
+        let ok = line.ends_with("... ok");
+        if ok && line.starts_with("test suite::") {
             counts.scenarios += 1;
+        }
+        if ok && line.starts_with("test host_visible::") {
+            counts.vulkan.0 += 1;
+        }
+        if ok && line.starts_with("test forced_staging::") {
+            counts.vulkan.1 += 1;
+        }
+        if ok && line.starts_with("test canary::") {
+            counts.canary = true;
+        }
+        if let Some(device) = line.strip_prefix("vulkan device: ") {
+            counts
+                .vulkan_device
+                .get_or_insert_with(|| device.to_string());
+        }
+        if line.starts_with("SKIP:") && !counts.skips.iter().any(|s| s == &line) {
+            counts.skips.push(line.clone());
         }
         if let Some(rest) = line.strip_prefix("test result: ") {
             counts.binaries += 1;

@@ -48,6 +48,19 @@ pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
         if no_unsafe && mentions_unsafe_code(&text) {
             problems.push(format!("{rel}: unsafe code in a crate that forbids it"));
         }
+        let backend = ["crates/capture-vulkan/src/", "crates/capture-cuda/src/"]
+            .iter()
+            .any(|c| rel.starts_with(c));
+        if backend && !rel.ends_with("/raw.rs") && mentions_unsafe_code(&text) {
+            problems.push(format!("{rel}: unsafe code outside the backend's raw.rs"));
+        }
+        if backend && rel.ends_with("/raw.rs") {
+            for line in unsafe_without_safety(&text) {
+                problems.push(format!(
+                    "{rel}:{line}: unsafe without a `// SAFETY:` line above it"
+                ));
+            }
+        }
     }
     for lib in [
         "crates/capture-core/src/lib.rs",
@@ -83,6 +96,19 @@ fn mentions_unsafe_code(text: &str) -> bool {
         .iter()
         .any(|u| code.contains(u))
     })
+}
+
+/// Lines (1-based) using `unsafe` with no `// SAFETY:` comment in the eight lines above.
+fn unsafe_without_safety(text: &str) -> Vec<usize> {
+    let lines: Vec<&str> = text.lines().collect();
+    (0..lines.len())
+        .filter(|&i| mentions_unsafe_code(lines[i]))
+        .filter(|&i| {
+            let from = i.saturating_sub(8);
+            !lines[from..=i].iter().any(|l| l.contains("SAFETY:"))
+        })
+        .map(|i| i + 1)
+        .collect()
 }
 
 /// Snapshots nobody references, and snapshots waiting for review.
@@ -193,6 +219,15 @@ mod tests {
     fn the_workspace_is_tidy() {
         let problems = check(&crate::workspace_root()).unwrap();
         assert!(problems.is_empty(), "tidy:\n{}", problems.join("\n"));
+    }
+
+    #[test]
+    fn unsafe_needs_a_safety_line_above_it() {
+        let filler = "let x = 1;\n".repeat(9);
+        let text = format!(
+            "fn a() {{\n    // SAFETY: fine.\n    unsafe {{ f() }};\n}}\n{filler}fn b() {{ unsafe {{ g() }} }}\n"
+        );
+        assert_eq!(unsafe_without_safety(&text), vec![14]);
     }
 
     #[test]

@@ -31,8 +31,10 @@ pub enum MemoryMode {
 }
 
 /// How to open the backend.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VulkanOptions {
+    /// The Vulkan loader library to load; `None` for the system's `libvulkan.so.1`.
+    pub loader: Option<std::path::PathBuf>,
     /// Enable the Khronos validation layer, with synchronisation validation, when it is
     /// installed; its warnings and errors are collected.
     pub validation: bool,
@@ -45,6 +47,7 @@ impl VulkanOptions {
     pub fn from_env() -> Self {
         let forced = std::env::var("CAPTURE_VK_FORCE_STAGING").is_ok_and(|v| v == "1");
         Self {
+            loader: None,
             validation: false,
             memory: if forced {
                 MemoryMode::ForcedStaging
@@ -81,6 +84,7 @@ impl VulkanBackend {
     pub fn new(options: VulkanOptions) -> Result<Self, Unavailable> {
         let gpu = Gpu::open(Open {
             validation: options.validation,
+            loader: options.loader,
         })?;
         Ok(Self {
             gpu,

@@ -73,11 +73,13 @@ unsafe extern "system" fn on_message(
 }
 
 /// How to open the device.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Open {
     /// Enable the Khronos validation layer (with synchronisation validation) if it is
     /// installed.
     pub(crate) validation: bool,
+    /// Load this Vulkan loader library instead of the system's `libvulkan.so.1`.
+    pub(crate) loader: Option<std::path::PathBuf>,
 }
 
 const VALIDATION: &CStr = c"VK_LAYER_KHRONOS_validation";
@@ -88,8 +90,12 @@ impl Gpu {
     pub(crate) fn open(open: Open) -> Result<Arc<Gpu>, Unavailable> {
         // SAFETY: loading the loader library runs its initialisers; nothing else in the
         // process depends on it being absent.
-        let entry = unsafe { ash::Entry::load() }
-            .map_err(|e| Unavailable::new(format!("no Vulkan loader: {e}")))?;
+        let entry = match &open.loader {
+            None => unsafe { ash::Entry::load() },
+            // SAFETY: as above, for the library the caller named.
+            Some(path) => unsafe { ash::Entry::load_from(path) },
+        }
+        .map_err(|e| Unavailable::new(format!("no Vulkan loader: {e}")))?;
         // SAFETY: `entry` holds a loaded loader; the query takes no pointers of ours.
         let version = unsafe { entry.try_enumerate_instance_version() }
             .map_err(|e| Unavailable::new(format!("instance version query failed: {e}")))?

@@ -50,7 +50,8 @@ fn demo_command(args: &[String]) -> ExitCode {
         }
         Ok(Demo::Run(args)) => match args.backend {
             BackendName::Mock => run_mock(args),
-            BackendName::Vulkan | BackendName::Cuda => not_implemented(args.backend),
+            BackendName::Vulkan => run_vulkan(args),
+            BackendName::Cuda => not_implemented(args.backend),
         },
         Err(error) => {
             let usage = cli::DEMO_HELP.lines().next().unwrap_or_default();
@@ -80,6 +81,38 @@ fn run_mock(args: DemoArgs) -> ExitCode {
 fn run_mock(args: DemoArgs) -> ExitCode {
     eprintln!(
         "capture demo: this build has no {} backend (built without the `mock` feature). \
+         Nothing was run.",
+        args.backend
+    );
+    ExitCode::from(USAGE_EXIT)
+}
+
+/// The demo on the first Vulkan device (lavapipe in CI), in the memory mode
+/// `CAPTURE_VK_FORCE_STAGING` selects.
+#[cfg(feature = "vulkan")]
+fn run_vulkan(args: DemoArgs) -> ExitCode {
+    match capture_vulkan::VulkanBackend::new(capture_vulkan::VulkanOptions::from_env()) {
+        Ok(backend) => {
+            let (major, minor, patch) = backend.api_version();
+            println!(
+                "device: {} (Vulkan {major}.{minor}.{patch}), {:?} memory",
+                backend.device_name(),
+                backend.memory_mode()
+            );
+            run(backend, args, false)
+        }
+        Err(e) => {
+            eprintln!("capture demo --backend vulkan: {e}. Nothing was run.");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(not(feature = "vulkan"))]
+fn run_vulkan(args: DemoArgs) -> ExitCode {
+    eprintln!(
+        "capture demo: this build has no {} backend; build with `--features vulkan` \
+         (`cargo run --release -p capture --features vulkan -- demo --backend vulkan`). \
          Nothing was run.",
         args.backend
     );

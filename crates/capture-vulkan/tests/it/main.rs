@@ -21,3 +21,4 @@ mod forced_staging {
 }
 
 mod canary;
+mod unavailable;

@@ -12,13 +12,14 @@ pub(crate) fn required() -> bool {
 /// The backend in `memory` mode with validation on, or why it cannot be had.
 pub(crate) fn backend(memory: MemoryMode) -> Result<VulkanBackend, String> {
     match VulkanBackend::new(VulkanOptions {
+        loader: None,
         validation: true,
         memory,
     }) {
         Ok(b) => {
             let (major, minor, patch) = b.api_version();
             println!(
-                "vulkan: {} (API {major}.{minor}.{patch}), {memory:?}, validation {}",
+                "vulkan device: {} (API {major}.{minor}.{patch}), validation {}",
                 b.device_name(),
                 if b.validation_enabled() { "on" } else { "off" }
             );
