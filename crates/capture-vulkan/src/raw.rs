@@ -88,9 +88,9 @@ impl Gpu {
     /// Loads Vulkan at run time and opens the first device with a compute queue,
     /// Vulkan ≥ 1.2 and timeline semaphores.
     pub(crate) fn open(open: Open) -> Result<Arc<Gpu>, Unavailable> {
-        // SAFETY: loading the loader library runs its initialisers; nothing else in the
-        // process depends on it being absent.
         let entry = match &open.loader {
+            // SAFETY: loading the loader library runs its initialisers; nothing else in
+            // the process depends on it being absent.
             None => unsafe { ash::Entry::load() },
             // SAFETY: as above, for the library the caller named.
             Some(path) => unsafe { ash::Entry::load_from(path) },
