@@ -6,8 +6,8 @@
 //! - `vulkan`: the Vulkan backend (ash, loaded at run time).
 //! - `cuda`: the CUDA backend (cudarc, loaded at run time).
 //!
-//! Today the core and the mock backend exist; the Vulkan and CUDA backends compile empty
-//! until their issues land.
+//! Today the core, the mock and the Vulkan backend exist; the CUDA backend compiles empty
+//! until its issue lands.
 
 #![forbid(unsafe_code)]
 
