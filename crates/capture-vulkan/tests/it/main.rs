@@ -22,3 +22,4 @@ mod forced_staging {
 
 mod canary;
 mod unavailable;
+mod user_kernel;
