@@ -45,6 +45,16 @@ pub enum ServerError {
         /// The stream whose window is recording.
         recording: StreamId,
     },
+    /// The driver's capture recorded memory allocation (or free) nodes: an allocation
+    /// inside the window that only the driver saw, detected when instantiating. A graph
+    /// holding one would replay once and then fail, so it is refused.
+    #[error(
+        "the capture recorded {count} memory allocation node(s): an allocation inside the window"
+    )]
+    AllocationNodes {
+        /// How many allocation or free nodes the recorded graph holds.
+        count: usize,
+    },
     /// A read overlapped bytes that nothing successfully wrote.
     #[error("{0}")]
     Unwritten(Box<Unwritten>),

@@ -1,0 +1,254 @@
+//! `CudaBackend`: the core's backend traits over the CUDA driver API. Capture is CUDA's
+//! global mode, so the backend declares its streams thread-affine and the core makes
+//! every driver call of a stream on that stream's worker thread.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use capture_core::ServerError;
+use capture_core::driver::{Backend, GraphDriver, Grid, LaunchBuffer};
+use capture_core::memory::MemoryKind;
+use capture_core::runtime::StreamSetup;
+use capture_mock::{Builtin, Builtins};
+
+use crate::error::Unavailable;
+use crate::executable::CudaExecutable;
+use crate::kernels::{self, CudaKernel, CudaKernelSource};
+use crate::raw;
+use crate::storage::{CudaSlice, CudaStorage};
+use crate::stream::CudaStream;
+
+/// Threads per block of every launch.
+const BLOCK: u32 = 64;
+
+/// An opened device: its retained primary context and what the driver says of it.
+#[derive(Debug)]
+pub struct Gpu {
+    pub(crate) context: usize,
+    device: i32,
+    name: String,
+    pub(crate) compute: (i32, i32),
+    driver: i32,
+}
+
+impl Drop for Gpu {
+    fn drop(&mut self) {
+        raw::release(self.device);
+    }
+}
+
+/// A CUDA device. Cloning gives another handle on the same device.
+#[derive(Clone, Debug)]
+pub struct CudaBackend {
+    gpu: Arc<Gpu>,
+}
+
+impl CudaBackend {
+    /// Opens CUDA device `ordinal`. Nothing calls into the driver before the driver
+    /// library is known to load.
+    ///
+    /// # Errors
+    ///
+    /// [`Unavailable`] saying why: no driver library, no device, the driver refused to
+    /// start.
+    pub fn new(ordinal: i32) -> Result<Self, Unavailable> {
+        if !raw::present() {
+            return Err(Unavailable::new(
+                "the CUDA driver library (libcuda.so) is not installed: no NVIDIA driver",
+            ));
+        }
+        let opened = raw::open(ordinal)?;
+        Ok(Self {
+            gpu: Arc::new(Gpu {
+                context: opened.context,
+                device: opened.device,
+                name: opened.name,
+                compute: opened.compute,
+                driver: opened.driver,
+            }),
+        })
+    }
+
+    /// The device's name.
+    pub fn device_name(&self) -> &str {
+        &self.gpu.name
+    }
+
+    /// The device's compute capability.
+    pub fn compute_capability(&self) -> (i32, i32) {
+        self.gpu.compute
+    }
+
+    /// The CUDA version the driver supports, as `major.minor`.
+    pub fn driver_version(&self) -> String {
+        format!(
+            "{}.{}",
+            self.gpu.driver / 1000,
+            (self.gpu.driver % 1000) / 10
+        )
+    }
+}
+
+impl GraphDriver for CudaBackend {
+    type Stream = CudaStream;
+    type Executable = CudaExecutable;
+
+    fn begin(stream: &mut CudaStream) -> Result<(), ServerError> {
+        raw::begin_capture(stream.stream)?;
+        stream.began_on = Some(std::thread::current().id());
+        Ok(())
+    }
+
+    fn instantiate(
+        stream: &mut CudaStream,
+        doomed: Option<ServerError>,
+    ) -> Result<CudaExecutable, ServerError> {
+        // The driver capture is always closed first, doomed or not.
+        let graph = raw::end_capture(stream.stream);
+        stream.began_on = None;
+        let graph = match (graph, doomed) {
+            (Ok(graph), Some(doomed)) => {
+                raw::graph_destroy(graph);
+                return Err(doomed);
+            }
+            (Err(e), doomed) => return Err(doomed.unwrap_or(e)),
+            (Ok(graph), None) => graph,
+        };
+        match raw::memory_nodes(graph) {
+            Ok(0) => {}
+            Ok(count) => {
+                raw::graph_destroy(graph);
+                return Err(ServerError::AllocationNodes { count });
+            }
+            Err(e) => {
+                raw::graph_destroy(graph);
+                return Err(e);
+            }
+        }
+        match raw::instantiate(graph) {
+            Ok(exec) => Ok(CudaExecutable {
+                gpu: Arc::clone(&stream.gpu),
+                graph,
+                exec,
+            }),
+            Err(e) => {
+                raw::graph_destroy(graph);
+                Err(e)
+            }
+        }
+    }
+
+    fn upload(stream: &mut CudaStream, executable: &CudaExecutable) -> Result<(), ServerError> {
+        raw::upload(executable.exec, stream.stream)
+    }
+
+    fn replay(
+        stream: &mut CudaStream,
+        executable: &CudaExecutable,
+        times: u32,
+    ) -> Result<(), ServerError> {
+        for _ in 0..times {
+            raw::launch_graph(executable.exec, stream.stream)?;
+        }
+        Ok(())
+    }
+
+    fn allocation_breaks_capture() -> bool {
+        true
+    }
+
+    fn thread_affine() -> bool {
+        true
+    }
+}
+
+impl Backend for CudaBackend {
+    type KernelSource = CudaKernelSource;
+    type Kernel = CudaKernel;
+
+    fn create_stream(&self, setup: &StreamSetup) -> Result<CudaStream, ServerError> {
+        // Runs on the stream's worker thread: the context stays current there.
+        raw::make_current(self.gpu.context)?;
+        let stream = raw::stream_create()?;
+        Ok(CudaStream {
+            gpu: Arc::clone(&self.gpu),
+            stream,
+            device: setup
+                .device_memory(CudaStorage::new(Arc::clone(&self.gpu), MemoryKind::Device)),
+            host: setup.host_memory(CudaStorage::new(Arc::clone(&self.gpu), MemoryKind::Host)),
+            drops: setup.drop_queue(),
+            capture: setup.capture(),
+            cache: setup.info_cache(),
+            began_on: None,
+        })
+    }
+
+    fn kernel_name(source: &CudaKernelSource) -> Cow<'static, str> {
+        source.name().clone()
+    }
+
+    fn load(stream: &mut CudaStream, source: &CudaKernelSource) -> Result<CudaKernel, ServerError> {
+        kernels::load(&stream.gpu, source)
+    }
+
+    fn launch(
+        stream: &mut CudaStream,
+        kernel: &CudaKernel,
+        grid: Grid,
+        buffers: &[LaunchBuffer<CudaSlice>],
+        info: Option<&CudaSlice>,
+    ) -> Result<(), ServerError> {
+        if buffers.len() != kernel.buffers as usize || info.is_some() != kernel.info {
+            return Err(ServerError::invalid(
+                "launch arguments",
+                format!("{} buffers, info {}", buffers.len(), info.is_some()),
+                format!("the kernel takes {} buffers", kernel.buffers),
+            ));
+        }
+        if grid.contains(&0) {
+            return Err(ServerError::invalid(
+                "grid",
+                format!("{grid:?}"),
+                "every dimension is at least 1",
+            ));
+        }
+        let mut args: Vec<u64> = buffers
+            .iter()
+            .flat_map(|b| [b.resource.addr, b.resource.len])
+            .collect();
+        if let Some(info) = info {
+            args.push(info.addr);
+        }
+        raw::launch(kernel.function, grid, BLOCK, stream.stream, &mut args)
+    }
+
+    fn write(
+        stream: &mut CudaStream,
+        staging: &CudaSlice,
+        destination: &CudaSlice,
+        bytes: &[u8],
+    ) -> Result<(), ServerError> {
+        let len = bytes.len().min(staging.len as usize);
+        raw::write_host(staging.addr as usize, &bytes[..len]);
+        raw::copy_to_device(destination.addr, staging.addr as usize, len, stream.stream)
+    }
+
+    fn read(
+        stream: &mut CudaStream,
+        source: &CudaSlice,
+        out: &mut [u8],
+    ) -> Result<(), ServerError> {
+        raw::stream_sync(stream.stream)?;
+        raw::copy_to_host(out, source.addr)
+    }
+
+    fn sync(stream: &mut CudaStream) -> Result<(), ServerError> {
+        raw::stream_sync(stream.stream)
+    }
+}
+
+impl Builtins for CudaBackend {
+    fn builtin(kernel: Builtin) -> CudaKernelSource {
+        CudaKernelSource::builtin(kernel)
+    }
+}

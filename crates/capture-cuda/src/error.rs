@@ -1,0 +1,75 @@
+//! Errors of the CUDA backend: why CUDA is unavailable, and driver result codes turned
+//! into the core's errors.
+
+use capture_core::ServerError;
+use capture_core::error::OutOfMemory;
+use capture_core::memory::PoolName;
+use cudarc::driver::sys::CUresult;
+
+/// CUDA cannot be used here: no driver library, no device, or the driver refused to
+/// start.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("CUDA unavailable: {why}")]
+pub struct Unavailable {
+    why: String,
+}
+
+impl Unavailable {
+    pub(crate) fn new(why: impl Into<String>) -> Self {
+        Self { why: why.into() }
+    }
+
+    /// Why CUDA cannot be used.
+    pub fn why(&self) -> &str {
+        &self.why
+    }
+}
+
+impl From<Unavailable> for ServerError {
+    fn from(u: Unavailable) -> Self {
+        ServerError::driver("open CUDA", u)
+    }
+}
+
+/// A CUDA driver result code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?}")]
+pub struct CuError(pub CUresult);
+
+/// The core's error for a failed driver call `op`. Codes handled:
+/// `CUDA_ERROR_UNSUPPORTED_PTX_VERSION` (a typed error naming the minimum driver);
+/// anything else is a driver error carrying the code.
+pub(crate) fn cu_error(op: &'static str, code: CUresult) -> ServerError {
+    match code {
+        CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION => ServerError::invalid(
+            "PTX",
+            op,
+            format!(
+                "the driver is older than the PTX ({}): {}",
+                crate::kernels::PTX_ISA,
+                crate::kernels::MIN_DRIVER
+            ),
+        ),
+        other => ServerError::driver(op, CuError(other)),
+    }
+}
+
+/// An allocation the driver refused for lack of memory, for the memory manager to fill
+/// in with every pool's figures.
+pub(crate) fn out_of_memory(
+    op: &'static str,
+    size: u64,
+    pool: PoolName,
+    code: CUresult,
+) -> ServerError {
+    match code {
+        CUresult::CUDA_ERROR_OUT_OF_MEMORY => ServerError::OutOfMemory(Box::new(OutOfMemory {
+            requested: size,
+            pool,
+            reason: format!("{op}: {code:?}").into(),
+            pools: Vec::new(),
+            graphs: Vec::new(),
+        })),
+        other => cu_error(op, other),
+    }
+}

@@ -1,0 +1,22 @@
+//! `CudaExecutable`: an instantiated CUDA graph and the graph it came from, destroyed on
+//! drop (the core drops it behind the event after its last launch).
+
+use std::sync::Arc;
+
+use crate::driver::Gpu;
+use crate::raw;
+
+/// A replayable capture.
+pub struct CudaExecutable {
+    pub(crate) gpu: Arc<Gpu>,
+    pub(crate) graph: usize,
+    pub(crate) exec: usize,
+}
+
+impl Drop for CudaExecutable {
+    fn drop(&mut self) {
+        let _ = raw::make_current(self.gpu.context);
+        raw::exec_destroy(self.exec);
+        raw::graph_destroy(self.graph);
+    }
+}

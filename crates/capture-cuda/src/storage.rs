@@ -1,0 +1,88 @@
+//! `CudaStorage`: pages from `cuMemAlloc` (device) or `cuMemHostAlloc` (pinned host
+//! staging).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use capture_core::ServerError;
+use capture_core::memory::{ComputeStorage, MemoryKind, PoolKind, PoolName, StorageId};
+use capture_core::range::ByteRange;
+
+use crate::driver::Gpu;
+use crate::raw;
+
+/// What a launch or copy is given: an address (a device pointer, or a pinned host
+/// address) and a length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CudaSlice {
+    pub(crate) addr: u64,
+    pub(crate) len: u64,
+}
+
+/// One stream's pages of one kind of memory.
+pub struct CudaStorage {
+    gpu: Arc<Gpu>,
+    kind: MemoryKind,
+    pages: HashMap<u64, u64>,
+    next: u64,
+}
+
+impl CudaStorage {
+    pub(crate) fn new(gpu: Arc<Gpu>, kind: MemoryKind) -> Self {
+        Self {
+            gpu,
+            kind,
+            pages: HashMap::new(),
+            next: 0,
+        }
+    }
+}
+
+impl ComputeStorage for CudaStorage {
+    type Resource = CudaSlice;
+
+    fn alloc(&mut self, size: u64) -> Result<StorageId, ServerError> {
+        let pool = PoolName {
+            memory: self.kind,
+            pool: PoolKind::Dynamic,
+        };
+        let addr = match self.kind {
+            MemoryKind::Device => raw::mem_alloc(size, pool)?,
+            MemoryKind::Host => raw::host_alloc(size, pool)? as u64,
+        };
+        let id = self.next;
+        self.next += 1;
+        self.pages.insert(id, addr);
+        Ok(StorageId(id))
+    }
+
+    fn dealloc(&mut self, id: StorageId) {
+        if let Some(addr) = self.pages.remove(&id.0) {
+            free(self.kind, addr);
+        }
+    }
+
+    fn resource(&mut self, id: StorageId, bytes: ByteRange) -> CudaSlice {
+        CudaSlice {
+            addr: self.pages[&id.0] + bytes.start(),
+            len: bytes.len(),
+        }
+    }
+}
+
+fn free(kind: MemoryKind, addr: u64) {
+    match kind {
+        MemoryKind::Device => raw::mem_free(addr),
+        MemoryKind::Host => raw::host_free(addr as usize),
+    }
+}
+
+impl Drop for CudaStorage {
+    fn drop(&mut self) {
+        // The stream synchronised before its storages drop.
+        let _ = raw::make_current(self.gpu.context);
+        for (_, addr) in self.pages.drain() {
+            free(self.kind, addr);
+        }
+    }
+}

@@ -1,0 +1,19 @@
+//! capture-cuda integration tests: the whole scenario suite on a GPU, the builtins
+//! compiled by NVRTC (no GPU needed), and the missing-driver path.
+//!
+//! Without a driver the suite prints `SKIP:` and why, unless `CAPTURE_REQUIRE_CUDA=1`
+//! (`cargo xtask test-gpu` sets it): then it fails. Without NVRTC the compile test skips
+//! unless `CAPTURE_REQUIRE_NVRTC=1` (the README's test command sets it after installing
+//! NVRTC from PyPI).
+
+mod support;
+
+mod cuda {
+    capture_mock::suite!(
+        fallible: crate::support::backend(),
+        after: |_: &capture_cuda::CudaBackend| {}
+    );
+}
+
+mod nvrtc;
+mod unavailable;
