@@ -25,8 +25,8 @@ bit-identical output (and that it equals the kernels' host model), then prints t
 per kernel of each mode, their ratio, the capture time and the graph's ledger.
 
 options:
-  --backend NAME   mock (default), vulkan (a build with `--features vulkan`) or cuda
-                   (not implemented yet)
+  --backend NAME   mock (default), vulkan or cuda (builds with `--features vulkan`,
+                   `--features cuda`)
   --kernels N      kernels in the chain, 2 to 100000 (default 512; a decode step is
                    500 or more, fewer is allowed for quick checks)
   --replays R      timed steps per mode, 1 to 100000 (default 20), each mode after one
@@ -65,15 +65,6 @@ impl BackendName {
             BackendName::Mock => "mock",
             BackendName::Vulkan => "vulkan",
             BackendName::Cuda => "cuda",
-        }
-    }
-
-    /// The crate that implements the backend.
-    pub(crate) const fn crate_name(self) -> &'static str {
-        match self {
-            BackendName::Mock => "capture-mock",
-            BackendName::Vulkan => "capture-vulkan",
-            BackendName::Cuda => "capture-cuda",
         }
     }
 }
