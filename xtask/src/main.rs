@@ -3,10 +3,21 @@
 //! - `test`: the README's test command: installs what the tests need when it is missing,
 //!   runs the gate (fmt, clippy, docs, tidy), every test, and prints which backends ran
 //!   and which were skipped and why.
+//! - `test-gpu`: on a machine with an NVIDIA GPU: the CUDA tests with a driver
+//!   required, the Vulkan tests when a loader is present, and the demo on each GPU
+//!   backend.
+//! - `gpu-bundle`: prebuilt test binaries, snapshots and a `run.sh`, for a GPU machine
+//!   with no Rust and no network.
+//! - `nvrtc`: fetches NVRTC when missing and prints the directory of `libnvrtc.so.12`.
 //! - `tidy`: the project's own conventions (also run as a `#[test]`).
 
+mod gpu_bundle;
+mod json;
+mod libs;
+mod nvrtc;
 mod summary;
 mod test;
+mod test_gpu;
 mod tidy;
 mod vulkan;
 
@@ -19,8 +30,13 @@ use anyhow::{Result, bail};
 const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
-  test   install what the tests need, run the gate and every test, print a summary
-  tidy   check the project's conventions (headers, stubs, unsafe, snapshots, deps)";
+  test        install what the tests need, run the gate and every test, print a summary
+  test-gpu    on an NVIDIA GPU machine: CUDA (required) and Vulkan tests, GPU demos
+  gpu-bundle  build test binaries and a run.sh for a GPU machine without Rust [--out DIR]
+  nvrtc       fetch NVRTC when missing; print the directory holding libnvrtc.so.12
+  tidy        check the project's conventions (headers, stubs, unsafe, snapshots, deps)
+
+`cargo xtask <command> --help` describes a command.";
 
 fn main() -> ExitCode {
     match run() {
@@ -36,6 +52,19 @@ fn run() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("test") => test::run(&args[1..]),
+        Some("test-gpu") => test_gpu::run(&args[1..]),
+        Some("gpu-bundle") => gpu_bundle::run(&args[1..]),
+        Some("nvrtc") => match args.get(1).map(String::as_str) {
+            None => {
+                println!("{}", nvrtc::ensure()?.display());
+                Ok(())
+            }
+            Some("-h" | "--help") => {
+                println!("{}", nvrtc::HELP);
+                Ok(())
+            }
+            Some(other) => bail!("unknown option {other:?}\n\n{}", nvrtc::HELP),
+        },
         Some("tidy") => {
             let problems = tidy::check(&workspace_root())?;
             if problems.is_empty() {

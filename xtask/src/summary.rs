@@ -1,6 +1,6 @@
 //! The closing summary of `cargo xtask test`: totals, and each backend's status.
 
-use crate::test::Counts;
+use crate::test::{Counts, skip_reason};
 
 /// How one backend fared.
 pub(crate) struct Backend {
@@ -26,12 +26,23 @@ impl Backend {
         }
     }
 
-    pub(crate) fn not_built(name: &'static str, why: &str) -> Self {
+    pub(crate) fn skipped(name: &'static str, why: &str) -> Self {
         Self {
             name,
-            status: "not built",
+            status: "skipped",
             why: why.to_string(),
         }
+    }
+}
+
+#[cfg(test)]
+impl Backend {
+    pub(crate) fn status(&self) -> &str {
+        self.status
+    }
+
+    pub(crate) fn why(&self) -> &str {
+        &self.why
     }
 }
 
@@ -47,7 +58,7 @@ impl Summary {
         for b in &self.backends {
             println!("  {:<8} {:<10} {}", b.name, b.status, b.why);
         }
-        for skip in &self.counts.skips {
+        for skip in grouped_skips(&self.counts.skips) {
             println!("  {skip}");
         }
         println!(
@@ -57,6 +68,49 @@ impl Summary {
         println!(
             "xtask: {} passed, {} failed",
             self.counts.passed, self.counts.failed
+        );
+    }
+}
+
+/// The `SKIP:` lines, those sharing a reason folded into one (the whole suite skipping
+/// for want of a driver is one line, not thirty-three).
+fn grouped_skips(skips: &[String]) -> Vec<String> {
+    let mut groups: Vec<(&str, Vec<&str>)> = Vec::new();
+    for line in skips {
+        let why = skip_reason(line);
+        match groups.iter_mut().find(|(w, _)| *w == why) {
+            Some((_, lines)) => lines.push(line),
+            None => groups.push((why, vec![line])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(why, lines)| match lines.as_slice() {
+            [one] => (*one).to_string(),
+            many => format!("SKIP: {why} ({} tests)", many.len()),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn skips_sharing_a_reason_are_one_line() {
+        let skips: Vec<String> = [
+            "SKIP: capture_replay: CUDA unavailable: libcuda.so not found",
+            "SKIP: canary: the validation layer is not installed",
+            "SKIP: input_rewrite: CUDA unavailable: libcuda.so not found",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(
+            grouped_skips(&skips),
+            [
+                "SKIP: CUDA unavailable: libcuda.so not found (2 tests)",
+                "SKIP: canary: the validation layer is not installed",
+            ]
         );
     }
 }

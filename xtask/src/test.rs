@@ -18,6 +18,11 @@ Runs the gate (cargo fmt --check, clippy -D warnings, rustdoc -D warnings, tidy)
 `cargo test --workspace` with CI=true (so a missing or changed insta snapshot fails),
 then prints which backends ran and which were skipped and why.
 
+Installs lavapipe and the Vulkan validation layer with apt, and fetches NVRTC (the
+nvidia-cuda-nvrtc-cu12 wheel, with pip, into target/nvrtc) when missing. Vulkan and NVRTC
+are required (CAPTURE_REQUIRE_VULKAN=1, CAPTURE_REQUIRE_NVRTC=1); CUDA is not (without a
+driver its tests say SKIP; `cargo xtask test-gpu` requires it).
+
   --no-gate   skip the gate (for a quick local rerun of the tests only)";
 
 pub(crate) fn run(args: &[String]) -> Result<()> {
@@ -64,12 +69,19 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     }
 
     crate::vulkan::ensure()?;
+    let nvrtc_lib = crate::nvrtc::ensure()?;
+    let ld_path = std::env::var("LD_LIBRARY_PATH").ok();
     let mut test = cargo(&["test", "--workspace", "--", "--show-output"]);
     test.env("CI", "true")
         .env("INSTA_UPDATE", "no")
         .env("CAPTURE_REQUIRE_VULKAN", "1")
+        .env("CAPTURE_REQUIRE_NVRTC", "1")
+        .env(
+            "LD_LIBRARY_PATH",
+            crate::nvrtc::prepend_path(&nvrtc_lib, ld_path.as_deref()),
+        )
         .env("LP_NUM_THREADS", "0");
-    let counts = run_counting(test)?;
+    let counts = run_counting("cargo test --workspace", test)?;
 
     let backends = vec![
         Backend::ran(
@@ -100,10 +112,8 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         } else {
             Backend::failed("vulkan", "the Vulkan suite or its canary did not pass")
         },
-        Backend::not_built(
-            "cuda",
-            "capture-cuda is not implemented yet (its issue is open)",
-        ),
+        cuda_row(&counts),
+        nvrtc_row(&counts),
     ];
     let summary = Summary { counts, backends };
     summary.print();
@@ -113,13 +123,71 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     if summary.counts.scenarios == 0 {
         bail!("the scenario suite did not run on the mock");
     }
+    if !summary.counts.nvrtc {
+        bail!("capture-cuda's NVRTC test did not pass (NVRTC is required: {NVRTC_TEST})");
+    }
     if summary.counts.failed > 0 {
         bail!("{} test(s) failed", summary.counts.failed);
     }
     Ok(())
 }
 
-fn cargo(args: &[&str]) -> Command {
+/// The NVRTC test of capture-cuda, which `cargo xtask test` requires to pass.
+const NVRTC_TEST: &str = "nvrtc::every_builtin_compiles_to_the_shipped_ptx";
+
+/// The `cuda` row: `ran` when scenarios passed under `cuda::` and none said `SKIP:` for
+/// CUDA; otherwise `skipped` with the first reason a test gave.
+fn cuda_row(counts: &Counts) -> Backend {
+    let skip = counts
+        .skips
+        .iter()
+        .find(|s| s.contains("CUDA"))
+        .map(|s| skip_reason(s));
+    match skip {
+        None if counts.cuda > 0 => Backend::ran(
+            "cuda",
+            format!(
+                "{}: {} scenarios passed",
+                counts.cuda_device.as_deref().unwrap_or("unknown device"),
+                counts.cuda
+            ),
+        ),
+        None => Backend::skipped(
+            "cuda",
+            "no `cuda::` scenario test ran, and no test said why",
+        ),
+        Some(why) => Backend::skipped("cuda", why),
+    }
+}
+
+/// The `nvrtc` row: whether capture-cuda's NVRTC test passed.
+fn nvrtc_row(counts: &Counts) -> Backend {
+    if counts.nvrtc {
+        Backend::ran(
+            "nvrtc",
+            "NVRTC compiled every builtin to PTX for sm_80 and sm_90".to_string(),
+        )
+    } else {
+        let why = counts
+            .skips
+            .iter()
+            .find(|s| s.starts_with("SKIP: nvrtc"))
+            .map_or("did not pass", |s| skip_reason(s));
+        Backend::failed("nvrtc", &format!("{NVRTC_TEST}: {why}"))
+    }
+}
+
+/// The reason of a `SKIP: <what>: <reason>` line ("CUDA unavailable: libcuda.so not
+/// found"), or the whole line after `SKIP: ` when it names no test.
+pub(crate) fn skip_reason(line: &str) -> &str {
+    let rest = line.strip_prefix("SKIP:").unwrap_or(line).trim_start();
+    match rest.split_once(": ") {
+        Some((_, why)) if !why.is_empty() => why,
+        _ => rest,
+    }
+}
+
+pub(crate) fn cargo(args: &[&str]) -> Command {
     let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     c.args(args).current_dir(workspace_root());
     c
@@ -151,52 +219,30 @@ pub(crate) struct Counts {
     pub(crate) canary: bool,
     /// The Vulkan device the tests ran on.
     pub(crate) vulkan_device: Option<String>,
+    /// Scenario-suite tests that passed on CUDA (`test cuda::<scenario> ... ok`); a
+    /// scenario that said `SKIP:` passes too, so read with [`Counts::skips`].
+    pub(crate) cuda: u64,
+    /// The CUDA device the tests ran on (`cuda device: <name> (compute X.Y), driver V`).
+    pub(crate) cuda_device: Option<String>,
+    /// Whether capture-cuda's NVRTC test passed.
+    pub(crate) nvrtc: bool,
     /// `SKIP:` lines the tests printed, each once.
     pub(crate) skips: Vec<String>,
 }
 
-fn run_counting(mut command: Command) -> Result<Counts> {
-    println!("xtask: cargo test --workspace");
+/// Runs `command` (a `cargo test`), echoing its output and counting as it goes.
+pub(crate) fn run_counting(name: &str, mut command: Command) -> Result<Counts> {
+    println!("xtask: {name}");
     let mut child = command
         .stdout(Stdio::piped())
         .spawn()
-        .context("starting cargo test")?;
+        .with_context(|| format!("starting {name}"))?;
     let stdout = child.stdout.take().context("cargo test's stdout")?;
     let mut counts = Counts::default();
     for line in BufReader::new(stdout).lines() {
         let line = line?;
         println!("{line}");
-        let ok = line.ends_with("... ok");
-        if ok && line.starts_with("test suite::") {
-            counts.scenarios += 1;
-        }
-        if ok && line.starts_with("test host_visible::") {
-            counts.vulkan.0 += 1;
-        }
-        if ok && line.starts_with("test forced_staging::") {
-            counts.vulkan.1 += 1;
-        }
-        if ok && line.starts_with("test canary::") {
-            counts.canary = true;
-        }
-        if let Some(device) = line.strip_prefix("vulkan device: ") {
-            counts
-                .vulkan_device
-                .get_or_insert_with(|| device.to_string());
-        }
-        if line.starts_with("SKIP:") && !counts.skips.iter().any(|s| s == &line) {
-            counts.skips.push(line.clone());
-        }
-        if let Some(rest) = line.strip_prefix("test result: ") {
-            counts.binaries += 1;
-            counts.passed += number_before(rest, " passed");
-            counts.failed += number_before(rest, " failed");
-            counts.ignored += number_before(rest, " ignored");
-        } else if let Some(rest) = line.strip_prefix("alloc_count: ") {
-            counts.binaries += 1;
-            counts.passed += number_before(rest, " passed");
-            counts.failed += number_before(rest, " failed");
-        }
+        counts.read(&line);
     }
     let status = child.wait()?;
     if !status.success() && counts.failed == 0 {
@@ -204,6 +250,46 @@ fn run_counting(mut command: Command) -> Result<Counts> {
         counts.failed += 1;
     }
     Ok(counts)
+}
+
+impl Counts {
+    /// Counts one line of `cargo test` output.
+    fn read(&mut self, line: &str) {
+        if let Some(name) = line
+            .strip_prefix("test ")
+            .and_then(|l| l.strip_suffix(" ... ok"))
+        {
+            let module = name.split("::").next().unwrap_or_default();
+            match module {
+                "suite" => self.scenarios += 1,
+                "host_visible" => self.vulkan.0 += 1,
+                "forced_staging" => self.vulkan.1 += 1,
+                "canary" => self.canary = true,
+                "cuda" => self.cuda += 1,
+                _ if name == NVRTC_TEST => self.nvrtc = true,
+                _ => {}
+            }
+        }
+        if let Some(device) = line.strip_prefix("vulkan device: ") {
+            self.vulkan_device.get_or_insert_with(|| device.to_string());
+        }
+        if let Some(device) = line.strip_prefix("cuda device: ") {
+            self.cuda_device.get_or_insert_with(|| device.to_string());
+        }
+        if line.starts_with("SKIP:") && !self.skips.iter().any(|s| s == line) {
+            self.skips.push(line.to_string());
+        }
+        if let Some(rest) = line.strip_prefix("test result: ") {
+            self.binaries += 1;
+            self.passed += number_before(rest, " passed");
+            self.failed += number_before(rest, " failed");
+            self.ignored += number_before(rest, " ignored");
+        } else if let Some(rest) = line.strip_prefix("alloc_count: ") {
+            self.binaries += 1;
+            self.passed += number_before(rest, " passed");
+            self.failed += number_before(rest, " failed");
+        }
+    }
 }
 
 /// The number just before `label` in `text` ("3 passed" → 3), or 0.
@@ -216,7 +302,79 @@ fn number_before(text: &str, label: &str) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::number_before;
+    use super::*;
+
+    fn counts(lines: &str) -> Counts {
+        let mut counts = Counts::default();
+        for line in lines.lines() {
+            counts.read(line.trim_start());
+        }
+        counts
+    }
+
+    #[test]
+    fn cuda_skips_with_the_first_reason_when_the_driver_is_missing() {
+        let c = counts(
+            "test cuda::capture_replay ... ok
+            test cuda::input_rewrite ... ok
+            SKIP: capture_replay: CUDA unavailable: libcuda.so not found
+            SKIP: input_rewrite: CUDA unavailable: libcuda.so not found
+            test nvrtc::every_builtin_compiles_to_the_shipped_ptx ... ok",
+        );
+        assert_eq!(c.cuda, 2);
+        assert!(c.nvrtc);
+        let row = cuda_row(&c);
+        assert_eq!(
+            (row.status(), row.why()),
+            ("skipped", "CUDA unavailable: libcuda.so not found")
+        );
+        let row = nvrtc_row(&c);
+        assert_eq!(
+            (row.status(), row.why()),
+            (
+                "ran",
+                "NVRTC compiled every builtin to PTX for sm_80 and sm_90"
+            )
+        );
+    }
+
+    #[test]
+    fn cuda_ran_names_the_device() {
+        let c = counts(
+            "cuda device: NVIDIA H200 (compute 9.0), driver 12080
+            test cuda::capture_replay ... ok
+            test suite::capture_replay ... ok
+            test cuda::input_rewrite ... FAILED",
+        );
+        assert_eq!((c.cuda, c.scenarios), (1, 1));
+        let row = cuda_row(&c);
+        assert_eq!(
+            (row.status(), row.why()),
+            (
+                "ran",
+                "NVIDIA H200 (compute 9.0), driver 12080: 1 scenarios passed"
+            )
+        );
+    }
+
+    #[test]
+    fn a_missing_or_skipped_nvrtc_test_fails_its_row() {
+        let c = counts("SKIP: nvrtc: libnvrtc.so.12 not found");
+        assert!(!c.nvrtc);
+        let row = nvrtc_row(&c);
+        assert_eq!(row.status(), "FAILED");
+        assert_eq!(row.why(), format!("{NVRTC_TEST}: libnvrtc.so.12 not found"));
+        assert_eq!(cuda_row(&c).status(), "skipped");
+    }
+
+    #[test]
+    fn a_skip_reason_drops_the_test_name() {
+        assert_eq!(
+            skip_reason("SKIP: capture_replay: CUDA unavailable: no driver"),
+            "CUDA unavailable: no driver"
+        );
+        assert_eq!(skip_reason("SKIP: no reason"), "no reason");
+    }
 
     #[test]
     fn counts_are_read_from_cargo_test_result_lines() {

@@ -33,7 +33,8 @@ fn has_loader() -> bool {
         .unwrap_or(false)
 }
 
-fn is_root() -> bool {
+/// Whether xtask runs as root (and so may install packages with apt).
+pub(crate) fn is_root() -> bool {
     Command::new("id")
         .arg("-u")
         .output()

@@ -28,6 +28,15 @@ use crate::kernels::{Builtin, Builtins};
 /// Where every backend's scenario snapshots live.
 pub const SNAPSHOTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/snapshots");
 
+/// The directory snapshots are checked against: `$CAPTURE_SNAPSHOTS` when set (a test
+/// binary run away from its source tree, as in the GPU bundle), else [`SNAPSHOTS`].
+pub fn snapshot_dir() -> String {
+    std::env::var("CAPTURE_SNAPSHOTS")
+        .ok()
+        .filter(|dir| !dir.is_empty())
+        .unwrap_or_else(|| SNAPSHOTS.to_string())
+}
+
 /// Elements of the buffers most scenarios use.
 pub const N: u64 = 16;
 
@@ -400,7 +409,7 @@ pub fn check_fallible<B: Builtins + Clone>(
 
 fn snapshot(scenario: Scenario, trace: &str) {
     insta::with_settings!({
-        snapshot_path => SNAPSHOTS,
+        snapshot_path => snapshot_dir(),
         prepend_module_to_snapshot => false,
         omit_expression => true,
     }, {

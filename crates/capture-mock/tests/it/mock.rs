@@ -227,7 +227,8 @@ fn an_allocation_fault_is_an_out_of_memory_refusal_the_stream_survives() {
 
 #[test]
 fn every_scenario_has_a_snapshot_and_no_snapshot_lacks_a_scenario() {
-    let dir = std::path::Path::new(capture_mock::scenarios::SNAPSHOTS);
+    let dir = capture_mock::scenarios::snapshot_dir();
+    let dir = std::path::Path::new(&dir);
     let mut on_disk: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
         .filter_map(|e| {

@@ -1,0 +1,322 @@
+//! `cargo xtask test-gpu`: the GPU tests, for a machine with an NVIDIA GPU and its driver
+//! (the self-hosted `gpu` runners of `.github/workflows/gpu.yml`): CUDA required, Vulkan
+//! when a loader is present, and the demo on each GPU backend.
+
+use std::process::Command;
+
+use anyhow::{Result, bail};
+
+use crate::libs::{has_library, has_validation_layer};
+use crate::test::{Counts, cargo, run_counting, skip_reason};
+
+const HELP: &str = "usage: cargo xtask test-gpu
+
+For a machine with an NVIDIA GPU and its driver. In order:
+  1. fails at once when the CUDA driver (libcuda.so.1) is not installed;
+  2. prints the device, driver and CUDA versions (nvidia-smi, when present);
+  3. cargo test -p capture-cuda -- --show-output with CAPTURE_REQUIRE_CUDA=1 (a missing
+     driver or device fails instead of saying SKIP), CI=true and INSTA_UPDATE=no; NVRTC
+     is fetched into target/nvrtc when pip can, and then required too;
+  4. when the Vulkan loader (libvulkan.so.1) is present: cargo test -p capture-vulkan,
+     with CAPTURE_REQUIRE_VULKAN=1 when the Khronos validation layer is installed;
+  5. the demo on each GPU backend:
+     cargo run --release -p capture --features cuda,vulkan -- demo --backend cuda
+     (and --backend vulkan when the loader is present);
+then prints a summary, and fails if any step failed.";
+
+/// The CUDA driver library cudarc loads.
+const DRIVER: &str = "libcuda.so.1";
+/// The Vulkan loader ash loads.
+const VULKAN_LOADER: &str = "libvulkan.so.1";
+
+/// How one step of the run fared.
+struct Step {
+    name: String,
+    status: &'static str,
+    detail: String,
+}
+
+impl Step {
+    fn new(name: &str, ok: bool, detail: String) -> Self {
+        Self {
+            name: name.to_string(),
+            status: if ok { "ok" } else { "FAILED" },
+            detail,
+        }
+    }
+
+    fn skipped(name: &str, why: &str) -> Self {
+        Self {
+            name: name.to_string(),
+            status: "skipped",
+            detail: why.to_string(),
+        }
+    }
+}
+
+pub(crate) fn run(args: &[String]) -> Result<()> {
+    if let Some(arg) = args.first() {
+        if matches!(arg.as_str(), "-h" | "--help") {
+            println!("{HELP}");
+            return Ok(());
+        }
+        bail!("unknown option {arg:?}\n\n{HELP}");
+    }
+    if !has_library(DRIVER) {
+        bail!(
+            "no CUDA driver found: {DRIVER} is not installed (cargo xtask test-gpu needs an \
+             NVIDIA GPU and its driver)"
+        );
+    }
+    let gpu = describe_gpus();
+    println!("xtask: {gpu}");
+
+    let mut steps = Vec::new();
+    let ld_path = std::env::var("LD_LIBRARY_PATH").ok();
+    let nvrtc = match crate::nvrtc::ensure() {
+        Ok(lib) => Some(crate::nvrtc::prepend_path(&lib, ld_path.as_deref())),
+        Err(e) => {
+            println!("xtask: NVRTC could not be fetched ({e:#}); its test will say SKIP");
+            None
+        }
+    };
+    let mut cuda = cargo(&["test", "-p", "capture-cuda", "--", "--show-output"]);
+    cuda.env("CAPTURE_REQUIRE_CUDA", "1")
+        .env("CI", "true")
+        .env("INSTA_UPDATE", "no");
+    if let Some(path) = &nvrtc {
+        cuda.env("LD_LIBRARY_PATH", path)
+            .env("CAPTURE_REQUIRE_NVRTC", "1");
+    }
+    let counts = run_counting("cargo test -p capture-cuda", cuda)?;
+    steps.push(cuda_step(&counts));
+
+    let vulkan = has_library(VULKAN_LOADER);
+    if vulkan {
+        let layer = has_validation_layer();
+        let mut test = cargo(&["test", "-p", "capture-vulkan"]);
+        test.env("CI", "true").env("INSTA_UPDATE", "no");
+        if layer {
+            test.env("CAPTURE_REQUIRE_VULKAN", "1");
+        } else {
+            println!(
+                "xtask: the Khronos validation layer is not installed: the Vulkan tests run \
+                 without it and without CAPTURE_REQUIRE_VULKAN=1 (apt install \
+                 vulkan-validationlayers to have them judged)"
+            );
+        }
+        let counts = run_counting("cargo test -p capture-vulkan", test)?;
+        steps.push(vulkan_step(&counts, layer));
+    } else {
+        steps.push(Step::skipped(
+            "cargo test -p capture-vulkan",
+            &format!("{VULKAN_LOADER} not found"),
+        ));
+    }
+
+    for backend in ["cuda", "vulkan"] {
+        let name = format!("demo --backend {backend}");
+        if backend == "vulkan" && !vulkan {
+            steps.push(Step::skipped(&name, &format!("{VULKAN_LOADER} not found")));
+            continue;
+        }
+        println!("xtask: capture {name}");
+        let status = cargo(&[
+            "run",
+            "--release",
+            "-p",
+            "capture",
+            "--features",
+            "cuda,vulkan",
+            "--",
+            "demo",
+            "--backend",
+            backend,
+        ])
+        .status();
+        steps.push(match status {
+            Ok(s) => Step::new(&name, s.success(), s.to_string()),
+            Err(e) => Step::new(&name, false, format!("could not start cargo run: {e}")),
+        });
+    }
+
+    println!();
+    println!("summary (test-gpu):");
+    println!("  {gpu}");
+    for s in &steps {
+        println!("  {:<8} {:<30} {}", s.status, s.name, s.detail);
+    }
+    let failed = steps.iter().filter(|s| s.status == "FAILED").count();
+    let passed = steps.iter().filter(|s| s.status == "ok").count();
+    println!("xtask: test-gpu: {passed} passed, {failed} failed");
+    if failed > 0 {
+        bail!("{failed} GPU step(s) failed");
+    }
+    Ok(())
+}
+
+/// The capture-cuda step: every test passed, the suite ran under `cuda::`, and nothing
+/// said `SKIP:` for CUDA.
+fn cuda_step(counts: &Counts) -> Step {
+    let name = "cargo test -p capture-cuda";
+    let skip = counts.skips.iter().find(|s| s.contains("CUDA"));
+    let nvrtc = if counts.nvrtc {
+        "; NVRTC compiled every builtin to PTX"
+    } else {
+        ""
+    };
+    let device = counts.cuda_device.as_deref().unwrap_or("unknown device");
+    if counts.failed > 0 {
+        Step::new(
+            name,
+            false,
+            format!("{} test(s) failed ({device})", counts.failed),
+        )
+    } else if let Some(skip) = skip {
+        Step::new(name, false, format!("skipped: {}", skip_reason(skip)))
+    } else if counts.cuda == 0 {
+        Step::new(name, false, "no `cuda::` scenario test ran".to_string())
+    } else {
+        Step::new(
+            name,
+            true,
+            format!(
+                "{device}: {} scenarios, {} tests passed{nvrtc}",
+                counts.cuda, counts.passed
+            ),
+        )
+    }
+}
+
+/// The capture-vulkan step: every test passed, and the suite ran in both memory modes.
+fn vulkan_step(counts: &Counts, layer: bool) -> Step {
+    let name = "cargo test -p capture-vulkan";
+    let device = counts.vulkan_device.as_deref().unwrap_or("unknown device");
+    if counts.failed > 0 {
+        return Step::new(
+            name,
+            false,
+            format!("{} test(s) failed ({device})", counts.failed),
+        );
+    }
+    let (host, staging) = counts.vulkan;
+    let ran = host > 0
+        && staging > 0
+        && !counts
+            .skips
+            .iter()
+            .any(|s| s.contains("Vulkan unavailable"));
+    Step::new(
+        name,
+        ran,
+        format!(
+            "{device}: {host} scenarios host-visible, {staging} forced-staging{}",
+            if layer { "" } else { " (no validation layer)" }
+        ),
+    )
+}
+
+/// One line naming each GPU, its driver, compute capability and CUDA version, from
+/// `nvidia-smi`; says so when nvidia-smi is missing or fails.
+fn describe_gpus() -> String {
+    let query = Command::new("nvidia-smi")
+        .args([
+            "--query-gpu=name,driver_version,compute_cap",
+            "--format=csv,noheader",
+        ])
+        .output();
+    let query = match query {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).into_owned(),
+        Ok(o) => {
+            return format!(
+                "nvidia-smi failed ({}): {}; device and versions unknown",
+                o.status,
+                String::from_utf8_lossy(&o.stderr).trim()
+            );
+        }
+        Err(_) => {
+            return "nvidia-smi not found: device, driver and CUDA versions unknown".to_string();
+        }
+    };
+    let cuda = Command::new("nvidia-smi")
+        .output()
+        .ok()
+        .and_then(|o| cuda_version(&String::from_utf8_lossy(&o.stdout)))
+        .unwrap_or_else(|| "unknown".to_string());
+    let gpus: Vec<String> = query.lines().filter_map(describe_gpu).collect();
+    format!(
+        "gpu: {}; CUDA {cuda} (the newest the driver supports)",
+        if gpus.is_empty() {
+            "none listed".to_string()
+        } else {
+            gpus.join("; ")
+        }
+    )
+}
+
+/// `NVIDIA H200, 570.86.15, 9.0` → `NVIDIA H200, driver 570.86.15, compute 9.0`.
+fn describe_gpu(line: &str) -> Option<String> {
+    let fields: Vec<&str> = line.split(',').map(str::trim).collect();
+    match fields.as_slice() {
+        [name, driver, compute] if !name.is_empty() => {
+            Some(format!("{name}, driver {driver}, compute {compute}"))
+        }
+        _ => None,
+    }
+}
+
+/// The `CUDA Version: 12.8` of plain `nvidia-smi` output.
+fn cuda_version(smi: &str) -> Option<String> {
+    let (_, rest) = smi.split_once("CUDA Version:")?;
+    rest.split_whitespace()
+        .next()
+        .map(|v| v.trim_end_matches('|').to_string())
+        .filter(|v| !v.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SMI: &str = "\
+Mon Jan  6 10:00:00 2025
++-----------------------------------------------------------------------------------------+
+| NVIDIA-SMI 570.86.15              Driver Version: 570.86.15      CUDA Version: 12.8     |
+|-----------------------------------------+------------------------+----------------------+
+";
+
+    #[test]
+    fn versions_are_read_from_nvidia_smi() {
+        assert_eq!(cuda_version(SMI).as_deref(), Some("12.8"));
+        assert_eq!(cuda_version("no versions here"), None);
+        assert_eq!(
+            describe_gpu("NVIDIA H200, 570.86.15, 9.0").as_deref(),
+            Some("NVIDIA H200, driver 570.86.15, compute 9.0")
+        );
+        assert_eq!(describe_gpu(""), None);
+    }
+
+    #[test]
+    fn the_cuda_step_fails_on_a_skip_or_when_nothing_ran() {
+        let mut counts = Counts {
+            cuda: 33,
+            passed: 40,
+            cuda_device: Some("NVIDIA H200 (compute 9.0), driver 12080".into()),
+            ..Counts::default()
+        };
+        let step = cuda_step(&counts);
+        assert_eq!(step.status, "ok", "{}", step.detail);
+        assert!(step.detail.starts_with("NVIDIA H200"));
+        counts
+            .skips
+            .push("SKIP: capture_replay: CUDA unavailable: libcuda.so not found".into());
+        let step = cuda_step(&counts);
+        assert_eq!(step.status, "FAILED");
+        assert_eq!(
+            step.detail,
+            "skipped: CUDA unavailable: libcuda.so not found"
+        );
+        let step = cuda_step(&Counts::default());
+        assert_eq!(step.status, "FAILED");
+    }
+}
