@@ -238,8 +238,7 @@ impl Backend for CudaBackend {
         source: &CudaSlice,
         out: &mut [u8],
     ) -> Result<(), ServerError> {
-        raw::stream_sync(stream.stream)?;
-        raw::copy_to_host(out, source.addr)
+        raw::copy_to_host(out, source.addr, stream.stream)
     }
 
     fn sync(stream: &mut CudaStream) -> Result<(), ServerError> {

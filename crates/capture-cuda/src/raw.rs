@@ -206,12 +206,21 @@ pub(crate) fn copy_to_device(
     })
 }
 
-/// Copies device memory to `out`, after the caller synchronised the stream.
-pub(crate) fn copy_to_host(out: &mut [u8], src: u64) -> Result<(), ServerError> {
-    // SAFETY: the source range lies in a live page and its writers finished.
-    check("cuMemcpyDtoH", unsafe {
-        sys::cuMemcpyDtoH_v2(out.as_mut_ptr() as *mut c_void, src, out.len())
-    })
+/// Copies device memory to `out` on `stream` and waits for it. An asynchronous copy on
+/// the stream's own non-blocking stream, never the legacy default stream: a synchronous
+/// copy from another thread is an unsafe call while a global-mode capture is open.
+pub(crate) fn copy_to_host(out: &mut [u8], src: u64, stream: usize) -> Result<(), ServerError> {
+    // SAFETY: the source range lies in a live page; `out` outlives the copy because the
+    // stream is synchronised before returning.
+    check("cuMemcpyDtoHAsync", unsafe {
+        sys::cuMemcpyDtoHAsync_v2(
+            out.as_mut_ptr() as *mut c_void,
+            src,
+            out.len(),
+            stream as sys::CUstream,
+        )
+    })?;
+    stream_sync(stream)
 }
 
 /// Records an event on `stream` (creating it), signalled once everything enqueued so far
