@@ -2,16 +2,22 @@
 //! lock on the caller's thread, or, for a thread-affine backend, on the stream's own
 //! worker thread, so a capture begun from one user thread can end from another.
 
+use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
-use std::sync::mpsc::{Receiver, Sender, channel, sync_channel};
-use std::sync::{Mutex, MutexGuard};
-use std::thread::JoinHandle;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::thread::{JoinHandle, Thread};
+use std::time::{Duration, Instant};
 
 use super::pooled::PooledStream;
 use crate::driver::Backend;
 use crate::error::ServerError;
 
 type Job<B> = Box<dyn FnOnce(&mut PooledStream<B>) + Send>;
+
+/// How long a waiting side spins before it parks: a launch loop hands calls over faster
+/// than a thread wakes up, so both sides stay awake between back-to-back calls.
+const SPIN: Duration = Duration::from_micros(50);
 
 /// One pooled stream and the way to reach it.
 pub(crate) enum StreamCell<B: Backend> {
@@ -21,9 +27,40 @@ pub(crate) enum StreamCell<B: Backend> {
     Worker(Worker<B>),
 }
 
+/// Calls waiting for a worker, and how to wake it.
+struct Mailbox<B: Backend> {
+    jobs: Mutex<VecDeque<Job<B>>>,
+    ready: AtomicBool,
+    closed: AtomicBool,
+    worker: OnceLock<Thread>,
+}
+
+/// A call's result, and the caller to wake when it is in.
+struct Reply<R> {
+    done: AtomicBool,
+    value: Mutex<Option<std::thread::Result<R>>>,
+    caller: Thread,
+}
+
 pub(crate) struct Worker<B: Backend> {
-    jobs: Mutex<Option<Sender<Job<B>>>>,
+    mailbox: Arc<Mailbox<B>>,
     thread: Option<JoinHandle<()>>,
+}
+
+/// Spins (checking the clock now and then) until `ready` holds or [`SPIN`] passes.
+fn spin_until(ready: impl Fn() -> bool) -> bool {
+    let start = Instant::now();
+    loop {
+        for _ in 0..64 {
+            if ready() {
+                return true;
+            }
+            std::hint::spin_loop();
+        }
+        if start.elapsed() > SPIN {
+            return ready();
+        }
+    }
 }
 
 impl<B: Backend> StreamCell<B> {
@@ -51,11 +88,18 @@ impl<B: Backend> StreamCell<B> {
         index: usize,
         create: impl FnOnce() -> Result<PooledStream<B>, ServerError> + Send + 'static,
     ) -> Result<Self, ServerError> {
-        let (jobs_tx, jobs_rx): (Sender<Job<B>>, Receiver<Job<B>>) = channel();
-        let (ready_tx, ready_rx) = sync_channel::<Result<(), ServerError>>(1);
+        let mailbox = Arc::new(Mailbox {
+            jobs: Mutex::new(VecDeque::new()),
+            ready: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            worker: OnceLock::new(),
+        });
+        let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel::<Result<(), ServerError>>(1);
+        let inbox = Arc::clone(&mailbox);
         let thread = std::thread::Builder::new()
             .name(format!("capture-stream-{index}"))
             .spawn(move || {
+                let _ = inbox.worker.set(std::thread::current());
                 let mut stream = match create() {
                     Ok(s) => {
                         let _ = ready_tx.send(Ok(()));
@@ -66,14 +110,12 @@ impl<B: Backend> StreamCell<B> {
                         return;
                     }
                 };
-                while let Ok(job) = jobs_rx.recv() {
-                    job(&mut stream);
-                }
+                serve(&inbox, &mut stream);
             })
             .map_err(|e| ServerError::driver("spawn stream worker", e))?;
         match ready_rx.recv() {
             Ok(Ok(())) => Ok(Self::Worker(Worker {
-                jobs: Mutex::new(Some(jobs_tx)),
+                mailbox,
                 thread: Some(thread),
             })),
             Ok(Err(e)) => {
@@ -91,31 +133,79 @@ impl<B: Backend> StreamCell<B> {
     }
 }
 
+/// The worker's loop: take calls in order; between calls, spin briefly, then park.
+fn serve<B: Backend>(mailbox: &Mailbox<B>, stream: &mut PooledStream<B>) {
+    loop {
+        let job = {
+            let mut jobs = lock(&mailbox.jobs);
+            let job = jobs.pop_front();
+            if jobs.is_empty() {
+                mailbox.ready.store(false, Ordering::Release);
+            }
+            job
+        };
+        if let Some(job) = job {
+            job(stream);
+            continue;
+        }
+        if mailbox.closed.load(Ordering::Acquire) {
+            return;
+        }
+        let woke =
+            || mailbox.ready.load(Ordering::Acquire) || mailbox.closed.load(Ordering::Acquire);
+        if !spin_until(woke) {
+            // A caller that queues after this check unparks us; the token makes this
+            // park return at once.
+            std::thread::park();
+        }
+    }
+}
+
 impl<B: Backend> Worker<B> {
     fn run<R: Send + 'static>(
         &self,
         f: impl FnOnce(&mut PooledStream<B>) -> R + Send + 'static,
     ) -> R {
-        let (tx, rx) = sync_channel(1);
-        let job: Job<B> = Box::new(move |stream| {
-            let _ = tx.send(catch_unwind(AssertUnwindSafe(|| f(stream))));
+        let reply = Arc::new(Reply {
+            done: AtomicBool::new(false),
+            value: Mutex::new(None),
+            caller: std::thread::current(),
         });
-        let sent = lock(&self.jobs)
-            .as_ref()
-            .map(|jobs| jobs.send(job).is_ok())
-            .unwrap_or(false);
-        assert!(sent, "a stream worker outlived its device");
-        match rx.recv() {
-            Ok(Ok(r)) => r,
-            Ok(Err(panic)) => resume_unwind(panic),
-            Err(_) => panic!("a stream worker died while running a call"),
+        let answer = Arc::clone(&reply);
+        let job: Job<B> = Box::new(move |stream| {
+            let result = catch_unwind(AssertUnwindSafe(|| f(stream)));
+            *lock(&answer.value) = Some(result);
+            answer.done.store(true, Ordering::Release);
+            answer.caller.unpark();
+        });
+        {
+            let mut jobs = lock(&self.mailbox.jobs);
+            jobs.push_back(job);
+            self.mailbox.ready.store(true, Ordering::Release);
+        }
+        if let Some(worker) = self.mailbox.worker.get() {
+            worker.unpark();
+        }
+        let done = || reply.done.load(Ordering::Acquire);
+        if !spin_until(done) {
+            while !done() {
+                std::thread::park();
+            }
+        }
+        match lock(&reply.value).take() {
+            Some(Ok(r)) => r,
+            Some(Err(panic)) => resume_unwind(panic),
+            None => panic!("a stream worker answered without a result"),
         }
     }
 }
 
 impl<B: Backend> Drop for Worker<B> {
     fn drop(&mut self) {
-        lock(&self.jobs).take();
+        self.mailbox.closed.store(true, Ordering::Release);
+        if let Some(worker) = self.mailbox.worker.get() {
+            worker.unpark();
+        }
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }

@@ -107,3 +107,22 @@ fn streams_used_from_several_threads_stay_consistent() {
         assert_eq!(h.join().unwrap(), vec![101; 8]);
     }
 }
+
+#[test]
+fn a_panic_on_a_stream_worker_reaches_the_caller_and_the_worker_keeps_serving() {
+    const BOOM: crate::driver::TestKernel = crate::driver::TestKernel {
+        name: "boom",
+        f: |_, _| std::panic::resume_unwind(Box::new("a kernel panicked")),
+    };
+    let config = DeviceConfig::new().streams(1).unwrap();
+    let dev = Device::new(TestBackend::<true>::default(), config).unwrap();
+    let boom = dev.kernel(BOOM);
+    let x = filled(&dev, S0, &[1]);
+    dev.launch(S0, &boom, [1, 1, 1], &[Arg::read_write(&x)], &[])
+        .unwrap();
+    // The kernel runs (and panics) on the worker, inside the sync.
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| dev.sync(S0)));
+    assert!(outcome.is_err(), "the worker's panic reaches the caller");
+    let y = filled(&dev, S0, &[7, 8]);
+    assert_eq!(read(&dev, S0, &y).unwrap(), vec![7, 8]);
+}
