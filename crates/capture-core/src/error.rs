@@ -185,6 +185,42 @@ impl fmt::Display for Several<'_> {
     }
 }
 
+/// A backend cannot be used here: no driver library, no device, or a device without
+/// what the backend needs. Every backend returns this from its constructor instead of
+/// panicking.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{backend} unavailable: {why}")]
+pub struct Unavailable {
+    backend: &'static str,
+    why: String,
+}
+
+impl Unavailable {
+    /// `backend` (its name, as `Vulkan` or `CUDA`) cannot be used, because `why`.
+    pub fn new(backend: &'static str, why: impl Into<String>) -> Self {
+        Self {
+            backend,
+            why: why.into(),
+        }
+    }
+
+    /// The backend's name.
+    pub fn backend(&self) -> &'static str {
+        self.backend
+    }
+
+    /// Why it cannot be used.
+    pub fn why(&self) -> &str {
+        &self.why
+    }
+}
+
+impl From<Unavailable> for ServerError {
+    fn from(u: Unavailable) -> Self {
+        ServerError::driver("open backend", u)
+    }
+}
+
 /// Why bytes are claimed in the taint ledger.
 #[derive(Debug, Clone)]
 #[non_exhaustive]

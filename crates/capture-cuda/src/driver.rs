@@ -11,7 +11,7 @@ use capture_core::memory::MemoryKind;
 use capture_core::runtime::StreamSetup;
 use capture_mock::{Builtin, Builtins};
 
-use crate::error::Unavailable;
+use crate::error::{Unavailable, unavailable};
 use crate::executable::CudaExecutable;
 use crate::kernels::{self, CudaKernel, CudaKernelSource};
 use crate::raw;
@@ -53,7 +53,7 @@ impl CudaBackend {
     /// start.
     pub fn new(ordinal: i32) -> Result<Self, Unavailable> {
         if !raw::present() {
-            return Err(Unavailable::new(
+            return Err(unavailable(
                 "the CUDA driver library (libcuda.so) is not installed: no NVIDIA driver",
             ));
         }
@@ -212,14 +212,30 @@ impl Backend for CudaBackend {
                 "every dimension is at least 1",
             ));
         }
-        let mut args: Vec<u64> = buffers
-            .iter()
-            .flat_map(|b| [b.resource.addr, b.resource.len])
-            .collect();
-        if let Some(info) = info {
-            args.push(info.addr);
+        let count = buffers.len() * 2 + usize::from(info.is_some());
+        if count > raw::MAX_ARGS {
+            return Err(ServerError::invalid(
+                "buffer count",
+                buffers.len(),
+                "a CUDA launch takes at most 8 buffers",
+            ));
         }
-        raw::launch(kernel.function, grid, BLOCK, stream.stream, &mut args)
+        // A fixed array: a launch allocates nothing.
+        let mut args = [0u64; raw::MAX_ARGS];
+        for (pair, b) in args.chunks_exact_mut(2).zip(buffers) {
+            pair[0] = b.resource.addr;
+            pair[1] = b.resource.len;
+        }
+        if let Some(info) = info {
+            args[count - 1] = info.addr;
+        }
+        raw::launch(
+            kernel.function,
+            grid,
+            BLOCK,
+            stream.stream,
+            &mut args[..count],
+        )
     }
 
     fn write(

@@ -6,29 +6,11 @@ use capture_core::error::OutOfMemory;
 use capture_core::memory::PoolName;
 use cudarc::driver::sys::CUresult;
 
-/// CUDA cannot be used here: no driver library, no device, or the driver refused to
-/// start.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("CUDA unavailable: {why}")]
-pub struct Unavailable {
-    why: String,
-}
+pub use capture_core::error::Unavailable;
 
-impl Unavailable {
-    pub(crate) fn new(why: impl Into<String>) -> Self {
-        Self { why: why.into() }
-    }
-
-    /// Why CUDA cannot be used.
-    pub fn why(&self) -> &str {
-        &self.why
-    }
-}
-
-impl From<Unavailable> for ServerError {
-    fn from(u: Unavailable) -> Self {
-        ServerError::driver("open CUDA", u)
-    }
+/// This backend's [`Unavailable`], saying `why`.
+pub(crate) fn unavailable(why: impl Into<String>) -> Unavailable {
+    Unavailable::new("CUDA", why)
 }
 
 /// A CUDA driver result code.

@@ -15,7 +15,7 @@ use capture_core::ServerError;
 use capture_core::memory::PoolName;
 use cudarc::driver::sys::{self, CUresult};
 
-use crate::error::{Unavailable, cu_error, out_of_memory};
+use crate::error::{Unavailable, cu_error, out_of_memory, unavailable};
 
 fn check(op: &'static str, code: CUresult) -> Result<(), ServerError> {
     match code {
@@ -48,7 +48,7 @@ pub(crate) struct Opened {
 
 /// Initialises the driver and retains device `ordinal`'s primary context.
 pub(crate) fn open(ordinal: i32) -> Result<Opened, Unavailable> {
-    let fail = |op: &str, code: CUresult| Unavailable::new(format!("{op} failed: {code:?}"));
+    let fail = |op: &str, code: CUresult| unavailable(format!("{op} failed: {code:?}"));
     // SAFETY: `present()` was checked by the caller; cuInit takes no pointers.
     let code = unsafe { sys::cuInit(0) };
     if code != CUresult::CUDA_SUCCESS {
@@ -61,7 +61,7 @@ pub(crate) fn open(ordinal: i32) -> Result<Opened, Unavailable> {
         return Err(fail("cuDeviceGetCount", code));
     }
     if count <= ordinal {
-        return Err(Unavailable::new(format!(
+        return Err(unavailable(format!(
             "no CUDA device {ordinal} ({count} found)"
         )));
     }
@@ -285,7 +285,12 @@ pub(crate) fn module_unload(module: usize) {
     let _ = unsafe { sys::cuModuleUnload(module as sys::CUmodule) };
 }
 
-/// Enqueues (or records) a launch of `function` with `args` (each a 64-bit value).
+/// The most 64-bit arguments a launch passes: 8 buffers (pointer and length) and the info
+/// words' pointer.
+pub(crate) const MAX_ARGS: usize = 17;
+
+/// Enqueues (or records) a launch of `function` with `args` (each a 64-bit value, at
+/// most [`MAX_ARGS`]).
 pub(crate) fn launch(
     function: usize,
     grid: [u32; 3],
@@ -293,10 +298,10 @@ pub(crate) fn launch(
     stream: usize,
     args: &mut [u64],
 ) -> Result<(), ServerError> {
-    let mut params: Vec<*mut c_void> = args
-        .iter_mut()
-        .map(|a| a as *mut u64 as *mut c_void)
-        .collect();
+    let mut params = [std::ptr::null_mut::<c_void>(); MAX_ARGS];
+    for (slot, arg) in params.iter_mut().zip(args.iter_mut()) {
+        *slot = arg as *mut u64 as *mut c_void;
+    }
     // SAFETY: every parameter points at a 64-bit value that lives across the call (the
     // driver copies them at enqueue); the kernel's signature takes exactly these 64-bit
     // arguments (pointers and byte lengths).

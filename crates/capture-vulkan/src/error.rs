@@ -4,29 +4,11 @@
 use ash::vk;
 use capture_core::ServerError;
 
-/// Vulkan cannot be used here: no loader, no driver, no device with what the backend
-/// needs (Vulkan ≥ 1.2, a compute queue, timeline semaphores).
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("Vulkan unavailable: {why}")]
-pub struct Unavailable {
-    why: String,
-}
+pub use capture_core::error::Unavailable;
 
-impl Unavailable {
-    pub(crate) fn new(why: impl Into<String>) -> Self {
-        Self { why: why.into() }
-    }
-
-    /// Why Vulkan cannot be used.
-    pub fn why(&self) -> &str {
-        &self.why
-    }
-}
-
-impl From<Unavailable> for ServerError {
-    fn from(u: Unavailable) -> Self {
-        ServerError::driver("open Vulkan", u)
-    }
+/// This backend's [`Unavailable`], saying `why`.
+pub(crate) fn unavailable(why: impl Into<String>) -> Unavailable {
+    Unavailable::new("Vulkan", why)
 }
 
 /// A native Vulkan result code.

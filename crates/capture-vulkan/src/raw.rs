@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use ash::vk;
 
-use crate::error::{Unavailable, vk_error};
+use crate::error::{Unavailable, unavailable, vk_error};
 use capture_core::ServerError;
 
 /// Validation messages (warnings and errors) the debug messenger collected.
@@ -95,13 +95,13 @@ impl Gpu {
             // SAFETY: as above, for the library the caller named.
             Some(path) => unsafe { ash::Entry::load_from(path) },
         }
-        .map_err(|e| Unavailable::new(format!("no Vulkan loader: {e}")))?;
+        .map_err(|e| unavailable(format!("no Vulkan loader: {e}")))?;
         // SAFETY: `entry` holds a loaded loader; the query takes no pointers of ours.
         let version = unsafe { entry.try_enumerate_instance_version() }
-            .map_err(|e| Unavailable::new(format!("instance version query failed: {e}")))?
+            .map_err(|e| unavailable(format!("instance version query failed: {e}")))?
             .unwrap_or(vk::API_VERSION_1_0);
         if version < vk::API_VERSION_1_2 {
-            return Err(Unavailable::new(format!(
+            return Err(unavailable(format!(
                 "the Vulkan instance is {}.{}, 1.2 is needed",
                 vk::api_version_major(version),
                 vk::api_version_minor(version)
@@ -150,7 +150,7 @@ impl Gpu {
         // SAFETY: every pointer in `info` (names, app info, features) lives until the
         // call returns.
         let instance = unsafe { entry.create_instance(&info, None) }
-            .map_err(|e| Unavailable::new(format!("vkCreateInstance failed: {e}")))?;
+            .map_err(|e| unavailable(format!("vkCreateInstance failed: {e}")))?;
         let messages = Arc::new(Messages::default());
         let debug = if validation {
             let utils = ash::ext::debug_utils::Instance::new(&entry, &instance);
@@ -203,15 +203,11 @@ impl Gpu {
         let physicals = match unsafe { instance.enumerate_physical_devices() } {
             Ok(p) if !p.is_empty() => p,
             Ok(_) => {
-                return Err(Box::new((
-                    instance,
-                    debug,
-                    Unavailable::new("no Vulkan device"),
-                )));
+                return Err(Box::new((instance, debug, unavailable("no Vulkan device"))));
             }
             Err(e) => {
                 let why = format!("enumerating devices failed: {e}");
-                return Err(Box::new((instance, debug, Unavailable::new(why))));
+                return Err(Box::new((instance, debug, unavailable(why))));
             }
         };
         let mut why =
@@ -280,7 +276,7 @@ impl Gpu {
                 validation,
             });
         }
-        Err(Box::new((instance, debug, Unavailable::new(why))))
+        Err(Box::new((instance, debug, unavailable(why))))
     }
 
     /// A memory type with all of `flags`, among those `bits` allows.
