@@ -64,32 +64,55 @@ fn demo_command(args: &[String]) -> ExitCode {
 /// The demo on CUDA device 0.
 #[cfg(feature = "cuda")]
 fn run_cuda(args: DemoArgs) -> ExitCode {
-    match capture_cuda::CudaBackend::new(0) {
-        Ok(backend) => {
-            let (major, minor) = backend.compute_capability();
-            println!(
-                "device: {} (compute {major}.{minor}), driver CUDA {}",
-                backend.device_name(),
-                backend.driver_version()
-            );
-            run(backend, args, false)
-        }
-        Err(e) => {
-            eprintln!("capture demo --backend cuda: {e}. Nothing was run.");
-            ExitCode::FAILURE
-        }
-    }
+    let describe = |b: &capture_cuda::CudaBackend| {
+        let (major, minor) = b.compute_capability();
+        format!(
+            "{} (compute {major}.{minor}), driver CUDA {}",
+            b.device_name(),
+            b.driver_version()
+        )
+    };
+    open_then_run(capture_cuda::CudaBackend::new(0), describe, args)
 }
 
 #[cfg(not(feature = "cuda"))]
 fn run_cuda(args: DemoArgs) -> ExitCode {
+    not_built(args, "cuda")
+}
+
+/// A backend this build was made without: says which feature brings it, runs nothing.
+#[cfg(any(not(feature = "vulkan"), not(feature = "cuda")))]
+fn not_built(args: DemoArgs, feature: &str) -> ExitCode {
     eprintln!(
-        "capture demo: this build has no {} backend; build with `--features cuda` \
-         (`cargo run --release -p capture --features cuda -- demo --backend cuda`). \
+        "capture demo: this build has no {} backend; build with `--features {feature}` \
+         (`cargo run --release -p capture --features {feature} -- demo --backend {feature}`). \
          Nothing was run.",
         args.backend
     );
     ExitCode::from(USAGE_EXIT)
+}
+
+/// Runs the demo on a backend that opened (after printing `device`), or says why it
+/// could not open.
+#[cfg(any(feature = "vulkan", feature = "cuda"))]
+fn open_then_run<B: capture_mock::Builtins, E: std::fmt::Display>(
+    opened: Result<B, E>,
+    device: impl FnOnce(&B) -> String,
+    args: DemoArgs,
+) -> ExitCode {
+    match opened {
+        Ok(backend) => {
+            println!("device: {}", device(&backend));
+            run(backend, args, false)
+        }
+        Err(e) => {
+            eprintln!(
+                "capture demo --backend {}: {e}. Nothing was run.",
+                args.backend
+            );
+            ExitCode::FAILURE
+        }
+    }
 }
 
 #[cfg(feature = "mock")]
@@ -111,32 +134,21 @@ fn run_mock(args: DemoArgs) -> ExitCode {
 /// `CAPTURE_VK_FORCE_STAGING` selects.
 #[cfg(feature = "vulkan")]
 fn run_vulkan(args: DemoArgs) -> ExitCode {
-    match capture_vulkan::VulkanBackend::new(capture_vulkan::VulkanOptions::from_env()) {
-        Ok(backend) => {
-            let (major, minor, patch) = backend.api_version();
-            println!(
-                "device: {} (Vulkan {major}.{minor}.{patch}), {:?} memory",
-                backend.device_name(),
-                backend.memory_mode()
-            );
-            run(backend, args, false)
-        }
-        Err(e) => {
-            eprintln!("capture demo --backend vulkan: {e}. Nothing was run.");
-            ExitCode::FAILURE
-        }
-    }
+    let describe = |b: &capture_vulkan::VulkanBackend| {
+        let (major, minor, patch) = b.api_version();
+        format!(
+            "{} (Vulkan {major}.{minor}.{patch}), {:?} memory",
+            b.device_name(),
+            b.memory_mode()
+        )
+    };
+    let options = capture_vulkan::VulkanOptions::from_env();
+    open_then_run(capture_vulkan::VulkanBackend::new(options), describe, args)
 }
 
 #[cfg(not(feature = "vulkan"))]
 fn run_vulkan(args: DemoArgs) -> ExitCode {
-    eprintln!(
-        "capture demo: this build has no {} backend; build with `--features vulkan` \
-         (`cargo run --release -p capture --features vulkan -- demo --backend vulkan`). \
-         Nothing was run.",
-        args.backend
-    );
-    ExitCode::from(USAGE_EXIT)
+    not_built(args, "vulkan")
 }
 
 /// Runs the demo on `backend`, prints its table and compares the outputs.
