@@ -9,11 +9,12 @@
 use std::borrow::Cow;
 
 use crate::capture::StreamCapture;
-use crate::drop_queue::{Fence, PendingDropQueue};
+use crate::drop_queue::Fence;
 use crate::error::ServerError;
 use crate::info_cache::MetadataInfoCache;
+use crate::kernel::{Grid, KernelSignature, LaunchLimits};
 use crate::memory::{ComputeStorage, ManagedMemoryHandle, MemoryManagement};
-use crate::runtime::StreamSetup;
+use crate::stream_state::{StreamSetup, StreamState};
 
 /// The resource a device storage hands out for a slice.
 pub type DeviceResource<S> = <<S as DeviceStream>::DeviceStorage as ComputeStorage>::Resource;
@@ -23,9 +24,12 @@ pub type HostResource<S> = <<S as DeviceStream>::HostStorage as ComputeStorage>:
 
 /// The state a backend's stream keeps beside its driver handle.
 ///
-/// All of it moves in step with the work queued on that stream: the deferred frees a
-/// fenced flush releases, the capture window that forbids allocating, the per-launch info
-/// buffers a capture may not evict, and the memory the stream's kernels see.
+/// All of it moves in step with the work queued on that stream: the capture window that
+/// forbids allocating, the per-launch info buffers a capture may not evict, and the
+/// memory the stream's kernels see. A backend embeds one [`StreamState`] and hands it
+/// out through [`state`](Self::state); the accessors below read it. The frees a fenced
+/// flush releases are the core's own, beside the stream, since they wait on whatever
+/// fence the stream (or a wrapper around it) records.
 pub trait DeviceStream {
     /// The fence this backend records on a stream.
     type Fence: Fence + Send + 'static;
@@ -37,21 +41,30 @@ pub trait DeviceStream {
     /// the stream's own fields are borrowed.
     type Signal: Copy;
 
-    /// The memory this stream's kernels see.
-    fn device_memory(&mut self) -> &mut MemoryManagement<Self::DeviceStorage>;
-    /// The pinned host memory this stream stages transfers through.
-    fn host_memory(&mut self) -> &mut MemoryManagement<Self::HostStorage>;
-    /// Frees deferred until the device is known to be done with them.
-    fn drop_queue(&mut self) -> &mut PendingDropQueue<Self::Fence>;
-    /// Where this stream sits in the graph-capture lifecycle.
-    fn capturing(&mut self) -> &mut StreamCapture;
-    /// The per-launch metadata buffers this stream reuses.
-    fn info_cache(&mut self) -> &mut MetadataInfoCache<ManagedMemoryHandle>;
+    /// The core's state of this stream, built once with [`StreamSetup::state`].
+    fn state(&mut self) -> &mut StreamState<Self::DeviceStorage, Self::HostStorage>;
     /// This stream's signal.
     fn signal(&self) -> Self::Signal;
     /// Record a fence on the stream `signal` names, signalled once everything already
     /// enqueued on it has run.
     fn fence(signal: Self::Signal) -> Self::Fence;
+
+    /// The memory this stream's kernels see.
+    fn device_memory(&mut self) -> &mut MemoryManagement<Self::DeviceStorage> {
+        &mut self.state().device_memory
+    }
+    /// The pinned host memory this stream stages transfers through.
+    fn host_memory(&mut self) -> &mut MemoryManagement<Self::HostStorage> {
+        &mut self.state().host_memory
+    }
+    /// Where this stream sits in the graph-capture lifecycle.
+    fn capturing(&mut self) -> &mut StreamCapture {
+        &mut self.state().capture
+    }
+    /// The per-launch metadata buffers this stream reuses.
+    fn info_cache(&mut self) -> &mut MetadataInfoCache<ManagedMemoryHandle> {
+        &mut self.state().info_cache
+    }
 }
 
 /// The graph half of a driver: open a driver capture, close it into an executable,
@@ -118,9 +131,6 @@ pub trait GraphDriver: Sized + Send + Sync + 'static {
     fn thread_affine() -> bool;
 }
 
-/// How many workgroups (blocks) a launch runs, per dimension.
-pub type Grid = [u32; 3];
-
 /// One buffer a launch is given, resolved for the driver.
 #[derive(Debug, Clone)]
 pub struct LaunchBuffer<R> {
@@ -138,9 +148,8 @@ pub trait Backend: GraphDriver {
     /// A loaded kernel.
     type Kernel: Send + Sync + 'static;
 
-    /// Creates pooled stream `setup.index()`, building its memory managers, drop queue,
-    /// info cache and capture from `setup`. For a thread-affine backend the runtime calls
-    /// it on the stream's worker thread.
+    /// Creates pooled stream `setup.index()`, building its [`StreamState`] from `setup`.
+    /// For a thread-affine backend the runtime calls it on the stream's worker thread.
     ///
     /// # Errors
     ///
@@ -149,6 +158,14 @@ pub trait Backend: GraphDriver {
 
     /// The kernel's name, for traces and errors.
     fn kernel_name(source: &Self::KernelSource) -> Cow<'static, str>;
+
+    /// What the kernel takes, as its source declares it. The core checks every launch
+    /// against it before calling [`launch`](Self::launch).
+    fn signature(source: &Self::KernelSource) -> KernelSignature;
+
+    /// What this device can bind and run. The core asks once, when a device is built,
+    /// and checks every launch against it.
+    fn launch_limits(&self) -> LaunchLimits;
 
     /// Loads (compiles, creates the pipeline for) a kernel. A driver call that a capture
     /// may not see: the core never calls it while `stream` records.
@@ -162,7 +179,11 @@ pub trait Backend: GraphDriver {
     ) -> Result<Self::Kernel, ServerError>;
 
     /// Enqueues `kernel` over `buffers` (in the order the kernel declares them) and the
-    /// info buffer holding its info words, if it has any.
+    /// info buffer holding its info words, if it has any. The core has checked the launch
+    /// against the kernel's signature and the device's limits: `buffers` has exactly the
+    /// declared count (at most [`MAX_LAUNCH_BUFFERS`](crate::backend::MAX_LAUNCH_BUFFERS)),
+    /// `info` is there exactly when the kernel takes info words, every grid dimension is
+    /// within the limits and every binding starts aligned.
     ///
     /// # Errors
     ///

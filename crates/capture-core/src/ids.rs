@@ -64,18 +64,19 @@ logical_id!(
 
 /// Hands out ids of one kind in creation order.
 #[derive(Debug, Default, Clone)]
-pub struct IdCounter {
+pub(crate) struct IdCounter {
     next: u64,
 }
 
 impl IdCounter {
     /// A counter whose first id is numbered 0.
-    pub const fn new() -> Self {
+    #[cfg(test)]
+    pub(crate) const fn new() -> Self {
         Self { next: 0 }
     }
 
     /// The next number, counting from 0.
-    pub fn next_index(&mut self) -> u64 {
+    pub(crate) fn next_index(&mut self) -> u64 {
         let index = self.next;
         self.next += 1;
         index

@@ -3,9 +3,18 @@
 //! Record a fixed sequence of kernel launches on one stream once, replay it many times as
 //! one dispatch, and keep every byte of memory honest while doing so.
 //!
+//! A runtime author needs what is at this crate's root: a [`Device`] over a backend,
+//! [`Buffer`]s and [`Arg`]s, [`KernelHandle`]s, the capture lifecycle on the device
+//! (`prepare`, `begin`, `end`, `abort`, [`Device::capture`]), replays, the reports and
+//! ledgers, and [`ServerError`]. A backend author also needs [`backend`]: the traits a
+//! driver implements and the per-stream state it embeds.
+//!
 //! Design choices:
-//! - **Rules live here.** Every rule a capture keeps is enforced by this crate; a backend
-//!   translates driver calls and never adds or bends a rule.
+//! - **Rules live here.** Every rule a capture keeps is enforced by this crate
+//!   (`docs/rules.md` lists them); a backend translates driver calls and never adds or
+//!   bends a rule. That includes the launch check: a launch that does not fit its
+//!   kernel's [`KernelSignature`] or the device's limits is refused here, the same on
+//!   every backend.
 //! - **No unsafe, no GPU dependency.** Driver traits have safe methods; the core
 //!   guarantees the lifecycle facts a backend relies on.
 //! - **Logical ids only.** Streams, graphs, buffers and failures are numbered in creation
@@ -18,17 +27,40 @@
 
 #![forbid(unsafe_code)]
 
-pub mod capture;
-pub mod driver;
-pub mod drop_queue;
-pub mod error;
-pub mod ids;
-pub mod info_cache;
-pub mod memory;
-pub mod range;
-pub mod report;
-pub mod runtime;
-pub mod taint;
-pub mod trace;
+pub mod backend;
+mod builtin;
+mod capture;
+mod driver;
+mod drop_queue;
+mod error;
+mod ids;
+mod info_cache;
+mod kernel;
+mod memory;
+mod range;
+mod report;
+mod runtime;
+mod stream_state;
+mod taint;
+mod trace;
 
-pub use error::ServerError;
+pub use builtin::{Builtin, Builtins};
+pub use capture::CaptureStatus;
+pub use drop_queue::FlushingPolicy;
+pub use error::{
+    Chain, FailureCause, OutOfMemory, PostMortem, ServerError, Skipped, Unavailable, Unwritten,
+};
+pub use ids::{FailureId, GraphId, MemoryId, PageId, StreamId};
+pub use info_cache::CachePolicy;
+pub use kernel::{Grid, KernelSignature, MAX_LAUNCH_BUFFERS};
+pub use memory::{
+    Access, AllocationMode, CleanupReport, MAX_ALLOCATION_BYTES, MemoryConfig, MemoryKind,
+    MemoryReport, PoolKind, PoolName, PoolUsage, SLICE_ALIGNMENT,
+};
+pub use range::ByteRange;
+pub use report::GraphLedger;
+pub use runtime::{Arg, Buffer, Device, DeviceConfig, DeviceReport, KernelHandle, StreamReport};
+pub use trace::{Event, KernelId, Trace};
+
+/// What every fallible call of this crate returns.
+pub type Result<T, E = ServerError> = std::result::Result<T, E>;

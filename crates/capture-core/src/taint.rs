@@ -93,7 +93,7 @@ use crate::range::ByteRange;
 /// Not internally synchronised: the runtime wraps it in a `Mutex`. See the
 /// [module documentation](self) for the semantics and the scope pattern.
 #[derive(Debug, Default)]
-pub struct TaintLedger {
+pub(crate) struct TaintLedger {
     /// Every tracked allocation, by id.
     memories: HashMap<MemoryId, Allocation>,
     /// Claim vectors of forgotten allocations, kept for the next fresh one.
@@ -109,13 +109,13 @@ pub struct TaintLedger {
 /// scope must do.
 #[derive(Debug, PartialEq, Eq)]
 #[must_use = "a scope that is never settled or failed leaves its bytes claimed as unfinished"]
-pub struct Scope {
+pub(crate) struct Scope {
     failure: FailureId,
 }
 
 impl Scope {
     /// The failure that carries the scope's provisional claims.
-    pub fn failure(&self) -> FailureId {
+    pub(crate) fn failure(&self) -> FailureId {
         self.failure
     }
 }
@@ -325,7 +325,7 @@ impl Allocation {
 
 impl TaintLedger {
     /// An empty ledger: no allocation tracked, no failure live.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
@@ -337,7 +337,7 @@ impl TaintLedger {
     ///
     /// [`ServerError::InvalidArgument`] naming the allocation and size when `size` is
     /// zero, or naming the allocation when it is already tracked. Nothing is changed.
-    pub fn fresh(&mut self, memory: MemoryId, size: u64) -> Result<FailureId, ServerError> {
+    pub(crate) fn fresh(&mut self, memory: MemoryId, size: u64) -> Result<FailureId, ServerError> {
         if size == 0 {
             return Err(ServerError::invalid(
                 "allocation size",
@@ -369,7 +369,7 @@ impl TaintLedger {
     /// # Errors
     ///
     /// [`ServerError::UnknownMemory`] when `memory` is not tracked.
-    pub fn forget(&mut self, memory: MemoryId) -> Result<(), ServerError> {
+    pub(crate) fn forget(&mut self, memory: MemoryId) -> Result<(), ServerError> {
         let Some(mut allocation) = self.memories.remove(&memory) else {
             return Err(ServerError::UnknownMemory(memory));
         };
@@ -396,7 +396,7 @@ impl TaintLedger {
     /// [`ServerError::UnknownMemory`] when a key's allocation is not tracked;
     /// [`ServerError::InvalidArgument`] naming the key when its range runs past the end
     /// of the allocation.
-    pub fn enter(
+    pub(crate) fn enter(
         &mut self,
         op: impl Into<Cow<'static, str>>,
         writes: impl IntoIterator<Item = ClaimKey>,
@@ -419,7 +419,7 @@ impl TaintLedger {
     /// Only the scope's own claims within its ranges are released: bytes claimed since
     /// by other work keep their claims, and outputs of launches skipped because they
     /// read the scope's bytes while it was open keep theirs (those launches did not run).
-    pub fn settle(&mut self, scope: Scope) {
+    pub(crate) fn settle(&mut self, scope: Scope) {
         let failure = scope.failure;
         let Some(node) = self.failures.nodes.get_mut(&failure) else {
             return; // Every claim of the scope has been cleared already.
@@ -438,7 +438,7 @@ impl TaintLedger {
     ///
     /// When every claim of the scope has been cleared already (say, by host writes),
     /// nothing carries the failure any more and `error` is dropped.
-    pub fn fail(&mut self, scope: Scope, error: ServerError) {
+    pub(crate) fn fail(&mut self, scope: Scope, error: ServerError) {
         let Some(node) = self.failures.nodes.get_mut(&scope.failure) else {
             return;
         };
@@ -459,7 +459,7 @@ impl TaintLedger {
     /// [`ServerError::UnknownMemory`] when a key's allocation is not tracked;
     /// [`ServerError::InvalidArgument`] naming the key when its range runs past the end
     /// of the allocation.
-    pub fn taint(
+    pub(crate) fn taint(
         &mut self,
         keys: impl IntoIterator<Item = ClaimKey>,
         error: ServerError,
@@ -480,7 +480,7 @@ impl TaintLedger {
     /// [`ServerError::UnknownMemory`] when the allocation is not tracked;
     /// [`ServerError::InvalidArgument`] naming the key when its range runs past the end
     /// of the allocation. Nothing is changed.
-    pub fn host_write(&mut self, key: ClaimKey) -> Result<(), ServerError> {
+    pub(crate) fn host_write(&mut self, key: ClaimKey) -> Result<(), ServerError> {
         self.valid(key)?;
         if let Some(allocation) = self.memories.get_mut(&key.memory) {
             allocation.clear(key.range, &mut self.failures);
@@ -499,7 +499,7 @@ impl TaintLedger {
     /// [`ServerError::UnknownMemory`] when the allocation is not tracked;
     /// [`ServerError::InvalidArgument`] naming the key when its range runs past the end
     /// of the allocation.
-    pub fn check_read(&self, key: ClaimKey) -> Result<(), ServerError> {
+    pub(crate) fn check_read(&self, key: ClaimKey) -> Result<(), ServerError> {
         match self.valid(key)?.first_overlap(key.range) {
             None => Ok(()),
             Some(claim) => Err(self.unwritten(key, claim)),
@@ -511,7 +511,11 @@ impl TaintLedger {
     /// # Errors
     ///
     /// The first key's error, as [`check_read`](Self::check_read) gives it.
-    pub fn check_reads(&self, keys: impl IntoIterator<Item = ClaimKey>) -> Result<(), ServerError> {
+    #[cfg(test)]
+    pub(crate) fn check_reads(
+        &self,
+        keys: impl IntoIterator<Item = ClaimKey>,
+    ) -> Result<(), ServerError> {
         keys.into_iter().try_for_each(|key| self.check_read(key))
     }
 
@@ -535,7 +539,7 @@ impl TaintLedger {
     /// When the launch is skipped, [`ServerError::Unwritten`] for the claimed input, as
     /// [`check_read`](Self::check_read) would have given it before this launch, so the
     /// caller knows why the launch did not run.
-    pub fn propagate<O>(
+    pub(crate) fn propagate<O>(
         &mut self,
         op: impl Into<Cow<'static, str>>,
         stream: StreamId,
@@ -581,7 +585,8 @@ impl TaintLedger {
     /// # Errors
     ///
     /// [`ServerError::UnknownMemory`] when `memory` is not tracked.
-    pub fn claims(
+    #[cfg(test)]
+    pub(crate) fn claims(
         &self,
         memory: MemoryId,
     ) -> Result<impl Iterator<Item = (ByteRange, FailureId)>, ServerError> {
@@ -599,23 +604,27 @@ impl TaintLedger {
     /// [`ServerError::UnknownMemory`] when the allocation is not tracked;
     /// [`ServerError::InvalidArgument`] naming the key when its range runs past the end
     /// of the allocation.
-    pub fn is_clear(&self, key: ClaimKey) -> Result<bool, ServerError> {
+    #[cfg(test)]
+    pub(crate) fn is_clear(&self, key: ClaimKey) -> Result<bool, ServerError> {
         Ok(self.valid(key)?.first_overlap(key.range).is_none())
     }
 
     /// How many failures are live (carried by at least one claim).
-    pub fn failure_count(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn failure_count(&self) -> usize {
         self.failures.nodes.len()
     }
 
     /// What a live failure is; `None` once no claim carries it (or it never existed).
-    pub fn cause(&self, failure: FailureId) -> Option<&FailureCause> {
+    #[cfg(test)]
+    pub(crate) fn cause(&self, failure: FailureId) -> Option<&FailureCause> {
         self.failures.nodes.get(&failure).map(|node| &node.cause)
     }
 
     /// The launches skipped because of a live failure, oldest first; `None` once no
     /// claim carries it (or it never existed).
-    pub fn chain(&self, failure: FailureId) -> Option<&[Skipped]> {
+    #[cfg(test)]
+    pub(crate) fn chain(&self, failure: FailureId) -> Option<&[Skipped]> {
         self.failures
             .nodes
             .get(&failure)

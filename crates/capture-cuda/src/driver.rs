@@ -5,11 +5,10 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use capture_core::ServerError;
-use capture_core::driver::{Backend, GraphDriver, Grid, LaunchBuffer};
-use capture_core::memory::MemoryKind;
-use capture_core::runtime::StreamSetup;
-use capture_mock::{Builtin, Builtins};
+use capture_core::backend::{
+    Backend, Builtins, GraphDriver, Grid, KernelSignature, LaunchBuffer, LaunchLimits, StreamSetup,
+};
+use capture_core::{Builtin, MAX_ALLOCATION_BYTES, MemoryKind, ServerError};
 
 use crate::error::{Unavailable, unavailable};
 use crate::executable::CudaExecutable;
@@ -173,18 +172,27 @@ impl Backend for CudaBackend {
         Ok(CudaStream {
             gpu: Arc::clone(&self.gpu),
             stream,
-            device: setup
-                .device_memory(CudaStorage::new(Arc::clone(&self.gpu), MemoryKind::Device)),
-            host: setup.host_memory(CudaStorage::new(Arc::clone(&self.gpu), MemoryKind::Host)),
-            drops: setup.drop_queue(),
-            capture: setup.capture(),
-            cache: setup.info_cache(),
+            state: setup.state(
+                CudaStorage::new(Arc::clone(&self.gpu), MemoryKind::Device),
+                CudaStorage::new(Arc::clone(&self.gpu), MemoryKind::Host),
+            ),
             began_on: None,
         })
     }
 
     fn kernel_name(source: &CudaKernelSource) -> Cow<'static, str> {
         source.name().clone()
+    }
+
+    fn signature(source: &CudaKernelSource) -> KernelSignature {
+        source.signature()
+    }
+
+    /// CUDA's: arguments are 16-byte aligned for vector loads, grids run up to
+    /// `2^31 - 1` blocks in x and 65,535 in y and z.
+    fn launch_limits(&self) -> LaunchLimits {
+        LaunchLimits::new(16, MAX_ALLOCATION_BYTES, [i32::MAX as u32, 65_535, 65_535])
+            .expect("CUDA's limits are valid")
     }
 
     fn load(stream: &mut CudaStream, source: &CudaKernelSource) -> Result<CudaKernel, ServerError> {
@@ -198,28 +206,7 @@ impl Backend for CudaBackend {
         buffers: &[LaunchBuffer<CudaSlice>],
         info: Option<&CudaSlice>,
     ) -> Result<(), ServerError> {
-        if buffers.len() != kernel.buffers as usize || info.is_some() != kernel.info {
-            return Err(ServerError::invalid(
-                "launch arguments",
-                format!("{} buffers, info {}", buffers.len(), info.is_some()),
-                format!("the kernel takes {} buffers", kernel.buffers),
-            ));
-        }
-        if grid.contains(&0) {
-            return Err(ServerError::invalid(
-                "grid",
-                format!("{grid:?}"),
-                "every dimension is at least 1",
-            ));
-        }
         let count = buffers.len() * 2 + usize::from(info.is_some());
-        if count > raw::MAX_ARGS {
-            return Err(ServerError::invalid(
-                "buffer count",
-                buffers.len(),
-                "a CUDA launch takes at most 8 buffers",
-            ));
-        }
         // A fixed array: a launch allocates nothing.
         let mut args = [0u64; raw::MAX_ARGS];
         for (pair, b) in args.chunks_exact_mut(2).zip(buffers) {

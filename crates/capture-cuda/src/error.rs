@@ -2,11 +2,10 @@
 //! into the core's errors.
 
 use capture_core::ServerError;
-use capture_core::error::OutOfMemory;
-use capture_core::memory::PoolName;
+use capture_core::{OutOfMemory, PoolName};
 use cudarc::driver::sys::CUresult;
 
-pub use capture_core::error::Unavailable;
+pub use capture_core::Unavailable;
 
 /// This backend's [`Unavailable`], saying `why`.
 pub(crate) fn unavailable(why: impl Into<String>) -> Unavailable {
@@ -16,7 +15,7 @@ pub(crate) fn unavailable(why: impl Into<String>) -> Unavailable {
 /// A CUDA driver result code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{0:?}")]
-pub struct CuError(pub CUresult);
+pub struct CudaError(pub CUresult);
 
 /// The core's error for a failed driver call `op`. Codes handled:
 /// `CUDA_ERROR_UNSUPPORTED_PTX_VERSION` (a typed error naming the minimum driver);
@@ -32,7 +31,7 @@ pub(crate) fn cu_error(op: &'static str, code: CUresult) -> ServerError {
                 crate::kernels::MIN_DRIVER
             ),
         ),
-        other => ServerError::driver(op, CuError(other)),
+        other => ServerError::driver(op, CudaError(other)),
     }
 }
 

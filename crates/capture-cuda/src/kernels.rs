@@ -6,8 +6,7 @@ use std::borrow::Cow;
 use std::ffi::CString;
 use std::sync::Arc;
 
-use capture_core::ServerError;
-use capture_mock::Builtin;
+use capture_core::{Builtin, KernelSignature, ServerError};
 
 use crate::driver::Gpu;
 use crate::raw;
@@ -33,8 +32,7 @@ pub struct CudaKernelSource {
     name: Cow<'static, str>,
     ptx: Ptx,
     entry: CString,
-    buffers: u32,
-    info: bool,
+    signature: KernelSignature,
 }
 
 #[derive(Clone, Debug)]
@@ -44,9 +42,9 @@ enum Ptx {
 }
 
 impl CudaKernelSource {
-    /// A PTX kernel with entry point `entry`, taking `buffers` buffers (each passed as a
-    /// pointer and its length in bytes, as two 64-bit arguments) and, when `info`, a
-    /// pointer to its 64-bit info words last.
+    /// A PTX kernel with entry point `entry` and `signature`: each of its buffers is
+    /// passed as a pointer and its length in bytes (two 64-bit arguments), and, when it
+    /// takes info words, a pointer to them comes last.
     ///
     /// # Errors
     ///
@@ -56,8 +54,7 @@ impl CudaKernelSource {
         name: impl Into<Cow<'static, str>>,
         ptx: String,
         entry: &str,
-        buffers: u32,
-        info: bool,
+        signature: KernelSignature,
     ) -> Result<Self, ServerError> {
         let name = name.into();
         if !ptx.contains(".version") {
@@ -75,8 +72,7 @@ impl CudaKernelSource {
             name,
             ptx: Ptx::User(Arc::new(ptx)),
             entry,
-            buffers,
-            info,
+            signature,
         })
     }
 
@@ -86,14 +82,18 @@ impl CudaKernelSource {
             name: Cow::Borrowed(kernel.name()),
             ptx: Ptx::Builtins,
             entry: CString::new(kernel.name()).expect("no NUL"),
-            buffers: if kernel == Builtin::Fill { 1 } else { 2 },
-            info: true,
+            signature: kernel.signature(),
         }
     }
 
     /// The kernel's name.
     pub fn name(&self) -> &Cow<'static, str> {
         &self.name
+    }
+
+    /// What the kernel takes.
+    pub fn signature(&self) -> KernelSignature {
+        self.signature
     }
 }
 
@@ -102,8 +102,6 @@ pub struct CudaKernel {
     gpu: Arc<Gpu>,
     module: usize,
     pub(crate) function: usize,
-    pub(crate) buffers: u32,
-    pub(crate) info: bool,
 }
 
 impl Drop for CudaKernel {
@@ -144,8 +142,6 @@ pub(crate) fn load(gpu: &Arc<Gpu>, source: &CudaKernelSource) -> Result<CudaKern
         gpu: Arc::clone(gpu),
         module,
         function,
-        buffers: source.buffers,
-        info: source.info,
     })
 }
 

@@ -29,7 +29,7 @@ mod storage;
 mod stream;
 
 pub use driver::{CudaBackend, Gpu};
-pub use error::{CuError, Unavailable};
+pub use error::{CudaError, Unavailable};
 pub use executable::CudaExecutable;
 pub use kernels::{CudaKernel, CudaKernelSource};
 pub use storage::{CudaSlice, CudaStorage};

@@ -11,8 +11,8 @@
 
 use std::ffi::{CStr, c_void};
 
+use capture_core::PoolName;
 use capture_core::ServerError;
-use capture_core::memory::PoolName;
 use cudarc::driver::sys::{self, CUresult};
 
 use crate::error::{Unavailable, cu_error, out_of_memory, unavailable};
@@ -285,9 +285,9 @@ pub(crate) fn module_unload(module: usize) {
     let _ = unsafe { sys::cuModuleUnload(module as sys::CUmodule) };
 }
 
-/// The most 64-bit arguments a launch passes: 8 buffers (pointer and length) and the info
-/// words' pointer.
-pub(crate) const MAX_ARGS: usize = 17;
+/// The most 64-bit arguments a launch passes: the core's most buffers (a pointer and a
+/// length each) and the info words' pointer.
+pub(crate) const MAX_ARGS: usize = 2 * capture_core::MAX_LAUNCH_BUFFERS + 1;
 
 /// Enqueues (or records) a launch of `function` with `args` (each a 64-bit value, at
 /// most [`MAX_ARGS`]).

@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use capture_core::ServerError;
-use capture_core::memory::{ComputeStorage, MemoryKind, PoolKind, PoolName, StorageId};
-use capture_core::range::ByteRange;
+use capture_core::backend::{ComputeStorage, StorageId};
+use capture_core::{ByteRange, MemoryKind, PoolKind, PoolName};
 
 use crate::driver::Gpu;
 use crate::raw;

@@ -4,11 +4,7 @@
 use std::sync::Arc;
 
 use capture_core::ServerError;
-use capture_core::capture::StreamCapture;
-use capture_core::driver::DeviceStream;
-use capture_core::drop_queue::{Fence, PendingDropQueue};
-use capture_core::info_cache::MetadataInfoCache;
-use capture_core::memory::{ManagedMemoryHandle, MemoryManagement};
+use capture_core::backend::{DeviceStream, Fence, StreamState};
 
 use crate::driver::Gpu;
 use crate::raw;
@@ -18,11 +14,7 @@ use crate::storage::CudaStorage;
 pub struct CudaStream {
     pub(crate) gpu: Arc<Gpu>,
     pub(crate) stream: usize,
-    pub(crate) device: MemoryManagement<CudaStorage>,
-    pub(crate) host: MemoryManagement<CudaStorage>,
-    pub(crate) drops: PendingDropQueue<CudaFence>,
-    pub(crate) capture: StreamCapture,
-    pub(crate) cache: MetadataInfoCache<ManagedMemoryHandle>,
+    pub(crate) state: StreamState<CudaStorage, CudaStorage>,
     pub(crate) began_on: Option<std::thread::ThreadId>,
 }
 
@@ -30,8 +22,6 @@ impl Drop for CudaStream {
     fn drop(&mut self) {
         let _ = raw::make_current(self.gpu.context);
         let _ = raw::stream_sync(self.stream);
-        let drops = std::mem::take(&mut self.drops);
-        drop(drops);
         raw::stream_destroy(self.stream);
     }
 }
@@ -72,20 +62,8 @@ impl DeviceStream for CudaStream {
     /// The stream handle and the context, as integers.
     type Signal = (usize, usize);
 
-    fn device_memory(&mut self) -> &mut MemoryManagement<CudaStorage> {
-        &mut self.device
-    }
-    fn host_memory(&mut self) -> &mut MemoryManagement<CudaStorage> {
-        &mut self.host
-    }
-    fn drop_queue(&mut self) -> &mut PendingDropQueue<CudaFence> {
-        &mut self.drops
-    }
-    fn capturing(&mut self) -> &mut StreamCapture {
-        &mut self.capture
-    }
-    fn info_cache(&mut self) -> &mut MetadataInfoCache<ManagedMemoryHandle> {
-        &mut self.cache
+    fn state(&mut self) -> &mut StreamState<CudaStorage, CudaStorage> {
+        &mut self.state
     }
     fn signal(&self) -> (usize, usize) {
         (self.stream, self.gpu.context)

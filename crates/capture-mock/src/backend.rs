@@ -7,17 +7,15 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
 
-use capture_core::ServerError;
-use capture_core::capture::StreamCapture;
-use capture_core::driver::{Backend, DeviceStream, GraphDriver, Grid, LaunchBuffer};
-use capture_core::drop_queue::PendingDropQueue;
-use capture_core::info_cache::MetadataInfoCache;
-use capture_core::memory::{ManagedMemoryHandle, MemoryManagement};
-use capture_core::runtime::StreamSetup;
+use capture_core::backend::{
+    Backend, Builtins, DeviceStream, GraphDriver, Grid, KernelSignature, LaunchBuffer,
+    LaunchLimits, MAX_LAUNCH_BUFFERS, StreamSetup, StreamState,
+};
+use capture_core::{Builtin, MAX_ALLOCATION_BYTES, ServerError};
 
 use crate::MockError;
-use crate::kernels::{Builtin, Builtins, MockKernel};
-use crate::queue::{MAX_ARGS, MockFence, Op, Queue, Recording, lock};
+use crate::kernels::MockKernel;
+use crate::queue::{MockFence, Op, Queue, Recording, lock};
 use crate::storage::{MockResource, MockStorage, Pages};
 use crate::world;
 
@@ -29,21 +27,44 @@ struct Shared {
     memory_node: AtomicBool,
 }
 
+/// The mock as CUDA's global mode has it: thread-affine streams.
+pub type MockBackend = Mock<true>;
+
+/// The mock for a driver whose calls may come from any thread.
+pub type DirectMock = Mock<false>;
+
 /// The mock device: host memory with real bytes behind the core's backend traits.
 ///
 /// Nothing runs at enqueue; queued work runs at a fence wait, a sync or a read, or at
 /// [`step`](Self::step). Cloning gives another handle on the same device.
+///
+/// `AFFINE` ([`MockBackend`], made by [`new`](MockBackend::new)) models CUDA's global mode with
+/// thread-affine streams: a capture must end on the thread that began it, so the core
+/// runs each stream's driver calls on its own worker. [`DirectMock`] (made by
+/// [`direct`](DirectMock::direct))
+/// models a driver whose calls may come from any thread (as Vulkan's do), so the core
+/// calls it under each stream's lock on the caller's thread; its capture legality is
+/// otherwise the same.
 #[derive(Clone, Debug, Default)]
-pub struct MockBackend {
+pub struct Mock<const AFFINE: bool> {
     shared: Arc<Shared>,
 }
 
 impl MockBackend {
-    /// A new mock device.
+    /// A new mock device with thread-affine streams.
     pub fn new() -> Self {
         Self::default()
     }
+}
 
+impl DirectMock {
+    /// A new mock device whose driver calls may come from any thread.
+    pub fn direct() -> Self {
+        Self::default()
+    }
+}
+
+impl<const AFFINE: bool> Mock<AFFINE> {
     /// Runs up to `n` queued operations of pooled stream `stream`; returns how many ran.
     /// Zero for a stream that does not exist.
     pub fn step(&self, stream: usize, n: usize) -> usize {
@@ -68,11 +89,7 @@ impl MockBackend {
 /// A mock stream: the core's per-stream state beside the mock queue.
 pub struct MockStream {
     key: u64,
-    device: MemoryManagement<MockStorage>,
-    host: MemoryManagement<MockStorage>,
-    drops: PendingDropQueue<MockFence>,
-    capture: StreamCapture,
-    cache: MetadataInfoCache<ManagedMemoryHandle>,
+    state: StreamState<MockStorage, MockStorage>,
     queue: Arc<Queue>,
     signal: usize,
     began_on: Option<ThreadId>,
@@ -95,20 +112,8 @@ impl DeviceStream for MockStream {
     type HostStorage = MockStorage;
     type Signal = usize;
 
-    fn device_memory(&mut self) -> &mut MemoryManagement<MockStorage> {
-        &mut self.device
-    }
-    fn host_memory(&mut self) -> &mut MemoryManagement<MockStorage> {
-        &mut self.host
-    }
-    fn drop_queue(&mut self) -> &mut PendingDropQueue<MockFence> {
-        &mut self.drops
-    }
-    fn capturing(&mut self) -> &mut StreamCapture {
-        &mut self.capture
-    }
-    fn info_cache(&mut self) -> &mut MetadataInfoCache<ManagedMemoryHandle> {
-        &mut self.cache
+    fn state(&mut self) -> &mut StreamState<MockStorage, MockStorage> {
+        &mut self.state
     }
     fn signal(&self) -> usize {
         self.signal
@@ -136,7 +141,7 @@ fn mock_error(op: &'static str, what: impl Into<String>) -> ServerError {
     ServerError::driver(op, MockError::new(what))
 }
 
-impl GraphDriver for MockBackend {
+impl<const AFFINE: bool> GraphDriver for Mock<AFFINE> {
     type Stream = MockStream;
     type Executable = MockExecutable;
 
@@ -159,7 +164,7 @@ impl GraphDriver for MockBackend {
             return Err(mock_error("end capture", "the stream was not capturing"));
         };
         stream.last_recording = ops.len();
-        if began_on != Some(std::thread::current().id()) {
+        if AFFINE && began_on != Some(std::thread::current().id()) {
             return Err(mock_error(
                 "end capture",
                 "a global-mode capture must end on the thread that began it",
@@ -212,11 +217,11 @@ impl GraphDriver for MockBackend {
     }
 
     fn thread_affine() -> bool {
-        true
+        AFFINE
     }
 }
 
-impl Backend for MockBackend {
+impl<const AFFINE: bool> Backend for Mock<AFFINE> {
     type KernelSource = MockKernel;
     type Kernel = MockKernel;
 
@@ -238,15 +243,14 @@ impl Backend for MockBackend {
         }
         Ok(MockStream {
             key: world::next_stream_key(),
-            device: setup.device_memory(MockStorage {
-                pages: Arc::clone(&self.shared.dev),
-            }),
-            host: setup.host_memory(MockStorage {
-                pages: Arc::clone(&self.shared.host),
-            }),
-            drops: setup.drop_queue(),
-            capture: setup.capture(),
-            cache: setup.info_cache(),
+            state: setup.state(
+                MockStorage {
+                    pages: Arc::clone(&self.shared.dev),
+                },
+                MockStorage {
+                    pages: Arc::clone(&self.shared.host),
+                },
+            ),
             queue,
             signal,
             began_on: None,
@@ -257,6 +261,14 @@ impl Backend for MockBackend {
 
     fn kernel_name(source: &MockKernel) -> Cow<'static, str> {
         Cow::Borrowed(source.name)
+    }
+
+    fn signature(source: &MockKernel) -> KernelSignature {
+        source.signature
+    }
+
+    fn launch_limits(&self) -> LaunchLimits {
+        mock_launch_limits()
     }
 
     fn load(_stream: &mut MockStream, source: &MockKernel) -> Result<MockKernel, ServerError> {
@@ -271,14 +283,7 @@ impl Backend for MockBackend {
         buffers: &[LaunchBuffer<MockResource>],
         info: Option<&MockResource>,
     ) -> Result<(), ServerError> {
-        if buffers.len() > MAX_ARGS {
-            return Err(ServerError::invalid(
-                "buffer count",
-                buffers.len(),
-                "a mock launch takes at most 4 buffers",
-            ));
-        }
-        let mut args = [None; MAX_ARGS];
+        let mut args = [None; MAX_LAUNCH_BUFFERS];
         for (slot, b) in args.iter_mut().zip(buffers) {
             *slot = Some((b.resource, b.access));
         }
@@ -327,8 +332,16 @@ impl Backend for MockBackend {
     }
 }
 
-impl Builtins for MockBackend {
+impl<const AFFINE: bool> Builtins for Mock<AFFINE> {
     fn builtin(kernel: Builtin) -> MockKernel {
-        kernel.mock()
+        crate::kernels::builtin(kernel)
     }
+}
+
+/// What the mock binds and runs: CUDA's limits (the mode it models). Ranges bind at
+/// multiples of 16 bytes (the widest vector load a CUDA kernel makes), grids run up to
+/// `2^31 - 1` blocks in x and 65,535 in y and z.
+pub(crate) fn mock_launch_limits() -> LaunchLimits {
+    LaunchLimits::new(16, MAX_ALLOCATION_BYTES, [i32::MAX as u32, 65_535, 65_535])
+        .expect("the mock's limits are valid")
 }

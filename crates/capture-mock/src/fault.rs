@@ -10,18 +10,13 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, Weak};
 
-use capture_core::ServerError;
-use capture_core::capture::StreamCapture;
-use capture_core::driver::{
-    Backend, DeviceResource, DeviceStream, GraphDriver, Grid, HostResource, LaunchBuffer,
+use capture_core::backend::{
+    AllocGate, Backend, Builtins, DeviceResource, DeviceStream, Fence, GraphDriver, Grid,
+    HostResource, KernelSignature, LaunchBuffer, LaunchLimits, StreamSetup, StreamState,
 };
-use capture_core::drop_queue::{Fence, PendingDropQueue};
-use capture_core::info_cache::MetadataInfoCache;
-use capture_core::memory::{AllocGate, ManagedMemoryHandle, MemoryManagement};
-use capture_core::runtime::StreamSetup;
+use capture_core::{Builtin, ServerError};
 
 use crate::MockError;
-use crate::kernels::{Builtin, Builtins};
 use crate::queue::lock;
 
 /// A driver operation a fault can be injected into.
@@ -218,13 +213,12 @@ impl<B: Backend> Faulty<B> {
     }
 }
 
-/// A wrapped backend's stream. It keeps its own drop queue (of [`FaultyFence`]s) and
-/// hands everything else to the inner stream.
+/// A wrapped backend's stream: the inner stream (whose state the core keeps using) and
+/// the plan its calls and fences consult.
 pub struct FaultyStream<S: DeviceStream> {
     inner: S,
     plan: Arc<FaultPlan>,
     slot: usize,
-    drops: PendingDropQueue<FaultyFence<S::Fence>>,
 }
 
 impl<S: DeviceStream> FaultyStream<S> {
@@ -272,20 +266,8 @@ where
     type HostStorage = S::HostStorage;
     type Signal = (S::Signal, usize);
 
-    fn device_memory(&mut self) -> &mut MemoryManagement<S::DeviceStorage> {
-        self.inner.device_memory()
-    }
-    fn host_memory(&mut self) -> &mut MemoryManagement<S::HostStorage> {
-        self.inner.host_memory()
-    }
-    fn drop_queue(&mut self) -> &mut PendingDropQueue<Self::Fence> {
-        &mut self.drops
-    }
-    fn capturing(&mut self) -> &mut StreamCapture {
-        self.inner.capturing()
-    }
-    fn info_cache(&mut self) -> &mut MetadataInfoCache<ManagedMemoryHandle> {
-        self.inner.info_cache()
+    fn state(&mut self) -> &mut StreamState<S::DeviceStorage, S::HostStorage> {
+        self.inner.state()
     }
     fn signal(&self) -> Self::Signal {
         (self.inner.signal(), self.slot)
@@ -352,12 +334,19 @@ impl<B: Backend> Backend for Faulty<B> {
             inner,
             plan: Arc::clone(&self.plan),
             slot: register(&self.plan),
-            drops: setup.drop_queue(),
         })
     }
 
     fn kernel_name(source: &B::KernelSource) -> Cow<'static, str> {
         B::kernel_name(source)
+    }
+
+    fn signature(source: &B::KernelSource) -> KernelSignature {
+        B::signature(source)
+    }
+
+    fn launch_limits(&self) -> LaunchLimits {
+        self.inner.launch_limits()
     }
 
     fn load(stream: &mut Self::Stream, source: &B::KernelSource) -> Result<B::Kernel, ServerError> {

@@ -1,5 +1,5 @@
-//! capture-mock: a deterministic fake GPU driver for CI, a fault-injecting wrapper for
-//! any backend, and the scenario suite every backend runs.
+//! capture-mock: a deterministic fake GPU driver for CI, and a fault-injecting wrapper
+//! for any backend.
 //!
 //! Design choices:
 //! - **Real bytes, deferred work.** Memory is host memory with real contents; nothing
@@ -12,9 +12,9 @@
 //!   non-capturing stream is legal; a capture must end on the thread that began it.
 //! - **Faults are deterministic and backend-agnostic.** [`Faulty`] wraps any backend and
 //!   fails the Nth call of any driver operation with a chosen error.
-//! - **One suite for every backend.** [`scenarios`] runs on any backend that provides
-//!   the [`Builtin`] kernels, asserting result bytes and snapshotting the core's trace
-//!   into snapshot files shared by every backend.
+//! - **The builtins, in Rust.** [`MockBackend`] implements the core's
+//!   [`Builtins`](capture_core::Builtins) with Rust kernels; any other kernel is a
+//!   [`MockKernel`] (a name, a signature and a function), so tests can bring their own.
 //!
 //! This crate has no features and no unsafe code.
 
@@ -24,16 +24,15 @@ mod backend;
 mod fault;
 mod kernels;
 mod queue;
-pub mod scenarios;
 mod storage;
 mod world;
 
 use std::fmt;
 
-pub use backend::{MockBackend, MockExecutable, MockStream};
+pub use backend::{DirectMock, Mock, MockBackend, MockExecutable, MockStream};
 pub use fault::{FaultOp, FaultPlan, Faulty, FaultyFence, FaultyStream};
-pub use kernels::{Builtin, Builtins, MockKernel};
-pub use queue::{MAX_ARGS, MockFence, Queue};
+pub use kernels::MockKernel;
+pub use queue::{MockFence, Queue};
 pub use storage::{FRESH, MockResource, MockStorage, POISON};
 
 /// What the mock driver (or an injected fault) reports: a message, as a driver's error

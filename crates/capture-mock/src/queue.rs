@@ -6,9 +6,8 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use capture_core::ServerError;
-use capture_core::drop_queue::Fence;
-use capture_core::memory::Access;
+use capture_core::backend::{Fence, MAX_LAUNCH_BUFFERS};
+use capture_core::{Access, ServerError};
 
 use crate::kernels::MockKernel;
 use crate::storage::{MockResource, Pages};
@@ -20,9 +19,6 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// The most buffers one mock launch takes.
-pub const MAX_ARGS: usize = 4;
-
 /// A recorded graph, shared by the executable and every replay still queued.
 #[derive(Debug)]
 pub(crate) struct Recording {
@@ -31,6 +27,9 @@ pub(crate) struct Recording {
     pub(crate) destroyed: AtomicBool,
 }
 
+// A launch carries its buffers inline (the core's most): boxing them would allocate on
+// every launch.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug)]
 pub(crate) enum Op {
     /// Copies pinned host staging to device memory; a recorded copy re-reads the staging
@@ -41,7 +40,7 @@ pub(crate) enum Op {
     },
     Kernel {
         kernel: MockKernel,
-        args: [Option<(MockResource, Access)>; MAX_ARGS],
+        args: [Option<(MockResource, Access)>; MAX_LAUNCH_BUFFERS],
         info: Option<MockResource>,
     },
     Replay {

@@ -4,9 +4,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use capture_core::ServerError;
-use capture_core::memory::{ComputeStorage, StorageId};
-use capture_core::range::ByteRange;
+use capture_core::backend::{ComputeStorage, StorageId};
+use capture_core::{ByteRange, ServerError};
 
 use crate::queue::lock;
 use crate::world;

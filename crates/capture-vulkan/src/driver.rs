@@ -7,17 +7,17 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use ash::vk;
-use capture_core::ServerError;
-use capture_core::driver::{Backend, GraphDriver, Grid, LaunchBuffer};
-use capture_core::runtime::StreamSetup;
-use capture_mock::{Builtin, Builtins};
+use capture_core::backend::{
+    Backend, Builtins, GraphDriver, Grid, KernelSignature, LaunchBuffer, LaunchLimits, StreamSetup,
+};
+use capture_core::{Builtin, MemoryKind, ServerError};
 
 use crate::error::Unavailable;
 use crate::executable::VulkanExecutable;
-use crate::kernels::{self, VkKernel, VkKernelSource};
+use crate::kernels::{self, VulkanKernel, VulkanKernelSource};
 use crate::lane::{self, Lane};
 use crate::raw::{self, Gpu, Open};
-use crate::storage::{VkSlice, VkStorage};
+use crate::storage::{VulkanSlice, VulkanStorage};
 use crate::stream::VulkanStream;
 
 /// Where device pages live.
@@ -63,6 +63,7 @@ impl VulkanOptions {
 pub struct VulkanBackend {
     gpu: Arc<Gpu>,
     memory: MemoryMode,
+    limits: LaunchLimits,
 }
 
 impl std::fmt::Debug for VulkanBackend {
@@ -86,9 +87,11 @@ impl VulkanBackend {
             validation: options.validation,
             loader: options.loader,
         })?;
+        let limits = launch_limits(&gpu.limits)?;
         Ok(Self {
             gpu,
             memory: options.memory,
+            limits,
         })
     }
 
@@ -130,7 +133,8 @@ impl VulkanBackend {
     /// # Errors
     ///
     /// A failed Vulkan call.
-    pub fn canary_execute_twice(&self) -> Result<Vec<String>, ServerError> {
+    #[cfg(test)]
+    pub(crate) fn canary_execute_twice(&self) -> Result<Vec<String>, ServerError> {
         let lane = Lane::new(Arc::clone(&self.gpu))?;
         let pool = lane.pool();
         let _batch = lane.batch();
@@ -148,46 +152,28 @@ impl VulkanBackend {
     }
 }
 
+/// What the device binds and runs, from its limits: storage-buffer offsets at multiples
+/// of `minStorageBufferOffsetAlignment` (the specification caps it at 256, the core's
+/// slice alignment), at most `maxStorageBufferRange` bytes a binding, at most
+/// `maxComputeWorkGroupCount` workgroups per dimension.
+fn launch_limits(limits: &vk::PhysicalDeviceLimits) -> Result<LaunchLimits, Unavailable> {
+    LaunchLimits::new(
+        limits.min_storage_buffer_offset_alignment.max(1),
+        u64::from(limits.max_storage_buffer_range),
+        limits.max_compute_work_group_count,
+    )
+    .map_err(|e| crate::error::unavailable(format!("the device's limits do not fit: {e}")))
+}
+
 fn slice_args(
-    gpu: &Gpu,
-    kernel: &VkKernel,
-    buffers: &[LaunchBuffer<VkSlice>],
-    info: Option<&VkSlice>,
-) -> Result<Vec<(vk::Buffer, u64, u64)>, ServerError> {
-    if buffers.len() != kernel.buffers as usize || info.is_some() != kernel.info {
-        return Err(ServerError::invalid(
-            "launch arguments",
-            format!("{} buffers, info {}", buffers.len(), info.is_some()),
-            format!(
-                "the kernel binds {} buffers and {} info words",
-                kernel.buffers,
-                if kernel.info { "takes" } else { "takes no" }
-            ),
-        ));
-    }
-    let align = gpu.limits.min_storage_buffer_offset_alignment.max(1);
-    let max = u64::from(gpu.limits.max_storage_buffer_range);
+    buffers: &[LaunchBuffer<VulkanSlice>],
+    info: Option<&VulkanSlice>,
+) -> Vec<(vk::Buffer, u64, u64)> {
     buffers
         .iter()
         .map(|b| &b.resource)
         .chain(info)
-        .map(|s| {
-            if s.offset % align != 0 {
-                return Err(ServerError::invalid(
-                    "binding offset",
-                    s.offset,
-                    format!("storage buffers bind at multiples of {align} bytes on this device"),
-                ));
-            }
-            if s.len > max {
-                return Err(ServerError::invalid(
-                    "binding range",
-                    s.len,
-                    format!("this device binds at most {max} bytes per storage buffer"),
-                ));
-            }
-            Ok((s.buffer, s.offset, s.len))
-        })
+        .map(|s| (s.buffer, s.offset, s.len))
         .collect()
 }
 
@@ -249,65 +235,66 @@ impl GraphDriver for VulkanBackend {
 }
 
 impl Backend for VulkanBackend {
-    type KernelSource = VkKernelSource;
-    type Kernel = VkKernel;
+    type KernelSource = VulkanKernelSource;
+    type Kernel = VulkanKernel;
 
     fn create_stream(&self, setup: &StreamSetup) -> Result<VulkanStream, ServerError> {
         let lane = Lane::new(Arc::clone(&self.gpu))?;
         let signal = lane::register(&lane);
         let visible =
             vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
+        let gpu = || Arc::clone(&self.gpu);
         let device = match self.memory {
-            MemoryMode::HostVisible => VkStorage::new(Arc::clone(&self.gpu), visible, true),
-            MemoryMode::ForcedStaging => VkStorage::new(
-                Arc::clone(&self.gpu),
+            MemoryMode::HostVisible => VulkanStorage::new(gpu(), MemoryKind::Device, visible, true),
+            MemoryMode::ForcedStaging => VulkanStorage::new(
+                gpu(),
+                MemoryKind::Device,
                 vk::MemoryPropertyFlags::DEVICE_LOCAL,
                 false,
             ),
         };
+        let host = VulkanStorage::new(gpu(), MemoryKind::Host, visible, true);
         Ok(VulkanStream {
             lane,
             signal,
-            device: setup.device_memory(device),
-            host: setup.host_memory(VkStorage::new(Arc::clone(&self.gpu), visible, true)),
-            drops: setup.drop_queue(),
-            capture: setup.capture(),
-            cache: setup.info_cache(),
+            state: setup.state(device, host),
         })
     }
 
-    fn kernel_name(source: &VkKernelSource) -> Cow<'static, str> {
+    fn kernel_name(source: &VulkanKernelSource) -> Cow<'static, str> {
         source.name().clone()
     }
 
-    fn load(stream: &mut VulkanStream, source: &VkKernelSource) -> Result<VkKernel, ServerError> {
+    fn signature(source: &VulkanKernelSource) -> KernelSignature {
+        source.signature()
+    }
+
+    fn launch_limits(&self) -> LaunchLimits {
+        self.limits
+    }
+
+    fn load(
+        stream: &mut VulkanStream,
+        source: &VulkanKernelSource,
+    ) -> Result<VulkanKernel, ServerError> {
         kernels::load(&stream.lane.gpu, source)
     }
 
     fn launch(
         stream: &mut VulkanStream,
-        kernel: &VkKernel,
+        kernel: &VulkanKernel,
         grid: Grid,
-        buffers: &[LaunchBuffer<VkSlice>],
-        info: Option<&VkSlice>,
+        buffers: &[LaunchBuffer<VulkanSlice>],
+        info: Option<&VulkanSlice>,
     ) -> Result<(), ServerError> {
-        let gpu = &stream.lane.gpu;
-        let limits = gpu.limits.max_compute_work_group_count;
-        if grid.iter().zip(limits).any(|(&g, max)| g == 0 || g > max) {
-            return Err(ServerError::invalid(
-                "grid",
-                format!("{grid:?}"),
-                format!("each dimension runs 1 to {limits:?} workgroups on this device"),
-            ));
-        }
-        let args = slice_args(gpu, kernel, buffers, info)?;
+        let args = slice_args(buffers, info);
         stream.lane.dispatch(&kernel.objects, &args, grid)
     }
 
     fn write(
         stream: &mut VulkanStream,
-        staging: &VkSlice,
-        destination: &VkSlice,
+        staging: &VulkanSlice,
+        destination: &VulkanSlice,
         bytes: &[u8],
     ) -> Result<(), ServerError> {
         let at = staging.mapped.ok_or_else(|| {
@@ -323,7 +310,7 @@ impl Backend for VulkanBackend {
 
     fn read(
         stream: &mut VulkanStream,
-        source: &VkSlice,
+        source: &VulkanSlice,
         out: &mut [u8],
     ) -> Result<(), ServerError> {
         stream.lane.finish()?;
@@ -359,7 +346,47 @@ impl Backend for VulkanBackend {
 }
 
 impl Builtins for VulkanBackend {
-    fn builtin(kernel: Builtin) -> VkKernelSource {
-        VkKernelSource::builtin(kernel)
+    fn builtin(kernel: Builtin) -> VulkanKernelSource {
+        VulkanKernelSource::builtin(kernel)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The canary: misuse the validation layer must report, so a silent layer cannot
+    /// pass for a clean run.
+    #[test]
+    fn executing_a_non_simultaneous_secondary_twice_is_reported() {
+        let required = std::env::var("CAPTURE_REQUIRE_VULKAN").is_ok_and(|v| v == "1");
+        let backend = match VulkanBackend::new(VulkanOptions {
+            loader: None,
+            validation: true,
+            memory: MemoryMode::HostVisible,
+        }) {
+            Ok(b) => b,
+            Err(e) if required => panic!("CAPTURE_REQUIRE_VULKAN=1 and {e}"),
+            Err(e) => {
+                println!("SKIP: canary: {e}");
+                return;
+            }
+        };
+        if !backend.validation_enabled() {
+            assert!(
+                !required,
+                "CAPTURE_REQUIRE_VULKAN=1 but the validation layer is not enabled"
+            );
+            println!("SKIP: canary: the validation layer is not installed");
+            return;
+        }
+        let messages = backend.canary_execute_twice().expect("the canary records");
+        assert!(
+            messages
+                .iter()
+                .any(|m| m.contains("VUID-vkCmdExecuteCommands-pCommandBuffers-00092")),
+            "the layer did not report the canary:\n{}",
+            messages.join("\n")
+        );
     }
 }

@@ -2,9 +2,9 @@
 //! turned into the core's errors.
 
 use ash::vk;
-use capture_core::ServerError;
+use capture_core::{MemoryKind, OutOfMemory, PoolKind, PoolName, ServerError};
 
-pub use capture_core::error::Unavailable;
+pub use capture_core::Unavailable;
 
 /// This backend's [`Unavailable`], saying `why`.
 pub(crate) fn unavailable(why: impl Into<String>) -> Unavailable {
@@ -14,11 +14,66 @@ pub(crate) fn unavailable(why: impl Into<String>) -> Unavailable {
 /// A native Vulkan result code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct VkResult(pub vk::Result);
+pub struct VulkanError(pub vk::Result);
 
-/// The core's error for a failed Vulkan call: out-of-memory codes become
-/// [`ServerError::OutOfMemory`]-worthy driver errors naming the call; every other code
-/// is a driver error carrying the code.
+/// The core's error for a failed Vulkan call: a driver error naming the call and
+/// carrying the code.
 pub(crate) fn vk_error(op: &'static str, result: vk::Result) -> ServerError {
-    ServerError::driver(op, VkResult(result))
+    ServerError::driver(op, VulkanError(result))
+}
+
+/// A page allocation's failure: the out-of-memory codes
+/// (`VK_ERROR_OUT_OF_DEVICE_MEMORY`, `VK_ERROR_OUT_OF_HOST_MEMORY`) become
+/// [`ServerError::OutOfMemory`] for `size` bytes of `kind` memory (the memory manager
+/// fills in the pool and every pool's figures); any other error stays as it was.
+pub(crate) fn out_of_memory(error: ServerError, size: u64, kind: MemoryKind) -> ServerError {
+    let code = match &error {
+        ServerError::Driver { source, .. } => source
+            .downcast_ref::<VulkanError>()
+            .map(|VulkanError(code)| *code),
+        _ => None,
+    };
+    match code {
+        Some(
+            code @ (vk::Result::ERROR_OUT_OF_DEVICE_MEMORY | vk::Result::ERROR_OUT_OF_HOST_MEMORY),
+        ) => ServerError::OutOfMemory(Box::new(OutOfMemory {
+            requested: size,
+            pool: PoolName {
+                memory: kind,
+                pool: PoolKind::Dynamic,
+            },
+            reason: format!("{error}: {code}").into(),
+            pools: Vec::new(),
+            graphs: Vec::new(),
+        })),
+        _ => error,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn out_of_memory_codes_become_out_of_memory() {
+        for code in [
+            vk::Result::ERROR_OUT_OF_DEVICE_MEMORY,
+            vk::Result::ERROR_OUT_OF_HOST_MEMORY,
+        ] {
+            let e = out_of_memory(vk_error("vkAllocateMemory", code), 4096, MemoryKind::Device);
+            match e {
+                ServerError::OutOfMemory(oom) => {
+                    assert_eq!(oom.requested, 4096);
+                    assert!(oom.reason.contains("vkAllocateMemory"), "{}", oom.reason);
+                }
+                other => panic!("{code}: {other:?}"),
+            }
+        }
+        let other = out_of_memory(
+            vk_error("vkCreateBuffer", vk::Result::ERROR_INITIALIZATION_FAILED),
+            1,
+            MemoryKind::Host,
+        );
+        assert!(matches!(other, ServerError::Driver { .. }), "{other:?}");
+    }
 }

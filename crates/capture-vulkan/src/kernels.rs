@@ -7,19 +7,17 @@ use std::collections::HashMap;
 use std::ffi::CString;
 use std::sync::{Arc, Mutex};
 
-use capture_core::ServerError;
-use capture_mock::Builtin;
+use capture_core::{Builtin, KernelSignature, ServerError};
 
 use crate::raw::{self, Gpu, KernelObjects};
 
 /// A kernel before it is loaded.
 #[derive(Clone, Debug)]
-pub struct VkKernelSource {
+pub struct VulkanKernelSource {
     name: Cow<'static, str>,
     code: Code,
     entry: CString,
-    buffers: u32,
-    info: bool,
+    signature: KernelSignature,
 }
 
 #[derive(Clone, Debug)]
@@ -28,10 +26,10 @@ enum Code {
     Spirv(Arc<[u32]>),
 }
 
-impl VkKernelSource {
-    /// A SPIR-V compute kernel with entry point `entry`, taking `buffers` storage
-    /// buffers (bindings `0..buffers` of set 0, in launch order) and, when `info`, the
-    /// info words' buffer at binding `buffers`.
+impl VulkanKernelSource {
+    /// A SPIR-V compute kernel with entry point `entry` and `signature`: its buffers are
+    /// storage buffers at bindings `0..buffers` of set 0, in launch order, and, when it
+    /// takes info words, their buffer is at binding `buffers`.
     ///
     /// # Errors
     ///
@@ -41,8 +39,7 @@ impl VkKernelSource {
         name: impl Into<Cow<'static, str>>,
         words: Vec<u32>,
         entry: &str,
-        buffers: u32,
-        info: bool,
+        signature: KernelSignature,
     ) -> Result<Self, ServerError> {
         let name = name.into();
         if words.first() != Some(&0x0723_0203) {
@@ -58,20 +55,17 @@ impl VkKernelSource {
             name,
             code: Code::Spirv(words.into()),
             entry,
-            buffers,
-            info,
+            signature,
         })
     }
 
     /// The builtin `kernel`.
     pub fn builtin(kernel: Builtin) -> Self {
-        let (source, buffers) = wgsl(kernel);
         Self {
             name: Cow::Borrowed(kernel.name()),
-            code: Code::Wgsl(source),
+            code: Code::Wgsl(wgsl(kernel)),
             entry: CString::new("main").expect("no NUL"),
-            buffers,
-            info: true,
+            signature: kernel.signature(),
         }
     }
 
@@ -79,17 +73,20 @@ impl VkKernelSource {
     pub fn name(&self) -> &Cow<'static, str> {
         &self.name
     }
+
+    /// What the kernel takes.
+    pub fn signature(&self) -> KernelSignature {
+        self.signature
+    }
 }
 
-/// A loaded kernel: its pipeline, and how many buffers it binds.
-pub struct VkKernel {
+/// A loaded kernel: its pipeline.
+pub struct VulkanKernel {
     gpu: Arc<Gpu>,
     pub(crate) objects: KernelObjects,
-    pub(crate) buffers: u32,
-    pub(crate) info: bool,
 }
 
-impl Drop for VkKernel {
+impl Drop for VulkanKernel {
     fn drop(&mut self) {
         self.gpu.idle();
         raw::destroy_kernel(&self.gpu, &self.objects);
@@ -128,30 +125,32 @@ fn compile(name: &str, source: &'static str) -> Result<Arc<[u32]>, ServerError> 
 }
 
 /// Builds the pipeline for `source`.
-pub(crate) fn load(gpu: &Arc<Gpu>, source: &VkKernelSource) -> Result<VkKernel, ServerError> {
+pub(crate) fn load(
+    gpu: &Arc<Gpu>,
+    source: &VulkanKernelSource,
+) -> Result<VulkanKernel, ServerError> {
     let words = match &source.code {
         Code::Wgsl(text) => compile(&source.name, text)?,
         Code::Spirv(words) => Arc::clone(words),
     };
-    let bindings = source.buffers + u32::from(source.info);
+    let signature = source.signature;
+    let bindings = (signature.buffers() + usize::from(signature.has_info())) as u32;
     let objects = raw::kernel(gpu, &words, &source.entry, bindings)?;
-    Ok(VkKernel {
+    Ok(VulkanKernel {
         gpu: Arc::clone(gpu),
         objects,
-        buffers: source.buffers,
-        info: source.info,
     })
 }
 
-/// The WGSL of a builtin, and how many buffers it takes (its info words follow).
-fn wgsl(kernel: Builtin) -> (&'static str, u32) {
+/// The WGSL of a builtin (its buffers are bound in order, its info words after them).
+fn wgsl(kernel: Builtin) -> &'static str {
     match kernel {
-        Builtin::Fill => (FILL, 1),
-        Builtin::AddScalar => (ADD_SCALAR, 2),
-        Builtin::MulScalar => (MUL_SCALAR, 2),
-        Builtin::Axpy => (AXPY, 2),
-        Builtin::Copy => (COPY, 2),
-        Builtin::RowBias => (ROW_BIAS, 2),
+        Builtin::Fill => FILL,
+        Builtin::AddScalar => ADD_SCALAR,
+        Builtin::MulScalar => MUL_SCALAR,
+        Builtin::Axpy => AXPY,
+        Builtin::Copy => COPY,
+        Builtin::RowBias => ROW_BIAS,
     }
 }
 
@@ -215,7 +214,7 @@ mod tests {
     #[test]
     fn every_builtin_compiles_to_spirv() {
         for b in Builtin::ALL {
-            let (source, _) = wgsl(b);
+            let source = wgsl(b);
             let words = compile(b.name(), source).expect("compiles");
             assert_eq!(words[0], 0x0723_0203, "{}", b.name());
         }
@@ -223,7 +222,9 @@ mod tests {
 
     #[test]
     fn bad_spirv_is_refused_naming_the_kernel() {
-        let err = VkKernelSource::spirv("mine", vec![1, 2, 3], "main", 1, false).unwrap_err();
+        let err =
+            VulkanKernelSource::spirv("mine", vec![1, 2, 3], "main", KernelSignature::new(1, 0))
+                .unwrap_err();
         assert!(err.to_string().contains("invalid SPIR-V mine"), "{err}");
     }
 }

@@ -36,7 +36,7 @@ pub(crate) struct Batch {
 }
 
 /// One stream's submission state, shared with its fences and executables.
-pub struct Lane {
+pub(crate) struct Lane {
     pub(crate) gpu: Arc<Gpu>,
     batch: Mutex<Batch>,
 }
@@ -282,7 +282,9 @@ impl Lane {
         }
     }
 
-    /// A primary command buffer for a one-off submission outside the batch (a canary).
+    /// The open batch's command pool, for a one-off command buffer outside the batch
+    /// (the validation canary).
+    #[cfg(test)]
     pub(crate) fn pool(&self) -> vk::CommandPool {
         self.batch().pool
     }

@@ -4,8 +4,9 @@
 //! Design choices:
 //! - **Vulkan ≥ 1.2 with timeline semaphores**, or a typed [`Unavailable`] error saying
 //!   why. One compute queue, shared by every pooled stream behind the queue lock.
-//! - **Pages are `VkDeviceMemory` with one `VkBuffer` each**; slices bind within the
-//!   device's `maxStorageBufferRange` and offset alignment. Pinned-host staging lives in
+//! - **Pages are `VkDeviceMemory` with one `VkBuffer` each**. The device's
+//!   `maxStorageBufferRange`, offset alignment and workgroup counts are declared to the
+//!   core as its launch limits; the core refuses a launch outside them. Pinned-host staging lives in
 //!   host-visible memory. [`MemoryMode::ForcedStaging`] treats device pages as
 //!   device-only, so every read goes through a staging copy.
 //! - **Eager work** goes into the stream's primary command buffer; a fence first submits
@@ -31,9 +32,8 @@ mod storage;
 mod stream;
 
 pub use driver::{MemoryMode, VulkanBackend, VulkanOptions};
-pub use error::{Unavailable, VkResult};
+pub use error::{Unavailable, VulkanError};
 pub use executable::VulkanExecutable;
-pub use kernels::{VkKernel, VkKernelSource};
-pub use lane::Lane;
-pub use storage::{VkSlice, VkStorage};
+pub use kernels::{VulkanKernel, VulkanKernelSource};
+pub use storage::{VulkanSlice, VulkanStorage};
 pub use stream::{VulkanFence, VulkanStream};

@@ -1,19 +1,18 @@
-//! `VkStorage`: pages of `VkDeviceMemory`, each with one `VkBuffer` over all of it.
+//! `VulkanStorage`: pages of `VkDeviceMemory`, each with one `VkBuffer` over all of it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use ash::vk;
-use capture_core::ServerError;
-use capture_core::memory::{ComputeStorage, StorageId};
-use capture_core::range::ByteRange;
+use capture_core::backend::{ComputeStorage, StorageId};
+use capture_core::{ByteRange, MemoryKind, ServerError};
 
 use crate::raw::{self, Gpu, Page};
 
 /// What a launch or copy is given: a range of one page's buffer, and its mapped address
 /// when the page is mapped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct VkSlice {
+pub struct VulkanSlice {
     pub(crate) buffer: vk::Buffer,
     pub(crate) offset: u64,
     pub(crate) len: u64,
@@ -21,19 +20,26 @@ pub struct VkSlice {
 }
 
 /// One stream's pages of one kind of memory.
-pub struct VkStorage {
+pub struct VulkanStorage {
     gpu: Arc<Gpu>,
+    kind: MemoryKind,
     flags: vk::MemoryPropertyFlags,
     map: bool,
     pages: HashMap<u64, Page>,
     next: u64,
 }
 
-impl VkStorage {
-    /// Pages of memory with `flags`, mapped when `map`.
-    pub(crate) fn new(gpu: Arc<Gpu>, flags: vk::MemoryPropertyFlags, map: bool) -> Self {
+impl VulkanStorage {
+    /// Pages of `kind` memory with `flags`, mapped when `map`.
+    pub(crate) fn new(
+        gpu: Arc<Gpu>,
+        kind: MemoryKind,
+        flags: vk::MemoryPropertyFlags,
+        map: bool,
+    ) -> Self {
         Self {
             gpu,
+            kind,
             flags,
             map,
             pages: HashMap::new(),
@@ -42,11 +48,12 @@ impl VkStorage {
     }
 }
 
-impl ComputeStorage for VkStorage {
-    type Resource = VkSlice;
+impl ComputeStorage for VulkanStorage {
+    type Resource = VulkanSlice;
 
     fn alloc(&mut self, size: u64) -> Result<StorageId, ServerError> {
-        let page = raw::create_page(&self.gpu, size, self.flags, self.map)?;
+        let page = raw::create_page(&self.gpu, size, self.flags, self.map)
+            .map_err(|e| crate::error::out_of_memory(e, size, self.kind))?;
         let id = self.next;
         self.next += 1;
         self.pages.insert(id, page);
@@ -59,9 +66,9 @@ impl ComputeStorage for VkStorage {
         }
     }
 
-    fn resource(&mut self, id: StorageId, bytes: ByteRange) -> VkSlice {
+    fn resource(&mut self, id: StorageId, bytes: ByteRange) -> VulkanSlice {
         let page = &self.pages[&id.0];
-        VkSlice {
+        VulkanSlice {
             buffer: page.buffer,
             offset: bytes.start(),
             len: bytes.len(),
@@ -70,7 +77,7 @@ impl ComputeStorage for VkStorage {
     }
 }
 
-impl Drop for VkStorage {
+impl Drop for VulkanStorage {
     fn drop(&mut self) {
         // The stream waited for its work before its storages drop.
         for (_, page) in self.pages.drain() {

@@ -1,32 +1,24 @@
-//! `VulkanStream`: the core's per-stream state beside the stream's [`Lane`], and
+//! `VulkanStream`: the core's per-stream state beside the stream's `Lane`, and
 //! `VulkanFence`, a timeline value on it.
 
 use std::sync::Arc;
 
 use capture_core::ServerError;
-use capture_core::capture::StreamCapture;
-use capture_core::driver::DeviceStream;
-use capture_core::drop_queue::{Fence, PendingDropQueue};
-use capture_core::info_cache::MetadataInfoCache;
-use capture_core::memory::{ManagedMemoryHandle, MemoryManagement};
+use capture_core::backend::{DeviceStream, Fence, StreamState};
 
 use crate::lane::{self, Lane};
-use crate::storage::VkStorage;
+use crate::storage::VulkanStorage;
 
-/// A Vulkan stream: memory, drop queue, capture and info cache beside its lane.
+/// A Vulkan stream: the core's state of it beside its lane.
 pub struct VulkanStream {
     pub(crate) lane: Arc<Lane>,
     pub(crate) signal: usize,
-    pub(crate) device: MemoryManagement<VkStorage>,
-    pub(crate) host: MemoryManagement<VkStorage>,
-    pub(crate) drops: PendingDropQueue<VulkanFence>,
-    pub(crate) capture: StreamCapture,
-    pub(crate) cache: MetadataInfoCache<ManagedMemoryHandle>,
+    pub(crate) state: StreamState<VulkanStorage, VulkanStorage>,
 }
 
 impl Drop for VulkanStream {
     fn drop(&mut self) {
-        // Everything the storages, the drop queue and the cache free must be done with.
+        // Everything the storages and the cache free must be done with.
         let _ = self.lane.finish();
     }
 }
@@ -59,24 +51,12 @@ impl std::fmt::Debug for Lane {
 
 impl DeviceStream for VulkanStream {
     type Fence = VulkanFence;
-    type DeviceStorage = VkStorage;
-    type HostStorage = VkStorage;
+    type DeviceStorage = VulkanStorage;
+    type HostStorage = VulkanStorage;
     type Signal = usize;
 
-    fn device_memory(&mut self) -> &mut MemoryManagement<VkStorage> {
-        &mut self.device
-    }
-    fn host_memory(&mut self) -> &mut MemoryManagement<VkStorage> {
-        &mut self.host
-    }
-    fn drop_queue(&mut self) -> &mut PendingDropQueue<VulkanFence> {
-        &mut self.drops
-    }
-    fn capturing(&mut self) -> &mut StreamCapture {
-        &mut self.capture
-    }
-    fn info_cache(&mut self) -> &mut MetadataInfoCache<ManagedMemoryHandle> {
-        &mut self.cache
+    fn state(&mut self) -> &mut StreamState<VulkanStorage, VulkanStorage> {
+        &mut self.state
     }
     fn signal(&self) -> usize {
         self.signal

@@ -10,12 +10,10 @@
 
 use std::time::{Duration, Instant};
 
-use capture_core::ServerError;
-use capture_core::driver::Grid;
-use capture_core::ids::StreamId;
-use capture_core::report::GraphLedger;
-use capture_core::runtime::{Arg, Buffer, Device, DeviceConfig, KernelHandle};
-use capture_mock::{Builtin, Builtins};
+use capture_core::{
+    Arg, Buffer, Builtin, Builtins, Device, DeviceConfig, GraphLedger, Grid, KernelHandle,
+    ServerError, StreamId,
+};
 
 use crate::chain::{self, ELEMENTS, Slot, Step};
 
@@ -239,11 +237,11 @@ pub(crate) fn run_demo<B: Builtins>(
     })
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "mock"))]
 mod tests {
     use std::sync::{Mutex, MutexGuard};
 
-    use capture_core::error::Chain;
+    use capture_core::Chain;
     use capture_mock::{FaultOp, Faulty, MockBackend};
 
     use super::*;

@@ -1,17 +1,59 @@
-//! capture: graph capture of GPU compute streams. The facade over `capture-core` and the
-//! backends.
+//! capture-graphs: graph capture of GPU compute streams. Record a fixed sequence of
+//! kernel launches on one stream once, replay it many times as one dispatch, and keep
+//! every byte of memory honest while doing so. The facade over `capture-core` and the
+//! backends; the `capture` program lives here too.
 //!
-//! Features (pick-a-backend, additive):
+//! The user's view of the core is at this crate's root; each enabled backend is a
+//! module. Features pick backends, and are additive:
 //! - `mock` (default): the deterministic mock backend, CI's backend.
 //! - `vulkan`: the Vulkan backend (ash, loaded at run time).
 //! - `cuda`: the CUDA backend (cudarc, loaded at run time).
 //!
-//! Today the core, the mock and the Vulkan backend exist; the CUDA backend compiles empty
-//! until its issue lands.
+//! A whole program on the mock: warm up and record a two-kernel chain, replay it, read
+//! the result; a read of bytes nothing wrote fails instead of returning them.
+//!
+//! ```
+//! # #[cfg(feature = "mock")]
+//! # fn main() -> capture_graphs::Result<()> {
+//! use capture_graphs::mock::MockBackend;
+//! use capture_graphs::{Arg, Builtin, Builtins, Device, DeviceConfig, ServerError, StreamId};
+//!
+//! let dev = Device::new(MockBackend::new(), DeviceConfig::new())?;
+//! let s = StreamId::new(0);
+//! let add = dev.kernel(MockBackend::builtin(Builtin::AddScalar));
+//! let mul = dev.kernel(MockBackend::builtin(Builtin::MulScalar));
+//! let n = 4;
+//! let floats = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+//! let x = dev.alloc(s, n * 4)?;
+//! let t = dev.alloc(s, n * 4)?;
+//! let y = dev.alloc(s, n * 4)?;
+//!
+//! // Never written: reading it fails loudly.
+//! assert!(matches!(dev.read(s, &y), Err(ServerError::Unwritten(_))));
+//!
+//! dev.write(s, &x, 0, floats(&[1.0, 2.0, 3.0, 4.0]))?;
+//! // Called twice: warmup (eager), then recorded into the graph.
+//! let graph = dev.capture(s, |d| {
+//!     d.launch(s, &add, [1, 1, 1], &[Arg::read(&x), Arg::write(&t)], &Builtin::AddScalar.info(n, 1.0))?;
+//!     d.launch(s, &mul, [1, 1, 1], &[Arg::read(&t), Arg::write(&y)], &Builtin::MulScalar.info(n, 10.0))
+//! })?;
+//!
+//! // A new input, one replay: y = (x + 1) * 10.
+//! dev.write(s, &x, 0, floats(&[5.0, 6.0, 7.0, 8.0]))?;
+//! dev.replay(s, graph, 1)?;
+//! assert_eq!(dev.read(s, &y)?, floats(&[60.0, 70.0, 80.0, 90.0]));
+//!
+//! println!("{}", dev.memory_report());
+//! dev.drop_graph(graph)?;
+//! # Ok(())
+//! # }
+//! # #[cfg(not(feature = "mock"))]
+//! # fn main() {}
+//! ```
 
 #![forbid(unsafe_code)]
 
-pub use capture_core as core;
+pub use capture_core::*;
 #[cfg(feature = "cuda")]
 pub use capture_cuda as cuda;
 #[cfg(feature = "mock")]

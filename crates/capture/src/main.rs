@@ -8,19 +8,16 @@
 
 #![forbid(unsafe_code)]
 
-#[cfg(feature = "mock")]
 mod chain;
 mod cli;
-#[cfg(feature = "mock")]
 mod demo;
-#[cfg(feature = "mock")]
 mod table;
 
 use std::process::ExitCode;
 
 use cli::{BackendName, Demo, DemoArgs};
 
-/// Exit status of a usage error or a backend that is not implemented.
+/// Exit status of a usage error, or of a backend this build was made without.
 const USAGE_EXIT: u8 = 2;
 
 fn main() -> ExitCode {
@@ -85,7 +82,7 @@ fn run_cuda(args: DemoArgs) -> ExitCode {
 fn not_built(args: DemoArgs, feature: &str) -> ExitCode {
     eprintln!(
         "capture demo: this build has no {} backend; build with `--features {feature}` \
-         (`cargo run --release -p capture --features {feature} -- demo --backend {feature}`). \
+         (`cargo run --release -p capture-graphs --features {feature} -- demo --backend {feature}`). \
          Nothing was run.",
         args.backend
     );
@@ -95,7 +92,7 @@ fn not_built(args: DemoArgs, feature: &str) -> ExitCode {
 /// Runs the demo on a backend that opened (after printing `device`), or says why it
 /// could not open.
 #[cfg(any(feature = "vulkan", feature = "cuda"))]
-fn open_then_run<B: capture_mock::Builtins, E: std::fmt::Display>(
+fn open_then_run<B: capture_core::Builtins, E: std::fmt::Display>(
     opened: Result<B, E>,
     device: impl FnOnce(&B) -> String,
     args: DemoArgs,
@@ -153,13 +150,16 @@ fn run_vulkan(args: DemoArgs) -> ExitCode {
 
 /// Runs the demo on `backend`, prints its table and compares the outputs.
 /// `host_overhead_only` says the figures measure host cost only (the mock's).
-#[cfg(feature = "mock")]
-fn run<B: capture_mock::Builtins>(
+#[cfg_attr(
+    not(any(feature = "mock", feature = "vulkan", feature = "cuda")),
+    allow(dead_code)
+)]
+fn run<B: capture_core::Builtins>(
     backend: B,
     args: DemoArgs,
     host_overhead_only: bool,
 ) -> ExitCode {
-    use capture_core::error::Chain;
+    use capture_core::Chain;
 
     let options = demo::DemoOptions {
         kernels: args.kernels,
@@ -207,7 +207,6 @@ fn run<B: capture_mock::Builtins>(
 }
 
 /// An element for a message: its value with its bits, or that there is none.
-#[cfg(feature = "mock")]
 fn shown(value: Option<f32>) -> String {
     value.map_or_else(
         || "missing".to_owned(),

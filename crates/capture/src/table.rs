@@ -91,8 +91,7 @@ fn ratio(eager: f64, replayed: f64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use capture_core::ids::GraphId;
-    use capture_core::report::GraphLedger;
+    use capture_core::{GraphId, GraphLedger};
 
     use super::*;
     use crate::demo::DemoOptions;

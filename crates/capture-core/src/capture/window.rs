@@ -19,6 +19,7 @@ use crate::report::GraphLedger;
 /// instantiating what it recorded. The stream refuses the steps out of order.
 pub struct Window<'a, D: GraphDriver> {
     stream: &'a mut D::Stream,
+    drops: &'a mut PendingDropQueue<<D::Stream as DeviceStream>::Fence>,
     fence_error: Option<ServerError>,
 }
 
@@ -49,10 +50,14 @@ pub struct Graph<D: GraphDriver> {
 }
 
 impl<'a, D: GraphDriver> Window<'a, D> {
-    /// The capture window on `stream`.
-    pub fn on(stream: &'a mut D::Stream) -> Self {
+    /// The capture window on `stream`, whose deferred frees `drops` holds.
+    pub fn on(
+        stream: &'a mut D::Stream,
+        drops: &'a mut PendingDropQueue<<D::Stream as DeviceStream>::Fence>,
+    ) -> Self {
         Self {
             stream,
+            drops,
             fence_error: None,
         }
     }
@@ -198,8 +203,10 @@ impl<'a, D: GraphDriver> Window<'a, D> {
 
     fn drain(&mut self) {
         let signal = self.stream.signal();
-        let queue: &mut PendingDropQueue<_> = self.stream.drop_queue();
-        if let Err(error) = queue.drain(|| <D::Stream as DeviceStream>::fence(signal)) {
+        if let Err(error) = self
+            .drops
+            .drain(|| <D::Stream as DeviceStream>::fence(signal))
+        {
             self.fence_error.get_or_insert(error);
         }
     }

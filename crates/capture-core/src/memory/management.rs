@@ -283,6 +283,8 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         let storage = match self.storage.alloc(page_size) {
             Ok(id) => id,
             Err(ServerError::OutOfMemory(mut oom)) => {
+                // The storage knows the memory, the manager the pool that grew.
+                oom.pool = name;
                 oom.pools = self.report().pools;
                 return Err(ServerError::OutOfMemory(oom));
             }

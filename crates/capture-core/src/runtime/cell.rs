@@ -20,6 +20,9 @@ type Job<B> = Box<dyn FnOnce(&mut PooledStream<B>) + Send>;
 const SPIN: Duration = Duration::from_micros(50);
 
 /// One pooled stream and the way to reach it.
+// A device builds its cells once, in a vector; a direct stream's state inline saves
+// the lock a pointer chase on every call.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum StreamCell<B: Backend> {
     /// Reached by locking it, from any thread.
     Direct(Mutex<PooledStream<B>>),

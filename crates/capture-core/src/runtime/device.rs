@@ -1,5 +1,6 @@
-//! `Device`: the generic runtime over a backend. A pool of streams, eager work inside
-//! taint scopes, and the capture lifecycle driven through [`Window`].
+//! `Device`: the generic runtime over a backend. Construction, and the eager calls
+//! (alloc, write, read, sync, cleanup, reports); launches are in `launch.rs`, the
+//! capture lifecycle in `lifecycle.rs`, the state they share in `inner.rs`.
 //!
 //! Lock order, outermost first (a thread holds at most one pooled stream at a time and
 //! never waits on a fence while holding one):
@@ -13,26 +14,26 @@
 //! 6. the trace.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 
 use super::buffer::Buffer;
 use super::cell::{StreamCell, lock};
 use super::config::DeviceConfig;
-use super::launch::KernelEntry;
+use super::inner::{GraphRegistry, Inner};
 use super::pooled::PooledStream;
+use super::registry::KernelRegistry;
 use super::report::{DeviceReport, StreamReport};
-use super::setup::StreamSetup;
 use crate::capture::{CaptureStatus, DeviceCaptures};
-use crate::driver::{Backend, DeviceResource, DeviceStream};
-use crate::error::{Chain, ServerError};
-use crate::ids::{FailureId, GraphId, StreamId};
-use crate::memory::{Access, ClaimKey, CleanupReport, ManagedMemoryHandle, MemoryIds, PageUpdate};
+use crate::driver::{Backend, DeviceStream};
+use crate::error::ServerError;
+use crate::ids::{GraphId, StreamId};
+use crate::memory::{Access, ClaimKey, CleanupReport, MemoryIds, PageUpdate};
 use crate::range::ByteRange;
 use crate::report::GraphLedger;
+use crate::stream_state::StreamSetup;
 use crate::taint::TaintLedger;
 use crate::trace::{Event, Trace};
 
@@ -46,25 +47,6 @@ pub struct Device<B: Backend> {
     pub(crate) inner: Arc<Inner<B>>,
 }
 
-#[derive(Debug, Default)]
-pub(crate) struct GraphRegistry {
-    pub(crate) next: u64,
-    /// Live graphs: the pooled stream each lives on, and its ledger.
-    pub(crate) live: BTreeMap<GraphId, (usize, GraphLedger)>,
-}
-
-pub(crate) struct Inner<B: Backend> {
-    pub(crate) backend: Arc<B>,
-    pub(crate) serial: u64,
-    pub(crate) cells: Vec<StreamCell<B>>,
-    pub(crate) captures: DeviceCaptures,
-    pub(crate) taint: Mutex<TaintLedger>,
-    pub(crate) graphs: Mutex<GraphRegistry>,
-    pub(crate) kernels: Mutex<Vec<KernelEntry<B>>>,
-    pub(crate) trace: Trace,
-    pub(crate) config: DeviceConfig,
-}
-
 impl<B: Backend> Device<B> {
     /// A device over `backend` with `config`'s pooled streams.
     ///
@@ -72,12 +54,20 @@ impl<B: Backend> Device<B> {
     ///
     /// The backend's refusal to create a stream.
     pub fn new(backend: B, config: DeviceConfig) -> Result<Self, ServerError> {
+        let limits = backend.launch_limits();
         let captures = DeviceCaptures::new(B::allocation_breaks_capture());
         let ids = MemoryIds::new();
         let backend = Arc::new(backend);
         let mut cells = Vec::with_capacity(config.streams);
         for index in 0..config.streams {
-            let setup = StreamSetup::new(index, captures.clone(), ids.clone(), config);
+            let setup = StreamSetup::new(
+                index,
+                captures.clone(),
+                ids.clone(),
+                config.device_memory,
+                config.host_memory,
+                config.cache_policy,
+            );
             let b = Arc::clone(&backend);
             let create = move || -> Result<PooledStream<B>, ServerError> {
                 let mut stream = b.create_stream(&setup)?;
@@ -87,7 +77,7 @@ impl<B: Backend> Device<B> {
                         "the backend must create each stream's capture exactly once, in order",
                     ));
                 }
-                Ok(PooledStream::new(stream, index))
+                Ok(PooledStream::new(stream, index, config.drop_policy))
             };
             cells.push(if B::thread_affine() {
                 StreamCell::spawn(index, create)?
@@ -103,9 +93,10 @@ impl<B: Backend> Device<B> {
                 captures,
                 taint: Mutex::new(TaintLedger::new()),
                 graphs: Mutex::new(GraphRegistry::default()),
-                kernels: Mutex::new(Vec::new()),
+                kernels: Mutex::new(KernelRegistry::new()),
                 trace: Trace::new(config.trace),
                 config,
+                limits,
             }),
         })
     }
@@ -266,7 +257,7 @@ impl<B: Backend> Device<B> {
                 index: ps.index,
                 device: ps.stream.device_memory().report(),
                 host: ps.stream.host_memory().report(),
-                pending_drops: ps.stream.drop_queue().len(),
+                pending_drops: ps.drops.len(),
             }));
         }
         DeviceReport {
@@ -282,267 +273,6 @@ impl<B: Backend> Device<B> {
 }
 
 impl<B: Backend> Inner<B> {
-    pub(crate) fn pooled(&self, stream: StreamId) -> usize {
-        (stream.index() % self.cells.len() as u64) as usize
-    }
-
-    /// Runs `f` on `stream`'s pooled stream (under its lock, or on its worker).
-    pub(crate) fn on_stream<R: Send + 'static>(
-        &self,
-        stream: StreamId,
-        f: impl FnOnce(&mut PooledStream<B>) -> R + Send + 'static,
-    ) -> R {
-        self.cells[self.pooled(stream)].run(f)
-    }
-
-    pub(crate) fn taint(&self) -> MutexGuard<'_, TaintLedger> {
-        lock(&self.taint)
-    }
-
-    pub(crate) fn check_buffer(&self, buffer: &Buffer) -> Result<(), ServerError> {
-        if buffer.device != self.serial {
-            return Err(ServerError::InvalidBinding {
-                binding: format!("{}", buffer.id()),
-                reason: "the buffer belongs to another device".into(),
-            });
-        }
-        Ok(())
-    }
-
-    pub(crate) fn ledgers(&self) -> Vec<GraphLedger> {
-        lock(&self.graphs).live.values().map(|(_, l)| *l).collect()
-    }
-
-    /// Refuses a neighbour of an active window on this pooled stream (rule 13).
-    pub(crate) fn neighbour(
-        &self,
-        ps: &mut PooledStream<B>,
-        stream: StreamId,
-        op: &'static str,
-    ) -> Result<(), ServerError> {
-        match ps.stream.capturing().owner() {
-            Some(owner) if owner != stream => {
-                let error = ServerError::NeighbourRefused {
-                    op,
-                    neighbour: stream,
-                    owner,
-                };
-                self.refused(stream, op, &error);
-                Err(error)
-            }
-            _ => Ok(()),
-        }
-    }
-
-    pub(crate) fn refused(&self, stream: StreamId, op: &'static str, error: &ServerError) {
-        self.trace.push(Event::Refused {
-            stream,
-            op,
-            error: Chain(error).to_string(),
-        });
-    }
-
-    /// Dooms the window on `ps` with a post-mortem naming `op` on `stream`, and returns
-    /// the error to hand back (rule 11).
-    pub(crate) fn doom(
-        &self,
-        ps: &mut PooledStream<B>,
-        stream: StreamId,
-        op: Cow<'static, str>,
-        cause: ServerError,
-    ) -> ServerError {
-        let capture = ps.stream.capturing();
-        let owner = capture.owner().unwrap_or(stream);
-        let launches = capture.launches();
-        let error = ServerError::doomed(owner, op.clone(), stream, launches, cause);
-        if capture.is_recording() && !capture.is_doomed() {
-            capture.fail(error.clone());
-            self.trace.push(Event::Doomed {
-                stream: owner,
-                op,
-                launches,
-            });
-        }
-        error
-    }
-
-    /// Claims `keys` with `error` in the ledger and traces each claim.
-    pub(crate) fn claim(&self, keys: &[ClaimKey], error: &ServerError) -> Option<FailureId> {
-        if keys.is_empty() {
-            return None;
-        }
-        let failure = self
-            .taint()
-            .taint(keys.iter().copied(), error.clone())
-            .ok()?;
-        for key in keys {
-            self.trace.push(Event::Taint { key: *key, failure });
-        }
-        Some(failure)
-    }
-
-    /// Fails a scope with `error` (its claims now carry it) and traces each claim.
-    pub(crate) fn fail_scope(
-        &self,
-        scope: crate::taint::Scope,
-        keys: &[ClaimKey],
-        error: &ServerError,
-    ) {
-        let failure = scope.failure();
-        self.taint().fail(scope, error.clone());
-        for key in keys {
-            self.trace.push(Event::Taint { key: *key, failure });
-        }
-    }
-
-    /// An asynchronous error on `ps` (a failed submit, a lost device, a fence wait):
-    /// every range written there since its last good fence is claimed (rule 15).
-    pub(crate) fn fault(&self, ps: &mut PooledStream<B>, stream: StreamId, error: &ServerError) {
-        let keys = std::mem::take(&mut ps.since_fence);
-        if let Some(failure) = self.claim(&keys, error) {
-            self.trace.push(Event::Fault {
-                stream,
-                ranges: keys.len(),
-                failure,
-            });
-        }
-        ps.since_fence = keys;
-        ps.since_fence.clear();
-    }
-
-    /// Forgets, in the ledger, allocations the pools took back.
-    pub(crate) fn forget_freed(&self, ps: &mut PooledStream<B>) {
-        ps.collect_freed();
-        if ps.freed.is_empty() {
-            return;
-        }
-        let mut taint = self.taint();
-        for id in ps.freed.drain(..) {
-            // Host staging and info buffers were never tracked: unknown is expected.
-            let _ = taint.forget(id);
-        }
-    }
-
-    /// Flushes the drop queue when its policy asks, except while recording (rule 9).
-    pub(crate) fn maybe_flush(&self, ps: &mut PooledStream<B>, stream: StreamId) {
-        if ps.stream.capturing().is_recording() || !ps.stream.drop_queue().should_flush() {
-            return;
-        }
-        let signal = ps.stream.signal();
-        if let Err(e) = ps
-            .stream
-            .drop_queue()
-            .flush(|| <B::Stream as DeviceStream>::fence(signal))
-        {
-            self.fault(ps, stream, &e);
-        }
-    }
-
-    /// Frees everything the drop queue holds, after waiting for the device (never while
-    /// recording).
-    pub(crate) fn drain(&self, ps: &mut PooledStream<B>, stream: StreamId) {
-        if ps.stream.capturing().is_recording() {
-            return;
-        }
-        let signal = ps.stream.signal();
-        if let Err(e) = ps
-            .stream
-            .drop_queue()
-            .drain(|| <B::Stream as DeviceStream>::fence(signal))
-        {
-            self.fault(ps, stream, &e);
-        }
-    }
-
-    /// Reserves device memory under the device's capture state.
-    pub(crate) fn reserve_device(
-        &self,
-        ps: &mut PooledStream<B>,
-        stream: StreamId,
-        size: u64,
-    ) -> Result<ManagedMemoryHandle, ServerError> {
-        let memory = ps.stream.device_memory();
-        let result = self
-            .captures
-            .status()
-            .with_pages(ps.index, |update| memory.reserve(size, stream, update));
-        result.map_err(|e| self.with_ledgers(e))
-    }
-
-    /// Stages `bytes` through a pinned host slice and enqueues (or records) the copy to
-    /// `destination`. The staging slice is returned for its holder to keep.
-    pub(crate) fn stage(
-        &self,
-        ps: &mut PooledStream<B>,
-        stream: StreamId,
-        bytes: &[u8],
-        destination: &DeviceResource<B::Stream>,
-    ) -> Result<ManagedMemoryHandle, ServerError> {
-        let host = ps.stream.host_memory();
-        let staging = self
-            .captures
-            .status()
-            .with_pages(ps.index, |update| {
-                host.reserve(bytes.len() as u64, stream, update)
-            })
-            .map_err(|e| self.with_ledgers(e))?;
-        let key = ClaimKey {
-            memory: staging.id(),
-            range: ByteRange::from_bounds(0, bytes.len() as u64),
-        };
-        let source = ps.stream.host_memory().resource(key)?;
-        if ps.stream.capturing().is_recording() {
-            let location = ps.stream.host_memory().bind(staging.id())?;
-            ps.stream.capturing().touch(stream, location);
-            ps.stream.capturing().hold(&staging.binding());
-        }
-        ps.stream.capturing().prime(&staging.binding());
-        B::write(&mut ps.stream, &source, destination, bytes)?;
-        Ok(staging)
-    }
-
-    /// Adds every live graph's ledger to an out-of-memory error.
-    fn with_ledgers(&self, error: ServerError) -> ServerError {
-        match error {
-            ServerError::OutOfMemory(mut oom) => {
-                oom.graphs = self.ledgers();
-                ServerError::OutOfMemory(oom)
-            }
-            other => other,
-        }
-    }
-
-    /// Before `stream` works on a buffer of another pooled stream: refuse it if
-    /// `stream`'s own window records, then wait for what `stream` already enqueued (a
-    /// launch there may write the buffer; rule 18).
-    pub(crate) fn hand_over(
-        &self,
-        stream: StreamId,
-        op: &'static str,
-        buffer: &Buffer,
-    ) -> Result<(), ServerError> {
-        let id = buffer.id();
-        let fence = self.cells[self.pooled(stream)].run(move |ps| {
-            let capture = ps.stream.capturing();
-            match capture.owner() {
-                Some(owner) if capture.is_recording() && owner == stream => {
-                    Err(ServerError::graph_state(
-                        op,
-                        format!(
-                            "{id} lives on another pooled stream: a {op} of it from inside {stream}'s window cannot be recorded"
-                        ),
-                    ))
-                }
-                Some(_) if capture.is_recording() => Ok(None),
-                _ => Ok(Some(<B::Stream as DeviceStream>::fence(ps.stream.signal()))),
-            }
-        })?;
-        if let Some(fence) = fence {
-            crate::drop_queue::Fence::wait(fence)?;
-        }
-        Ok(())
-    }
-
     fn alloc_on(
         &self,
         ps: &mut PooledStream<B>,
@@ -616,7 +346,7 @@ impl<B: Backend> Inner<B> {
         } else {
             self.taint().host_write(key)?;
             PooledStream::<B>::wrote(&mut ps.since_fence, &[key]);
-            let queue = ps.stream.drop_queue();
+            let queue = &mut ps.drops;
             queue.push(staging);
             queue.push(bytes);
         }
@@ -697,7 +427,7 @@ impl<B: Backend> Inner<B> {
         let unpinned = ps.stream.info_cache().clear_unpinned();
         if !unpinned.is_empty() {
             for handle in unpinned {
-                ps.stream.drop_queue().push(handle);
+                ps.drops.push(handle);
             }
             self.drain(ps, stream);
         }

@@ -1,18 +1,20 @@
-//! Kernel registration and launches: lazy loading (never inside a window), info words
-//! through the metadata cache, propagation of claimed inputs, and the launch's taint
-//! scope.
+//! Kernel registration and launches: the launch check against the kernel's signature
+//! and the device's limits, lazy loading (never inside a window), info words through the
+//! metadata cache, propagation of claimed inputs, and the launch's taint scope.
 
 use std::borrow::Cow;
 use std::sync::Arc;
 
 use super::buffer::Arg;
 use super::cell::lock;
-use super::device::{Device, Inner};
+use super::device::Device;
+use super::inner::Inner;
 use super::pooled::PooledStream;
-use crate::driver::{Backend, DeviceResource, DeviceStream, Grid, LaunchBuffer};
+use crate::driver::{Backend, DeviceResource, DeviceStream, LaunchBuffer};
 use crate::error::ServerError;
 use crate::ids::StreamId;
 use crate::info_cache::Inserted;
+use crate::kernel::Grid;
 use crate::memory::{ClaimKey, MemoryLocation};
 use crate::range::ByteRange;
 use crate::trace::{Event, KernelId};
@@ -32,12 +34,6 @@ impl KernelHandle {
     }
 }
 
-pub(crate) struct KernelEntry<B: Backend> {
-    source: Arc<B::KernelSource>,
-    name: Cow<'static, str>,
-    loaded: Option<Arc<B::Kernel>>,
-}
-
 /// A buffer of another pooled stream, resolved there before the launch.
 pub(crate) struct Foreign<R> {
     arg: usize,
@@ -46,16 +42,13 @@ pub(crate) struct Foreign<R> {
 }
 
 impl<B: Backend> Device<B> {
-    /// Registers a kernel; it is loaded on its first launch.
+    /// Registers a kernel with the signature its source declares; it is loaded on its
+    /// first launch.
     pub fn kernel(&self, source: B::KernelSource) -> KernelHandle {
         let name = B::kernel_name(&source);
         let mut kernels = lock(&self.inner.kernels);
         let id = self.inner.trace.kernel(name.clone());
-        kernels.push(KernelEntry {
-            source: Arc::new(source),
-            name,
-            loaded: None,
-        });
+        kernels.register(source, name);
         KernelHandle {
             id,
             device: self.inner.serial,
@@ -75,8 +68,12 @@ impl<B: Backend> Device<B> {
     ///
     /// # Errors
     ///
-    /// - [`ServerError::InvalidArgument`] for a kernel of another device;
-    ///   [`ServerError::InvalidBinding`] for a range outside its buffer.
+    /// - [`ServerError::InvalidArgument`] for a kernel of another device, or a launch
+    ///   that does not fit: more than [`MAX_LAUNCH_BUFFERS`](crate::MAX_LAUNCH_BUFFERS)
+    ///   buffers, a buffer count or info-word count other than the kernel's signature
+    ///   declares, an empty grid or one beyond the device's limits.
+    /// - [`ServerError::InvalidBinding`] for a range outside its buffer, one starting at an
+    ///   offset the device cannot bind, or one longer than the device binds.
     /// - [`ServerError::NeighbourRefused`] while another stream's window holds the
     ///   pooled stream.
     /// - [`ServerError::Unwritten`] when skipped because an input was claimed.
@@ -96,9 +93,23 @@ impl<B: Backend> Device<B> {
                 "the kernel was registered with another device",
             ));
         }
+        {
+            let kernels = lock(&self.inner.kernels);
+            let entry = kernels.get(kernel.id)?;
+            entry.signature.check_launch(
+                &entry.name,
+                &self.inner.limits,
+                grid,
+                args.len(),
+                info.len(),
+            )?;
+        }
         for arg in args {
             self.inner.check_buffer(&arg.buffer)?;
-            arg.buffer.range(arg.offset, arg.len)?;
+            let range = arg.buffer.range(arg.offset, arg.len)?;
+            self.inner
+                .limits
+                .check_binding(arg.buffer.id(), range.start(), range.len())?;
         }
         let index = self.inner.pooled(stream);
         let id = kernel.id;
@@ -193,9 +204,7 @@ impl<B: Backend> Inner<B> {
     ) -> Result<(Arc<B::Kernel>, Cow<'static, str>), ServerError> {
         let (source, name) = {
             let kernels = lock(&self.kernels);
-            let entry = kernels.get(id.index() as usize).ok_or_else(|| {
-                ServerError::invalid("kernel", format!("kernel#{}", id.index()), "not registered")
-            })?;
+            let entry = kernels.get(id)?;
             if let Some(loaded) = &entry.loaded {
                 return Ok((Arc::clone(loaded), entry.name.clone()));
             }
@@ -221,10 +230,7 @@ impl<B: Backend> Inner<B> {
             return Err(error);
         }
         let loaded = Arc::new(B::load(&mut ps.stream, &source)?);
-        let loaded = {
-            let mut kernels = lock(&self.kernels);
-            Arc::clone(kernels[id.index() as usize].loaded.get_or_insert(loaded))
-        };
+        let loaded = lock(&self.kernels).set_loaded(id, loaded);
         self.trace.push(Event::Load { stream, kernel: id });
         Ok((loaded, name))
     }
@@ -254,18 +260,18 @@ impl<B: Backend> Inner<B> {
                 let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
                 let staging = self.stage(ps, stream, &bytes, &destination)?;
                 if !ps.stream.capturing().is_recording() {
-                    ps.stream.drop_queue().push(staging);
+                    ps.drops.push(staging);
                 }
                 let id = handle.id();
                 match ps.stream.info_cache().insert(words, handle)? {
                     Inserted::Cached { evicted } => {
                         for old in evicted {
-                            ps.stream.drop_queue().push(old);
+                            ps.drops.push(old);
                         }
                     }
                     Inserted::Refused { value, .. } => {
                         // Not cached: the launch still needs it until the device is done.
-                        ps.stream.drop_queue().push(value);
+                        ps.drops.push(value);
                     }
                 }
                 id

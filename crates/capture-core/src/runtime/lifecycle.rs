@@ -5,7 +5,8 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use super::cell::lock;
-use super::device::{Device, Inner};
+use super::device::Device;
+use super::inner::Inner;
 use super::pooled::PooledStream;
 use crate::capture::{Refused, Window};
 use crate::driver::{Backend, DeviceStream};
@@ -27,7 +28,7 @@ impl<B: Backend> Device<B> {
         let inner = Arc::clone(&self.inner);
         self.inner.on_stream(stream, move |ps| {
             inner.neighbour(ps, stream, "prepare")?;
-            match Window::<B>::on(&mut ps.stream).prepare(stream) {
+            match Window::<B>::on(&mut ps.stream, &mut ps.drops).prepare(stream) {
                 Ok(()) => {
                     inner.lifecycle(stream, "prepare");
                     Ok(())
@@ -65,7 +66,7 @@ impl<B: Backend> Device<B> {
         let inner = Arc::clone(&self.inner);
         self.inner.on_stream(stream, move |ps| {
             inner.neighbour(ps, stream, "begin")?;
-            let mut window = Window::<B>::on(&mut ps.stream);
+            let mut window = Window::<B>::on(&mut ps.stream, &mut ps.drops);
             let result = window.begin();
             let fence_error = window.take_fence_error();
             if let Some(error) = fence_error {
@@ -222,9 +223,9 @@ impl<B: Backend> Device<B> {
                 .graph_release(graph)
                 .unwrap_or_default()
             {
-                ps.stream.drop_queue().push(handle);
+                ps.drops.push(handle);
             }
-            ps.stream.drop_queue().push(Pending::other(g, bytes));
+            ps.drops.push(Pending::other(g, bytes));
             inner.trace.push(Event::DropGraph { stream, graph });
             Ok(())
         })
@@ -277,7 +278,7 @@ impl<B: Backend> Inner<B> {
             .flatten();
         let mut registry = lock(&self.graphs);
         let id = GraphId::new(registry.next);
-        let mut window = Window::<B>::on(&mut ps.stream);
+        let mut window = Window::<B>::on(&mut ps.stream, &mut ps.drops);
         let result = window.instantiate(stream, id);
         let fence_error = window.take_fence_error();
         let outcome = match result {
@@ -356,7 +357,7 @@ impl<B: Backend> Inner<B> {
         // Closing through the window closes the driver capture (from capture) or
         // disarms (from prepare); no graph id is consumed.
         let id = GraphId::new(lock(&self.graphs).next);
-        let mut window = Window::<B>::on(&mut ps.stream);
+        let mut window = Window::<B>::on(&mut ps.stream, &mut ps.drops);
         let result = window.instantiate(stream, id);
         let fence_error = window.take_fence_error();
         self.lifecycle(

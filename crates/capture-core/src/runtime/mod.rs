@@ -1,4 +1,4 @@
-//! The generic runtime: a [`Device`] over any [`Backend`](crate::driver::Backend), with
+//! The generic runtime: a [`Device`] over any [`Backend`](crate::backend::Backend), with
 //! a pool of streams onto which logical streams fold, eager work inside taint scopes, the
 //! capture lifecycle, replays, graph drops, cleanup and memory reports.
 
@@ -6,15 +6,19 @@ mod buffer;
 mod cell;
 mod config;
 mod device;
+mod inner;
 mod launch;
 mod lifecycle;
 mod pooled;
+mod registry;
 mod report;
-mod setup;
 
 pub use buffer::{Arg, Buffer};
 pub use config::DeviceConfig;
 pub use device::Device;
 pub use launch::KernelHandle;
 pub use report::{DeviceReport, StreamReport};
-pub use setup::StreamSetup;
+
+// The files import one way: `device` (the `Device` type and its eager calls), then
+// `launch` and `lifecycle` (more `Device` calls), all over `inner` (the shared state and
+// its helpers), `registry`, `pooled`, `cell`, `buffer`, `config` and `report`.

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use crate::capture::Graph;
 use crate::driver::{Backend, DeviceResource, DeviceStream, LaunchBuffer};
+use crate::drop_queue::{FlushingPolicy, PendingDropQueue};
 use crate::ids::{GraphId, MemoryId};
 use crate::memory::{BufferBinding, ClaimKey};
 
@@ -12,6 +13,10 @@ const SINCE_FENCE_COMPACT: usize = 1024;
 
 /// One pooled backend stream, the graphs captured on it, and the runtime's scratch.
 pub(crate) struct PooledStream<B: Backend> {
+    /// Frees deferred until the device is known to be done with them, behind the fences
+    /// this stream records. Declared first: it is emptied, then dropped, before the
+    /// backend stream it waits on.
+    pub(crate) drops: PendingDropQueue<<B::Stream as DeviceStream>::Fence>,
     pub(crate) stream: B::Stream,
     pub(crate) index: usize,
     /// Ranges written on this stream since its last good fence (rule 15).
@@ -27,11 +32,26 @@ pub(crate) struct PooledStream<B: Backend> {
     pub(crate) outputs: Vec<ClaimKey>,
 }
 
+impl<B: Backend> Drop for PooledStream<B> {
+    fn drop(&mut self) {
+        // What the queue holds is freed once the device is done with it, while the
+        // stream still exists to wait on (a recording stream records no fence: its
+        // queue is dropped as it is, before the backend stream tears down).
+        if !self.stream.capturing().is_recording() {
+            let signal = self.stream.signal();
+            let _ = self
+                .drops
+                .drain(|| <B::Stream as DeviceStream>::fence(signal));
+        }
+    }
+}
+
 impl<B: Backend> PooledStream<B> {
-    pub(crate) fn new(stream: B::Stream, index: usize) -> Self {
+    pub(crate) fn new(stream: B::Stream, index: usize, drop_policy: FlushingPolicy) -> Self {
         Self {
             stream,
             index,
+            drops: PendingDropQueue::new(drop_policy),
             since_fence: Vec::new(),
             graphs: BTreeMap::new(),
             freed: Vec::new(),

@@ -9,7 +9,7 @@
 mod support;
 
 mod cuda {
-    capture_mock::suite!(
+    capture_suite::suite!(
         fallible: crate::support::backend(),
         after: |_: &capture_cuda::CudaBackend| {}
     );

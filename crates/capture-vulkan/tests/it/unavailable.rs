@@ -14,7 +14,7 @@ fn a_missing_loader_is_a_typed_unavailable_error() {
     assert!(err.to_string().starts_with("Vulkan unavailable: "), "{err}");
     let as_server: capture_core::ServerError = err.into();
     assert!(
-        capture_core::error::Chain(&as_server)
+        capture_core::Chain(&as_server)
             .to_string()
             .contains("Vulkan unavailable: no Vulkan loader"),
     );

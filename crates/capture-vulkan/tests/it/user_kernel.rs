@@ -1,9 +1,8 @@
 //! A user's own SPIR-V kernel, with its binding layout, runs like a builtin.
 
-use capture_core::ids::StreamId;
-use capture_core::runtime::{Arg, Device, DeviceConfig};
-use capture_mock::scenarios::{bytes, floats, suite_lock};
-use capture_vulkan::{MemoryMode, VkKernelSource};
+use capture_core::{Arg, Chain, Device, DeviceConfig, KernelSignature, StreamId};
+use capture_suite::scenarios::{bytes, floats, suite_lock};
+use capture_vulkan::{MemoryMode, VulkanKernelSource};
 
 use crate::support;
 
@@ -44,7 +43,13 @@ fn a_users_spirv_kernel_runs_eagerly_and_in_a_graph() {
     let s = StreamId::new(0);
     {
         let dev = Device::new(backend, DeviceConfig::new().streams(1).unwrap()).unwrap();
-        let source = VkKernelSource::spirv("triple", spirv(TRIPLE), "triple", 2, false).unwrap();
+        let source = VulkanKernelSource::spirv(
+            "triple",
+            spirv(TRIPLE),
+            "triple",
+            KernelSignature::new(2, 0),
+        )
+        .unwrap();
         let k = dev.kernel(source);
         let values: Vec<f32> = (0..100).map(|i| i as f32).collect();
         let x = dev.alloc(s, 400).unwrap();
@@ -59,14 +64,15 @@ fn a_users_spirv_kernel_runs_eagerly_and_in_a_graph() {
         dev.write(s, &x, 0, bytes(&vec![2.0; 100])).unwrap();
         dev.replay(s, g, 1).unwrap();
         assert_eq!(floats(&dev.read(s, &y).unwrap()), vec![6.0; 100]);
-        // A launch that does not match the kernel's layout is refused, naming it.
+        // A launch that does not match the kernel's signature is refused by the core,
+        // naming it.
         let err = dev
             .launch(s, &k, [1, 1, 1], &[Arg::read(&x)], &[])
             .unwrap_err();
         assert!(
-            capture_core::error::Chain(&err)
+            Chain(&err)
                 .to_string()
-                .contains("the kernel binds 2 buffers"),
+                .contains("kernel triple takes 2 buffers"),
             "{err}"
         );
     }

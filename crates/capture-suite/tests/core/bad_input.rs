@@ -3,15 +3,12 @@
 
 use rstest::rstest;
 
-use capture_core::ServerError;
-use capture_core::drop_queue::FlushingPolicy;
-use capture_core::error::Chain;
-use capture_core::ids::{GraphId, StreamId};
-use capture_core::info_cache::CachePolicy;
-use capture_core::memory::{MAX_ALLOCATION_BYTES, MemoryConfig};
-use capture_core::runtime::{Arg, Buffer, DeviceConfig};
+use capture_core::{
+    Arg, Buffer, CachePolicy, Chain, DeviceConfig, FlushingPolicy, GraphId, MAX_ALLOCATION_BYTES,
+    MemoryConfig, ServerError, StreamId,
+};
 
-use crate::driver::bytes_of;
+use crate::bytes_of;
 use crate::{Dev, S0, S1, S2, device, filled, kernels, read};
 
 /// The error and its sources, as a user's report would show it.
@@ -312,6 +309,7 @@ fn bad_input_is_a_typed_error_naming_the_value(
     #[case] variant: &str,
     #[case] stream: StreamId,
 ) {
+    let _suite = crate::suite_lock();
     let (dev, _) = device();
     let (result, names) = call(&dev);
     let err = result.expect_err("bad input must be refused");

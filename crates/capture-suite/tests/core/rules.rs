@@ -1,15 +1,10 @@
-//! One test (or more) per rule of DESIGN.md, named after the rule. Each fails when the
+//! One test (or more) per rule of `docs/rules.md`, named after the rule. Each fails when the
 //! rule's guard (named in docs/architecture.md) is removed.
 
-use capture_core::ServerError;
-use capture_core::drop_queue::FlushingPolicy;
-use capture_core::memory::MemoryConfig;
-use capture_core::runtime::{Arg, DeviceConfig};
+use capture_core::{Arg, Chain, DeviceConfig, FlushingPolicy, MemoryConfig, ServerError};
+use capture_mock::FaultOp;
 
-use capture_core::error::Chain;
-
-use crate::driver::bytes_of;
-use crate::{S0, S1, S2, add_one, device, device_with, filled, kernels, read};
+use crate::{S0, S1, S2, add_one, bytes_of, device, device_with, filled, kernels, read};
 
 const MIB: u64 = 1 << 20;
 
@@ -24,6 +19,7 @@ fn is_graph_state(e: &ServerError) -> bool {
 
 #[test]
 fn rule_01_out_of_order_lifecycle_calls_are_refused_and_change_nothing() {
+    let _suite = crate::suite_lock();
     let (dev, _) = device();
     let k = kernels(&dev);
     let x = filled(&dev, S0, &[1, 2]);
@@ -54,6 +50,7 @@ fn rule_01_out_of_order_lifecycle_calls_are_refused_and_change_nothing() {
 
 #[test]
 fn rule_02_no_path_leaves_a_stream_wedged() {
+    let _suite = crate::suite_lock();
     let (dev, world) = device();
     let k = kernels(&dev);
     let x = filled(&dev, S0, &[1, 2]);
@@ -73,7 +70,7 @@ fn rule_02_no_path_leaves_a_stream_wedged() {
     dev.abort(S0).unwrap();
     assert!(dev.captures().recording().is_empty());
     assert_eq!(
-        world.calls("instantiate"),
+        world.calls(FaultOp::Instantiate),
         0,
         "the aborted recording was never instantiated"
     );
@@ -90,6 +87,7 @@ fn rule_02_no_path_leaves_a_stream_wedged() {
 
 #[test]
 fn rule_03_the_recording_starts_empty_and_eager_launches_are_not_recorded() {
+    let _suite = crate::suite_lock();
     let (dev, _) = device();
     let k = kernels(&dev);
     let x = filled(&dev, S0, &[1]);
@@ -111,6 +109,7 @@ fn rule_03_the_recording_starts_empty_and_eager_launches_are_not_recorded() {
 
 #[test]
 fn rule_04_recorded_memory_names_each_claim_once_write_winning() {
+    let _suite = crate::suite_lock();
     // The recording reads x, writes y, reads y, then writes x: x is one claim, first
     // read (an input) and then written, so it is in the written set as well; y is one
     // claim, written.
@@ -126,7 +125,7 @@ fn rule_04_recorded_memory_names_each_claim_once_write_winning() {
         .unwrap();
     assert_eq!(read(&dev, S0, &x).unwrap(), vec![3]);
     // A replay that fails to enqueue claims every range the graph writes: x and y.
-    world.fail("replay", 1);
+    world.fail(FaultOp::Replay, 1);
     dev.replay(S0, g, 1).unwrap_err();
     for b in [&x, &y] {
         let err = read(&dev, S0, b).unwrap_err();
@@ -141,13 +140,14 @@ fn rule_04_recorded_memory_names_each_claim_once_write_winning() {
 
 #[test]
 fn rule_05_priming_keeps_warmups_working_set_so_the_window_needs_no_growth() {
+    let _suite = crate::suite_lock();
     // Warmup writes three 1 MiB inputs, syncing after each: without priming the staging
     // pool would only reach one page, and the recording (which holds a staging slice
     // per recorded copy) would have to grow it inside the window.
     let (dev, world) = device();
     let bufs: Vec<_> = (0..3).map(|_| dev.alloc(S0, MIB).unwrap()).collect();
     let data: Vec<Vec<u8>> = (0..3u8).map(|i| vec![i + 1; MIB as usize]).collect();
-    let allocs_before = world.calls("alloc");
+    let allocs_before = world.calls(FaultOp::Alloc);
     let g = dev
         .capture(S0, |d| {
             for (b, bytes) in bufs.iter().zip(&data) {
@@ -158,7 +158,7 @@ fn rule_05_priming_keeps_warmups_working_set_so_the_window_needs_no_growth() {
         })
         .expect("the window needed no growth");
     assert_eq!(
-        world.calls("alloc") - allocs_before,
+        world.calls(FaultOp::Alloc) - allocs_before,
         3,
         "three staging pages, all in warmup"
     );
@@ -173,6 +173,7 @@ fn rule_05_priming_keeps_warmups_working_set_so_the_window_needs_no_growth() {
 
 #[test]
 fn rule_06_an_allocation_inside_the_window_is_refused_and_dooms_it() {
+    let _suite = crate::suite_lock();
     let (dev, world) = device();
     dev.prepare(S0).unwrap();
     dev.begin(S0).unwrap();
@@ -193,7 +194,7 @@ fn rule_06_an_allocation_inside_the_window_is_refused_and_dooms_it() {
         other => panic!("unexpected {other}"),
     }
     assert_eq!(
-        world.calls("alloc"),
+        world.calls(FaultOp::Alloc),
         0,
         "the driver never saw the allocation"
     );
@@ -206,6 +207,7 @@ fn rule_06_an_allocation_inside_the_window_is_refused_and_dooms_it() {
 
 #[test]
 fn rule_07_a_graph_pins_every_slice_its_launches_touch() {
+    let _suite = crate::suite_lock();
     // Drop an intermediate after capture, allocate 8 sentinels of its size: the replay
     // corrupts none of them, and its result is right.
     let (dev, _) = device();
@@ -237,6 +239,7 @@ fn rule_07_a_graph_pins_every_slice_its_launches_touch() {
 
 #[test]
 fn rule_08_recorded_copies_keep_their_bytes_and_clear_no_claim() {
+    let _suite = crate::suite_lock();
     let (dev, _) = device();
     let k = kernels(&dev);
     let x = dev.alloc(S0, 16).unwrap();
@@ -288,6 +291,7 @@ fn rule_08_recorded_copies_keep_their_bytes_and_clear_no_claim() {
 
 #[test]
 fn rule_09_flushes_wait_for_the_window_and_a_host_read_is_refused_without_dooming() {
+    let _suite = crate::suite_lock();
     // A drop queue that asks for a flush on every push: inside the window the flush
     // must be deferred (a fence wait there would break the capture).
     let config = DeviceConfig::new().drop_policy(FlushingPolicy::new(1, MIB).unwrap());
@@ -320,6 +324,7 @@ fn rule_09_flushes_wait_for_the_window_and_a_host_read_is_refused_without_doomin
 
 #[test]
 fn rule_10_a_kernel_first_loaded_inside_the_window_dooms_it() {
+    let _suite = crate::suite_lock();
     let (dev, world) = device();
     let k = kernels(&dev);
     let x = filled(&dev, S0, &[1]);
@@ -339,13 +344,14 @@ fn rule_10_a_kernel_first_loaded_inside_the_window_dooms_it() {
         text(&err).contains("kernel add_one was first loaded inside the window"),
         "{err}"
     );
-    assert_eq!(world.calls("load"), 0);
+    assert_eq!(world.calls(FaultOp::Load), 0);
     let end = dev.end(S0).unwrap_err();
     assert!(text(&end).contains("load add_one"), "{end}");
 }
 
 #[test]
 fn rule_11_a_failure_inside_the_window_dooms_it_and_taints_what_it_wrote() {
+    let _suite = crate::suite_lock();
     let (dev, world) = device();
     let k = kernels(&dev);
     let x = filled(&dev, S0, &[1]);
@@ -355,7 +361,7 @@ fn rule_11_a_failure_inside_the_window_dooms_it_and_taints_what_it_wrote() {
     dev.prepare(S0).unwrap();
     dev.begin(S0).unwrap();
     add_one(&dev, &k, S0, &x, &y).unwrap();
-    world.fail("launch", 1);
+    world.fail(FaultOp::Launch, 1);
     let err = dev
         .launch(
             S0,
@@ -381,6 +387,7 @@ fn rule_11_a_failure_inside_the_window_dooms_it_and_taints_what_it_wrote() {
 
 #[test]
 fn rule_12_a_foreign_end_abandons_the_window() {
+    let _suite = crate::suite_lock();
     let (dev, _) = device();
     dev.prepare(S0).unwrap();
     dev.begin(S0).unwrap();
@@ -409,6 +416,7 @@ fn rule_12_a_foreign_end_abandons_the_window() {
 
 #[test]
 fn rule_13_a_neighbour_of_an_active_window_is_refused_without_dooming_it() {
+    let _suite = crate::suite_lock();
     let (dev, _) = device();
     let k = kernels(&dev);
     let x = filled(&dev, S0, &[1]);
@@ -451,13 +459,14 @@ fn rule_13_a_neighbour_of_an_active_window_is_refused_without_dooming_it() {
 
 #[test]
 fn rule_14_a_replay_checks_its_inputs_and_a_failed_enqueue_is_settled_by_a_later_one() {
+    let _suite = crate::suite_lock();
     let (dev, world) = device();
     let k = kernels(&dev);
     let x = filled(&dev, S0, &[1]);
     let y = dev.alloc(S0, 4).unwrap();
     let g = dev.capture(S0, |d| add_one(d, &k, S0, &x, &y)).unwrap();
     // A replay that fails to enqueue taints what it writes...
-    world.fail("replay", 1);
+    world.fail(FaultOp::Replay, 1);
     let err = dev.replay(S0, g, 1).unwrap_err();
     assert!(text(&err).contains("injected fault in replay"), "{err}");
     let err = read(&dev, S0, &y).unwrap_err();
@@ -467,14 +476,14 @@ fn rule_14_a_replay_checks_its_inputs_and_a_failed_enqueue_is_settled_by_a_later
     assert_eq!(read(&dev, S0, &y).unwrap(), vec![2]);
     // A tainted input skips the replay and passes its failure on.
     let z = dev.alloc(S0, 4).unwrap();
-    world.fail("launch", 1);
+    world.fail(FaultOp::Launch, 1);
     add_one(&dev, &k, S0, &y, &x).unwrap_err();
     let err = dev.replay(S0, g, 1).unwrap_err();
     assert!(matches!(err, ServerError::Unwritten(_)), "{err}");
     let err = read(&dev, S0, &y).unwrap_err();
     assert!(text(&err).contains("replay on stream#0 skipped"), "{err}");
     assert_eq!(
-        world.calls("replay"),
+        world.calls(FaultOp::Replay),
         2,
         "the skipped replay never reached the driver"
     );
@@ -483,6 +492,7 @@ fn rule_14_a_replay_checks_its_inputs_and_a_failed_enqueue_is_settled_by_a_later
 
 #[test]
 fn rule_15_an_asynchronous_error_taints_everything_written_since_the_last_good_fence() {
+    let _suite = crate::suite_lock();
     let (dev, world) = device();
     let k = kernels(&dev);
     let x = filled(&dev, S0, &[1]);
@@ -494,12 +504,18 @@ fn rule_15_an_asynchronous_error_taints_everything_written_since_the_last_good_f
     let z = dev.alloc(S0, 4).unwrap();
     add_one(&dev, &k, S0, &x, &z).unwrap();
     dev.replay(S0, g, 1).unwrap();
-    world.fail("execute", 2);
+    world.fail(FaultOp::AsyncAtFence, 1);
     let err = dev.sync(S0).unwrap_err();
-    assert!(text(&err).contains("injected fault in execute"), "{err}");
+    assert!(
+        text(&err).contains("injected fault in asynchronous error at fence"),
+        "{err}"
+    );
     for b in [&y, &z] {
         let err = read(&dev, S0, b).unwrap_err();
-        assert!(text(&err).contains("injected fault in execute"), "{err}");
+        assert!(
+            text(&err).contains("injected fault in asynchronous error at fence"),
+            "{err}"
+        );
     }
     assert_eq!(
         read(&dev, S0, &before).unwrap(),
@@ -510,6 +526,7 @@ fn rule_15_an_asynchronous_error_taints_everything_written_since_the_last_good_f
 
 #[test]
 fn rule_16_dropping_a_graph_never_blocks_and_a_replay_inside_a_window_is_refused() {
+    let _suite = crate::suite_lock();
     let (dev, world) = device();
     let k = kernels(&dev);
     let inp = dev.alloc(S0, 256).unwrap();
@@ -530,10 +547,10 @@ fn rule_16_dropping_a_graph_never_blocks_and_a_replay_inside_a_window_is_refused
     dev.write(S0, &y, 0, bytes_of(&[0; 64])).unwrap();
     dev.sync(S0).unwrap();
     dev.replay(S0, g, 1).unwrap();
-    let waits = world.calls("fence_wait");
+    let waits = world.calls(FaultOp::FenceWait);
     dev.drop_graph(g).unwrap();
     assert_eq!(
-        world.calls("fence_wait"),
+        world.calls(FaultOp::FenceWait),
         waits,
         "the drop waited on nothing"
     );
@@ -558,13 +575,14 @@ fn rule_16_dropping_a_graph_never_blocks_and_a_replay_inside_a_window_is_refused
 
 #[test]
 fn rule_17_a_driver_refusal_at_begin_unwinds_so_prepare_and_begin_can_be_retried() {
+    let _suite = crate::suite_lock();
     let (dev, world) = device();
     let k = kernels(&dev);
     let x = filled(&dev, S0, &[1]);
     let y = dev.alloc(S0, 4).unwrap();
     dev.prepare(S0).unwrap();
     add_one(&dev, &k, S0, &x, &y).unwrap();
-    world.fail("begin", 1);
+    world.fail(FaultOp::Begin, 1);
     let err = dev.begin(S0).unwrap_err();
     assert!(text(&err).contains("injected fault in begin"), "{err}");
     assert!(dev.captures().recording().is_empty());
@@ -586,6 +604,7 @@ fn rule_17_a_driver_refusal_at_begin_unwinds_so_prepare_and_begin_can_be_retried
 
 #[test]
 fn rule_18_work_across_streams_is_ordered_by_fences() {
+    let _suite = crate::suite_lock();
     let (dev, _) = device();
     let k = kernels(&dev);
     let x = filled(&dev, S1, &[0; 4]);
@@ -606,6 +625,7 @@ fn rule_18_work_across_streams_is_ordered_by_fences() {
 
 #[test]
 fn a_capture_post_mortem_names_the_call_the_stream_and_the_launches_before_it() {
+    let _suite = crate::suite_lock();
     let (dev, world) = device();
     let k = kernels(&dev);
     let x = filled(&dev, S0, &[1]);
@@ -617,7 +637,7 @@ fn a_capture_post_mortem_names_the_call_the_stream_and_the_launches_before_it() 
         Ok(())
     });
     r.unwrap();
-    world.fail("instantiate", 1);
+    world.fail(FaultOp::Instantiate, 1);
     let err = dev.capture(S0, |d| add_one(d, &k, S0, &x, &y)).unwrap_err();
     assert!(
         text(&err).contains(
@@ -639,6 +659,7 @@ fn a_capture_post_mortem_names_the_call_the_stream_and_the_launches_before_it() 
 
 #[test]
 fn memory_limits_report_every_pool_and_graph() {
+    let _suite = crate::suite_lock();
     let config = DeviceConfig::new().device_memory(MemoryConfig::with_limit(2 * MIB).unwrap());
     let (dev, _) = device_with(config);
     let k = kernels(&dev);

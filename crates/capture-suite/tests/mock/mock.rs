@@ -1,19 +1,15 @@
 //! The mock's own behaviour: deferred work and `step`, poisoning, process-wide capture
 //! legality, the memory-node fault, thread-affine captures, and the fault plan.
 
-use capture_core::ServerError;
-use capture_core::capture::DeviceCaptures;
-use capture_core::driver::{Backend, DeviceStream, GraphDriver};
-use capture_core::error::Chain;
-use capture_core::ids::StreamId;
-use capture_core::memory::{
-    Access, BufferBinding, MemoryConfig, MemoryIds, MemoryKind, MemoryManagement, PageUpdate,
+use capture_core::backend::{
+    Backend, BufferBinding, DeviceStream, GraphDriver, MemoryManagement, PageUpdate, StreamSetup,
 };
-use capture_core::runtime::{Arg, Device, DeviceConfig, StreamSetup};
-use capture_mock::scenarios::{N, S0, bytes, floats, ramp, splat, suite_lock};
-use capture_mock::{
-    Builtin, Builtins, FaultOp, FaultPlan, Faulty, MockBackend, MockStorage, POISON,
+use capture_core::{
+    Access, Arg, Builtin, Builtins, Chain, Device, DeviceConfig, MemoryConfig, MemoryKind,
+    ServerError, StreamId,
 };
+use capture_mock::{FaultOp, FaultPlan, Faulty, MockBackend, MockStorage, POISON};
+use capture_suite::scenarios::{N, S0, bytes, floats, ramp, splat, suite_lock};
 
 fn text(e: &ServerError) -> String {
     Chain(e).to_string()
@@ -25,9 +21,9 @@ fn device(backend: MockBackend) -> Device<MockBackend> {
 
 fn add(
     dev: &Device<MockBackend>,
-    k: &capture_core::runtime::KernelHandle,
-    x: &capture_core::runtime::Buffer,
-    y: &capture_core::runtime::Buffer,
+    k: &capture_core::KernelHandle,
+    x: &capture_core::Buffer,
+    y: &capture_core::Buffer,
     a: f32,
 ) -> Result<(), ServerError> {
     dev.launch(
@@ -132,12 +128,7 @@ fn a_graph_holding_a_memory_node_replays_once() {
 fn a_capture_must_end_on_the_thread_that_began_it() {
     let _suite = suite_lock();
     let mock = MockBackend::new();
-    let setup = StreamSetup::new(
-        0,
-        DeviceCaptures::new(true),
-        MemoryIds::new(),
-        DeviceConfig::new(),
-    );
+    let setup = StreamSetup::standalone(0, true);
     let mut stream = mock.create_stream(&setup).unwrap();
     stream.capturing().prepare(S0).unwrap();
     stream.capturing().begin().unwrap();
@@ -227,7 +218,7 @@ fn an_allocation_fault_is_an_out_of_memory_refusal_the_stream_survives() {
 
 #[test]
 fn every_scenario_has_a_snapshot_and_no_snapshot_lacks_a_scenario() {
-    let dir = capture_mock::scenarios::snapshot_dir();
+    let dir = capture_suite::scenarios::snapshot_dir();
     let dir = std::path::Path::new(&dir);
     let mut on_disk: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
@@ -237,7 +228,7 @@ fn every_scenario_has_a_snapshot_and_no_snapshot_lacks_a_scenario() {
         })
         .collect();
     on_disk.sort();
-    let mut names: Vec<String> = capture_mock::scenarios::Scenario::ALL
+    let mut names: Vec<String> = capture_suite::scenarios::Scenario::ALL
         .iter()
         .map(|s| s.name().to_owned())
         .collect();

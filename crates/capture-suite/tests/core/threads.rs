@@ -1,27 +1,34 @@
-//! Threads: a thread-affine backend's captures begun on one user thread end from
-//! another, and the device is Send + Sync.
+//! Threads: the mock's streams are thread-affine (CUDA's global mode), so a capture
+//! begun on one user thread ends from another through the stream's worker; the device
+//! is Send + Sync; a panic on a worker reaches its caller.
 
 use std::sync::Arc;
 
-use capture_core::runtime::{Arg, Device, DeviceConfig};
+use capture_core::{Arg, Device, DeviceConfig, KernelSignature, StreamId};
+use capture_mock::{Faulty, MockBackend, MockKernel};
 
-use crate::driver::{TestBackend, bytes_of};
-use crate::{S0, filled, kernels, read};
+use crate::{Dev, S0, bytes_of, filled, kernels, read};
+
+fn mock_device(config: DeviceConfig) -> Dev {
+    Device::new(Faulty::new(MockBackend::new()), config).unwrap()
+}
 
 fn assert_send_sync<T: Send + Sync>() {}
 
 #[test]
 fn a_device_is_send_and_sync() {
-    assert_send_sync::<Device<TestBackend<false>>>();
-    assert_send_sync::<Device<TestBackend<true>>>();
+    let _suite = crate::suite_lock();
+    assert_send_sync::<Device<MockBackend>>();
+    assert_send_sync::<Dev>();
 }
 
 #[test]
 fn with_a_thread_affine_driver_a_capture_begun_on_one_user_thread_ends_from_another() {
+    let _suite = crate::suite_lock();
     let config = DeviceConfig::new().streams(2).unwrap().trace(true);
-    let dev = Arc::new(Device::new(TestBackend::<true>::default(), config).unwrap());
-    let k = kernels(&*dev);
-    let x = filled(&*dev, S0, &[1, 2, 3]);
+    let dev = Arc::new(mock_device(config));
+    let k = kernels(&dev);
+    let x = filled(&dev, S0, &[1, 2, 3]);
     let y = dev.alloc(S0, 12).unwrap();
     let opener = {
         let (dev, x, y) = (Arc::clone(&dev), x.clone(), y.clone());
@@ -58,23 +65,29 @@ fn with_a_thread_affine_driver_a_capture_begun_on_one_user_thread_ends_from_anot
         .expect("the driver saw begin and end on one thread");
     dev.write(S0, &x, 0, bytes_of(&[10, 20, 30])).unwrap();
     dev.replay(S0, g, 1).unwrap();
-    assert_eq!(read(&*dev, S0, &y).unwrap(), vec![11, 21, 31]);
+    assert_eq!(read(&dev, S0, &y).unwrap(), vec![11, 21, 31]);
 }
 
 #[test]
 fn streams_used_from_several_threads_stay_consistent() {
-    // Four threads each run their own stream's eager chain and capture; pooled streams
-    // are shared, so two threads contend for each lock.
+    let _suite = crate::suite_lock();
+    // Two threads, one per pooled stream, each run an eager chain, a capture and
+    // replays, while the test thread's handles reach both workers. The captures
+    // take turns: on the mock, as on CUDA in global mode, another stream's allocation
+    // while one records is refused, and capturing on two pooled streams at once is the
+    // reliability work's to make safe.
     let config = DeviceConfig::new().streams(2).unwrap();
-    let dev = Arc::new(Device::new(TestBackend::<false>::default(), config).unwrap());
-    let k = kernels(&*dev);
+    let dev = Arc::new(mock_device(config));
+    let k = kernels(&dev);
+    let turns = Arc::new(std::sync::Mutex::new(()));
     let handles: Vec<_> = (0..2u64)
         .map(|i| {
             let dev = Arc::clone(&dev);
+            let turns = Arc::clone(&turns);
             let add_one = k.add_one;
             std::thread::spawn(move || {
-                let s = capture_core::ids::StreamId::new(i);
-                let x = filled(&*dev, s, &[i as u32; 8]);
+                let s = StreamId::new(i);
+                let x = filled(&dev, s, &[i as u32; 8]);
                 let y = dev.alloc(s, 32).unwrap();
                 for _ in 0..50 {
                     dev.launch(
@@ -86,6 +99,7 @@ fn streams_used_from_several_threads_stay_consistent() {
                     )
                     .unwrap();
                 }
+                let turn = turns.lock().unwrap_or_else(|p| p.into_inner());
                 let g = dev
                     .capture(s, |d| {
                         d.launch(
@@ -97,9 +111,10 @@ fn streams_used_from_several_threads_stay_consistent() {
                         )
                     })
                     .unwrap();
+                drop(turn);
                 dev.write(s, &x, 0, bytes_of(&[100; 8])).unwrap();
                 dev.replay(s, g, 3).unwrap();
-                read(&*dev, s, &y).unwrap()
+                read(&dev, s, &y).unwrap()
             })
         })
         .collect();
@@ -110,12 +125,14 @@ fn streams_used_from_several_threads_stay_consistent() {
 
 #[test]
 fn a_panic_on_a_stream_worker_reaches_the_caller_and_the_worker_keeps_serving() {
-    const BOOM: crate::driver::TestKernel = crate::driver::TestKernel {
+    let _suite = crate::suite_lock();
+    const BOOM: MockKernel = MockKernel {
         name: "boom",
+        signature: KernelSignature::new(1, 0),
         f: |_, _| std::panic::resume_unwind(Box::new("a kernel panicked")),
     };
     let config = DeviceConfig::new().streams(1).unwrap();
-    let dev = Device::new(TestBackend::<true>::default(), config).unwrap();
+    let dev = mock_device(config);
     let boom = dev.kernel(BOOM);
     let x = filled(&dev, S0, &[1]);
     dev.launch(S0, &boom, [1, 1, 1], &[Arg::read_write(&x)], &[])

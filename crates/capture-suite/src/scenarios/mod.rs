@@ -1,9 +1,9 @@
 //! The scenario suite every backend runs: each scenario drives a [`Device`] over a
 //! backend wrapped in [`Faulty`], asserts the result bytes against a host model, and
 //! returns the core's trace, which [`check`] snapshots into files shared by every
-//! backend (`crates/capture-mock/snapshots/<scenario>.snap`).
+//! backend (`crates/capture-suite/snapshots/<scenario>.snap`).
 //!
-//! A backend runs the whole suite in one line: `capture_mock::suite!(MyBackend::new());`
+//! A backend runs the whole suite in one line: `capture_suite::suite!(MyBackend::new());`
 //! in one of its test files.
 //!
 //! Captures are process-wide on CUDA (global mode) and on the mock modelling it, so
@@ -17,13 +17,11 @@ mod memory;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use capture_core::ServerError;
-use capture_core::error::Chain;
-use capture_core::ids::StreamId;
-use capture_core::runtime::{Arg, Buffer, Device, DeviceConfig, KernelHandle};
-
-use crate::fault::{FaultPlan, Faulty};
-use crate::kernels::{Builtin, Builtins};
+use capture_core::{
+    Arg, Buffer, Builtin, Builtins, Chain, Device, DeviceConfig, KernelHandle, ServerError,
+    StreamId,
+};
+use capture_mock::{FaultPlan, Faulty};
 
 /// Where every backend's scenario snapshots live.
 pub const SNAPSHOTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/snapshots");

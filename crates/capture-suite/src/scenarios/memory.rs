@@ -1,11 +1,11 @@
 //! Scenarios of memory honesty: growth refused in a window, intermediates and inputs
 //! never aliased, staging kept, drops behind fences, pages held, reports and ledgers.
 
+use capture_core::Arg;
 use capture_core::ServerError;
-use capture_core::runtime::Arg;
 
 use super::{Harness, N, S0, S1, assert_contains, map, ramp, splat};
-use crate::kernels::{Builtin, Builtins};
+use capture_core::{Builtin, Builtins};
 
 /// An allocation that would grow a pool inside the window is refused, naming size, pool
 /// and stream, and the window is doomed.

@@ -2,12 +2,12 @@
 //! drivers too: refusals at begin, instantiate, replay, launch, upload and fences, and
 //! how the ledger answers each.
 
+use capture_core::Arg;
 use capture_core::ServerError;
-use capture_core::runtime::Arg;
 
 use super::{Harness, N, S0, assert_contains, map, ramp, splat};
-use crate::fault::FaultOp;
-use crate::kernels::{Builtin, Builtins};
+use capture_core::{Builtin, Builtins};
+use capture_mock::FaultOp;
 
 fn arm<B: Builtins>(h: &Harness<B>, op: FaultOp, nth: u32) {
     h.plan.fail(op, nth).expect("a valid fault position");
@@ -109,7 +109,7 @@ pub(super) fn tainted_input_skips_chain_of_3<B: Builtins>(
         .expect_err("the chain's output is unwritten");
     assert_contains(&err, "injected fault in launch");
     assert_contains(&err, "mul_scalar on stream#0 skipped (input buf#");
-    let text = capture_core::error::Chain(&err).to_string();
+    let text = capture_core::Chain(&err).to_string();
     assert_eq!(text.matches("skipped").count(), 3, "{text}");
     h.write(S0, &a, &splat(5.0))?;
     for (x, y) in [(&a, &b), (&b, &c), (&c, &d)] {

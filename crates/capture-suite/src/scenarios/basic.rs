@@ -1,11 +1,11 @@
 //! Scenarios of plain capture and replay: results, rewritten inputs, metadata, other
 //! streams, shared info entries, K replays in one submission.
 
+use capture_core::Arg;
 use capture_core::ServerError;
-use capture_core::runtime::Arg;
 
 use super::{Harness, N, S0, S1, bytes, map, ramp, splat};
-use crate::kernels::{Builtin, Builtins};
+use capture_core::{Builtin, Builtins};
 
 /// A graph of one `+1` launch, replayed twice: each replay leaves `input + 1`.
 pub(super) fn capture_replay<B: Builtins>(h: &Harness<B>) -> Result<(), ServerError> {

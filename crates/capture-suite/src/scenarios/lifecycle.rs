@@ -6,7 +6,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use capture_core::ServerError;
 
 use super::{Harness, N, S0, S2, assert_contains, ramp, splat};
-use crate::kernels::Builtins;
+use capture_core::Builtins;
 
 /// A host read of the recording stream is refused; the refusal does not doom the
 /// capture, which still seals.
@@ -127,7 +127,7 @@ pub(super) fn kernel_first_loaded_in_window<B: Builtins>(
         &end,
         "doomed by load add_scalar on stream#0 after 0 recorded launches",
     );
-    assert_eq!(h.plan.calls(crate::FaultOp::Load), 0);
+    assert_eq!(h.plan.calls(capture_mock::FaultOp::Load), 0);
     Ok(())
 }
 

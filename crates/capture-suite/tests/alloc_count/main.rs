@@ -13,11 +13,7 @@ use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
-mod drop_queue;
-mod info_cache;
-mod memory;
 mod runtime;
-mod taint;
 
 /// How many allocations (and reallocations) `f` made.
 pub fn allocations_during(f: impl FnOnce()) -> usize {
@@ -42,14 +38,7 @@ pub fn assert_amortised(what: &str, calls: usize, allocations: usize) {
 type Check = (&'static str, fn());
 
 fn main() {
-    let checks: Vec<Check> = [
-        drop_queue::CHECKS,
-        info_cache::CHECKS,
-        memory::CHECKS,
-        runtime::CHECKS,
-        taint::CHECKS,
-    ]
-    .concat();
+    let checks: Vec<Check> = runtime::CHECKS.to_vec();
     let mut failed = 0;
     for (name, check) in &checks {
         match catch_unwind(AssertUnwindSafe(check)) {

@@ -1,13 +1,15 @@
 //! The trace: a capture's lifecycle as the core's own renderer writes it, one event per
 //! line with logical ids only, snapshotted.
 
-use capture_core::runtime::Arg;
+use capture_core::Arg;
+use capture_mock::FaultOp;
 
-use crate::driver::bytes_of;
+use crate::bytes_of;
 use crate::{S0, S2, add_one, device, filled, kernels, read};
 
 #[test]
 fn a_capture_lifecycle_trace() {
+    let _suite = crate::suite_lock();
     let (dev, world) = device();
     let k = kernels(&dev);
     let x = filled(&dev, S0, &[1, 2]);
@@ -32,7 +34,7 @@ fn a_capture_lifecycle_trace() {
     dev.write(S0, &x, 0, bytes_of(&[5, 6])).unwrap();
     dev.replay(S0, g, 2).unwrap();
     assert_eq!(read(&dev, S0, &y).unwrap(), vec![17, 18]);
-    world.fail("replay", 1);
+    world.fail(FaultOp::Replay, 1);
     dev.replay(S0, g, 1).unwrap_err();
     dev.drop_graph(g).unwrap();
     insta::assert_snapshot!("capture_lifecycle", dev.trace().render());

@@ -1,0 +1,26 @@
+//! What a backend author needs beyond the user's view at the crate root: the traits a
+//! driver implements ([`Backend`], [`GraphDriver`], [`DeviceStream`]), the per-stream
+//! state it embeds ([`StreamState`], built from a [`StreamSetup`]), its storages and
+//! fences, the device limits it declares, and the lifecycle pieces its own tests can
+//! drive directly.
+//!
+//! A backend translates: it never adds or bends a rule. Every launch reaching
+//! [`Backend::launch`] has already been checked against the kernel's signature and the
+//! device's [`LaunchLimits`].
+
+pub use crate::builtin::Builtins;
+pub use crate::capture::{
+    CaptureEnd, CaptureStatus, DeviceCaptures, Graph, Refused, StreamCapture, TouchedPage, Window,
+};
+pub use crate::driver::{
+    Backend, DeviceResource, DeviceStream, GraphDriver, HostResource, LaunchBuffer,
+};
+pub use crate::drop_queue::{Fence, FlushingPolicy, Pending, PendingDropQueue};
+pub use crate::info_cache::{CacheMode, CachePolicy, Inserted, MetadataInfoCache, Refusal};
+pub use crate::kernel::{Grid, KernelSignature, LaunchLimits, MAX_LAUNCH_BUFFERS};
+pub use crate::memory::{
+    AllocGate, BufferBinding, ClaimKey, ComputeStorage, DYNAMIC_PAGE_BYTES, ManagedMemoryBinding,
+    ManagedMemoryHandle, MemoryIds, MemoryLocation, MemoryManagement, PERSISTENT_PAGE_BYTES,
+    PageUpdate, StorageId,
+};
+pub use crate::stream_state::{StreamSetup, StreamState};

@@ -1,0 +1,141 @@
+//! The builtin kernel set every backend provides: [`Builtin`] (names, signatures, info
+//! layout), its host model to check results against, and the [`Builtins`] trait a
+//! backend implements to hand out its source for each.
+//!
+//! It lives in the core, not in a test crate, so a backend and the programs built on it
+//! depend on no test tooling to reach it.
+
+use crate::driver::Backend;
+use crate::kernel::KernelSignature;
+
+/// The kernels every backend provides, elementwise over `f32`. Each reads how many
+/// elements it covers (and its scalar) from its info words, so shapes live in metadata
+/// as in a real runtime.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Builtin {
+    /// `out[i] = a`. Buffers: out (write). Info: `[n, a]`.
+    Fill,
+    /// `y[i] = x[i] + a`. Buffers: x (read), y (write). Info: `[n, a]`.
+    AddScalar,
+    /// `y[i] = x[i] * a`. Buffers: x (read), y (write). Info: `[n, a]`.
+    MulScalar,
+    /// `y[i] = a * x[i] + y[i]`. Buffers: x (read), y (read-write). Info: `[n, a]`.
+    Axpy,
+    /// `y[i] = x[i]`. Buffers: x (read), y (write). Info: `[n, 0]`.
+    Copy,
+    /// `y[r * cols + c] = x[r * cols + c] + r`: the shape comes from the info words.
+    /// Buffers: x (read), y (write). Info: `[rows, cols]`.
+    RowBias,
+}
+
+impl Builtin {
+    /// Every builtin.
+    pub const ALL: [Builtin; 6] = [
+        Builtin::Fill,
+        Builtin::AddScalar,
+        Builtin::MulScalar,
+        Builtin::Axpy,
+        Builtin::Copy,
+        Builtin::RowBias,
+    ];
+
+    /// How many info words every builtin takes.
+    pub const INFO_WORDS: usize = 2;
+
+    /// The kernel's name, the same on every backend.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Builtin::Fill => "fill",
+            Builtin::AddScalar => "add_scalar",
+            Builtin::MulScalar => "mul_scalar",
+            Builtin::Axpy => "axpy",
+            Builtin::Copy => "copy",
+            Builtin::RowBias => "row_bias",
+        }
+    }
+
+    /// What the kernel takes: its buffers and its [`INFO_WORDS`](Self::INFO_WORDS) info
+    /// words.
+    pub const fn signature(self) -> KernelSignature {
+        let buffers = match self {
+            Builtin::Fill => 1,
+            _ => 2,
+        };
+        KernelSignature::new(buffers, Self::INFO_WORDS)
+    }
+
+    /// The info words of a launch over `n` elements with scalar `a` (for `RowBias`,
+    /// `n` rows of `a as u64` columns).
+    pub fn info(self, n: u64, a: f32) -> [u64; 2] {
+        match self {
+            Builtin::RowBias => [n, a as u64],
+            _ => [n, u64::from(a.to_bits())],
+        }
+    }
+
+    /// The host model: what the kernel computes, on `f32` buffers in argument order.
+    pub fn model(self, bufs: &mut [Vec<f32>], info: &[u64]) {
+        let n = info.first().copied().unwrap_or(0) as usize;
+        let a = f32::from_bits(info.get(1).copied().unwrap_or(0) as u32);
+        match self {
+            Builtin::Fill => bufs[0].iter_mut().take(n).for_each(|v| *v = a),
+            Builtin::AddScalar | Builtin::MulScalar | Builtin::Copy => {
+                let (x, y) = bufs.split_at_mut(1);
+                for (o, i) in y[0].iter_mut().zip(&x[0]).take(n) {
+                    *o = match self {
+                        Builtin::AddScalar => i + a,
+                        Builtin::MulScalar => i * a,
+                        _ => *i,
+                    };
+                }
+            }
+            Builtin::Axpy => {
+                let (x, y) = bufs.split_at_mut(1);
+                for (o, i) in y[0].iter_mut().zip(&x[0]).take(n) {
+                    *o += a * i;
+                }
+            }
+            Builtin::RowBias => {
+                let cols = info.get(1).copied().unwrap_or(0) as usize;
+                let (x, y) = bufs.split_at_mut(1);
+                for (k, (o, i)) in y[0].iter_mut().zip(&x[0]).take(n * cols).enumerate() {
+                    *o = i + (k / cols.max(1)) as f32;
+                }
+            }
+        }
+    }
+}
+
+/// A backend that provides the builtin kernels: what the scenario suite and the demo
+/// need of a backend.
+pub trait Builtins: Backend {
+    /// The backend's source for `kernel`; its signature is [`Builtin::signature`].
+    fn builtin(kernel: Builtin) -> Self::KernelSource;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_model_of_add_scalar_adds_to_the_first_n_elements_only() {
+        let mut bufs = vec![vec![1.0, 2.0, 3.0], vec![0.0; 3]];
+        Builtin::AddScalar.model(&mut bufs, &Builtin::AddScalar.info(2, 0.5));
+        assert_eq!(bufs[1], vec![1.5, 2.5, 0.0]);
+    }
+
+    #[test]
+    fn row_bias_takes_its_shape_from_the_info_words() {
+        let mut bufs = vec![vec![0.0; 6], vec![9.0; 6]];
+        Builtin::RowBias.model(&mut bufs, &Builtin::RowBias.info(2, 3.0));
+        assert_eq!(bufs[1], vec![0.0, 0.0, 0.0, 1.0, 1.0, 1.0]);
+    }
+
+    #[test]
+    fn every_builtin_declares_its_buffers_and_two_info_words() {
+        assert_eq!(Builtin::Fill.signature(), KernelSignature::new(1, 2));
+        for b in &Builtin::ALL[1..] {
+            assert_eq!(b.signature(), KernelSignature::new(2, 2), "{b:?}");
+        }
+    }
+}

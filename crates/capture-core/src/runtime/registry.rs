@@ -1,0 +1,56 @@
+//! The kernel registry: every kernel registered with a device, its declared signature,
+//! and the loaded driver kernel once its first launch loaded it.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use crate::driver::Backend;
+use crate::error::ServerError;
+use crate::kernel::KernelSignature;
+use crate::trace::KernelId;
+
+/// One registered kernel.
+pub(crate) struct KernelEntry<B: Backend> {
+    pub(crate) source: Arc<B::KernelSource>,
+    pub(crate) name: Cow<'static, str>,
+    pub(crate) signature: KernelSignature,
+    pub(crate) loaded: Option<Arc<B::Kernel>>,
+}
+
+/// Every kernel a device knows, indexed by its [`KernelId`].
+pub(crate) struct KernelRegistry<B: Backend> {
+    entries: Vec<KernelEntry<B>>,
+}
+
+impl<B: Backend> KernelRegistry<B> {
+    pub(crate) fn new() -> Self {
+        Self {
+            entries: Vec::new(),
+        }
+    }
+
+    /// Registers `source` as the next kernel, not yet loaded.
+    pub(crate) fn register(&mut self, source: B::KernelSource, name: Cow<'static, str>) {
+        let signature = B::signature(&source);
+        self.entries.push(KernelEntry {
+            source: Arc::new(source),
+            name,
+            signature,
+            loaded: None,
+        });
+    }
+
+    /// The kernel `id` names.
+    pub(crate) fn get(&self, id: KernelId) -> Result<&KernelEntry<B>, ServerError> {
+        self.entries.get(id.index() as usize).ok_or_else(|| {
+            ServerError::invalid("kernel", format!("kernel#{}", id.index()), "not registered")
+        })
+    }
+
+    /// Keeps `loaded` as kernel `id`'s driver kernel, unless another thread loaded it
+    /// first; returns the one kept.
+    pub(crate) fn set_loaded(&mut self, id: KernelId, loaded: Arc<B::Kernel>) -> Arc<B::Kernel> {
+        let entry = &mut self.entries[id.index() as usize];
+        Arc::clone(entry.loaded.get_or_insert(loaded))
+    }
+}

@@ -1,0 +1,16 @@
+//! capture-suite: the scenario suite every backend runs, its harness and the `suite!`
+//! macro, the trace snapshots every backend shares (`snapshots/`), and the core's
+//! integration tests (rules, bad input, threads, trace, allocation counts) on the mock.
+//!
+//! Test tooling, never published (`publish = false`): backends take it as a
+//! dev-dependency, so no published crate depends on insta or the mock.
+//!
+//! A backend runs the whole suite in one line, in one of its test files:
+//! `capture_suite::suite!(MyBackend::new());`.
+//!
+//! This crate has no features and no unsafe code.
+
+#![forbid(unsafe_code)]
+
+pub mod launch_check;
+pub mod scenarios;
