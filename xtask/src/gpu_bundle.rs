@@ -1,18 +1,17 @@
 //! `cargo xtask gpu-bundle`: the GPU tests prebuilt, for a GPU machine with no Rust and no
-//! network: the release test binaries of capture-cuda, capture-vulkan and capture-mock,
-//! the `capture` program, the shared snapshots, and a `run.sh` that runs them all.
+//! network: the release `it` test binaries of capture-cuda and capture-vulkan and
+//! capture-suite's `mock`, the `capture` program (package capture-graphs), the shared
+//! snapshots of `crates/capture-suite/snapshots`, and `run.sh` (checked in as
+//! `xtask/gpu/run.sh`) with the `bundle.env` it reads.
 
-use std::collections::BTreeMap;
 use std::fs;
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-use crate::json::{self, Value};
-use crate::test::cargo;
+use crate::cargo::{Executable, Target, cargo, executable, json_messages};
 use crate::workspace_root;
 
 const HELP: &str = "usage: cargo xtask gpu-bundle [--out DIR]
@@ -20,23 +19,42 @@ const HELP: &str = "usage: cargo xtask gpu-bundle [--out DIR]
 Builds, here, what a GPU machine with no Rust and no network needs to run the GPU tests,
 into DIR (default target/gpu-bundle, replaced when it holds an earlier bundle):
 
-  capture-cuda-it, capture-vulkan-it, capture-mock-it
-               the crates' release integration-test binaries (CUDA 12.9 bindings)
-  capture      the capture program, --features cuda,vulkan (vulkan alone if the CUDA
-               build fails; run.sh then skips the CUDA demo and says so)
+  capture-cuda-it, capture-vulkan-it
+               the backends' release `it` test binaries (CUDA 12.9 bindings)
+  capture-suite-mock
+               capture-suite's release `mock` test binary: the scenario suite on the mock
+  capture      the capture program (package capture-graphs), --features cuda,vulkan
+               (vulkan alone if the CUDA build fails; run.sh then skips the CUDA demo and
+               says so)
   snapshots/   the scenario suite's shared snapshots (CAPTURE_SNAPSHOTS points here)
   run.sh       runs them all with CUDA required; ends `bundle: N passed, M failed`
+               (xtask/gpu/run.sh, as checked in)
+  bundle.env   what run.sh needs to know of this build (the snapshot directory compiled
+               into capture-suite-mock, whether the CUDA demo is skipped)
   README.txt   what the bundle is and how to run it
 
 Copy it with its file modes (tar -czf gpu-bundle.tar.gz -C target gpu-bundle), unpack it
 on the GPU machine and run ./run.sh. The binaries are x86-64 Linux, dynamically linked
 against this machine's glibc: the GPU machine needs the same or a newer one.";
 
-/// The crates whose `it` test binary the bundle carries.
-const TEST_CRATES: [&str; 3] = ["capture-cuda", "capture-vulkan", "capture-mock"];
+/// The bundle's script, checked in as `xtask/gpu/run.sh`; what varies is in `bundle.env`.
+const RUN_SH: &str = include_str!("../gpu/run.sh");
 
-/// The capture-mock test that reads the snapshot directory compiled into the binary
-/// (the build machine's source tree) rather than `CAPTURE_SNAPSHOTS`.
+/// The test binaries the bundle carries, and their names in it (which run.sh runs).
+const TESTS: [(Target, &str); 3] = [
+    (Target::test("capture-cuda", "it"), "capture-cuda-it"),
+    (Target::test("capture-vulkan", "it"), "capture-vulkan-it"),
+    (Target::test("capture-suite", "mock"), "capture-suite-mock"),
+];
+
+/// The capture program, and its name in the bundle.
+const PROGRAM: (Target, &str) = (Target::bin("capture-graphs", "capture"), "capture");
+
+/// Where the shared snapshots live in the source tree (compiled into capture-suite).
+pub(crate) const SNAPSHOTS: &str = "crates/capture-suite/snapshots";
+
+/// The test of capture-suite's `mock` binary that reads the snapshot directory compiled
+/// into the binary (the build machine's source tree) rather than `CAPTURE_SNAPSHOTS`.
 const SOURCE_TREE_TEST: &str = "every_scenario_has_a_snapshot_and_no_snapshot_lacks_a_scenario";
 
 pub(crate) fn run(args: &[String]) -> Result<()> {
@@ -70,22 +88,26 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     // Refuse a wrong --out before minutes of building, not after.
     check_replaceable(&out)?;
     let tests = build_tests()?;
-    let (capture, cuda_demo) = build_capture()?;
+    let (capture, no_cuda_demo) = build_capture()?;
 
     prepare(&out)?;
-    for (krate, exe) in &tests {
-        copy(exe, &out.join(format!("{krate}-it")))?;
+    for (exe, name) in &tests {
+        copy(exe, &out.join(name))?;
     }
-    copy(&capture, &out.join("capture"))?;
-    let snapshots = root.join("crates/capture-mock/snapshots");
+    copy(&capture, &out.join(PROGRAM.1))?;
+    let snapshots = root.join(SNAPSHOTS);
     let copied = copy_snapshots(&snapshots, &out.join("snapshots"))?;
 
     let script = out.join("run.sh");
-    fs::write(&script, run_sh(&snapshots, cuda_demo.as_deref()))?;
+    fs::write(&script, RUN_SH)?;
     fs::set_permissions(&script, fs::Permissions::from_mode(0o755))?;
     fs::write(
+        out.join("bundle.env"),
+        bundle_env(&snapshots, no_cuda_demo.as_deref()),
+    )?;
+    fs::write(
         out.join("README.txt"),
-        readme(&build_info(), cuda_demo.as_deref()),
+        readme(&build_info(), no_cuda_demo.as_deref()),
     )?;
 
     let size: u64 = fs::read_dir(&out)?
@@ -98,7 +120,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
          (tar keeps the file modes) and run ./run.sh there",
         out.display(),
         size.div_ceil(1 << 20),
-        if cuda_demo.is_some() {
+        if no_cuda_demo.is_some() {
             "; the capture program has no CUDA backend"
         } else {
             ""
@@ -107,78 +129,73 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// Builds the release test binaries and returns each crate's `it` binary.
-fn build_tests() -> Result<BTreeMap<&'static str, PathBuf>> {
+/// Builds the release test binaries; returns each of [`TESTS`]' executable and name.
+fn build_tests() -> Result<Vec<(PathBuf, &'static str)>> {
     let mut args = vec!["test", "--release", "--no-run"];
-    for krate in TEST_CRATES {
-        args.extend(["-p", krate]);
+    for flag in ["-p", "--test"] {
+        let mut named: Vec<&str> = Vec::new();
+        for (target, _) in &TESTS {
+            let name = if flag == "-p" {
+                target.package
+            } else {
+                target.name
+            };
+            if !named.contains(&name) {
+                named.push(name);
+                args.extend([flag, name]);
+            }
+        }
     }
     args.extend(["--features", "capture-cuda/cuda-12090"]);
-    let (ok, messages) = cargo_json(&args)?;
+    let (ok, messages) = json_messages(&format!("cargo {}", args.join(" ")), cargo(&args))?;
     if !ok {
         bail!(
             "building the test binaries failed (cargo {}); the bundle needs all three",
             args.join(" ")
         );
     }
-    let mut found = BTreeMap::new();
-    for message in &messages {
-        if let Some((krate, exe)) = test_binary(message) {
-            found.insert(krate, exe);
+    let built: Vec<Executable> = messages.iter().filter_map(executable).collect();
+    let mut found = Vec::new();
+    let mut missing = Vec::new();
+    for (target, name) in TESTS {
+        match find(&built, &target, true) {
+            Some(exe) => found.push((exe, name)),
+            None => missing.push(target.to_string()),
         }
     }
-    let missing: Vec<&str> = TEST_CRATES
-        .into_iter()
-        .filter(|k| !found.contains_key(k))
-        .collect();
     if !missing.is_empty() {
-        bail!("cargo built no `it` test binary for {}", missing.join(", "));
+        bail!("cargo built no test binary for {}", missing.join(", "));
     }
     Ok(found)
 }
 
-/// The crate and executable of a `compiler-artifact` message for one of
-/// [`TEST_CRATES`]' `it` test binaries.
-fn test_binary(message: &Value) -> Option<(&'static str, PathBuf)> {
-    let exe = artifact(message, "it", "test")?;
-    if message.get("profile")?.get("test")?.as_bool() != Some(true) {
-        return None;
-    }
-    let manifest = Path::new(message.get("manifest_path")?.as_str()?);
-    let dir = manifest.parent()?.file_name()?.to_str()?;
-    let krate = TEST_CRATES.into_iter().find(|k| *k == dir)?;
-    Some((krate, exe))
-}
-
-/// The executable of a `compiler-artifact` message for target `name` of `kind`.
-fn artifact(message: &Value, name: &str, kind: &str) -> Option<PathBuf> {
-    if message.get("reason")?.as_str()? != "compiler-artifact" {
-        return None;
-    }
-    let target = message.get("target")?;
-    let kinds = target.get("kind")?.as_array()?;
-    if target.get("name")?.as_str()? != name || !kinds.iter().any(|k| k.as_str() == Some(kind)) {
-        return None;
-    }
-    message.get("executable")?.as_str().map(PathBuf::from)
+/// The executable built for `target` (with the test harness or without, as `test`).
+fn find(built: &[Executable], target: &Target, test: bool) -> Option<PathBuf> {
+    built
+        .iter()
+        .find(|e| e.test == test && target.is(&e.package, &e.kind, &e.target))
+        .map(|e| e.path.clone())
 }
 
 /// Builds the `capture` program with CUDA and Vulkan, or with Vulkan alone when the
 /// CUDA build fails; returns it and, in the second case, why the CUDA demo is skipped.
 fn build_capture() -> Result<(PathBuf, Option<String>)> {
+    let (program, _) = PROGRAM;
     let mut skip = None;
     for features in ["cuda,vulkan", "vulkan"] {
         let args = [
             "build",
             "--release",
             "-p",
-            "capture",
+            program.package,
+            "--bin",
+            program.name,
             "--features",
             features,
         ];
-        let (ok, messages) = cargo_json(&args)?;
-        let exe = messages.iter().find_map(|m| artifact(m, "capture", "bin"));
-        match exe {
+        let (ok, messages) = json_messages(&format!("cargo {}", args.join(" ")), cargo(&args))?;
+        let built: Vec<Executable> = messages.iter().filter_map(executable).collect();
+        match find(&built, &program, false) {
             Some(exe) if ok => return Ok((exe, skip)),
             _ => {
                 println!(
@@ -193,30 +210,6 @@ fn build_capture() -> Result<(PathBuf, Option<String>)> {
         }
     }
     bail!("the capture program did not build, with or without CUDA")
-}
-
-/// Runs `cargo <args> --message-format=json-render-diagnostics` (diagnostics and
-/// progress on stderr as usual) and returns whether it succeeded and its JSON messages.
-fn cargo_json(args: &[&str]) -> Result<(bool, Vec<Value>)> {
-    println!("xtask: cargo {}", args.join(" "));
-    let mut child = cargo(args)
-        .arg("--message-format=json-render-diagnostics")
-        .stdout(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("starting cargo {}", args.join(" ")))?;
-    let stdout = child.stdout.take().context("cargo's stdout")?;
-    let mut messages = Vec::new();
-    for line in BufReader::new(stdout).lines() {
-        let line = line?;
-        if line.starts_with('{') {
-            messages.push(
-                json::parse(&line).with_context(|| format!("reading cargo's message {line}"))?,
-            );
-        } else if !line.trim().is_empty() {
-            println!("{line}");
-        }
-    }
-    Ok((child.wait()?.success(), messages))
 }
 
 /// Fails unless `out` is absent, empty, or an earlier bundle (it holds a `run.sh`).
@@ -292,140 +285,22 @@ fn quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', r"'\''"))
 }
 
-/// The bundle's `run.sh`. `source_snapshots` is the directory the capture-mock binary
-/// has compiled in; `no_cuda_demo` says why the CUDA demo is skipped, if it is.
-fn run_sh(source_snapshots: &Path, no_cuda_demo: Option<&str>) -> String {
-    let cuda_demo = match no_cuda_demo {
-        None => "step \"demo --backend cuda\" ./capture demo --backend cuda".to_string(),
-        Some(why) => format!("skip \"demo --backend cuda\" {}", quote(why)),
-    };
-    RUN_SH
-        .replace(
-            "@SOURCE_SNAPSHOTS@",
-            &quote(&source_snapshots.display().to_string()),
-        )
-        .replace("@SOURCE_TREE_TEST@", SOURCE_TREE_TEST)
-        .replace("@CUDA_DEMO@", &cuda_demo)
+/// The bundle's `bundle.env`, which run.sh sources: `source_snapshots` is the directory
+/// the capture-suite binary has compiled in; `no_cuda_demo` says why the CUDA demo is
+/// skipped, if it is.
+fn bundle_env(source_snapshots: &Path, no_cuda_demo: Option<&str>) -> String {
+    format!(
+        "# Written by `cargo xtask gpu-bundle` for run.sh, which sources it (see the top of
+# run.sh, or xtask/gpu/run.sh in the source tree).
+SOURCE_SNAPSHOTS={}
+SOURCE_TREE_TEST={}
+NO_CUDA_DEMO={}
+",
+        quote(&source_snapshots.display().to_string()),
+        quote(SOURCE_TREE_TEST),
+        quote(no_cuda_demo.unwrap_or_default()),
+    )
 }
-
-const RUN_SH: &str = r#"#!/usr/bin/env bash
-# capture's GPU bundle (made by `cargo xtask gpu-bundle`): runs the prebuilt tests and
-# demos on this machine, CUDA required. Ends with `bundle: N passed, M failed`, and exits
-# non-zero when anything failed. See README.txt.
-cd "$(dirname "$0")" || exit 2
-export CAPTURE_SNAPSHOTS="$PWD/snapshots" INSTA_WORKSPACE_ROOT="$PWD" INSTA_UPDATE=no \
-    CI=true CAPTURE_REQUIRE_CUDA=1 LP_NUM_THREADS=0
-
-passed=0
-failed=0
-failures=""
-
-step() {
-    local name=$1
-    shift
-    echo
-    echo "== $name: $*"
-    if "$@"; then
-        passed=$((passed + 1))
-        echo "== $name: ok"
-    else
-        failed=$((failed + 1))
-        failures="$failures, $name"
-        echo "== $name: FAILED"
-    fi
-}
-
-skip() {
-    echo
-    echo "== $1: skipped: $2"
-}
-
-# Runs the CUDA suite ("$@"), which must have run: without a `cuda::` scenario that passed
-# (an empty binary, say) it fails even though it exits 0.
-cuda_tests() {
-    local log rc
-    log=$(mktemp) || return 1
-    "$@" 2>&1 | tee "$log"
-    rc=${PIPESTATUS[0]}
-    if [ "$rc" -eq 0 ] && ! grep -q '^test cuda::.* \.\.\. ok$' "$log"; then
-        echo "no cuda:: scenario test ran"
-        rc=1
-    fi
-    rm -f "$log"
-    return "$rc"
-}
-
-has_lib() {
-    if ldconfig -p 2>/dev/null | awk '{print $1}' | grep -qx "$1"; then
-        return 0
-    fi
-    local dir
-    for dir in ${LD_LIBRARY_PATH//:/ } /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/lib /lib64 \
-        /usr/local/nvidia/lib64 /usr/lib/wsl/lib; do
-        [ -e "$dir/$1" ] && return 0
-    done
-    return 1
-}
-
-has_validation_layer() {
-    local dir
-    for dir in ${VK_LAYER_PATH//:/ } /usr/share/vulkan/explicit_layer.d \
-        /etc/vulkan/explicit_layer.d /usr/local/share/vulkan/explicit_layer.d; do
-        [ -e "$dir/VkLayer_khronos_validation.json" ] && return 0
-    done
-    return 1
-}
-
-echo "== machine: $(uname -srm)"
-if command -v nvidia-smi >/dev/null 2>&1; then
-    nvidia-smi || echo "nvidia-smi failed"
-else
-    echo "nvidia-smi: not found"
-fi
-if ! has_lib libcuda.so.1; then
-    echo "no CUDA driver found: libcuda.so.1 is not installed (the CUDA tests will fail)"
-fi
-
-# The capture-mock binary's check of the snapshot set reads the directory compiled into
-# it, on the machine that built the bundle; CI runs that check there.
-if ls @SOURCE_SNAPSHOTS@/*.snap >/dev/null 2>&1; then
-    step "capture-mock tests" ./capture-mock-it
-else
-    echo
-    echo "note: skipping @SOURCE_TREE_TEST@: it reads" @SOURCE_SNAPSHOTS@ "(the build machine's tree)"
-    step "capture-mock tests" ./capture-mock-it --skip @SOURCE_TREE_TEST@
-fi
-
-step "capture-cuda tests" cuda_tests ./capture-cuda-it --show-output
-
-vulkan=0
-if has_lib libvulkan.so.1; then
-    vulkan=1
-    if has_validation_layer; then
-        step "capture-vulkan tests" env CAPTURE_REQUIRE_VULKAN=1 ./capture-vulkan-it
-    else
-        echo
-        echo "note: the Khronos validation layer is not installed: the Vulkan tests run without it"
-        step "capture-vulkan tests" ./capture-vulkan-it
-    fi
-else
-    skip "capture-vulkan tests" "libvulkan.so.1 not found"
-fi
-
-@CUDA_DEMO@
-if [ "$vulkan" = 1 ]; then
-    step "demo --backend vulkan" ./capture demo --backend vulkan
-else
-    skip "demo --backend vulkan" "libvulkan.so.1 not found"
-fi
-
-echo
-if [ "$failed" -gt 0 ]; then
-    echo "failed: ${failures#, }"
-fi
-echo "bundle: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
-"#;
 
 /// The bundle's `README.txt`.
 fn readme(info: &str, no_cuda_demo: Option<&str>) -> String {
@@ -441,7 +316,7 @@ a network. Run:
     ./run.sh
 
 It prints nvidia-smi, then runs
-  capture-mock-it                the scenario suite on the mock, against snapshots/ (an
+  capture-suite-mock             the scenario suite on the mock, against snapshots/ (an
                                  altered snapshot fails here, on any machine)
   capture-cuda-it --show-output  the same suite on CUDA (CAPTURE_REQUIRE_CUDA=1: no
                                  driver or no device is a failure), printing the device
@@ -452,6 +327,8 @@ It prints nvidia-smi, then runs
   capture demo --backend vulkan  the same, when libvulkan.so.1 is present
 and ends with `bundle: N passed, M failed` (exit status non-zero on any failure).
 {note}
+run.sh reads what is particular to this build from bundle.env.
+
 Needs: x86-64 Linux with a glibc no older than the build machine's; the NVIDIA driver
 (libcuda.so.1). NVRTC is not needed (the kernels ship as PTX; capture-cuda's NVRTC test
 says SKIP here and runs in CI). Environment run.sh sets: CAPTURE_SNAPSHOTS,
@@ -465,64 +342,245 @@ One test binary can be run alone with a filter, e.g.
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cargo::parse_message;
+    use crate::cargo::tests::artifact_line;
 
-    fn message(crate_dir: &str, name: &str, kind: &str, test: bool) -> Value {
-        json::parse(&format!(
-            r#"{{"reason":"compiler-artifact","manifest_path":"/w/crates/{crate_dir}/Cargo.toml","target":{{"kind":["{kind}"],"name":"{name}"}},"profile":{{"test":{test}}},"executable":"/w/target/release/deps/{name}-1"}}"#
-        ))
-        .unwrap()
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("xtask-bundle-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn built(artifacts: &[(&str, &str, &str, bool)]) -> Vec<Executable> {
+        artifacts
+            .iter()
+            .map(|(id, kind, name, test)| {
+                executable(&parse_message(&artifact_line(id, kind, name, *test)).unwrap()).unwrap()
+            })
+            .collect()
     }
 
     #[test]
-    fn only_the_it_test_binaries_of_the_three_crates_are_taken() {
-        assert_eq!(
-            test_binary(&message("capture-cuda", "it", "test", true)),
-            Some(("capture-cuda", PathBuf::from("/w/target/release/deps/it-1")))
-        );
-        assert_eq!(
-            test_binary(&message("capture-core", "it", "test", true)),
-            None
-        );
-        assert_eq!(
-            test_binary(&message("capture-mock", "capture_mock", "lib", true)),
-            None
-        );
-        assert_eq!(
-            test_binary(&message("capture-mock", "it", "test", false)),
-            None
-        );
-        let fresh = json::parse(r#"{"reason":"build-finished","success":true}"#).unwrap();
-        assert_eq!(test_binary(&fresh), None);
-        assert_eq!(
-            artifact(
-                &message("capture", "capture", "bin", false),
-                "capture",
-                "bin"
+    fn each_bundled_binary_is_found_by_package_and_target() {
+        let built = built(&[
+            (
+                "path+file:///w/crates/capture-core#0.1.0",
+                "lib",
+                "capture_core",
+                true,
             ),
-            Some(PathBuf::from("/w/target/release/deps/capture-1"))
+            (
+                "path+file:///w/crates/capture-vulkan#0.1.0",
+                "test",
+                "it",
+                true,
+            ),
+            (
+                "path+file:///w/crates/capture-suite#0.1.0",
+                "test",
+                "core",
+                true,
+            ),
+            (
+                "path+file:///w/crates/capture-suite#0.1.0",
+                "test",
+                "mock",
+                true,
+            ),
+            (
+                "path+file:///w/crates/capture#capture-graphs@0.1.0",
+                "bin",
+                "capture",
+                false,
+            ),
+        ]);
+        let path = |name: &str| Some(PathBuf::from(format!("/w/target/release/deps/{name}-0123")));
+        assert_eq!(find(&built, &TESTS[1].0, true), path("it"));
+        assert_eq!(find(&built, &TESTS[2].0, true), path("mock"));
+        assert_eq!(
+            find(&built, &TESTS[0].0, true),
+            None,
+            "capture-cuda's `it` is not built"
+        );
+        assert_eq!(find(&built, &PROGRAM.0, false), path("capture"));
+        assert_eq!(
+            find(&built, &PROGRAM.0, true),
+            None,
+            "the program, not its unit tests"
         );
     }
 
     #[test]
-    fn run_sh_runs_the_cuda_demo_unless_told_why_not() {
-        let dir = Path::new("/w/crates/capture-mock/snapshots");
-        let with = run_sh(dir, None);
-        assert!(with.contains("step \"demo --backend cuda\" ./capture demo --backend cuda"));
-        assert!(with.contains("if ls '/w/crates/capture-mock/snapshots'/*.snap >/dev/null"));
-        let placeholder = with
+    fn run_sh_runs_every_bundled_binary_and_has_no_placeholder() {
+        for name in TESTS.iter().map(|(_, name)| *name).chain([PROGRAM.1]) {
+            assert!(
+                RUN_SH.contains(&format!("./{name}")),
+                "run.sh does not run {name}"
+            );
+            let readme = readme("info", None);
+            assert!(readme.contains(name), "README.txt does not name {name}");
+        }
+        assert!(RUN_SH.starts_with("#!/usr/bin/env bash\n"));
+        let placeholder = RUN_SH
             .split('@')
-            .any(|w| !w.is_empty() && w.chars().all(|c| c.is_ascii_uppercase() || c == '_'));
-        assert!(!placeholder, "a placeholder is left:\n{with}");
-        let without = run_sh(dir, Some("it's not built"));
-        assert!(without.contains(r#"skip "demo --backend cuda" 'it'\''s not built'"#));
-        assert!(!without.contains("./capture demo --backend cuda"));
+            .find(|w| !w.is_empty() && w.chars().all(|c| c.is_ascii_uppercase() || c == '_'));
+        assert_eq!(placeholder, None, "run.sh is copied as it is checked in");
+        let status = Command::new("bash")
+            .args(["-n", concat!(env!("CARGO_MANIFEST_DIR"), "/gpu/run.sh")])
+            .status()
+            .unwrap();
+        assert!(status.success(), "bash -n run.sh: {status}");
+    }
+
+    #[test]
+    fn bundle_env_reads_back_in_the_shell() {
+        let dir = scratch("env");
+        let why = "it's not built; $HOME `x` \\ \"y\"";
+        fs::write(
+            dir.join("bundle.env"),
+            bundle_env(Path::new("/w/it's/snapshots"), Some(why)),
+        )
+        .unwrap();
+        let out = Command::new("bash")
+            .args([
+                "-c",
+                r#". ./bundle.env && printf '%s|%s|%s' "$SOURCE_SNAPSHOTS" "$SOURCE_TREE_TEST" "$NO_CUDA_DEMO""#,
+            ])
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        assert_eq!(
+            String::from_utf8(out.stdout).unwrap(),
+            format!("/w/it's/snapshots|{SOURCE_TREE_TEST}|{why}")
+        );
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A bundle of `run.sh`, its `bundle.env`, and fake binaries that log how they were
+    /// run to `calls`; the CUDA suite passes a scenario when `cuda_ok`.
+    fn fake_bundle(
+        name: &str,
+        source_snapshots: &Path,
+        no_cuda_demo: Option<&str>,
+        cuda_ok: bool,
+    ) -> PathBuf {
+        let dir = scratch(name);
+        fs::create_dir_all(dir.join("snapshots")).unwrap();
+        fs::write(dir.join("run.sh"), RUN_SH).unwrap();
+        fs::write(
+            dir.join("bundle.env"),
+            bundle_env(source_snapshots, no_cuda_demo),
+        )
+        .unwrap();
+        let cuda_line = if cuda_ok {
+            "test cuda::capture_replay ... ok"
+        } else {
+            "running 0 tests"
+        };
+        for (file, body) in [
+            (
+                "capture-suite-mock",
+                "echo \"mock $* in $CAPTURE_SNAPSHOTS\" >> calls".to_string(),
+            ),
+            (
+                "capture-cuda-it",
+                format!("echo \"cuda $* $CAPTURE_REQUIRE_CUDA\" >> calls; echo '{cuda_line}'"),
+            ),
+            (
+                "capture-vulkan-it",
+                "echo \"vulkan $*\" >> calls".to_string(),
+            ),
+            ("capture", "echo \"capture $*\" >> calls".to_string()),
+        ] {
+            let path = dir.join(file);
+            fs::write(&path, format!("#!/usr/bin/env bash\n{body}\n")).unwrap();
+            fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        dir
+    }
+
+    /// Runs the bundle's run.sh from elsewhere; returns its success, output and calls.
+    fn run_bundle(dir: &Path) -> (bool, String, String) {
+        let out = Command::new("bash")
+            .arg(dir.join("run.sh"))
+            .current_dir(std::env::temp_dir())
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let calls = fs::read_to_string(dir.join("calls")).unwrap_or_default();
+        (out.status.success(), text, calls)
+    }
+
+    /// The `bundle: N passed, M failed` line, checked against the steps' own lines.
+    fn tally(text: &str) -> (usize, usize) {
+        let last = text.lines().last().unwrap();
+        let (passed, failed) = last
+            .strip_prefix("bundle: ")
+            .and_then(|l| l.split_once(" passed, "))
+            .unwrap_or_else(|| panic!("last line {last:?}"));
+        let failed = failed.strip_suffix(" failed").unwrap();
+        let counted = (
+            text.lines()
+                .filter(|l| l.starts_with("== ") && l.ends_with(": ok"))
+                .count(),
+            text.lines()
+                .filter(|l| l.starts_with("== ") && l.ends_with(": FAILED"))
+                .count(),
+        );
+        assert_eq!((passed.parse().unwrap(), failed.parse().unwrap()), counted);
+        counted
+    }
+
+    #[test]
+    fn run_sh_runs_the_bundle_as_bundle_env_says() {
+        let source = scratch("source-snapshots");
+        fs::write(source.join("capture_replay.snap"), "").unwrap();
+        let dir = fake_bundle("with-source", &source, None, true);
+        let (ok, text, calls) = run_bundle(&dir);
+        assert!(ok, "{text}");
+        let snapshots = dir.join("snapshots");
+        assert!(
+            calls.contains(&format!("mock  in {}\n", snapshots.display())),
+            "the whole mock suite runs against the bundle's snapshots:\n{calls}"
+        );
+        assert!(calls.contains("cuda --show-output 1\n"), "{calls}");
+        assert!(calls.contains("capture demo --backend cuda\n"), "{calls}");
+        assert_eq!(tally(&text).1, 0, "{text}");
+        fs::remove_dir_all(&dir).unwrap();
+        fs::remove_dir_all(&source).unwrap();
+    }
+
+    #[test]
+    fn run_sh_skips_what_this_machine_cannot_run_and_fails_an_empty_cuda_suite() {
+        let dir = fake_bundle(
+            "without-source",
+            Path::new("/nonexistent/snapshots"),
+            Some("no CUDA in this build"),
+            false,
+        );
+        let (ok, text, calls) = run_bundle(&dir);
+        assert!(!ok, "{text}");
+        assert!(
+            calls.contains(&format!("mock --skip {SOURCE_TREE_TEST} in ")),
+            "{calls}"
+        );
+        assert!(text.contains("== demo --backend cuda: skipped: no CUDA in this build\n"));
+        assert!(!calls.contains("capture demo --backend cuda"), "{calls}");
+        assert!(text.contains("no cuda:: scenario test ran\n"), "{text}");
+        assert!(text.contains("\nfailed: capture-cuda tests\n"), "{text}");
+        assert_eq!(tally(&text).1, 1, "{text}");
+        fs::remove_file(dir.join("bundle.env")).unwrap();
+        let (ok, text, _) = run_bundle(&dir);
+        assert!(!ok);
+        assert!(text.contains("no bundle.env"), "{text}");
+        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn a_directory_that_is_not_a_bundle_is_not_replaced() {
-        let dir = std::env::temp_dir().join(format!("xtask-bundle-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).unwrap();
+        let dir = scratch("replace");
         fs::write(dir.join("precious"), "").unwrap();
         assert!(prepare(&dir).is_err());
         assert!(dir.join("precious").exists());

@@ -1,5 +1,6 @@
-//! Whether this machine has a shared library (the CUDA driver, the Vulkan loader) or the
-//! Khronos validation layer, asked the way the dynamic loader would find them.
+//! What this machine has, asked the way the dynamic loader would look: a shared library
+//! (the CUDA driver, the Vulkan loader), a file in a search path; and whether xtask may
+//! install packages.
 
 use std::path::Path;
 use std::process::Command;
@@ -17,13 +18,6 @@ const LIB_DIRS: [&str; 8] = [
     "/usr/lib/wsl/lib",
 ];
 
-/// Where the Khronos validation layer's manifest may be installed.
-const LAYER_DIRS: [&str; 3] = [
-    "/usr/share/vulkan/explicit_layer.d",
-    "/etc/vulkan/explicit_layer.d",
-    "/usr/local/share/vulkan/explicit_layer.d",
-];
-
 /// Whether `name` (such as `libcuda.so.1`) is in the loader cache, in a directory of
 /// `LD_LIBRARY_PATH`, or in one of the usual library directories.
 pub(crate) fn has_library(name: &str) -> bool {
@@ -31,15 +25,21 @@ pub(crate) fn has_library(name: &str) -> bool {
         .arg("-p")
         .output()
         .is_ok_and(|o| in_ldconfig_listing(&String::from_utf8_lossy(&o.stdout), name));
-    if cached {
-        return true;
-    }
-    let ld_path = std::env::var("LD_LIBRARY_PATH").unwrap_or_default();
-    ld_path
-        .split(':')
+    cached
+        || search_path(
+            &std::env::var("LD_LIBRARY_PATH").unwrap_or_default(),
+            &LIB_DIRS,
+            name,
+        )
+}
+
+/// Whether `file` is in a directory of `path` (colon-separated, as `LD_LIBRARY_PATH`) or
+/// of `dirs`.
+pub(crate) fn search_path(path: &str, dirs: &[&str], file: &str) -> bool {
+    path.split(':')
         .filter(|d| !d.is_empty())
-        .chain(LIB_DIRS)
-        .any(|dir| Path::new(dir).join(name).exists())
+        .chain(dirs.iter().copied())
+        .any(|dir| Path::new(dir).join(file).exists())
 }
 
 /// Whether an `ldconfig -p` listing names exactly `name` (not a longer name it prefixes).
@@ -50,23 +50,18 @@ fn in_ldconfig_listing(listing: &str, name: &str) -> bool {
         .any(|lib| lib == name)
 }
 
-/// Whether the Khronos validation layer's manifest is installed (or `VK_LAYER_PATH`
-/// names a directory holding it).
-pub(crate) fn has_validation_layer() -> bool {
-    let layer_path = std::env::var("VK_LAYER_PATH").unwrap_or_default();
-    layer_path
-        .split(':')
-        .filter(|d| !d.is_empty())
-        .chain(LAYER_DIRS)
-        .any(|dir| {
-            Path::new(dir)
-                .join("VkLayer_khronos_validation.json")
-                .exists()
-        })
+/// Whether xtask runs as root (and so may install packages with apt).
+pub(crate) fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
 
 #[cfg(test)]
 mod tests {
+    use std::fs;
+
     use super::*;
 
     #[test]
@@ -78,5 +73,20 @@ mod tests {
         assert!(in_ldconfig_listing(listing, "libvulkan.so.1"));
         assert!(!in_ldconfig_listing(listing, "libcuda.so.1"));
         assert!(!in_ldconfig_listing(listing, "libvulkan.so"));
+    }
+
+    #[test]
+    fn a_search_path_is_looked_through_before_the_usual_directories() {
+        let dir = std::env::temp_dir().join(format!("xtask-libs-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("VkLayer_khronos_validation.json"), "{}").unwrap();
+        let here = dir.to_str().unwrap();
+        let file = "VkLayer_khronos_validation.json";
+        assert!(search_path(&format!("/nonexistent::{here}"), &[], file));
+        assert!(search_path("", &["/nonexistent", here], file));
+        assert!(!search_path("/nonexistent", &["/nonexistent/too"], file));
+        assert!(!search_path(here, &[], "libcuda.so.1"));
+        fs::remove_dir_all(&dir).unwrap();
     }
 }

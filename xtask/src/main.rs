@@ -2,19 +2,22 @@
 //!
 //! - `test`: the README's test command: installs what the tests need when it is missing,
 //!   runs the gate (fmt, clippy, docs, tidy), every test, and prints which backends ran
-//!   and which were skipped and why.
+//!   and which were skipped and why, from each test binary's `test result:` line.
 //! - `test-gpu`: on a machine with an NVIDIA GPU: the CUDA tests with a driver
 //!   required, the Vulkan tests when a loader is present, and the demo on each GPU
 //!   backend.
-//! - `gpu-bundle`: prebuilt test binaries, snapshots and a `run.sh`, for a GPU machine
-//!   with no Rust and no network.
+//! - `gpu-bundle`: prebuilt test binaries, snapshots and `run.sh` (`xtask/gpu/run.sh`),
+//!   for a GPU machine with no Rust and no network.
 //! - `nvrtc`: fetches NVRTC when missing and prints the directory of `libnvrtc.so.12`.
-//! - `tidy`: the project's own conventions (also run as a `#[test]`).
+//! - `tidy`: the project's own conventions, unused dependencies among them (also run as
+//!   a `#[test]`).
 
+mod cargo;
 mod gpu_bundle;
-mod json;
 mod libs;
+mod manifest;
 mod nvrtc;
+mod results;
 mod summary;
 mod test;
 mod test_gpu;
@@ -22,7 +25,6 @@ mod tidy;
 mod vulkan;
 
 use std::path::PathBuf;
-
 use std::process::ExitCode;
 
 use anyhow::{Result, bail};
@@ -34,7 +36,8 @@ commands:
   test-gpu    on an NVIDIA GPU machine: CUDA (required) and Vulkan tests, GPU demos
   gpu-bundle  build test binaries and a run.sh for a GPU machine without Rust [--out DIR]
   nvrtc       fetch NVRTC when missing; print the directory holding libnvrtc.so.12
-  tidy        check the project's conventions (headers, stubs, unsafe, snapshots, deps)
+  tidy        check the project's conventions (headers, stubs, unsafe, snapshots, core's
+              dependencies, unused dependencies)
 
 `cargo xtask <command> --help` describes a command.";
 

@@ -62,7 +62,7 @@ fn ensure_in(dir: &Path) -> Result<PathBuf> {
         "xtask: fetching NVRTC ({spec}, about 90 MB) into {}",
         dir.display()
     );
-    if !has_pip() && crate::vulkan::is_root() {
+    if !has_pip() && crate::libs::is_root() {
         // A fresh Debian machine: the README promises its commands install what they need.
         eprintln!("xtask: installing python3-pip");
         let _ = Command::new("apt-get")

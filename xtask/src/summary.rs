@@ -1,6 +1,7 @@
-//! The closing summary of `cargo xtask test`: totals, and each backend's status.
+//! The closing summary of `cargo xtask test`: each backend's row, the `SKIP:` reasons,
+//! each test binary's result line, and the totals.
 
-use crate::test::{Counts, skip_reason};
+use crate::results::{Results, skip_reason};
 
 /// How one backend fared.
 pub(crate) struct Backend {
@@ -18,20 +19,28 @@ impl Backend {
         }
     }
 
-    pub(crate) fn failed(name: &'static str, why: &str) -> Self {
+    pub(crate) fn failed(name: &'static str, why: String) -> Self {
         Self {
             name,
             status: "FAILED",
-            why: why.to_string(),
+            why,
         }
     }
 
-    pub(crate) fn skipped(name: &'static str, why: &str) -> Self {
+    pub(crate) fn skipped(name: &'static str, why: String) -> Self {
         Self {
             name,
             status: "skipped",
-            why: why.to_string(),
+            why,
         }
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        self.name
+    }
+
+    pub(crate) fn is_failed(&self) -> bool {
+        self.status == "FAILED"
     }
 }
 
@@ -47,36 +56,52 @@ impl Backend {
 }
 
 pub(crate) struct Summary {
-    pub(crate) counts: Counts,
+    pub(crate) results: Results,
     pub(crate) backends: Vec<Backend>,
 }
 
 impl Summary {
     pub(crate) fn print(&self) {
         println!();
-        println!("summary:");
+        println!("{}", self.render());
+    }
+
+    /// The summary's text; its last line is `N passed, M failed` alone.
+    fn render(&self) -> String {
+        let r = &self.results;
+        let mut out = vec!["summary:".to_string()];
         for b in &self.backends {
-            println!("  {:<8} {:<10} {}", b.name, b.status, b.why);
+            out.push(format!("  {:<8} {:<10} {}", b.name, b.status, b.why));
         }
-        for skip in grouped_skips(&self.counts.skips) {
-            println!("  {skip}");
+        for skip in grouped_skips(&r.skips()) {
+            out.push(format!("  {skip}"));
         }
-        println!(
-            "  {} test binaries, {} ignored",
-            self.counts.binaries, self.counts.ignored
-        );
-        println!(
-            "xtask: {} passed, {} failed",
-            self.counts.passed, self.counts.failed
-        );
+        out.push(format!(
+            "  {} test binaries, {} ignored, {} said SKIP:",
+            r.binaries.len(),
+            r.ignored(),
+            r.skips().len()
+        ));
+        for b in &r.binaries {
+            let result = b.totals.map_or_else(
+                || "FAILED: no `test result:` line (it crashed or was killed)".to_string(),
+                |t| t.to_string(),
+            );
+            out.push(format!("    {:<36} {result}", b.to_string()));
+        }
+        for failure in &r.other_failures {
+            out.push(format!("  FAILED: {failure}"));
+        }
+        out.push(format!("{} passed, {} failed", r.passed(), r.failed()));
+        out.join("\n")
     }
 }
 
 /// The `SKIP:` lines, those sharing a reason folded into one (the whole suite skipping
 /// for want of a driver is one line, not thirty-three).
-fn grouped_skips(skips: &[String]) -> Vec<String> {
+fn grouped_skips(skips: &[&str]) -> Vec<String> {
     let mut groups: Vec<(&str, Vec<&str>)> = Vec::new();
-    for line in skips {
+    for &line in skips {
         let why = skip_reason(line);
         match groups.iter_mut().find(|(w, _)| *w == why) {
             Some((_, lines)) => lines.push(line),
@@ -95,21 +120,52 @@ fn grouped_skips(skips: &[String]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::results::tests::results;
 
     #[test]
     fn skips_sharing_a_reason_are_one_line() {
-        let skips: Vec<String> = [
+        let skips = [
             "SKIP: capture_replay: CUDA unavailable: libcuda.so not found",
             "SKIP: canary: the validation layer is not installed",
             "SKIP: input_rewrite: CUDA unavailable: libcuda.so not found",
-        ]
-        .map(String::from)
-        .to_vec();
+        ];
         assert_eq!(
             grouped_skips(&skips),
             [
                 "SKIP: CUDA unavailable: libcuda.so not found (2 tests)",
                 "SKIP: canary: the validation layer is not installed",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_summary_lists_each_binary_and_ends_with_the_totals() {
+        let summary = Summary {
+            results: results(
+                "
+                Running tests/mock/main.rs (target/debug/deps/mock-33)
+                test suite::capture_replay ... ok
+                SKIP: capture_replay: no reason given
+                test result: ok. 40 passed; 0 failed; 1 ignored
+                Running tests/it/main.rs (target/debug/deps/it-66)
+                test cuda::capture_replay ... FAILED
+                ",
+                false,
+            ),
+            backends: vec![Backend::failed("cuda", "it crashed".into())],
+        };
+        let text = summary.render();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "summary:",
+                "  cuda     FAILED     it crashed",
+                "  SKIP: capture_replay: no reason given",
+                "  2 test binaries, 1 ignored, 1 said SKIP:",
+                "    capture-suite --test mock            40 passed, 0 failed, 1 ignored",
+                "    capture-cuda --test it               FAILED: no `test result:` line (it crashed or was killed)",
+                "40 passed, 1 failed",
             ]
         );
     }

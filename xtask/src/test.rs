@@ -1,22 +1,25 @@
 //! `cargo xtask test`: the README's test command, and what CI runs.
 //!
 //! Installs what the tests need when it is missing, runs the gate (fmt, clippy, docs,
-//! tidy), then every test of the workspace, and ends with a summary of which backends
-//! ran and which were skipped and why.
+//! tidy), then every test of the workspace, and ends with a summary: one row per backend
+//! (core, mock, vulkan, cuda, nvrtc) saying whether it ran, was skipped and why, or
+//! FAILED, each read from its own test binaries' results (see `results`).
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
+use crate::cargo::{Target, cargo};
+use crate::results::{Binary, Results, run_tests, skip_reason};
 use crate::summary::{Backend, Summary};
 use crate::{tidy, workspace_root};
 
 const HELP: &str = "usage: cargo xtask test [--no-gate]
 
 Runs the gate (cargo fmt --check, clippy -D warnings, rustdoc -D warnings, tidy), then
-`cargo test --workspace` with CI=true (so a missing or changed insta snapshot fails),
-then prints which backends ran and which were skipped and why.
+`cargo test --workspace --no-fail-fast -- --show-output` with CI=true (so a missing or
+changed insta snapshot fails), then prints which backends ran and which were skipped and
+why, each test binary's `test result:` line, and `N passed, M failed`.
 
 Installs lavapipe and the Vulkan validation layer with apt, and fetches NVRTC (the
 nvidia-cuda-nvrtc-cu12 wheel, with pip, into target/nvrtc) when missing. Vulkan and NVRTC
@@ -70,127 +73,220 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
 
     crate::vulkan::ensure()?;
     let nvrtc_lib = crate::nvrtc::ensure()?;
-    let ld_path = std::env::var("LD_LIBRARY_PATH").ok();
-    let mut test = cargo(&["test", "--workspace", "--", "--show-output"]);
-    test.env("CI", "true")
-        .env("INSTA_UPDATE", "no")
-        .env("CAPTURE_REQUIRE_VULKAN", "1")
-        .env("CAPTURE_REQUIRE_NVRTC", "1")
-        .env(
-            "LD_LIBRARY_PATH",
-            crate::nvrtc::prepend_path(&nvrtc_lib, ld_path.as_deref()),
-        )
-        .env("LP_NUM_THREADS", "0");
-    let counts = run_counting("cargo test --workspace", test)?;
+    let ld_path =
+        crate::nvrtc::prepend_path(&nvrtc_lib, std::env::var("LD_LIBRARY_PATH").ok().as_deref());
+    let results = run_tests(
+        &["--workspace", "--no-fail-fast"],
+        &["--show-output"],
+        |test| {
+            test.env("CI", "true")
+                .env("INSTA_UPDATE", "no")
+                .env("CAPTURE_REQUIRE_VULKAN", "1")
+                .env("CAPTURE_REQUIRE_NVRTC", "1")
+                .env("LD_LIBRARY_PATH", &ld_path)
+                .env("LP_NUM_THREADS", "0");
+        },
+    )?;
 
     let backends = vec![
-        Backend::ran(
-            "core",
-            "capture-core's unit and integration tests".to_string(),
-        ),
-        if counts.scenarios > 0 {
-            Backend::ran(
-                "mock",
-                format!(
-                    "{} scenarios of the shared suite passed on the mock",
-                    counts.scenarios
-                ),
-            )
-        } else {
-            Backend::failed("mock", "no scenario of the suite passed on the mock")
-        },
-        if counts.vulkan.0 > 0 && counts.vulkan.1 > 0 && counts.canary {
-            Backend::ran(
-                "vulkan",
-                format!(
-                    "{}: {} scenarios host-visible, {} forced-staging, under validation with the canary caught; scenarios it cannot run: none",
-                    counts.vulkan_device.as_deref().unwrap_or("unknown device"),
-                    counts.vulkan.0,
-                    counts.vulkan.1
-                ),
-            )
-        } else {
-            Backend::failed("vulkan", "the Vulkan suite or its canary did not pass")
-        },
-        cuda_row(&counts),
-        nvrtc_row(&counts),
+        core_row(&results),
+        mock_row(&results),
+        vulkan_row(&results),
+        cuda_row(&results),
+        nvrtc_row(&results),
     ];
-    let summary = Summary { counts, backends };
+    let summary = Summary { results, backends };
     summary.print();
-    if summary.counts.vulkan.0 == 0 || summary.counts.vulkan.1 == 0 || !summary.counts.canary {
-        bail!("the Vulkan suite did not run in both memory modes with its canary");
+    let failed_rows: Vec<&str> = summary
+        .backends
+        .iter()
+        .filter(|b| b.is_failed())
+        .map(Backend::name)
+        .collect();
+    if !failed_rows.is_empty() {
+        bail!("the summary's {} row(s) FAILED", failed_rows.join(", "));
     }
-    if summary.counts.scenarios == 0 {
-        bail!("the scenario suite did not run on the mock");
-    }
-    if !summary.counts.nvrtc {
-        bail!("capture-cuda's NVRTC test did not pass (NVRTC is required: {NVRTC_TEST})");
-    }
-    if summary.counts.failed > 0 {
-        bail!("{} test(s) failed", summary.counts.failed);
+    if summary.results.failed() > 0 {
+        bail!("{} test(s) failed", summary.results.failed());
     }
     Ok(())
 }
 
+/// capture-core's unit tests.
+const CORE_UNIT: Target = Target::lib("capture-core", "capture_core");
+/// The core's rule, bad-input, thread and trace tests, on the mock.
+const CORE: Target = Target::test("capture-suite", "core");
+/// The hot paths' allocation counts (a harness-less binary).
+const ALLOC_COUNT: Target = Target::test("capture-suite", "alloc_count");
+/// capture-mock's unit tests.
+const MOCK_UNIT: Target = Target::lib("capture-mock", "capture_mock");
+/// The scenario suite on the mock (module `suite`) and the mock's own tests.
+const MOCK: Target = Target::test("capture-suite", "mock");
+/// The suite on Vulkan in both memory modes, and the validation canary.
+pub(crate) const VULKAN: Target = Target::test("capture-vulkan", "it");
+/// The suite on CUDA (module `cuda`), and the NVRTC test.
+pub(crate) const CUDA: Target = Target::test("capture-cuda", "it");
+
 /// The NVRTC test of capture-cuda, which `cargo xtask test` requires to pass.
-const NVRTC_TEST: &str = "nvrtc::every_builtin_compiles_to_the_shipped_ptx";
+pub(crate) const NVRTC_TEST: &str = "nvrtc::every_builtin_compiles_to_the_shipped_ptx";
+
+/// `target`'s results when it ran and nothing in it failed; otherwise why not.
+fn passing<'r>(results: &'r Results, target: &Target) -> Result<&'r Binary, String> {
+    let binary = results
+        .get(target)
+        .ok_or_else(|| format!("{target} did not run"))?;
+    match binary.totals {
+        None => Err(format!("{target} printed no `test result:` line")),
+        Some(t) if t.failed > 0 => Err(format!("{target}: {t}")),
+        Some(_) => Ok(binary),
+    }
+}
+
+/// `passing`, and at least one test passed.
+fn passing_some<'r>(results: &'r Results, target: &Target) -> Result<&'r Binary, String> {
+    let binary = passing(results, target)?;
+    if binary.passed() == 0 {
+        return Err(format!("{target}: no test passed"));
+    }
+    Ok(binary)
+}
+
+/// `name: N passed[, N ignored]`, for a row.
+fn tally(target: &Target, binary: &Binary) -> String {
+    match binary.totals {
+        Some(t) if t.ignored > 0 => format!("{target}: {} passed, {} ignored", t.passed, t.ignored),
+        _ => format!("{target}: {} passed", binary.passed()),
+    }
+}
+
+/// The `core` row: capture-suite's `core` and `alloc_count` binaries and capture-core's
+/// unit tests all ran, and nothing in them failed.
+fn core_row(results: &Results) -> Backend {
+    let row = || -> Result<String, String> {
+        let core = passing_some(results, &CORE)?;
+        let alloc = passing_some(results, &ALLOC_COUNT)?;
+        let unit = passing(results, &CORE_UNIT)?;
+        Ok([
+            tally(&CORE, core),
+            tally(&ALLOC_COUNT, alloc),
+            tally(&CORE_UNIT, unit),
+        ]
+        .join("; "))
+    };
+    match row() {
+        Ok(what) => Backend::ran("core", what),
+        Err(why) => Backend::failed("core", why),
+    }
+}
+
+/// The `mock` row: capture-suite's `mock` binary passed with scenarios of the suite among
+/// its tests, and capture-mock's unit tests passed.
+fn mock_row(results: &Results) -> Backend {
+    let row = || -> Result<String, String> {
+        let mock = passing(results, &MOCK)?;
+        let scenarios = mock.passed_in("suite");
+        if scenarios == 0 {
+            return Err(format!(
+                "{MOCK}: no scenario of the suite (`suite::`) passed"
+            ));
+        }
+        let unit = passing(results, &MOCK_UNIT)?;
+        Ok(format!(
+            "{scenarios} scenarios of the shared suite passed on the mock; {}; {}",
+            tally(&MOCK, mock),
+            tally(&MOCK_UNIT, unit)
+        ))
+    };
+    match row() {
+        Ok(what) => Backend::ran("mock", what),
+        Err(why) => Backend::failed("mock", why),
+    }
+}
+
+/// The `vulkan` row: capture-vulkan's `it` passed, with scenarios in both memory modes
+/// and the validation canary caught.
+fn vulkan_row(results: &Results) -> Backend {
+    let row = || -> Result<String, String> {
+        let vulkan = passing(results, &VULKAN)?;
+        let host = vulkan.passed_in("host_visible");
+        let staging = vulkan.passed_in("forced_staging");
+        let canary_skipped = vulkan.skips().any(|s| s.starts_with("SKIP: canary"));
+        if host == 0 || staging == 0 || vulkan.passed_in("canary") == 0 || canary_skipped {
+            return Err(format!(
+                "{VULKAN}: {host} scenarios passed host-visible, {staging} forced-staging, \
+                 canary {}: the suite must pass in both modes with the canary caught",
+                if canary_skipped {
+                    "skipped"
+                } else {
+                    "not passed"
+                }
+            ));
+        }
+        let cannot = vulkan.skips().count();
+        Ok(format!(
+            "{}: {host} scenarios host-visible, {staging} forced-staging, under validation \
+             with the canary caught; tests that said SKIP: {}; {}",
+            vulkan
+                .line_after("vulkan device: ")
+                .unwrap_or("unknown device"),
+            if cannot == 0 {
+                "none".to_string()
+            } else {
+                cannot.to_string()
+            },
+            tally(&VULKAN, vulkan)
+        ))
+    };
+    match row() {
+        Ok(what) => Backend::ran("vulkan", what),
+        Err(why) => Backend::failed("vulkan", why),
+    }
+}
 
 /// The `cuda` row: `ran` when scenarios passed under `cuda::` and none said `SKIP:` for
-/// CUDA; otherwise `skipped` with the first reason a test gave.
-fn cuda_row(counts: &Counts) -> Backend {
-    let skip = counts
-        .skips
-        .iter()
-        .find(|s| s.contains("CUDA"))
-        .map(|s| skip_reason(s));
+/// CUDA; `skipped` with the first reason a test gave; FAILED when capture-cuda's `it`
+/// did not run or a test in it failed.
+fn cuda_row(results: &Results) -> Backend {
+    let cuda = match passing(results, &CUDA) {
+        Ok(binary) => binary,
+        Err(why) => return Backend::failed("cuda", why),
+    };
+    let skip = cuda.skips().find(|s| s.contains("CUDA")).map(skip_reason);
+    let scenarios = cuda.passed_in("cuda");
     match skip {
-        None if counts.cuda > 0 => Backend::ran(
+        None if scenarios > 0 => Backend::ran(
             "cuda",
             format!(
-                "{}: {} scenarios passed",
-                counts.cuda_device.as_deref().unwrap_or("unknown device"),
-                counts.cuda
+                "{}: {scenarios} scenarios passed; {}",
+                cuda.line_after("cuda device: ").unwrap_or("unknown device"),
+                tally(&CUDA, cuda)
             ),
         ),
         None => Backend::skipped(
             "cuda",
-            "no `cuda::` scenario test ran, and no test said why",
+            "no `cuda::` scenario test ran, and no test said why".to_string(),
         ),
-        Some(why) => Backend::skipped("cuda", why),
+        Some(why) => Backend::skipped("cuda", why.to_string()),
     }
 }
 
-/// The `nvrtc` row: whether capture-cuda's NVRTC test passed.
-fn nvrtc_row(counts: &Counts) -> Backend {
-    if counts.nvrtc {
-        Backend::ran(
+/// The `nvrtc` row: whether capture-cuda's NVRTC test passed without saying `SKIP:`.
+fn nvrtc_row(results: &Results) -> Backend {
+    let Some(cuda) = results.get(&CUDA) else {
+        return Backend::failed("nvrtc", format!("{NVRTC_TEST}: {CUDA} did not run"));
+    };
+    let skip = cuda
+        .skips()
+        .find(|s| s.starts_with("SKIP: nvrtc"))
+        .map(skip_reason);
+    match skip {
+        None if cuda.passed_test(NVRTC_TEST) => Backend::ran(
             "nvrtc",
             "NVRTC compiled every builtin to PTX for sm_80 and sm_90".to_string(),
-        )
-    } else {
-        let why = counts
-            .skips
-            .iter()
-            .find(|s| s.starts_with("SKIP: nvrtc"))
-            .map_or("did not pass", |s| skip_reason(s));
-        Backend::failed("nvrtc", &format!("{NVRTC_TEST}: {why}"))
+        ),
+        None => Backend::failed("nvrtc", format!("{NVRTC_TEST}: did not pass")),
+        Some(why) => Backend::failed("nvrtc", format!("{NVRTC_TEST}: {why}")),
     }
-}
-
-/// The reason of a `SKIP: <what>: <reason>` line ("CUDA unavailable: libcuda.so not
-/// found"), or the whole line after `SKIP: ` when it names no test.
-pub(crate) fn skip_reason(line: &str) -> &str {
-    let rest = line.strip_prefix("SKIP:").unwrap_or(line).trim_start();
-    match rest.split_once(": ") {
-        Some((_, why)) if !why.is_empty() => why,
-        _ => rest,
-    }
-}
-
-pub(crate) fn cargo(args: &[&str]) -> Command {
-    let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    c.args(args).current_dir(workspace_root());
-    c
 }
 
 fn step(name: &str, command: &mut Command) -> Result<()> {
@@ -204,133 +300,90 @@ fn step(name: &str, command: &mut Command) -> Result<()> {
     Ok(())
 }
 
-/// Passed / failed / ignored totals over every `test result:` line cargo printed.
-#[derive(Debug, Default, Clone)]
-pub(crate) struct Counts {
-    pub(crate) passed: u64,
-    pub(crate) failed: u64,
-    pub(crate) ignored: u64,
-    pub(crate) binaries: u64,
-    /// Scenario-suite tests that passed on the mock (`test suite::<scenario> ... ok`).
-    pub(crate) scenarios: u64,
-    /// Scenario-suite tests that passed on Vulkan, host-visible and forced-staging.
-    pub(crate) vulkan: (u64, u64),
-    /// Whether the Vulkan validation canary passed.
-    pub(crate) canary: bool,
-    /// The Vulkan device the tests ran on.
-    pub(crate) vulkan_device: Option<String>,
-    /// Scenario-suite tests that passed on CUDA (`test cuda::<scenario> ... ok`); a
-    /// scenario that said `SKIP:` passes too, so read with [`Counts::skips`].
-    pub(crate) cuda: u64,
-    /// The CUDA device the tests ran on (`cuda device: <name> (compute X.Y), driver V`).
-    pub(crate) cuda_device: Option<String>,
-    /// Whether capture-cuda's NVRTC test passed.
-    pub(crate) nvrtc: bool,
-    /// `SKIP:` lines the tests printed, each once.
-    pub(crate) skips: Vec<String>,
-}
-
-/// Runs `command` (a `cargo test`), echoing its output and counting as it goes.
-pub(crate) fn run_counting(name: &str, mut command: Command) -> Result<Counts> {
-    println!("xtask: {name}");
-    let mut child = command
-        .stdout(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("starting {name}"))?;
-    let stdout = child.stdout.take().context("cargo test's stdout")?;
-    let mut counts = Counts::default();
-    for line in BufReader::new(stdout).lines() {
-        let line = line?;
-        println!("{line}");
-        counts.read(&line);
-    }
-    let status = child.wait()?;
-    if !status.success() && counts.failed == 0 {
-        // A build failure or a crashed binary prints no failed count: count it.
-        counts.failed += 1;
-    }
-    Ok(counts)
-}
-
-impl Counts {
-    /// Counts one line of `cargo test` output.
-    fn read(&mut self, line: &str) {
-        if let Some(name) = line
-            .strip_prefix("test ")
-            .and_then(|l| l.strip_suffix(" ... ok"))
-        {
-            let module = name.split("::").next().unwrap_or_default();
-            match module {
-                "suite" => self.scenarios += 1,
-                "host_visible" => self.vulkan.0 += 1,
-                "forced_staging" => self.vulkan.1 += 1,
-                "canary" => self.canary = true,
-                "cuda" => self.cuda += 1,
-                _ if name == NVRTC_TEST => self.nvrtc = true,
-                _ => {}
-            }
-        }
-        if let Some(device) = line.strip_prefix("vulkan device: ") {
-            self.vulkan_device.get_or_insert_with(|| device.to_string());
-        }
-        if let Some(device) = line.strip_prefix("cuda device: ") {
-            self.cuda_device.get_or_insert_with(|| device.to_string());
-        }
-        if line.starts_with("SKIP:") && !self.skips.iter().any(|s| s == line) {
-            self.skips.push(line.to_string());
-        }
-        if let Some(rest) = line.strip_prefix("test result: ") {
-            self.binaries += 1;
-            self.passed += number_before(rest, " passed");
-            self.failed += number_before(rest, " failed");
-            self.ignored += number_before(rest, " ignored");
-        } else if let Some(rest) = line.strip_prefix("alloc_count: ") {
-            self.binaries += 1;
-            self.passed += number_before(rest, " passed");
-            self.failed += number_before(rest, " failed");
-        }
-    }
-}
-
-/// The number just before `label` in `text` ("3 passed" → 3), or 0.
-fn number_before(text: &str, label: &str) -> u64 {
-    text.split([';', ','])
-        .find_map(|part| part.trim().strip_suffix(label.trim_start()))
-        .and_then(|n| n.split_whitespace().last()?.parse().ok())
-        .unwrap_or(0)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::results::tests::results;
 
-    fn counts(lines: &str) -> Counts {
-        let mut counts = Counts::default();
-        for line in lines.lines() {
-            counts.read(line.trim_start());
-        }
-        counts
+    /// A passing run of every binary the rows read, with `cuda` as capture-cuda's output.
+    fn run(cuda: &str) -> Results {
+        results(
+            &format!(
+                "
+                Running unittests src/lib.rs (target/debug/deps/capture_core-11)
+                test result: ok. 30 passed; 0 failed; 0 ignored
+                Running unittests src/lib.rs (target/debug/deps/capture_mock-77)
+                test result: ok. 5 passed; 0 failed; 0 ignored
+                Running tests/alloc_count/main.rs (target/debug/deps/alloc_count-44)
+                alloc_count: 9 passed, 0 failed
+                Running tests/core/main.rs (target/debug/deps/core-22)
+                test rules::rule_01_no_launch_while_recording ... ok
+                test result: ok. 48 passed; 0 failed; 1 ignored
+                Running tests/mock/main.rs (target/debug/deps/mock-33)
+                test suite::capture_replay ... ok
+                test suite::input_rewrite ... ok
+                test mock::nothing_runs_at_enqueue ... ok
+                test result: ok. 3 passed; 0 failed; 0 ignored
+                Running tests/it/main.rs (target/debug/deps/it-55)
+                vulkan device: llvmpipe (LLVM 19.1.7, 256 bits), Vulkan 1.4
+                test host_visible::capture_replay ... ok
+                test forced_staging::capture_replay ... ok
+                test canary::executing_a_non_simultaneous_secondary_twice_is_reported ... ok
+                test result: ok. 3 passed; 0 failed; 0 ignored
+                Running tests/it/main.rs (target/debug/deps/it-66)
+                {cuda}
+                "
+            ),
+            true,
+        )
     }
 
+    fn row(backend: &Backend) -> (&str, &str) {
+        (backend.status(), backend.why())
+    }
+
+    const CUDA_WITHOUT_DRIVER: &str = "
+        test cuda::capture_replay ... ok
+        test cuda::input_rewrite ... ok
+        test nvrtc::every_builtin_compiles_to_the_shipped_ptx ... ok
+        SKIP: capture_replay: CUDA unavailable: libcuda.so not found
+        SKIP: input_rewrite: CUDA unavailable: libcuda.so not found
+        test result: ok. 3 passed; 0 failed; 0 ignored";
+
     #[test]
-    fn cuda_skips_with_the_first_reason_when_the_driver_is_missing() {
-        let c = counts(
-            "test cuda::capture_replay ... ok
-            test cuda::input_rewrite ... ok
-            SKIP: capture_replay: CUDA unavailable: libcuda.so not found
-            SKIP: input_rewrite: CUDA unavailable: libcuda.so not found
-            test nvrtc::every_builtin_compiles_to_the_shipped_ptx ... ok",
-        );
-        assert_eq!(c.cuda, 2);
-        assert!(c.nvrtc);
-        let row = cuda_row(&c);
+    fn every_row_reads_its_own_binary() {
+        let r = run(CUDA_WITHOUT_DRIVER);
         assert_eq!(
-            (row.status(), row.why()),
+            row(&core_row(&r)),
+            (
+                "ran",
+                "capture-suite --test core: 48 passed, 1 ignored; capture-suite --test \
+                 alloc_count: 9 passed; capture-core unit tests: 30 passed"
+            )
+        );
+        assert_eq!(
+            row(&mock_row(&r)),
+            (
+                "ran",
+                "2 scenarios of the shared suite passed on the mock; capture-suite --test \
+                 mock: 3 passed; capture-mock unit tests: 5 passed"
+            )
+        );
+        assert_eq!(
+            row(&vulkan_row(&r)),
+            (
+                "ran",
+                "llvmpipe (LLVM 19.1.7, 256 bits), Vulkan 1.4: 1 scenarios host-visible, 1 \
+                 forced-staging, under validation with the canary caught; tests that said \
+                 SKIP: none; capture-vulkan --test it: 3 passed"
+            )
+        );
+        assert_eq!(
+            row(&cuda_row(&r)),
             ("skipped", "CUDA unavailable: libcuda.so not found")
         );
-        let row = nvrtc_row(&c);
         assert_eq!(
-            (row.status(), row.why()),
+            row(&nvrtc_row(&r)),
             (
                 "ran",
                 "NVRTC compiled every builtin to PTX for sm_80 and sm_90"
@@ -339,51 +392,105 @@ mod tests {
     }
 
     #[test]
-    fn cuda_ran_names_the_device() {
-        let c = counts(
-            "cuda device: NVIDIA H200 (compute 9.0), driver 12080
+    fn cuda_ran_names_the_device_and_fails_on_a_failed_test() {
+        let r = run("
+            cuda device: NVIDIA H200 (compute 9.0), driver 12080
             test cuda::capture_replay ... ok
-            test suite::capture_replay ... ok
-            test cuda::input_rewrite ... FAILED",
-        );
-        assert_eq!((c.cuda, c.scenarios), (1, 1));
-        let row = cuda_row(&c);
+            test result: ok. 1 passed; 0 failed; 0 ignored");
         assert_eq!(
-            (row.status(), row.why()),
+            row(&cuda_row(&r)),
             (
                 "ran",
-                "NVIDIA H200 (compute 9.0), driver 12080: 1 scenarios passed"
+                "NVIDIA H200 (compute 9.0), driver 12080: 1 scenarios passed; \
+                 capture-cuda --test it: 1 passed"
+            )
+        );
+        assert_eq!(
+            row(&nvrtc_row(&r)),
+            (
+                "FAILED",
+                "nvrtc::every_builtin_compiles_to_the_shipped_ptx: did not pass"
+            )
+        );
+        let r = run("
+            test cuda::capture_replay ... ok
+            test cuda::input_rewrite ... FAILED
+            test result: FAILED. 1 passed; 1 failed; 0 ignored");
+        assert_eq!(
+            row(&cuda_row(&r)),
+            (
+                "FAILED",
+                "capture-cuda --test it: 1 passed, 1 failed, 0 ignored"
             )
         );
     }
 
     #[test]
-    fn a_missing_or_skipped_nvrtc_test_fails_its_row() {
-        let c = counts("SKIP: nvrtc: libnvrtc.so.12 not found");
-        assert!(!c.nvrtc);
-        let row = nvrtc_row(&c);
-        assert_eq!(row.status(), "FAILED");
-        assert_eq!(row.why(), format!("{NVRTC_TEST}: libnvrtc.so.12 not found"));
-        assert_eq!(cuda_row(&c).status(), "skipped");
-    }
-
-    #[test]
-    fn a_skip_reason_drops_the_test_name() {
+    fn a_skipped_nvrtc_test_fails_its_row() {
+        let r = run("
+            test nvrtc::every_builtin_compiles_to_the_shipped_ptx ... ok
+            SKIP: nvrtc: libnvrtc.so.12 not found
+            test result: ok. 1 passed; 0 failed; 0 ignored");
         assert_eq!(
-            skip_reason("SKIP: capture_replay: CUDA unavailable: no driver"),
-            "CUDA unavailable: no driver"
+            row(&nvrtc_row(&r)),
+            (
+                "FAILED",
+                "nvrtc::every_builtin_compiles_to_the_shipped_ptx: libnvrtc.so.12 not found"
+            )
         );
-        assert_eq!(skip_reason("SKIP: no reason"), "no reason");
+        assert_eq!(
+            row(&cuda_row(&r)),
+            (
+                "skipped",
+                "no `cuda::` scenario test ran, and no test said why"
+            )
+        );
     }
 
     #[test]
-    fn counts_are_read_from_cargo_test_result_lines() {
-        let line =
-            "ok. 12 passed; 1 failed; 3 ignored; 0 measured; 0 filtered out; finished in 0.01s";
-        assert_eq!(number_before(line, " passed"), 12);
-        assert_eq!(number_before(line, " failed"), 1);
-        assert_eq!(number_before(line, " ignored"), 3);
-        assert_eq!(number_before("2 passed, 0 failed", " passed"), 2);
-        assert_eq!(number_before("2 passed, 0 failed", " failed"), 0);
+    fn a_row_whose_binary_is_missing_or_incomplete_fails() {
+        let r = results(
+            "
+            Running tests/mock/main.rs (target/debug/deps/mock-33)
+            test mock::nothing_runs_at_enqueue ... ok
+            test result: ok. 1 passed; 0 failed; 0 ignored
+            Running tests/it/main.rs (target/debug/deps/it-55)
+            test host_visible::capture_replay ... ok
+            test canary::executing_a_non_simultaneous_secondary_twice_is_reported ... ok
+            SKIP: canary: the validation layer is not installed
+            test result: ok. 2 passed; 0 failed; 0 ignored
+            ",
+            true,
+        );
+        assert_eq!(
+            row(&core_row(&r)),
+            ("FAILED", "capture-suite --test core did not run")
+        );
+        assert_eq!(
+            row(&mock_row(&r)),
+            (
+                "FAILED",
+                "capture-suite --test mock: no scenario of the suite (`suite::`) passed"
+            )
+        );
+        assert_eq!(
+            row(&vulkan_row(&r)),
+            (
+                "FAILED",
+                "capture-vulkan --test it: 1 scenarios passed host-visible, 0 forced-staging, \
+                 canary skipped: the suite must pass in both modes with the canary caught"
+            )
+        );
+        assert_eq!(
+            row(&cuda_row(&r)),
+            ("FAILED", "capture-cuda --test it did not run")
+        );
+        assert_eq!(
+            row(&nvrtc_row(&r)),
+            (
+                "FAILED",
+                "nvrtc::every_builtin_compiles_to_the_shipped_ptx: capture-cuda --test it did not run"
+            )
+        );
     }
 }

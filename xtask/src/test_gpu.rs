@@ -6,8 +6,11 @@ use std::process::Command;
 
 use anyhow::{Result, bail};
 
-use crate::libs::{has_library, has_validation_layer};
-use crate::test::{Counts, cargo, run_counting, skip_reason};
+use crate::cargo::cargo;
+use crate::libs::has_library;
+use crate::results::{Results, run_tests, skip_reason};
+use crate::test::{CUDA, NVRTC_TEST, VULKAN};
+use crate::vulkan;
 
 const HELP: &str = "usage: cargo xtask test-gpu
 
@@ -20,14 +23,12 @@ For a machine with an NVIDIA GPU and its driver. In order:
   4. when the Vulkan loader (libvulkan.so.1) is present: cargo test -p capture-vulkan,
      with CAPTURE_REQUIRE_VULKAN=1 when the Khronos validation layer is installed;
   5. the demo on each GPU backend:
-     cargo run --release -p capture --features cuda,vulkan -- demo --backend cuda
+     cargo run --release -p capture-graphs --features cuda,vulkan -- demo --backend cuda
      (and --backend vulkan when the loader is present);
 then prints a summary, and fails if any step failed.";
 
 /// The CUDA driver library cudarc loads.
 const DRIVER: &str = "libcuda.so.1";
-/// The Vulkan loader ash loads.
-const VULKAN_LOADER: &str = "libvulkan.so.1";
 
 /// How one step of the run fared.
 struct Step {
@@ -80,44 +81,49 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             None
         }
     };
-    let mut cuda = cargo(&["test", "-p", "capture-cuda", "--", "--show-output"]);
-    cuda.env("CAPTURE_REQUIRE_CUDA", "1")
-        .env("CI", "true")
-        .env("INSTA_UPDATE", "no");
-    if let Some(path) = &nvrtc {
-        cuda.env("LD_LIBRARY_PATH", path)
-            .env("CAPTURE_REQUIRE_NVRTC", "1");
-    }
-    let counts = run_counting("cargo test -p capture-cuda", cuda)?;
-    steps.push(cuda_step(&counts));
+    let results = run_tests(&["-p", "capture-cuda"], &["--show-output"], |cuda| {
+        cuda.env("CAPTURE_REQUIRE_CUDA", "1")
+            .env("CI", "true")
+            .env("INSTA_UPDATE", "no");
+        if let Some(path) = &nvrtc {
+            cuda.env("LD_LIBRARY_PATH", path)
+                .env("CAPTURE_REQUIRE_NVRTC", "1");
+        }
+    })?;
+    steps.push(cuda_step(&results));
 
-    let vulkan = has_library(VULKAN_LOADER);
+    let probe = vulkan::Probe::detect();
+    let vulkan = probe.loader;
     if vulkan {
-        let layer = has_validation_layer();
-        let mut test = cargo(&["test", "-p", "capture-vulkan"]);
-        test.env("CI", "true").env("INSTA_UPDATE", "no");
-        if layer {
-            test.env("CAPTURE_REQUIRE_VULKAN", "1");
-        } else {
+        let layer = probe.validation_layer;
+        if !layer {
             println!(
                 "xtask: the Khronos validation layer is not installed: the Vulkan tests run \
                  without it and without CAPTURE_REQUIRE_VULKAN=1 (apt install \
                  vulkan-validationlayers to have them judged)"
             );
         }
-        let counts = run_counting("cargo test -p capture-vulkan", test)?;
-        steps.push(vulkan_step(&counts, layer));
+        let results = run_tests(&["-p", "capture-vulkan"], &[], |test| {
+            test.env("CI", "true").env("INSTA_UPDATE", "no");
+            if layer {
+                test.env("CAPTURE_REQUIRE_VULKAN", "1");
+            }
+        })?;
+        steps.push(vulkan_step(&results, layer));
     } else {
         steps.push(Step::skipped(
             "cargo test -p capture-vulkan",
-            &format!("{VULKAN_LOADER} not found"),
+            &format!("{} not found", vulkan::LOADER),
         ));
     }
 
     for backend in ["cuda", "vulkan"] {
         let name = format!("demo --backend {backend}");
         if backend == "vulkan" && !vulkan {
-            steps.push(Step::skipped(&name, &format!("{VULKAN_LOADER} not found")));
+            steps.push(Step::skipped(
+                &name,
+                &format!("{} not found", vulkan::LOADER),
+            ));
             continue;
         }
         println!("xtask: capture {name}");
@@ -125,7 +131,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             "run",
             "--release",
             "-p",
-            "capture",
+            "capture-graphs",
             "--features",
             "cuda,vulkan",
             "--",
@@ -155,57 +161,60 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// The capture-cuda step: every test passed, the suite ran under `cuda::`, and nothing
-/// said `SKIP:` for CUDA.
-fn cuda_step(counts: &Counts) -> Step {
+/// The capture-cuda step: every test passed, the suite ran under `cuda::` in
+/// capture-cuda's `it`, and nothing there said `SKIP:` for CUDA.
+fn cuda_step(results: &Results) -> Step {
     let name = "cargo test -p capture-cuda";
-    let skip = counts.skips.iter().find(|s| s.contains("CUDA"));
-    let nvrtc = if counts.nvrtc {
+    let Some(it) = results.get(&CUDA) else {
+        return Step::new(name, false, format!("{CUDA} did not run"));
+    };
+    let skip = it.skips().find(|s| s.contains("CUDA"));
+    let nvrtc = if it.passed_test(NVRTC_TEST) && !it.skips().any(|s| s.starts_with("SKIP: nvrtc")) {
         "; NVRTC compiled every builtin to PTX"
     } else {
         ""
     };
-    let device = counts.cuda_device.as_deref().unwrap_or("unknown device");
-    if counts.failed > 0 {
+    let device = it.line_after("cuda device: ").unwrap_or("unknown device");
+    let scenarios = it.passed_in("cuda");
+    if results.failed() > 0 {
         Step::new(
             name,
             false,
-            format!("{} test(s) failed ({device})", counts.failed),
+            format!("{} test(s) failed ({device})", results.failed()),
         )
     } else if let Some(skip) = skip {
         Step::new(name, false, format!("skipped: {}", skip_reason(skip)))
-    } else if counts.cuda == 0 {
+    } else if scenarios == 0 {
         Step::new(name, false, "no `cuda::` scenario test ran".to_string())
     } else {
         Step::new(
             name,
             true,
             format!(
-                "{device}: {} scenarios, {} tests passed{nvrtc}",
-                counts.cuda, counts.passed
+                "{device}: {scenarios} scenarios, {} tests passed{nvrtc}",
+                results.passed()
             ),
         )
     }
 }
 
-/// The capture-vulkan step: every test passed, and the suite ran in both memory modes.
-fn vulkan_step(counts: &Counts, layer: bool) -> Step {
+/// The capture-vulkan step: every test passed, and the suite ran in both memory modes
+/// in capture-vulkan's `it`.
+fn vulkan_step(results: &Results, layer: bool) -> Step {
     let name = "cargo test -p capture-vulkan";
-    let device = counts.vulkan_device.as_deref().unwrap_or("unknown device");
-    if counts.failed > 0 {
+    let Some(it) = results.get(&VULKAN) else {
+        return Step::new(name, false, format!("{VULKAN} did not run"));
+    };
+    let device = it.line_after("vulkan device: ").unwrap_or("unknown device");
+    if results.failed() > 0 {
         return Step::new(
             name,
             false,
-            format!("{} test(s) failed ({device})", counts.failed),
+            format!("{} test(s) failed ({device})", results.failed()),
         );
     }
-    let (host, staging) = counts.vulkan;
-    let ran = host > 0
-        && staging > 0
-        && !counts
-            .skips
-            .iter()
-            .any(|s| s.contains("Vulkan unavailable"));
+    let (host, staging) = (it.passed_in("host_visible"), it.passed_in("forced_staging"));
+    let ran = host > 0 && staging > 0 && !it.skips().any(|s| s.contains("Vulkan unavailable"));
     Step::new(
         name,
         ran,
@@ -277,6 +286,7 @@ fn cuda_version(smi: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::results::tests::results;
 
     const SMI: &str = "\
 Mon Jan  6 10:00:00 2025
@@ -298,25 +308,76 @@ Mon Jan  6 10:00:00 2025
 
     #[test]
     fn the_cuda_step_fails_on_a_skip_or_when_nothing_ran() {
-        let mut counts = Counts {
-            cuda: 33,
-            passed: 40,
-            cuda_device: Some("NVIDIA H200 (compute 9.0), driver 12080".into()),
-            ..Counts::default()
+        let run = |it: &str| {
+            results(
+                &format!(
+                    "Running unittests src/lib.rs (target/debug/deps/capture_cuda-88)
+                    test result: ok. 6 passed; 0 failed; 0 ignored
+                    Running tests/it/main.rs (target/debug/deps/it-66)
+                    {it}"
+                ),
+                true,
+            )
         };
-        let step = cuda_step(&counts);
+        let step = cuda_step(&run("
+            cuda device: NVIDIA H200 (compute 9.0), driver 12080
+            test cuda::capture_replay ... ok
+            test cuda::input_rewrite ... ok
+            test nvrtc::every_builtin_compiles_to_the_shipped_ptx ... ok
+            test result: ok. 3 passed; 0 failed; 0 ignored"));
         assert_eq!(step.status, "ok", "{}", step.detail);
-        assert!(step.detail.starts_with("NVIDIA H200"));
-        counts
-            .skips
-            .push("SKIP: capture_replay: CUDA unavailable: libcuda.so not found".into());
-        let step = cuda_step(&counts);
+        assert_eq!(
+            step.detail,
+            "NVIDIA H200 (compute 9.0), driver 12080: 2 scenarios, 9 tests passed; NVRTC \
+             compiled every builtin to PTX"
+        );
+        let step = cuda_step(&run("
+            test cuda::capture_replay ... ok
+            SKIP: capture_replay: CUDA unavailable: libcuda.so not found
+            test result: ok. 1 passed; 0 failed; 0 ignored"));
         assert_eq!(step.status, "FAILED");
         assert_eq!(
             step.detail,
             "skipped: CUDA unavailable: libcuda.so not found"
         );
-        let step = cuda_step(&Counts::default());
+        let step = cuda_step(&run("test result: ok. 0 passed; 0 failed; 0 ignored"));
+        assert_eq!(
+            (step.status, step.detail.as_str()),
+            ("FAILED", "no `cuda::` scenario test ran")
+        );
+        let step = cuda_step(&Results::default());
+        assert_eq!(
+            (step.status, step.detail.as_str()),
+            ("FAILED", "capture-cuda --test it did not run")
+        );
+    }
+
+    #[test]
+    fn the_vulkan_step_needs_both_memory_modes() {
+        let run = |it: &str| {
+            results(
+                &format!("Running tests/it/main.rs (target/debug/deps/it-55)\n{it}"),
+                true,
+            )
+        };
+        let step = vulkan_step(
+            &run("test host_visible::capture_replay ... ok
+                test forced_staging::capture_replay ... ok
+                test result: ok. 2 passed; 0 failed; 0 ignored"),
+            false,
+        );
+        assert_eq!(
+            (step.status, step.detail.as_str()),
+            (
+                "ok",
+                "unknown device: 1 scenarios host-visible, 1 forced-staging (no validation layer)"
+            )
+        );
+        let step = vulkan_step(
+            &run("test host_visible::capture_replay ... ok
+                test result: ok. 1 passed; 0 failed; 0 ignored"),
+            true,
+        );
         assert_eq!(step.status, "FAILED");
     }
 }

@@ -1,15 +1,26 @@
 //! `cargo xtask tidy`: the project's own conventions, checked over the source tree.
 //!
-//! - every `.rs` file starts with a `//!` header;
-//! - no stubs or debug leftovers in shipped code (the three macros named in `STUBS`);
-//! - no unsafe in `capture-core` or `capture-mock`, each of which forbids it;
-//! - `capture-core` depends on neither cudarc nor ash;
-//! - every `.snap` file is referenced by the tests of its crate, and none waits for review.
+//! - every `.rs` file under `crates/` and `xtask/` starts with a `//!` header;
+//! - no stubs or debug leftovers outside tests (the three macros named in `STUBS`), and
+//!   no test ignored without a reason;
+//! - no unsafe code in capture-core, capture-mock or capture-suite, whose `lib.rs` each
+//!   forbid it; in the backends (capture-vulkan, capture-cuda) unsafe only in
+//!   `src/raw.rs`, each use with a `// SAFETY:` line above it;
+//! - capture-core depends on neither cudarc nor ash;
+//! - every dependency a workspace member declares is used: a `[dependencies]` name in its
+//!   `src/` or `build.rs`, a `[build-dependencies]` name in `build.rs`, a
+//!   `[dev-dependencies]` name in `src/`, `tests/`, `benches/` or `examples/` (as its Rust
+//!   identifier, `-` read as `_`, anywhere in those files);
+//! - the shared snapshots are in `crates/capture-suite/snapshots`; every `.snap` under
+//!   `crates/` is named by the code of its crate, and none waits for review.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+
+use crate::gpu_bundle::SNAPSHOTS;
+use crate::manifest::{self, Table};
 
 /// Built from pieces so this file does not trip its own check.
 const STUBS: [&str; 3] = [
@@ -17,6 +28,16 @@ const STUBS: [&str; 3] = [
     concat!("dbg", "!("),
     concat!("unimplemented", "!("),
 ];
+
+/// The crates with no unsafe code at all; each `lib.rs` says `#![forbid(unsafe_code)]`.
+const FORBID_UNSAFE: [&str; 3] = [
+    "crates/capture-core",
+    "crates/capture-mock",
+    "crates/capture-suite",
+];
+
+/// The backends, whose unsafe code lives in `src/raw.rs` alone.
+const BACKENDS: [&str; 2] = ["crates/capture-vulkan", "crates/capture-cuda"];
 
 /// Every problem found, one line each; empty when the tree is tidy.
 pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
@@ -42,15 +63,11 @@ pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
         if text.contains(concat!("#[ignore", "]")) {
             problems.push(format!("{rel}: an ignored test without a reason"));
         }
-        let no_unsafe = ["crates/capture-core/", "crates/capture-mock/"]
-            .iter()
-            .any(|c| rel.starts_with(c));
-        if no_unsafe && mentions_unsafe_code(&text) {
+        let in_crate = |dir: &str| rel.starts_with(&format!("{dir}/"));
+        if FORBID_UNSAFE.iter().any(|c| in_crate(c)) && mentions_unsafe_code(&text) {
             problems.push(format!("{rel}: unsafe code in a crate that forbids it"));
         }
-        let backend = ["crates/capture-vulkan/src/", "crates/capture-cuda/src/"]
-            .iter()
-            .any(|c| rel.starts_with(c));
+        let backend = BACKENDS.iter().any(|c| in_crate(&format!("{c}/src")));
         if backend && !rel.ends_with("/raw.rs") && mentions_unsafe_code(&text) {
             problems.push(format!("{rel}: unsafe code outside the backend's raw.rs"));
         }
@@ -62,23 +79,93 @@ pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
             }
         }
     }
-    for lib in [
-        "crates/capture-core/src/lib.rs",
-        "crates/capture-mock/src/lib.rs",
-    ] {
-        let text = fs::read_to_string(root.join(lib)).unwrap_or_default();
+    for krate in FORBID_UNSAFE {
+        let lib = format!("{krate}/src/lib.rs");
+        let text = fs::read_to_string(root.join(&lib)).unwrap_or_default();
         if !text.contains("#![forbid(unsafe_code)]") {
             problems.push(format!("{lib}: lacks #![forbid(unsafe_code)]"));
         }
     }
-    let manifest = fs::read_to_string(root.join("crates/capture-core/Cargo.toml"))?;
-    for gpu in ["cudarc", "ash"] {
-        if manifest.lines().any(|l| l.trim_start().starts_with(gpu)) {
-            problems.push(format!("crates/capture-core/Cargo.toml: depends on {gpu}"));
+    let core = "crates/capture-core/Cargo.toml";
+    let manifest =
+        fs::read_to_string(root.join(core)).with_context(|| format!("reading {core}"))?;
+    for dep in manifest::dependencies(&manifest) {
+        if ["cudarc", "ash"].contains(&dep.name.as_str()) {
+            problems.push(format!("{core}:{}: depends on {}", dep.line, dep.name));
         }
     }
+    problems.extend(dependency_problems(root)?);
     problems.extend(snapshot_problems(root, &sources)?);
     Ok(problems)
+}
+
+/// Dependencies a workspace member declares and its code never names.
+fn dependency_problems(root: &Path) -> Result<Vec<String>> {
+    let workspace = fs::read_to_string(root.join("Cargo.toml"))
+        .with_context(|| format!("reading {}/Cargo.toml", root.display()))?;
+    let mut problems = Vec::new();
+    for member in manifest::workspace_members(&workspace) {
+        let dir = root.join(&member);
+        let path = dir.join("Cargo.toml");
+        let text =
+            fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        let code = |dirs: &[&str]| -> Result<String> {
+            let mut text = String::new();
+            for d in dirs {
+                let files = if d.ends_with(".rs") {
+                    vec![dir.join(d)]
+                        .into_iter()
+                        .filter(|f| f.is_file())
+                        .collect()
+                } else {
+                    walk(&dir.join(d))?
+                };
+                for file in files
+                    .iter()
+                    .filter(|f| f.extension().is_some_and(|e| e == "rs"))
+                {
+                    text.push_str(&fs::read_to_string(file)?);
+                    text.push('\n');
+                }
+            }
+            Ok(text)
+        };
+        let normal = code(&["src", "build.rs"])?;
+        let build = code(&["build.rs"])?;
+        let dev = code(&["src", "tests", "benches", "examples"])?;
+        for dep in manifest::dependencies(&text) {
+            let ident = dep.ident();
+            let (code, places) = match dep.table {
+                Table::Normal => (&normal, "src/ or build.rs"),
+                Table::Build => (&build, "build.rs"),
+                Table::Dev => (&dev, "src/, tests/, benches/ or examples/"),
+            };
+            if names(code, &ident) {
+                continue;
+            }
+            let hint = if dep.table == Table::Normal && names(&dev, &ident) {
+                " (only its tests do: make it a [dev-dependencies] entry)"
+            } else {
+                " (remove it)"
+            };
+            problems.push(format!(
+                "{member}/Cargo.toml:{}: {} declares `{}`, and nothing in {places} names `{ident}`{hint}",
+                dep.line,
+                dep.table.name(),
+                dep.name,
+            ));
+        }
+    }
+    Ok(problems)
+}
+
+/// Whether `code` has `ident` as a whole word (`capture_core`, not `capture_core_x`).
+fn names(code: &str, ident: &str) -> bool {
+    let word = |c: char| c.is_alphanumeric() || c == '_';
+    code.match_indices(ident).any(|(at, _)| {
+        !code[..at].chars().next_back().is_some_and(word)
+            && !code[at + ident.len()..].chars().next().is_some_and(word)
+    })
 }
 
 /// Whether `text` has an `unsafe` block, fn, impl or trait outside comments and strings
@@ -111,9 +198,19 @@ fn unsafe_without_safety(text: &str) -> Vec<usize> {
         .collect()
 }
 
-/// Snapshots nobody references, and snapshots waiting for review.
+/// A missing shared snapshot directory, snapshots nobody references, and snapshots
+/// waiting for review.
 fn snapshot_problems(root: &Path, sources: &[PathBuf]) -> Result<Vec<String>> {
     let mut problems = Vec::new();
+    let shared = walk(&root.join(SNAPSHOTS))?;
+    if !shared
+        .iter()
+        .any(|p| p.extension().is_some_and(|e| e == "snap"))
+    {
+        problems.push(format!(
+            "{SNAPSHOTS}: holds no snapshot (the scenario suite's shared snapshots live here)"
+        ));
+    }
     for crate_dir in subdirs(&root.join("crates"))? {
         let snaps: Vec<PathBuf> = walk(&crate_dir)?
             .into_iter()
@@ -153,7 +250,7 @@ fn snapshot_problems(root: &Path, sources: &[PathBuf]) -> Result<Vec<String>> {
             let name = stem.rsplit("__").next().unwrap_or(stem);
             if !crate_sources.contains(&format!("\"{name}\"")) {
                 problems.push(format!(
-                    "{rel}: no test of this crate names snapshot `{name}`"
+                    "{rel}: no code of this crate names snapshot `{name}`"
                 ));
             }
         }
@@ -228,6 +325,155 @@ mod tests {
             "fn a() {{\n    // SAFETY: fine.\n    unsafe {{ f() }};\n}}\n{filler}fn b() {{ unsafe {{ g() }} }}\n"
         );
         assert_eq!(unsafe_without_safety(&text), vec![14]);
+    }
+
+    /// A scratch workspace of `files` (path, text) under the temp directory.
+    fn workspace(name: &str, files: &[(&str, &str)]) -> PathBuf {
+        let root = std::env::temp_dir().join(format!("xtask-tidy-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        for (path, text) in files {
+            let path = root.join(path);
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(path, text).unwrap();
+        }
+        root
+    }
+
+    #[test]
+    fn a_declared_dependency_nothing_names_is_a_problem() {
+        let root = workspace(
+            "deps",
+            &[
+                (
+                    "Cargo.toml",
+                    "[workspace]\nmembers = [\"crates/a\", \"b\"]\n",
+                ),
+                (
+                    "crates/a/Cargo.toml",
+                    r#"[package]
+name = "a"
+
+[dependencies]
+capture-core.workspace = true
+unused-dep = "1"
+tested-only = "1"
+prefix = "1"
+in-build = "1"
+
+[dev-dependencies]
+rstest.workspace = true
+dev-unused = "1"
+in-example = "1"
+
+[build-dependencies]
+cc = "1"
+"#,
+                ),
+                (
+                    "crates/a/src/lib.rs",
+                    "//! a\nuse capture_core::Device;\npub fn f() { prefix_extended::g() }\n",
+                ),
+                (
+                    "crates/a/build.rs",
+                    "//! build\nfn main() { cc::Build::new(); in_build::x(); }\n",
+                ),
+                (
+                    "crates/a/tests/it/main.rs",
+                    "//! it\n#[rstest::rstest]\nfn t() { tested_only::x() }\n",
+                ),
+                (
+                    "crates/a/examples/e.rs",
+                    "//! e\nfn main() { in_example::x() }\n",
+                ),
+                ("crates/a/src/notes.txt", "unused_dep dev_unused"),
+                (
+                    "b/Cargo.toml",
+                    "[package]\nname = \"b\"\n[target.'cfg(unix)'.dependencies]\nlibc = \"0.2\"\n",
+                ),
+                ("b/src/main.rs", "//! b\nfn main() {}\n"),
+            ],
+        );
+        let problems = dependency_problems(&root).unwrap();
+        assert_eq!(
+            problems,
+            [
+                "crates/a/Cargo.toml:6: [dependencies] declares `unused-dep`, and nothing in src/ or build.rs names `unused_dep` (remove it)",
+                "crates/a/Cargo.toml:7: [dependencies] declares `tested-only`, and nothing in src/ or build.rs names `tested_only` (only its tests do: make it a [dev-dependencies] entry)",
+                "crates/a/Cargo.toml:8: [dependencies] declares `prefix`, and nothing in src/ or build.rs names `prefix` (remove it)",
+                "crates/a/Cargo.toml:13: [dev-dependencies] declares `dev-unused`, and nothing in src/, tests/, benches/ or examples/ names `dev_unused` (remove it)",
+                "b/Cargo.toml:4: [dependencies] declares `libc`, and nothing in src/ or build.rs names `libc` (remove it)",
+            ]
+        );
+        fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn names_are_whole_words() {
+        assert!(names("use capture_core::Device;", "capture_core"));
+        assert!(names("capture_core", "capture_core"));
+        assert!(names("#[rstest]", "rstest"));
+        assert!(!names("use capture_core_extra::X;", "capture_core"));
+        assert!(!names("my_capture_core", "capture_core"));
+        assert!(!names("", "capture_core"));
+    }
+
+    #[test]
+    fn the_layout_checks_name_the_crates_that_moved() {
+        let root = workspace(
+            "layout",
+            &[
+                ("Cargo.toml", "[workspace]\nmembers = []\n"),
+                (
+                    "crates/capture-core/Cargo.toml",
+                    "[dependencies]\nash.workspace = true\n",
+                ),
+                (
+                    "crates/capture-core/src/lib.rs",
+                    "//! core\n#![forbid(unsafe_code)]\n",
+                ),
+                (
+                    "crates/capture-mock/src/lib.rs",
+                    "//! mock\n#![forbid(unsafe_code)]\n",
+                ),
+                (
+                    "crates/capture-suite/src/lib.rs",
+                    "//! suite\npub const S: &str = \"kept\";\n",
+                ),
+                (
+                    "crates/capture-suite/tests/mock/main.rs",
+                    "//! mock\nfn f() { unsafe { g() } }\n",
+                ),
+                ("crates/capture-suite/snapshots/kept.snap", ""),
+                ("crates/capture-suite/snapshots/gone.snap", ""),
+                ("crates/capture-mock/snapshots/kept.snap", ""),
+                (
+                    "crates/capture-vulkan/src/lane.rs",
+                    "//! lane\nunsafe fn f() {}\n",
+                ),
+            ],
+        );
+        let problems = check(&root).unwrap();
+        assert_eq!(
+            problems,
+            [
+                "crates/capture-suite/tests/mock/main.rs: unsafe code in a crate that forbids it",
+                "crates/capture-vulkan/src/lane.rs: unsafe code outside the backend's raw.rs",
+                "crates/capture-suite/src/lib.rs: lacks #![forbid(unsafe_code)]",
+                "crates/capture-core/Cargo.toml:2: depends on ash",
+                "crates/capture-mock/snapshots/kept.snap: no code of this crate names snapshot `kept`",
+                "crates/capture-suite/snapshots/gone.snap: no code of this crate names snapshot `gone`",
+            ]
+        );
+        fs::remove_file(root.join("crates/capture-suite/snapshots/kept.snap")).unwrap();
+        fs::remove_file(root.join("crates/capture-suite/snapshots/gone.snap")).unwrap();
+        let problems = check(&root).unwrap();
+        assert!(
+            problems.contains(&format!(
+                "{SNAPSHOTS}: holds no snapshot (the scenario suite's shared snapshots live here)"
+            )),
+            "{problems:?}"
+        );
+        fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]
