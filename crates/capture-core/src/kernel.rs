@@ -119,7 +119,9 @@ impl LaunchLimits {
         max_binding_bytes: u64,
         max_grid: Grid,
     ) -> Result<Self, ServerError> {
-        if !binding_alignment.is_power_of_two() || !SLICE_ALIGNMENT.is_multiple_of(binding_alignment) {
+        if !binding_alignment.is_power_of_two()
+            || !SLICE_ALIGNMENT.is_multiple_of(binding_alignment)
+        {
             return Err(ServerError::invalid(
                 "binding alignment",
                 binding_alignment,

@@ -35,39 +35,7 @@
 //! survives, and a later read of those bytes fails naming the unfinished operation. That
 //! is the point: bytes half-written by a panicking kernel must not read as clean.
 //!
-//! ```
-//! use capture_core::error::{FailureCause, ServerError};
-//! use capture_core::ids::MemoryId;
-//! use capture_core::memory::ClaimKey;
-//! use capture_core::range::ByteRange;
-//! use capture_core::taint::TaintLedger;
-//!
-//! # fn main() -> Result<(), ServerError> {
-//! let mut ledger = TaintLedger::new();
-//! let out = MemoryId::new(0);
-//! ledger.fresh(out, 1024)?;
-//! let key = ClaimKey { memory: out, range: ByteRange::new(0, 256)? };
-//!
-//! // A kernel that writes `key` and succeeds: its bytes become readable.
-//! let scope = ledger.enter("fill", [key])?;
-//! ledger.settle(scope);
-//! ledger.check_read(key)?;
-//!
-//! // A kernel that writes `key` and fails: a later read names the real error.
-//! let scope = ledger.enter("fill", [key])?;
-//! ledger.fail(scope, ServerError::graph_state("fill", "device lost"));
-//! let Err(ServerError::Unwritten(refused)) = ledger.check_read(key) else {
-//!     panic!("the read should have been refused");
-//! };
-//! assert!(matches!(refused.cause, FailureCause::Failed(_)));
-//! assert!(refused.to_string().contains("device lost"));
-//!
-//! // A host write makes the bytes readable again.
-//! ledger.host_write(key)?;
-//! ledger.check_read(key)?;
-//! # Ok(())
-//! # }
-//! ```
+//! The unit test `the_scope_protocol_as_a_caller_drives_it` walks through it.
 //!
 //! # Cost
 //!

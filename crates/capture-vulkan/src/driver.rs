@@ -352,7 +352,7 @@ impl Builtins for VulkanBackend {
 }
 
 #[cfg(test)]
-mod tests {
+mod canary {
     use super::*;
 
     /// The canary: misuse the validation layer must report, so a silent layer cannot

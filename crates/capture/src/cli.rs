@@ -36,7 +36,7 @@ options:
 Options also take the form --name=value.
 
 exit status: 0 when the outputs match; 1 when they differ or the runtime fails;
-2 for a usage error or a backend that is not implemented yet.";
+2 for a usage error or a backend this build was made without.";
 
 /// Kernels in the chain when `--kernels` is not given.
 pub(crate) const DEFAULT_KERNELS: usize = 512;

@@ -1,5 +1,5 @@
 //! The `capture` program as a user runs it: `capture demo` on the mock, the help of
-//! each level, a backend that is not implemented yet, and bad options.
+//! each level, a backend this build was made without, and bad options.
 
 use std::process::{Command, Output};
 

@@ -77,7 +77,7 @@ impl DeviceConfig {
         self
     }
 
-    /// Whether the device keeps its event log (for tests and `capture trace`). Off by
+    /// Whether the device keeps its event log (for tests, and [`Device::trace`](super::Device::trace)). Off by
     /// default: a long-running program would grow it without bound.
     pub fn trace(mut self, enabled: bool) -> Self {
         self.trace = enabled;
