@@ -22,7 +22,7 @@ const BLOCK: u32 = 64;
 
 /// An opened device: its retained primary context and what the driver says of it.
 #[derive(Debug)]
-pub struct Gpu {
+pub(crate) struct Gpu {
     pub(crate) context: usize,
     device: i32,
     name: String,

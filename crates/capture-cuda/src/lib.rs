@@ -13,7 +13,7 @@
 //!   holding memory allocation nodes is refused; `cuGraphInstantiateWithFlags`,
 //!   `cuGraphUpload` (a failure only logged by the core), `cuGraphLaunch`.
 //! - **Kernels** are PTX: the builtins are CUDA C compiled by NVRTC for sm_80 and sm_90
-//!   and shipped (a test recompiles them and compares); [`kernels::MIN_DRIVER`] names the
+//!   and shipped (a test recompiles them and compares); [`MIN_DRIVER`] names the
 //!   oldest driver; an unsupported PTX version is a typed error.
 //! - Unsafe code lives in `raw.rs` only, each block with a `// SAFETY:` line.
 //!
@@ -23,14 +23,17 @@
 mod driver;
 mod error;
 mod executable;
-pub mod kernels;
+mod kernels;
 mod raw;
 mod storage;
 mod stream;
 
-pub use driver::{CudaBackend, Gpu};
+pub use driver::CudaBackend;
 pub use error::{CudaError, Unavailable};
 pub use executable::CudaExecutable;
-pub use kernels::{CudaKernel, CudaKernelSource};
+pub use kernels::{
+    BUILTINS_CU, BUILTINS_SM80, BUILTINS_SM90, CudaKernel, CudaKernelSource, MIN_DRIVER, PTX_ISA,
+    SHIPPED, compile_builtins, nvrtc_present,
+};
 pub use storage::{CudaSlice, CudaStorage};
 pub use stream::{CudaFence, CudaStream};

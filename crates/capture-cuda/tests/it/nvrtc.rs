@@ -2,7 +2,7 @@
 //! ships (and loads) is exactly what NVRTC produces: a broken kernel fails CI without a
 //! GPU. `CAPTURE_UPDATE_PTX=1` rewrites the shipped PTX from the compile instead.
 
-use capture_cuda::kernels::{SHIPPED, compile_builtins, nvrtc_present};
+use capture_cuda::{SHIPPED, compile_builtins, nvrtc_present};
 
 use crate::support::nvrtc_required;
 
