@@ -426,11 +426,16 @@ mod tests {
             .split('@')
             .find(|w| !w.is_empty() && w.chars().all(|c| c.is_ascii_uppercase() || c == '_'));
         assert_eq!(placeholder, None, "run.sh is copied as it is checked in");
-        let status = Command::new("bash")
+        let out = Command::new("bash")
             .args(["-n", concat!(env!("CARGO_MANIFEST_DIR"), "/gpu/run.sh")])
-            .status()
+            .output()
             .unwrap();
-        assert!(status.success(), "bash -n run.sh: {status}");
+        assert!(
+            out.status.success(),
+            "bash -n run.sh: {}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     #[test]

@@ -15,7 +15,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result};
 
-use crate::cargo::{Executable, Target, cargo, executable, json_messages, label};
+use crate::cargo::{Executable, Target, cargo, executable, json_messages, label, parse_message};
 
 /// A binary's `test result:` line (or a harness-less binary's `<name>: N passed, M
 /// failed`).
@@ -257,11 +257,36 @@ pub(crate) fn run_tests(
     harness_args: &[&str],
     configure: impl Fn(&mut Command),
 ) -> Result<Results> {
+    run_tests_echoing(cargo_args, harness_args, configure, true)
+}
+
+/// `run_tests`, echoing cargo's output only when `echo`: otherwise all of it (the build's
+/// too) is captured and only read, so nothing reaches this process's stdout or stderr
+/// (xtask's own tests, whose output the outer `cargo xtask test` reads).
+fn run_tests_echoing(
+    cargo_args: &[&str],
+    harness_args: &[&str],
+    configure: impl Fn(&mut Command),
+    echo: bool,
+) -> Result<Results> {
     let name = format!("cargo test {}", cargo_args.join(" "));
     let mut build = cargo(&["test", "--no-run"]);
     build.args(cargo_args);
     configure(&mut build);
-    let (built, messages) = json_messages(&format!("{name} --no-run"), build)?;
+    let (built, messages) = if echo {
+        json_messages(&format!("{name} --no-run"), build)?
+    } else {
+        let out = build
+            .arg("--message-format=json-render-diagnostics")
+            .output()
+            .with_context(|| format!("starting {name} --no-run"))?;
+        let messages = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| l.starts_with('{'))
+            .map(parse_message)
+            .collect::<Result<Vec<_>>>()?;
+        (out.status.success(), messages)
+    };
     if !built {
         return Ok(Results {
             binaries: Vec::new(),
@@ -274,7 +299,9 @@ pub(crate) fn run_tests(
         .filter(|e| e.test)
         .collect();
 
-    println!("xtask: {name}");
+    if echo {
+        println!("xtask: {name}");
+    }
     let mut command = cargo(&["test"]);
     command.args(cargo_args).arg("--").args(harness_args);
     configure(&mut command);
@@ -293,7 +320,9 @@ pub(crate) fn run_tests(
     while output.read_until(b'\n', &mut bytes)? > 0 {
         let line = String::from_utf8_lossy(&bytes);
         let line = line.trim_end_matches(['\n', '\r']);
-        println!("{line}");
+        if echo {
+            println!("{line}");
+        }
         reader.read(line);
         bytes.clear();
     }
@@ -338,6 +367,12 @@ pub(crate) mod tests {
             exe("capture-vulkan", "test", "it", "it-55"),
             exe("capture-cuda", "test", "it", "it-66"),
             exe("capture-mock", "lib", "capture_mock", "capture_mock-77"),
+            exe(
+                "capture-vulkan",
+                "lib",
+                "capture_vulkan",
+                "capture_vulkan-88",
+            ),
         ]);
         for line in output.lines() {
             reader.read(line.trim_start());
@@ -515,12 +550,15 @@ pub(crate) mod tests {
             ],
         );
         let target = root.join("target");
-        let r = run_tests(
+        // Not echoed: the outer `cargo xtask test` reads this binary's output, and the
+        // scratch workspace's `Running` and `test result:` lines would pass for its own.
+        let r = run_tests_echoing(
             &["--workspace", "--no-fail-fast"],
             &["--show-output"],
             |c| {
                 c.current_dir(&root).env("CARGO_TARGET_DIR", &target);
             },
+            false,
         )
         .unwrap();
         let alpha_it = r.get(&Target::test("alpha", "it")).expect("alpha's it ran");

@@ -122,8 +122,13 @@ const ALLOC_COUNT: Target = Target::test("capture-suite", "alloc_count");
 const MOCK_UNIT: Target = Target::lib("capture-mock", "capture_mock");
 /// The scenario suite on the mock (module `suite`) and the mock's own tests.
 const MOCK: Target = Target::test("capture-suite", "mock");
-/// The suite on Vulkan in both memory modes, and the validation canary.
+/// The suite on Vulkan in both memory modes.
 pub(crate) const VULKAN: Target = Target::test("capture-vulkan", "it");
+/// capture-vulkan's unit tests, the validation canary among them.
+const VULKAN_UNIT: Target = Target::lib("capture-vulkan", "capture_vulkan");
+/// The validation canary, in capture-vulkan's unit tests, which must pass without `SKIP:`.
+const VULKAN_CANARY: &str =
+    "driver::canary::executing_a_non_simultaneous_secondary_twice_is_reported";
 /// The suite on CUDA (module `cuda`), and the NVRTC test.
 pub(crate) const CUDA: Target = Target::test("capture-cuda", "it");
 
@@ -203,18 +208,20 @@ fn mock_row(results: &Results) -> Backend {
     }
 }
 
-/// The `vulkan` row: capture-vulkan's `it` passed, with scenarios in both memory modes
-/// and the validation canary caught.
+/// The `vulkan` row: capture-vulkan's `it` passed, with scenarios in both memory modes,
+/// and its unit tests passed with the validation canary caught.
 fn vulkan_row(results: &Results) -> Backend {
     let row = || -> Result<String, String> {
         let vulkan = passing(results, &VULKAN)?;
+        let unit = passing(results, &VULKAN_UNIT)?;
         let host = vulkan.passed_in("host_visible");
         let staging = vulkan.passed_in("forced_staging");
-        let canary_skipped = vulkan.skips().any(|s| s.starts_with("SKIP: canary"));
-        if host == 0 || staging == 0 || vulkan.passed_in("canary") == 0 || canary_skipped {
+        let canary_skipped = unit.skips().any(|s| s.starts_with("SKIP: canary"));
+        if host == 0 || staging == 0 || !unit.passed_test(VULKAN_CANARY) || canary_skipped {
             return Err(format!(
-                "{VULKAN}: {host} scenarios passed host-visible, {staging} forced-staging, \
-                 canary {}: the suite must pass in both modes with the canary caught",
+                "{VULKAN}: {host} scenarios passed host-visible, {staging} forced-staging; \
+                 {VULKAN_UNIT}: canary {}: the suite must pass in both modes with the canary \
+                 caught",
                 if canary_skipped {
                     "skipped"
                 } else {
@@ -222,10 +229,10 @@ fn vulkan_row(results: &Results) -> Backend {
                 }
             ));
         }
-        let cannot = vulkan.skips().count();
+        let cannot = vulkan.skips().count() + unit.skips().count();
         Ok(format!(
             "{}: {host} scenarios host-visible, {staging} forced-staging, under validation \
-             with the canary caught; tests that said SKIP: {}; {}",
+             with the canary caught; tests that said SKIP: {}; {}; {}",
             vulkan
                 .line_after("vulkan device: ")
                 .unwrap_or("unknown device"),
@@ -234,7 +241,8 @@ fn vulkan_row(results: &Results) -> Backend {
             } else {
                 cannot.to_string()
             },
-            tally(&VULKAN, vulkan)
+            tally(&VULKAN, vulkan),
+            tally(&VULKAN_UNIT, unit)
         ))
     };
     match row() {
@@ -328,8 +336,11 @@ mod tests {
                 vulkan device: llvmpipe (LLVM 19.1.7, 256 bits), Vulkan 1.4
                 test host_visible::capture_replay ... ok
                 test forced_staging::capture_replay ... ok
-                test canary::executing_a_non_simultaneous_secondary_twice_is_reported ... ok
-                test result: ok. 3 passed; 0 failed; 0 ignored
+                test result: ok. 2 passed; 0 failed; 0 ignored
+                Running unittests src/lib.rs (target/debug/deps/capture_vulkan-88)
+                test driver::canary::executing_a_non_simultaneous_secondary_twice_is_reported ... ok
+                test memory::rounds_up ... ok
+                test result: ok. 2 passed; 0 failed; 0 ignored
                 Running tests/it/main.rs (target/debug/deps/it-66)
                 {cuda}
                 "
@@ -375,7 +386,8 @@ mod tests {
                 "ran",
                 "llvmpipe (LLVM 19.1.7, 256 bits), Vulkan 1.4: 1 scenarios host-visible, 1 \
                  forced-staging, under validation with the canary caught; tests that said \
-                 SKIP: none; capture-vulkan --test it: 3 passed"
+                 SKIP: none; capture-vulkan --test it: 2 passed; capture-vulkan unit tests: \
+                 2 passed"
             )
         );
         assert_eq!(
@@ -456,9 +468,11 @@ mod tests {
             test result: ok. 1 passed; 0 failed; 0 ignored
             Running tests/it/main.rs (target/debug/deps/it-55)
             test host_visible::capture_replay ... ok
-            test canary::executing_a_non_simultaneous_secondary_twice_is_reported ... ok
+            test result: ok. 1 passed; 0 failed; 0 ignored
+            Running unittests src/lib.rs (target/debug/deps/capture_vulkan-88)
+            test driver::canary::executing_a_non_simultaneous_secondary_twice_is_reported ... ok
             SKIP: canary: the validation layer is not installed
-            test result: ok. 2 passed; 0 failed; 0 ignored
+            test result: ok. 1 passed; 0 failed; 0 ignored
             ",
             true,
         );
@@ -477,8 +491,9 @@ mod tests {
             row(&vulkan_row(&r)),
             (
                 "FAILED",
-                "capture-vulkan --test it: 1 scenarios passed host-visible, 0 forced-staging, \
-                 canary skipped: the suite must pass in both modes with the canary caught"
+                "capture-vulkan --test it: 1 scenarios passed host-visible, 0 forced-staging; \
+                 capture-vulkan unit tests: canary skipped: the suite must pass in both modes \
+                 with the canary caught"
             )
         );
         assert_eq!(
