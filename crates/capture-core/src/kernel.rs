@@ -44,11 +44,12 @@ impl KernelSignature {
         self.info_words > 0
     }
 
-    /// Checks a launch of kernel `name` with `buffers` buffers, `info_words` info words
-    /// and `grid` against this signature and `limits`.
-    pub(crate) fn check_launch(
+    /// Checks a launch with `buffers` buffers, `info_words` info words and `grid`
+    /// against this signature and `limits`; `name` names the kernel, asked only for an
+    /// error.
+    pub(crate) fn check_launch<N: std::fmt::Display>(
         &self,
-        name: &str,
+        name: impl FnOnce() -> N,
         limits: &LaunchLimits,
         grid: Grid,
         buffers: usize,
@@ -65,14 +66,14 @@ impl KernelSignature {
             return Err(ServerError::invalid(
                 "buffer count",
                 buffers,
-                format!("kernel {name} takes {} buffers", self.buffers),
+                format!("kernel {} takes {} buffers", name(), self.buffers),
             ));
         }
         if info_words != self.info_words {
             return Err(ServerError::invalid(
                 "info words",
                 info_words,
-                format!("kernel {name} takes {} info words", self.info_words),
+                format!("kernel {} takes {} info words", name(), self.info_words),
             ));
         }
         if grid.contains(&0) {
@@ -207,22 +208,22 @@ mod tests {
     fn a_launch_must_fit_its_signature() {
         let sig = KernelSignature::new(2, 2);
         let l = limits();
-        sig.check_launch("k", &l, [1, 1, 1], 2, 2).unwrap();
-        let too_many = sig.check_launch("k", &l, [1, 1, 1], 9, 2).unwrap_err();
+        sig.check_launch(|| "k", &l, [1, 1, 1], 2, 2).unwrap();
+        let too_many = sig.check_launch(|| "k", &l, [1, 1, 1], 9, 2).unwrap_err();
         assert!(
             too_many.to_string().contains("at most 8 buffers"),
             "{too_many}"
         );
-        let arity = sig.check_launch("k", &l, [1, 1, 1], 1, 2).unwrap_err();
+        let arity = sig.check_launch(|| "k", &l, [1, 1, 1], 1, 2).unwrap_err();
         assert!(
             arity.to_string().contains("kernel k takes 2 buffers"),
             "{arity}"
         );
-        let info = sig.check_launch("k", &l, [1, 1, 1], 2, 0).unwrap_err();
+        let info = sig.check_launch(|| "k", &l, [1, 1, 1], 2, 0).unwrap_err();
         assert!(info.to_string().contains("takes 2 info words"), "{info}");
-        let empty = sig.check_launch("k", &l, [1, 0, 1], 2, 2).unwrap_err();
+        let empty = sig.check_launch(|| "k", &l, [1, 0, 1], 2, 2).unwrap_err();
         assert!(empty.to_string().contains("[1, 0, 1]"), "{empty}");
-        let big = sig.check_launch("k", &l, [101, 1, 1], 2, 2).unwrap_err();
+        let big = sig.check_launch(|| "k", &l, [101, 1, 1], 2, 2).unwrap_err();
         assert!(big.to_string().contains("at most [100, 10, 10]"), "{big}");
     }
 

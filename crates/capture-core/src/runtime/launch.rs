@@ -14,7 +14,7 @@ use crate::driver::{Backend, DeviceResource, DeviceStream, LaunchBuffer};
 use crate::error::ServerError;
 use crate::ids::StreamId;
 use crate::info_cache::Inserted;
-use crate::kernel::Grid;
+use crate::kernel::{Grid, KernelSignature};
 use crate::memory::{ClaimKey, MemoryLocation};
 use crate::range::ByteRange;
 use crate::trace::{Event, KernelId};
@@ -25,6 +25,8 @@ use crate::trace::{Event, KernelId};
 pub struct KernelHandle {
     id: KernelId,
     device: u64,
+    /// Copied from the registry, so the launch check takes no lock.
+    signature: KernelSignature,
 }
 
 impl KernelHandle {
@@ -48,10 +50,11 @@ impl<B: Backend> Device<B> {
         let name = B::kernel_name(&source);
         let mut kernels = lock(&self.inner.kernels);
         let id = self.inner.trace.kernel(name.clone());
-        kernels.register(source, name);
+        let signature = kernels.register(source, name);
         KernelHandle {
             id,
             device: self.inner.serial,
+            signature,
         }
     }
 
@@ -93,17 +96,13 @@ impl<B: Backend> Device<B> {
                 "the kernel was registered with another device",
             ));
         }
-        {
-            let kernels = lock(&self.inner.kernels);
-            let entry = kernels.get(kernel.id)?;
-            entry.signature.check_launch(
-                &entry.name,
-                &self.inner.limits,
-                grid,
-                args.len(),
-                info.len(),
-            )?;
-        }
+        kernel.signature.check_launch(
+            || self.kernel_name(kernel),
+            &self.inner.limits,
+            grid,
+            args.len(),
+            info.len(),
+        )?;
         for arg in args {
             self.inner.check_buffer(&arg.buffer)?;
             let range = arg.buffer.range(arg.offset, arg.len)?;

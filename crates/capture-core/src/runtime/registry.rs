@@ -1,5 +1,6 @@
-//! The kernel registry: every kernel registered with a device, its declared signature,
-//! and the loaded driver kernel once its first launch loaded it.
+//! The kernel registry: every kernel registered with a device, and the loaded driver
+//! kernel once its first launch loaded it (the declared signature travels in the
+//! `KernelHandle`).
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -13,7 +14,6 @@ use crate::trace::KernelId;
 pub(crate) struct KernelEntry<B: Backend> {
     pub(crate) source: Arc<B::KernelSource>,
     pub(crate) name: Cow<'static, str>,
-    pub(crate) signature: KernelSignature,
     pub(crate) loaded: Option<Arc<B::Kernel>>,
 }
 
@@ -29,15 +29,19 @@ impl<B: Backend> KernelRegistry<B> {
         }
     }
 
-    /// Registers `source` as the next kernel, not yet loaded.
-    pub(crate) fn register(&mut self, source: B::KernelSource, name: Cow<'static, str>) {
+    /// Registers `source` as the next kernel, not yet loaded; returns its signature.
+    pub(crate) fn register(
+        &mut self,
+        source: B::KernelSource,
+        name: Cow<'static, str>,
+    ) -> KernelSignature {
         let signature = B::signature(&source);
         self.entries.push(KernelEntry {
             source: Arc::new(source),
             name,
-            signature,
             loaded: None,
         });
+        signature
     }
 
     /// The kernel `id` names.
