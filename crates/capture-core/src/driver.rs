@@ -39,7 +39,7 @@ pub trait DeviceStream {
     type HostStorage: ComputeStorage;
     /// A cheap, copyable identifier for this stream, so a fence can be recorded while
     /// the stream's own fields are borrowed.
-    type Signal: Copy;
+    type Signal: Copy + Send + Sync + 'static;
 
     /// The core's state of this stream, built once with [`StreamSetup::state`].
     fn state(&mut self) -> &mut StreamState<Self::DeviceStorage, Self::HostStorage>;
@@ -47,6 +47,10 @@ pub trait DeviceStream {
     fn signal(&self) -> Self::Signal;
     /// Record a fence on the stream `signal` names, signalled once everything already
     /// enqueued on it has run.
+    ///
+    /// The core calls it from any thread, for the caller's own stream or another one of
+    /// the same device, and never while that stream records: whether it records is
+    /// decided under the device's capture state, which a `begin` takes too.
     fn fence(signal: Self::Signal) -> Self::Fence;
 
     /// The memory this stream's kernels see.
@@ -220,6 +224,22 @@ pub trait Backend: GraphDriver {
         stream: &mut Self::Stream,
         source: &DeviceResource<Self::Stream>,
         out: &mut [u8],
+    ) -> Result<(), ServerError>;
+
+    /// Makes everything enqueued on `stream` from now on wait, on the device, for
+    /// `fence`, recorded on another stream of the same device (CUDA: an event wait;
+    /// Vulkan: a timeline-semaphore wait in the next submit). The host does not block.
+    /// This is how the core orders a stream's work after another stream's writes and
+    /// reads of the same memory (rule 18). The core never calls it while `stream`
+    /// records: inside a window nothing runs, and each replay is ordered instead.
+    ///
+    /// # Errors
+    ///
+    /// The driver's refusal to enqueue the wait; the core then fails the operation it
+    /// was ordering.
+    fn wait_for(
+        stream: &mut Self::Stream,
+        fence: &<Self::Stream as DeviceStream>::Fence,
     ) -> Result<(), ServerError>;
 
     /// Waits for everything enqueued on `stream`. The core never calls it while the

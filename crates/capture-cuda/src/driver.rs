@@ -15,7 +15,7 @@ use crate::executable::CudaExecutable;
 use crate::kernels::{self, CudaKernel, CudaKernelSource};
 use crate::raw;
 use crate::storage::{CudaSlice, CudaStorage};
-use crate::stream::CudaStream;
+use crate::stream::{CudaFence, CudaStream};
 
 /// Threads per block of every launch.
 const BLOCK: u32 = 64;
@@ -242,6 +242,10 @@ impl Backend for CudaBackend {
         out: &mut [u8],
     ) -> Result<(), ServerError> {
         raw::copy_to_host(out, source.addr, stream.stream)
+    }
+
+    fn wait_for(stream: &mut CudaStream, fence: &CudaFence) -> Result<(), ServerError> {
+        fence.order(stream.stream)
     }
 
     fn sync(stream: &mut CudaStream) -> Result<(), ServerError> {

@@ -253,6 +253,18 @@ pub(crate) fn event_wait(context: usize, event: usize) -> Result<(), ServerError
     })
 }
 
+/// Makes everything enqueued on `stream` from now on wait, on the device, for `event`
+/// (recorded on another stream of the same context).
+pub(crate) fn stream_wait_event(context: usize, stream: usize, event: usize) -> Result<(), ServerError> {
+    make_current(context)?;
+    // SAFETY: the stream is live and not capturing (the core never orders a recording
+    // stream); the event is live until the fence that owns it drops, and a wait already
+    // enqueued does not need it to outlive the call.
+    check("cuStreamWaitEvent", unsafe {
+        sys::cuStreamWaitEvent(stream as sys::CUstream, event as sys::CUevent, 0)
+    })
+}
+
 /// Destroys an event.
 pub(crate) fn event_destroy(event: usize) {
     // SAFETY: the event is owned by the caller and not waited on elsewhere.

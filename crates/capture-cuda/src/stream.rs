@@ -34,6 +34,19 @@ pub struct CudaFence {
     error: Option<ServerError>,
 }
 
+impl CudaFence {
+    /// Makes `stream`'s later work wait for this event on the device.
+    pub(crate) fn order(&self, stream: usize) -> Result<(), ServerError> {
+        if let Some(e) = &self.error {
+            return Err(e.clone());
+        }
+        match self.event {
+            Some(event) => raw::stream_wait_event(self.context, stream, event),
+            None => Ok(()),
+        }
+    }
+}
+
 impl Fence for CudaFence {
     fn wait(mut self) -> Result<(), ServerError> {
         if let Some(e) = self.error.take() {

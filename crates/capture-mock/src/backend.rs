@@ -311,6 +311,22 @@ impl<const AFFINE: bool> Backend for Mock<AFFINE> {
         Ok(())
     }
 
+    fn wait_for(stream: &mut MockStream, fence: &MockFence) -> Result<(), ServerError> {
+        if stream.queue.is_recording() {
+            return Err(mock_error(
+                "stream wait event",
+                "CUDA_ERROR_STREAM_CAPTURE_ISOLATION: a capture waited on an event recorded outside it",
+            ));
+        }
+        if let Some(queue) = &fence.queue {
+            stream.queue.push(Op::Wait {
+                queue: Arc::clone(queue),
+                upto: fence.upto,
+            });
+        }
+        Ok(())
+    }
+
     fn read(
         stream: &mut MockStream,
         source: &MockResource,

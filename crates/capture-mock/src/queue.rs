@@ -47,16 +47,40 @@ pub(crate) enum Op {
         graph: Arc<Recording>,
         times: u32,
     },
+    /// A device-side wait: the rest of this queue runs only after everything enqueued on
+    /// `queue` before `upto` has. A failure there fails the wait too, as an
+    /// asynchronous error stays with every stream that depends on the failed work.
+    Wait { queue: Arc<Queue>, upto: u64 },
 }
 
 #[derive(Debug, Default)]
 struct State {
     ops: VecDeque<(u64, Op)>,
     next: u64,
+    /// Everything before this position has run.
+    ran: u64,
     recording: Option<Vec<Op>>,
+    /// The asynchronous error the next fence wait reports.
     error: Option<ServerError>,
+    /// The first operation that failed, and how: a device-side wait for any position
+    /// past it fails too.
+    failed: Option<(u64, ServerError)>,
+}
+
+/// Scratch the running operation uses. All mock queues run under this one lock, so a
+/// device-side wait can run another queue's work without two queues waiting on each
+/// other's locks; a queue's own lock is held only to take its next operation.
+#[derive(Debug, Default)]
+struct Engine {
     scratch: Vec<Vec<u8>>,
     words: Vec<u64>,
+}
+
+static ENGINE: Mutex<Option<Engine>> = Mutex::new(None);
+
+thread_local! {
+    /// Whether this thread holds [`ENGINE`] (a wait running another queue's work).
+    static RUNNING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// One mock stream's queue.
@@ -113,27 +137,20 @@ impl Queue {
 
     /// Runs up to `n` queued operations; returns how many ran.
     pub(crate) fn step(&self, n: usize) -> usize {
-        let mut q = lock(&self.state);
-        let mut ran = 0;
-        while ran < n {
-            let Some((_, op)) = q.ops.pop_front() else {
-                break;
-            };
-            ran += 1;
-            self.run_one(&mut q, &op);
-        }
-        ran
+        with_engine(|engine| {
+            let mut ran = 0;
+            while ran < n && self.run_next(u64::MAX, engine) {
+                ran += 1;
+            }
+            ran
+        })
     }
 
     /// Runs everything enqueued before `upto`, and reports (once) an asynchronous
     /// error one of them hit.
     pub(crate) fn run_until(&self, upto: u64) -> Result<(), ServerError> {
-        let mut q = lock(&self.state);
-        while q.ops.front().is_some_and(|(seq, _)| *seq < upto) {
-            let (_, op) = q.ops.pop_front().expect("checked above");
-            self.run_one(&mut q, &op);
-        }
-        q.error.take().map_or(Ok(()), Err)
+        with_engine(|engine| while self.run_next(upto, engine) {});
+        lock(&self.state).error.take().map_or(Ok(()), Err)
     }
 
     /// Runs everything enqueued so far.
@@ -142,24 +159,36 @@ impl Queue {
         self.run_until(upto)
     }
 
-    fn run_one(&self, q: &mut State, op: &Op) {
-        let State {
-            scratch,
-            words,
-            error,
-            ..
-        } = q;
-        if let Err(e) = self.execute(op, scratch, words) {
-            error.get_or_insert(e);
+    /// Runs the next operation if it was enqueued before `upto`; whether one ran.
+    fn run_next(&self, upto: u64, engine: &mut Engine) -> bool {
+        let (seq, op) = {
+            let mut q = lock(&self.state);
+            match q.ops.front() {
+                Some((seq, _)) if *seq < upto => q.ops.pop_front().expect("checked above"),
+                _ => return false,
+            }
+        };
+        let result = self.execute(&op, engine);
+        let mut q = lock(&self.state);
+        q.ran = seq + 1;
+        if let Err(e) = result {
+            q.failed.get_or_insert((seq, e.clone()));
+            q.error.get_or_insert(e);
+        }
+        true
+    }
+
+    /// A device-side wait for this queue's work before `upto`: runs it, and fails if
+    /// any of it failed.
+    fn wait_until(&self, upto: u64, engine: &mut Engine) -> Result<(), ServerError> {
+        while self.run_next(upto, engine) {}
+        match &lock(&self.state).failed {
+            Some((seq, error)) if *seq < upto => Err(error.clone()),
+            _ => Ok(()),
         }
     }
 
-    fn execute(
-        &self,
-        op: &Op,
-        scratch: &mut Vec<Vec<u8>>,
-        words: &mut Vec<u64>,
-    ) -> Result<(), ServerError> {
+    fn execute(&self, op: &Op, engine: &mut Engine) -> Result<(), ServerError> {
         match op {
             Op::Copy { from, to } => {
                 let host = lock(&self.host);
@@ -168,6 +197,7 @@ impl Queue {
                     .copy_from_slice(host.slice(from.page, from.bytes));
             }
             Op::Kernel { kernel, args, info } => {
+                let Engine { scratch, words } = engine;
                 let mut dev = lock(&self.dev);
                 let n = args.iter().flatten().count();
                 while scratch.len() < n {
@@ -185,7 +215,17 @@ impl Queue {
                             .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))),
                     );
                 }
-                (kernel.f)(&mut scratch[..n], words);
+                let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    (kernel.f)(&mut scratch[..n], words);
+                }));
+                if ran.is_err() {
+                    // Like a kernel that faults on a GPU: its outputs are not written and
+                    // the stream reports an asynchronous error.
+                    return Err(ServerError::driver(
+                        "kernel",
+                        crate::MockError::new(format!("kernel {} panicked", kernel.name)),
+                    ));
+                }
                 for (i, (res, access)) in args.iter().flatten().enumerate() {
                     if access.writes() {
                         dev.slice_mut(res.page, res.bytes)
@@ -204,13 +244,34 @@ impl Queue {
                 }
                 for _ in 0..*times {
                     for op in &graph.ops {
-                        self.execute(op, scratch, words)?;
+                        self.execute(op, engine)?;
                     }
                 }
             }
+            Op::Wait { queue, upto } => queue.wait_until(*upto, engine)?,
         }
         Ok(())
     }
+}
+
+/// Runs `f` with the engine: taking its lock, or reusing it when this thread already
+/// runs a queue (a device-side wait running another queue's work).
+fn with_engine<R>(f: impl FnOnce(&mut Engine) -> R) -> R {
+    if RUNNING.with(std::cell::Cell::get) {
+        // Only a wait inside a running operation gets here, and it runs no scratch user
+        // concurrently: a fresh engine for the nested run.
+        return f(&mut Engine::default());
+    }
+    struct Running;
+    impl Drop for Running {
+        fn drop(&mut self) {
+            RUNNING.with(|r| r.set(false));
+        }
+    }
+    let mut guard = lock(&ENGINE);
+    RUNNING.with(|r| r.set(true));
+    let _running = Running;
+    f(guard.get_or_insert_with(Engine::default))
 }
 
 /// A point on a mock stream's queue.

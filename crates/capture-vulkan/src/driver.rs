@@ -18,7 +18,7 @@ use crate::kernels::{self, VulkanKernel, VulkanKernelSource};
 use crate::lane::{self, Lane};
 use crate::raw::{self, Gpu, Open};
 use crate::storage::{VulkanSlice, VulkanStorage};
-use crate::stream::VulkanStream;
+use crate::stream::{VulkanFence, VulkanStream};
 
 /// Where device pages live.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -338,6 +338,10 @@ impl Backend for VulkanBackend {
         }
         raw::destroy_page(&gpu, page);
         result
+    }
+
+    fn wait_for(stream: &mut VulkanStream, fence: &VulkanFence) -> Result<(), ServerError> {
+        fence.order(&stream.lane)
     }
 
     fn sync(stream: &mut VulkanStream) -> Result<(), ServerError> {

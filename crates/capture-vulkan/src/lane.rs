@@ -32,6 +32,8 @@ pub(crate) struct Batch {
     in_flight: VecDeque<(u64, vk::CommandBuffer, Vec<vk::DescriptorPool>)>,
     semaphore: vk::Semaphore,
     submitted: u64,
+    /// Other lanes' timeline values the next submission waits for (rule 18).
+    waits: Vec<(vk::Semaphore, u64)>,
     pub(crate) window: Option<Window>,
 }
 
@@ -88,6 +90,7 @@ impl Lane {
                 in_flight: VecDeque::new(),
                 semaphore,
                 submitted: 0,
+                waits: Vec::new(),
                 window: None,
             }),
         }))
@@ -210,7 +213,8 @@ impl Lane {
         if let (Some(cmd), true) = (b.open, b.dirty) {
             raw::end(&self.gpu, cmd)?;
             let value = b.submitted + 1;
-            raw::submit(&self.gpu, cmd, b.semaphore, value)?;
+            raw::submit(&self.gpu, cmd, b.semaphore, value, &b.waits)?;
+            b.waits.clear();
             b.submitted = value;
             b.open = None;
             b.dirty = false;
@@ -218,6 +222,22 @@ impl Lane {
             b.in_flight.push_back((value, cmd, sets));
         }
         Ok(b.submitted)
+    }
+
+    /// Makes this lane's next submission wait, on the device, for `other`'s timeline to
+    /// reach `value` (already submitted there: `other`'s fence flushed it).
+    pub(crate) fn wait_for(&self, other: &Lane, value: u64) {
+        if std::ptr::eq(self, other) {
+            return;
+        }
+        // One lane's lock at a time: the other's semaphore is read, then this one's
+        // batch is locked.
+        let semaphore = other.batch().semaphore;
+        let mut b = self.batch();
+        match b.waits.iter_mut().find(|(s, _)| *s == semaphore) {
+            Some(wait) => wait.1 = wait.1.max(value),
+            None => b.waits.push((semaphore, value)),
+        }
     }
 
     /// Waits for `value`, then recycles the batches it covers.

@@ -620,18 +620,27 @@ pub(crate) fn submit(
     buffer: vk::CommandBuffer,
     semaphore: vk::Semaphore,
     value: u64,
+    waits: &[(vk::Semaphore, u64)],
 ) -> Result<(), ServerError> {
     let buffers = [buffer];
     let semaphores = [semaphore];
     let values = [value];
-    let mut timeline = vk::TimelineSemaphoreSubmitInfo::default().signal_semaphore_values(&values);
+    let wait_semaphores: Vec<vk::Semaphore> = waits.iter().map(|w| w.0).collect();
+    let wait_values: Vec<u64> = waits.iter().map(|w| w.1).collect();
+    let wait_stages = vec![vk::PipelineStageFlags::ALL_COMMANDS; waits.len()];
+    let mut timeline = vk::TimelineSemaphoreSubmitInfo::default()
+        .signal_semaphore_values(&values)
+        .wait_semaphore_values(&wait_values);
     let info = [vk::SubmitInfo::default()
         .command_buffers(&buffers)
         .signal_semaphores(&semaphores)
+        .wait_semaphores(&wait_semaphores)
+        .wait_dst_stage_mask(&wait_stages)
         .push_next(&mut timeline)];
     let queue = lock(&gpu.queue);
-    // SAFETY: the queue lock is held; the buffer is executable; every pointer lives
-    // across the call.
+    // SAFETY: the queue lock is held; the buffer is executable; every semaphore waited
+    // for is live and its value was submitted before (a fence of its lane flushed it);
+    // every pointer lives across the call.
     unsafe { gpu.device.queue_submit(*queue, &info, vk::Fence::null()) }
         .map_err(|e| vk_error("vkQueueSubmit", e))
 }

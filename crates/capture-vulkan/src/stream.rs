@@ -31,6 +31,19 @@ pub struct VulkanFence {
     error: Option<ServerError>,
 }
 
+impl VulkanFence {
+    /// Makes `lane`'s next submission wait for this fence's timeline value.
+    pub(crate) fn order(&self, lane: &Lane) -> Result<(), ServerError> {
+        if let Some(e) = &self.error {
+            return Err(e.clone());
+        }
+        if let Some(other) = &self.lane {
+            lane.wait_for(other, self.value);
+        }
+        Ok(())
+    }
+}
+
 impl Fence for VulkanFence {
     fn wait(self) -> Result<(), ServerError> {
         if let Some(e) = self.error {

@@ -124,7 +124,7 @@ fn streams_used_from_several_threads_stay_consistent() {
 }
 
 #[test]
-fn a_panic_on_a_stream_worker_reaches_the_caller_and_the_worker_keeps_serving() {
+fn a_kernel_that_panics_on_the_worker_fails_the_wait_and_the_worker_keeps_serving() {
     let _suite = crate::suite_lock();
     const BOOM: MockKernel = MockKernel {
         name: "boom",
@@ -137,9 +137,17 @@ fn a_panic_on_a_stream_worker_reaches_the_caller_and_the_worker_keeps_serving() 
     let x = filled(&dev, S0, &[1]);
     dev.launch(S0, &boom, [1, 1, 1], &[Arg::read_write(&x)], &[])
         .unwrap();
-    // The kernel runs (and panics) on the worker, inside the sync.
+    // The kernel runs (and panics) on the worker, inside the sync: like a kernel that
+    // faults on a GPU, an asynchronous error the wait reports, claiming what it wrote.
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| dev.sync(S0)));
-    assert!(outcome.is_err(), "the worker's panic reaches the caller");
+    assert!(
+        matches!(outcome, Ok(Err(_))),
+        "the sync reports the kernel's failure, without a panic"
+    );
+    assert!(matches!(
+        read(&dev, S0, &x),
+        Err(capture_core::ServerError::Unwritten(_))
+    ));
     let y = filled(&dev, S0, &[7, 8]);
     assert_eq!(read(&dev, S0, &y).unwrap(), vec![7, 8]);
 }
