@@ -145,6 +145,9 @@ struct Entry<H> {
     /// The window that last pinned it; equal to the cache's epoch while the open
     /// window pins it.
     window: u64,
+    /// False while its words were only copied by a recorded (not yet run) upload: an
+    /// eager user must upload them first.
+    uploaded: bool,
 }
 
 /// Maps info words to the device buffer `H` holding them (see the module docs).
@@ -230,6 +233,23 @@ impl<H> MetadataInfoCache<H> {
         let entry = self.slots[slot].as_mut()?;
         entry.tick = tick;
         Some(&entry.value)
+    }
+
+    /// Whether the entry for `words` holds them on the device already (`false` while
+    /// only a recorded upload, which runs at a replay, wrote it); `None` when not cached.
+    pub fn is_uploaded(&self, words: &[u64]) -> Option<bool> {
+        let slot = *self.index.get(words)?;
+        self.slots[slot].as_ref().map(|e| e.uploaded)
+    }
+
+    /// Marks the entry for `words` as uploaded or not (see
+    /// [`is_uploaded`](Self::is_uploaded)). A no-op when not cached.
+    pub fn set_uploaded(&mut self, words: &[u64], uploaded: bool) {
+        if let Some(&slot) = self.index.get(words)
+            && let Some(entry) = self.slots[slot].as_mut()
+        {
+            entry.uploaded = uploaded;
+        }
     }
 
     /// Caches `value` as the buffer for `words` after a miss.
@@ -449,6 +469,7 @@ impl<H> MetadataInfoCache<H> {
             tick: self.tick,
             pins: 0,
             window: 0,
+            uploaded: true,
         };
         let slot = match self.free.pop() {
             Some(slot) => {

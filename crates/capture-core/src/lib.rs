@@ -36,6 +36,7 @@ mod error;
 mod ids;
 mod info_cache;
 mod kernel;
+mod lock_order;
 mod memory;
 mod range;
 mod report;

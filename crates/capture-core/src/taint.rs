@@ -440,6 +440,36 @@ impl TaintLedger {
         Ok(failure)
     }
 
+    /// Claims, with `error`, the keys whose allocation is still tracked, skipping the
+    /// others (memory freed since it was written; rule 15). Keys running past their
+    /// allocation are clipped. Returns the failure, or `None` when nothing was claimed.
+    pub(crate) fn taint_live(
+        &mut self,
+        keys: impl IntoIterator<Item = ClaimKey>,
+        error: ServerError,
+    ) -> Option<FailureId> {
+        let keys: Vec<ClaimKey> = keys
+            .into_iter()
+            .filter_map(|key| {
+                let size = self.memories.get(&key.memory)?.size;
+                let end = key.range.end().min(size);
+                (key.range.start() < end).then(|| ClaimKey {
+                    memory: key.memory,
+                    range: ByteRange::from_bounds(key.range.start(), end),
+                })
+            })
+            .collect();
+        if keys.is_empty() {
+            return None;
+        }
+        self.taint(keys, error).ok()
+    }
+
+    /// Whether `memory` is tracked (allocated, not yet forgotten).
+    pub(crate) fn is_tracked(&self, memory: MemoryId) -> bool {
+        self.memories.contains_key(&memory)
+    }
+
     /// Records that the host wrote exactly the bytes of `key`: they become clean. Claims
     /// it covers in part are split, and their remaining pieces keep their failure.
     ///

@@ -10,9 +10,10 @@
 use std::borrow::Cow;
 use std::fmt;
 use std::ops::Range;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 
 use crate::ids::{FailureId, GraphId, MemoryId, StreamId};
+use crate::lock_order::{Level, Ordered};
 use crate::memory::{Access, ClaimKey, PoolName};
 
 /// A kernel registered with a device, numbered in registration order.
@@ -204,8 +205,8 @@ impl Trace {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Log> {
-        self.log.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> Ordered<'_, Log> {
+        Ordered::lock(&self.log, Level::Trace)
     }
 
     /// Interns a kernel name and returns its id.

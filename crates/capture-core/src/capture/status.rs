@@ -7,7 +7,9 @@
 //! wholly before the window opens, or it is refused.
 
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
+
+use crate::lock_order::{Level, Ordered};
 
 use crate::ids::StreamId;
 use crate::memory::PageUpdate;
@@ -45,10 +47,10 @@ pub struct CaptureStatus {
 }
 
 impl CaptureStatus {
-    fn lock(&self) -> MutexGuard<'_, Slots> {
+    fn lock(&self) -> Ordered<'_, Slots> {
         // A panic while holding this lock cannot leave the slots half-updated: every
         // write is a single field store. Recover the data rather than propagate poison.
-        self.slots.lock().unwrap_or_else(|p| p.into_inner())
+        Ordered::lock(&self.slots, Level::Captures)
     }
 
     /// Whether any pooled stream of the device is recording.
@@ -98,6 +100,39 @@ impl CaptureStatus {
             Some(recording) if self.allocation_breaks_capture => PageUpdate::Freeze { recording },
             Some(recording) => PageUpdate::Hold { recording },
         }
+    }
+
+    /// Runs `f` under the capture state unless pooled stream `index` records; `None`
+    /// when it does. A `begin` takes the same lock to start recording, so `f` never
+    /// overlaps the stream's driver capture.
+    pub(crate) fn unless_recording<R>(&self, index: usize, f: impl FnOnce() -> R) -> Option<R> {
+        let slots = self.lock();
+        if slots.slots.get(index).is_some_and(|s| s.recording) {
+            return None;
+        }
+        Some(f())
+    }
+
+    /// Runs `f` under the capture state with the first recording stream, if any: a
+    /// decision that depends on whether any stream records (a kernel load) cannot race
+    /// a `begin` or an `end` on another thread (rule 20).
+    pub(crate) fn with_recording<R>(&self, f: impl FnOnce(Option<StreamId>) -> R) -> R {
+        let slots = self.lock();
+        let recording = slots
+            .slots
+            .iter()
+            .filter(|s| s.recording)
+            .find_map(|s| s.owner);
+        f(recording)
+    }
+
+    /// The owner of the window recording on pooled stream `index`, if one is.
+    pub(crate) fn recording_owner(&self, index: usize) -> Option<StreamId> {
+        self.lock()
+            .slots
+            .get(index)
+            .filter(|s| s.recording)
+            .and_then(|s| s.owner)
     }
 
     pub(crate) fn update(&self, index: usize, slot: Slot) {

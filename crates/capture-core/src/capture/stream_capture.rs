@@ -86,6 +86,11 @@ pub struct StreamCapture {
     held: Vec<ManagedMemoryBinding>,
     failure: Option<ServerError>,
     abandoned: Option<(StreamId, StreamId)>,
+    /// `end` left the recording state but the driver capture is still open.
+    closing: bool,
+    /// Strong bindings on other pooled streams' buffers the window's launches were
+    /// given: the graph holds them even if the user drops the handle (rule 7).
+    foreign: Vec<ManagedMemoryBinding>,
 }
 
 impl StreamCapture {
@@ -105,6 +110,8 @@ impl StreamCapture {
             held: Vec::new(),
             failure: None,
             abandoned: None,
+            closing: false,
+            foreign: Vec::new(),
         }
     }
 
@@ -207,6 +214,20 @@ impl StreamCapture {
         }
     }
 
+    /// Keep `binding` (memory of another pooled stream a recorded launch was given) for
+    /// the graph this window seals into, when the stream is recording: that stream's
+    /// pools are not armed by this window, so touching cannot pin it.
+    pub fn pin_foreign(&mut self, binding: ManagedMemoryBinding) {
+        if self.is_recording() && !self.foreign.iter().any(|b| b.id() == binding.id()) {
+            self.foreign.push(binding);
+        }
+    }
+
+    /// The other streams' memory the window's launches were given, taken as it closes.
+    pub fn take_foreign(&mut self) -> Vec<ManagedMemoryBinding> {
+        std::mem::take(&mut self.foreign)
+    }
+
     /// Releases what [`hold`](Self::hold) kept, once the pools have retained it.
     pub fn release_held(&mut self) {
         self.held.clear();
@@ -225,8 +246,8 @@ impl StreamCapture {
         merged
     }
 
-    /// The ranges the recording reads before any recorded launch wrote them (or any
-    /// overlapping bytes), in first-read order, each named once: what a replay must find
+    /// The ranges the recording reads before recorded launches wrote all of their bytes,
+    /// in first-read order, each named once: what a replay must find
     /// written before it runs. Call before [`take_recorded`](Self::take_recorded).
     pub fn recorded_inputs(&self) -> Vec<ClaimKey> {
         let mut inputs: Vec<(u64, ClaimKey)> = self
@@ -235,26 +256,46 @@ impl StreamCapture {
             .filter_map(|c| {
                 let read = c.first_read?;
                 let key = c.binding.claim_key();
-                let written_before = self.recorded.iter().any(|w| {
-                    w.first_write.is_some_and(|wrote| wrote < read)
-                        && w.binding.memory() == key.memory
-                        && w.binding.range().overlaps(key.range)
-                });
-                (!written_before).then_some((read, key))
+                (!self.covered(key, Some(read))).then_some((read, key))
             })
             .collect();
         inputs.sort_unstable();
         inputs.into_iter().map(|(_, key)| key).collect()
     }
 
-    /// Whether a launch recorded earlier in this window writes bytes overlapping `key`:
-    /// a later recorded launch may read them, since a replay runs the writer first.
+    /// Whether launches recorded earlier in this window write every byte of `key`: a
+    /// later recorded launch may read them, since a replay runs the writers first. Bytes
+    /// the window only partly wrote are still inputs (rules 11 and 14).
     pub fn writes_before(&self, key: ClaimKey) -> bool {
-        self.recorded.iter().any(|c| {
-            c.first_write.is_some()
-                && c.binding.memory() == key.memory
-                && c.binding.range().overlaps(key.range)
-        })
+        self.covered(key, None)
+    }
+
+    /// Whether claims recorded before launch `before` (every claim, for `None`) write
+    /// every byte of `key`.
+    fn covered(&self, key: ClaimKey, before: Option<u64>) -> bool {
+        let mut ranges: Vec<(u64, u64)> = self
+            .recorded
+            .iter()
+            .filter(|c| {
+                c.first_write
+                    .is_some_and(|wrote| before.is_none_or(|read| wrote < read))
+                    && c.binding.memory() == key.memory
+                    && c.binding.range().overlaps(key.range)
+            })
+            .map(|c| (c.binding.range().start(), c.binding.range().end()))
+            .collect();
+        ranges.sort_unstable();
+        let mut reached = key.range.start();
+        for (start, end) in ranges {
+            if start > reached {
+                break;
+            }
+            reached = reached.max(end);
+            if reached >= key.range.end() {
+                return true;
+            }
+        }
+        false
     }
 
     /// How many launches the current (or just closed) window recorded.
@@ -401,8 +442,11 @@ impl StreamCapture {
     pub fn end(&mut self, caller: StreamId) -> Result<CaptureEnd, ServerError> {
         match self.state {
             State::Capture { owner } => {
+                // The device still sees this stream recording until the driver capture
+                // is closed (`driver_closed`): nothing may allocate, release or load
+                // in between (rule 20).
                 self.state = State::NoCapture;
-                self.status.update(self.index, Slot::default());
+                self.closing = true;
                 if owner == caller {
                     Ok(CaptureEnd::Owned)
                 } else {
@@ -437,13 +481,23 @@ impl StreamCapture {
         }
     }
 
+    /// The driver capture `end` left open is closed: the device stops seeing this
+    /// stream record. A no-op when nothing is closing.
+    pub fn driver_closed(&mut self) {
+        if self.closing {
+            self.closing = false;
+            self.status.update(self.index, Slot::default());
+        }
+    }
+
     /// Give up a capture, restoring the stream to no-capture. Whatever it had recorded,
     /// touched, primed or retained goes with it.
     pub fn abort(&mut self) {
         match self.state {
-            State::NoCapture => {}
+            State::NoCapture => self.driver_closed(),
             State::Prepare { .. } | State::Capture { .. } => {
                 self.state = State::NoCapture;
+                self.closing = false;
                 self.status.update(self.index, Slot::default());
             }
         }
@@ -458,6 +512,7 @@ impl StreamCapture {
         self.retained_host.clear();
         self.primed.clear();
         self.held.clear();
+        self.foreign.clear();
         self.failure = None;
     }
 }

@@ -128,6 +128,10 @@ impl<'a, D: GraphDriver> Window<'a, D> {
         let doomed = self.stream.capturing().take_failure();
         let inputs = self.stream.capturing().recorded_inputs();
         let executable = D::instantiate(self.stream, doomed);
+        // The driver capture is closed: only now may other streams allocate, release
+        // or load again (rule 20).
+        self.stream.capturing().driver_closed();
+        let foreign = self.stream.capturing().take_foreign();
         let device = self.stream.device_memory().capture_end();
         let staging = self.stream.host_memory().capture_end();
         self.stream.capturing().release_held();
@@ -161,10 +165,16 @@ impl<'a, D: GraphDriver> Window<'a, D> {
         if let Err(error) = D::upload(self.stream, &executable) {
             tracing::warn!(target: "capture", %id, %error, "graph upload failed; the first replay uploads on demand");
         }
-        // Pins: every touched slice of this stream's pools, plus every recorded buffer of
-        // any stream (cross-stream inputs are not in this stream's touched set).
+        // Pins: every touched slice of this stream's pools, every other stream's buffer a
+        // recorded launch was given (held since it was recorded: its handle may be gone),
+        // plus every recorded buffer still live.
         let mut device = device;
         let mut seen: BTreeSet<MemoryId> = device.iter().map(ManagedMemoryBinding::id).collect();
+        for binding in foreign {
+            if seen.insert(binding.id()) {
+                device.push(binding);
+            }
+        }
         for b in &recorded {
             if seen.insert(b.memory())
                 && let Some(binding) = b.upgrade()

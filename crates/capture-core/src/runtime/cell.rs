@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use super::pooled::PooledStream;
 use crate::driver::Backend;
 use crate::error::ServerError;
+use crate::lock_order::{Held, Level, Ordered};
 
 type Job<B> = Box<dyn FnOnce(&mut PooledStream<B>) + Send>;
 
@@ -73,15 +74,19 @@ impl<B: Backend> StreamCell<B> {
         f: impl FnOnce(&mut PooledStream<B>) -> R + Send + 'static,
     ) -> R {
         match self {
-            Self::Direct(m) => f(&mut lock(m)),
-            Self::Worker(w) => w.run(f),
+            Self::Direct(m) => f(&mut Ordered::lock(m, Level::Stream)),
+            Self::Worker(w) => {
+                // The caller holds the stream while its call runs on the worker.
+                let _held = Held::enter(Level::Stream);
+                w.run(f)
+            }
         }
     }
 
     /// The stream's lock, for a direct cell; `None` for a worker cell.
-    pub(crate) fn direct(&self) -> Option<MutexGuard<'_, PooledStream<B>>> {
+    pub(crate) fn direct(&self) -> Option<Ordered<'_, PooledStream<B>>> {
         match self {
-            Self::Direct(m) => Some(lock(m)),
+            Self::Direct(m) => Some(Ordered::lock(m, Level::Stream)),
             Self::Worker(_) => None,
         }
     }
@@ -148,6 +153,7 @@ fn serve<B: Backend>(mailbox: &Mailbox<B>, stream: &mut PooledStream<B>) {
             job
         };
         if let Some(job) = job {
+            let _held = Held::enter(Level::Stream);
             job(stream);
             continue;
         }

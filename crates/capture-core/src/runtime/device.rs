@@ -20,9 +20,10 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 
 use super::buffer::Buffer;
-use super::cell::{StreamCell, lock};
+use super::cell::StreamCell;
 use super::config::DeviceConfig;
 use super::inner::{GraphRegistry, Inner};
+use super::order::Tracks;
 use super::pooled::PooledStream;
 use super::registry::KernelRegistry;
 use super::report::{DeviceReport, StreamReport};
@@ -85,8 +86,14 @@ impl<B: Backend> Device<B> {
                 StreamCell::Direct(Mutex::new(create()?))
             });
         }
+        let signals = cells
+            .iter()
+            .map(|cell: &StreamCell<B>| cell.run(|ps| ps.stream.signal()))
+            .collect();
         Ok(Self {
             inner: Arc::new(Inner {
+                signals,
+                tracks: Mutex::new(Tracks::new(config.streams)),
                 backend,
                 serial: DEVICES.fetch_add(1, Ordering::Relaxed),
                 cells,
@@ -207,6 +214,13 @@ impl<B: Backend> Device<B> {
         if self.inner.pooled(stream) != buffer.pooled {
             self.inner.hand_over(stream, "read", buffer)?;
         }
+        // The host reads: it waits for the other streams that wrote the buffer first,
+        // settling or tainting their work (rule 18).
+        let key = ClaimKey {
+            memory: buffer.id(),
+            range,
+        };
+        self.inner.order_host(buffer.pooled, stream, key)?;
         let inner = Arc::clone(&self.inner);
         let buffer = buffer.clone();
         self.inner.cells[buffer.pooled].run(move |ps| inner.read_on(ps, stream, &buffer, range))
@@ -239,6 +253,12 @@ impl<B: Backend> Device<B> {
                 format!("{recording} is recording: no page is released or renumbered"),
             ));
         }
+        // Every stream's deferred frees first: one stream's queued work may hold another
+        // stream's memory (rule 19), so no page is looked at before all are drained.
+        for index in 0..self.inner.cells.len() {
+            let inner = Arc::clone(&self.inner);
+            self.inner.cells[index].run(move |ps| inner.drain_for_cleanup(ps));
+        }
         let mut total = CleanupReport::default();
         for index in 0..self.inner.cells.len() {
             let inner = Arc::clone(&self.inner);
@@ -268,7 +288,7 @@ impl<B: Backend> Device<B> {
 
     /// What graph `id` holds, while it lives.
     pub fn graph(&self, id: GraphId) -> Option<GraphLedger> {
-        lock(&self.inner.graphs).live.get(&id).map(|(_, l)| *l)
+        self.inner.registry().live.get(&id).map(|(_, l)| *l)
     }
 }
 
@@ -324,7 +344,14 @@ impl<B: Backend> Inner<B> {
         let destination = ps.stream.device_memory().resource(key)?;
         let location = ps.stream.device_memory().bind(buffer.id())?;
         let recording = ps.stream.capturing().is_recording();
-        let staging = match self.stage(ps, stream, &bytes, &destination) {
+        // The copy runs after every other stream's use of the buffer (rule 18).
+        let ordered = if recording {
+            Ok(())
+        } else {
+            self.order_device(ps, &[], &[key])
+        };
+        let staged = ordered.and_then(|()| self.stage(ps, stream, &bytes, &destination));
+        let staging = match staged {
             Ok(s) => s,
             Err(error) => {
                 self.claim(&[key], &error);
@@ -345,7 +372,7 @@ impl<B: Backend> Inner<B> {
             drop(staging);
         } else {
             self.taint().host_write(key)?;
-            PooledStream::<B>::wrote(&mut ps.since_fence, &[key]);
+            self.used(ps, &[], &[key], [buffer.handle.binding()]);
             let queue = &mut ps.drops;
             queue.push(staging);
             queue.push(bytes);
@@ -396,14 +423,19 @@ impl<B: Backend> Inner<B> {
         self.taint().check_read(key)?;
         let source = ps.stream.device_memory().resource(key)?;
         let mut out = vec![0; range.len() as usize];
-        if let Err(error) = B::read(&mut ps.stream, &source, &mut out) {
+        // Anything another stream wrote since the host-side wait is waited for on the
+        // device, before the read's own wait for this stream.
+        let read = self
+            .order_device(ps, &[key], &[])
+            .and_then(|()| B::read(&mut ps.stream, &source, &mut out));
+        if let Err(error) = read {
             self.fault(ps, stream, &error);
             return Err(error);
         }
         // The drain's fence is the last word on what the stream wrote: an asynchronous
         // error there claims it, the bytes just read included.
         self.drain(ps, stream);
-        ps.since_fence.clear();
+        self.order().all_good(ps.index);
         self.taint().check_read(key)?;
         self.trace.push(Event::Read { stream, key });
         Ok(out)
@@ -416,12 +448,14 @@ impl<B: Backend> Inner<B> {
             return Err(error);
         }
         self.drain(ps, stream);
-        ps.since_fence.clear();
+        self.order().all_good(ps.index);
         self.trace.push(Event::Sync { stream });
         Ok(())
     }
 
-    fn cleanup_on(&self, ps: &mut PooledStream<B>) -> Result<CleanupReport, ServerError> {
+    /// Frees what `ps`'s drop queue holds and its unpinned info entries, once the device
+    /// is done with them.
+    fn drain_for_cleanup(&self, ps: &mut PooledStream<B>) {
         let stream = StreamId::new(ps.index as u64);
         self.drain(ps, stream);
         let unpinned = ps.stream.info_cache().clear_unpinned();
@@ -431,6 +465,9 @@ impl<B: Backend> Inner<B> {
             }
             self.drain(ps, stream);
         }
+    }
+
+    fn cleanup_on(&self, ps: &mut PooledStream<B>) -> Result<CleanupReport, ServerError> {
         let index = ps.index;
         let status = self.captures.status();
         let report = status.with_pages(index, |update: PageUpdate| {

@@ -6,19 +6,22 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use super::buffer::Buffer;
-use super::cell::{StreamCell, lock};
+use super::cell::StreamCell;
 use super::config::DeviceConfig;
+use super::order::Tracks;
 use super::pooled::PooledStream;
 use super::registry::KernelRegistry;
 use crate::capture::DeviceCaptures;
 use crate::driver::{Backend, DeviceResource, DeviceStream};
+use crate::drop_queue::Fence;
 use crate::error::{Chain, ServerError};
 use crate::ids::{FailureId, GraphId, StreamId};
 use crate::kernel::LaunchLimits;
-use crate::memory::{ClaimKey, ManagedMemoryHandle};
+use crate::lock_order::{Level, Ordered};
+use crate::memory::{ClaimKey, ManagedMemoryBinding, ManagedMemoryHandle};
 use crate::range::ByteRange;
 use crate::report::GraphLedger;
 use crate::taint::TaintLedger;
@@ -43,6 +46,17 @@ pub(crate) struct Inner<B: Backend> {
     pub(crate) config: DeviceConfig,
     /// What the backend said this device can bind and run, asked once.
     pub(crate) limits: LaunchLimits,
+    /// Each pooled stream's signal, so any thread can record a fence on it.
+    pub(crate) signals: Vec<<B::Stream as DeviceStream>::Signal>,
+    /// Cross-stream order and the ranges written since each stream's last good fence.
+    pub(crate) tracks: Mutex<Tracks>,
+}
+
+/// A fence on pooled stream `stream`, covering its work up to `epoch`.
+pub(crate) struct Stamped<F> {
+    pub(crate) stream: usize,
+    pub(crate) epoch: u64,
+    pub(crate) fence: F,
 }
 
 impl<B: Backend> Inner<B> {
@@ -59,8 +73,8 @@ impl<B: Backend> Inner<B> {
         self.cells[self.pooled(stream)].run(f)
     }
 
-    pub(crate) fn taint(&self) -> MutexGuard<'_, TaintLedger> {
-        lock(&self.taint)
+    pub(crate) fn taint(&self) -> Ordered<'_, TaintLedger> {
+        Ordered::lock(&self.taint, Level::Taint)
     }
 
     pub(crate) fn check_buffer(&self, buffer: &Buffer) -> Result<(), ServerError> {
@@ -74,7 +88,7 @@ impl<B: Backend> Inner<B> {
     }
 
     pub(crate) fn ledgers(&self) -> Vec<GraphLedger> {
-        lock(&self.graphs).live.values().map(|(_, l)| *l).collect()
+        self.registry().live.values().map(|(_, l)| *l).collect()
     }
 
     /// Refuses a neighbour of an active window on this pooled stream (rule 13).
@@ -162,16 +176,156 @@ impl<B: Backend> Inner<B> {
     /// An asynchronous error on `ps` (a failed submit, a lost device, a fence wait):
     /// every range written there since its last good fence is claimed (rule 15).
     pub(crate) fn fault(&self, ps: &mut PooledStream<B>, stream: StreamId, error: &ServerError) {
-        let keys = std::mem::take(&mut ps.since_fence);
-        if let Some(failure) = self.claim(&keys, error) {
+        self.fault_on(ps.index, stream, error);
+    }
+
+    /// An asynchronous error reported by a fence of pooled stream `q`, wherever it was
+    /// waited for: every range written on `q` since its last good fence is claimed, the
+    /// ones whose memory is gone skipped (rule 15).
+    pub(crate) fn fault_on(&self, q: usize, stream: StreamId, error: &ServerError) {
+        let mut keys = Vec::new();
+        self.order().take_since_fence(q, &mut keys);
+        keys.sort_unstable();
+        keys.dedup();
+        if keys.is_empty() {
+            return;
+        }
+        let failure = self.taint().taint_live(keys.iter().copied(), error.clone());
+        if let Some(failure) = failure {
+            let mut claimed = 0;
+            for key in &keys {
+                if self.taint().is_tracked(key.memory) {
+                    claimed += 1;
+                    self.trace.push(Event::Taint { key: *key, failure });
+                }
+            }
             self.trace.push(Event::Fault {
                 stream,
-                ranges: keys.len(),
+                ranges: claimed,
                 failure,
             });
         }
-        ps.since_fence = keys;
-        ps.since_fence.clear();
+    }
+
+    pub(crate) fn order(&self) -> Ordered<'_, Tracks> {
+        Ordered::lock(&self.tracks, Level::Order)
+    }
+
+    pub(crate) fn registry(&self) -> Ordered<'_, GraphRegistry> {
+        Ordered::lock(&self.graphs, Level::Graphs)
+    }
+
+    pub(crate) fn kernel_registry(&self) -> Ordered<'_, KernelRegistry<B>> {
+        Ordered::lock(&self.kernels, Level::Kernels)
+    }
+
+    /// A fence on pooled stream `q` covering everything it enqueued so far, unless it
+    /// records: then its eager work finished before its window opened (`begin` waits
+    /// for it), and there is nothing to wait for. Decided under the capture state, which
+    /// `begin` takes to start recording, so no fence is ever recorded on a capturing
+    /// stream.
+    pub(crate) fn fence_of(&self, q: usize) -> Option<Stamped<<B::Stream as DeviceStream>::Fence>> {
+        let signal = self.signals[q];
+        self.captures.status().unless_recording(q, || {
+            let epoch = self.order().epoch(q);
+            Stamped {
+                stream: q,
+                epoch,
+                fence: <B::Stream as DeviceStream>::fence(signal),
+            }
+        })
+    }
+
+    /// Waits on the host for a stamped fence, and settles or taints what it covers.
+    pub(crate) fn wait_stamped(
+        &self,
+        stamped: Stamped<<B::Stream as DeviceStream>::Fence>,
+        stream: StreamId,
+    ) -> Result<(), ServerError> {
+        let Stamped {
+            stream: q,
+            epoch,
+            fence,
+        } = stamped;
+        match fence.wait() {
+            Ok(()) => {
+                self.order().good(q, epoch);
+                Ok(())
+            }
+            Err(error) => {
+                self.fault_on(q, stream, &error);
+                Err(error)
+            }
+        }
+    }
+
+    /// Orders `ps`'s next operation, which reads `reads` and writes `writes`, after the
+    /// other streams' uses of that memory: a device-side wait for each stream to follow
+    /// (rule 18). The host does not block. Never called while `ps` records.
+    pub(crate) fn order_device(
+        &self,
+        ps: &mut PooledStream<B>,
+        reads: &[ClaimKey],
+        writes: &[ClaimKey],
+    ) -> Result<(), ServerError> {
+        let on = ps.index;
+        self.order().deps(
+            on,
+            reads.iter().map(|k| k.memory),
+            writes.iter().map(|k| k.memory),
+            &mut ps.deps,
+        );
+        for i in 0..ps.deps.len() {
+            let q = ps.deps[i].0;
+            let Some(stamped) = self.fence_of(q) else {
+                continue;
+            };
+            B::wait_for(&mut ps.stream, &stamped.fence)?;
+            self.order().ordered(on, q, stamped.epoch);
+        }
+        Ok(())
+    }
+
+    /// Before the host reads `key` from pooled stream `on`: waits, on the host, for the
+    /// other streams that wrote it, settling or tainting their work (the host itself
+    /// reads, so it blocks; rule 18). Holds no pooled stream.
+    pub(crate) fn order_host(
+        &self,
+        on: usize,
+        stream: StreamId,
+        key: ClaimKey,
+    ) -> Result<(), ServerError> {
+        let mut deps = Vec::new();
+        self.order().deps(on, [key.memory], [], &mut deps);
+        for (q, _) in deps {
+            if let Some(stamped) = self.fence_of(q) {
+                self.wait_stamped(stamped, stream)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Notes that `ps` enqueued an operation reading `reads` and writing `writes`, and
+    /// keeps their memory allocated until a fence of `ps` after it has passed (rule 19).
+    pub(crate) fn used(
+        &self,
+        ps: &mut PooledStream<B>,
+        reads: &[ClaimKey],
+        writes: &[ClaimKey],
+        bindings: impl IntoIterator<Item = ManagedMemoryBinding>,
+    ) {
+        {
+            let mut order = self.order();
+            order.used(
+                ps.index,
+                reads.iter().map(|k| k.memory),
+                writes.iter().map(|k| k.memory),
+            );
+            order.wrote(ps.index, writes);
+        }
+        for binding in bindings {
+            ps.hold(binding);
+        }
     }
 
     /// Forgets, in the ledger, allocations the pools took back.
@@ -181,9 +335,14 @@ impl<B: Backend> Inner<B> {
             return;
         }
         let mut taint = self.taint();
-        for id in ps.freed.drain(..) {
+        for &id in &ps.freed {
             // Host staging and info buffers were never tracked: unknown is expected.
             let _ = taint.forget(id);
+        }
+        drop(taint);
+        let mut order = self.order();
+        for id in ps.freed.drain(..) {
+            order.forget(id);
         }
     }
 
@@ -193,6 +352,7 @@ impl<B: Backend> Inner<B> {
             return;
         }
         let signal = ps.stream.signal();
+        ps.held.clear();
         if let Err(e) = ps
             .drops
             .flush(|| <B::Stream as DeviceStream>::fence(signal))
@@ -208,6 +368,7 @@ impl<B: Backend> Inner<B> {
             return;
         }
         let signal = ps.stream.signal();
+        ps.held.clear();
         if let Err(e) = ps
             .drops
             .drain(|| <B::Stream as DeviceStream>::fence(signal))
@@ -274,9 +435,9 @@ impl<B: Backend> Inner<B> {
         }
     }
 
-    /// Before `stream` works on a buffer of another pooled stream: refuse it if
-    /// `stream`'s own window records, then wait for what `stream` already enqueued (a
-    /// launch there may write the buffer; rule 18).
+    /// Before `stream` writes or reads a buffer of another pooled stream: refused when
+    /// `stream`'s own window records (the copy would run on the buffer's stream, outside
+    /// the window). The order itself is kept by the buffer's stream (rule 18).
     pub(crate) fn hand_over(
         &self,
         stream: StreamId,
@@ -284,23 +445,15 @@ impl<B: Backend> Inner<B> {
         buffer: &Buffer,
     ) -> Result<(), ServerError> {
         let id = buffer.id();
-        let fence = self.cells[self.pooled(stream)].run(move |ps| {
-            let capture = ps.stream.capturing();
-            match capture.owner() {
-                Some(owner) if capture.is_recording() && owner == stream => {
-                    Err(ServerError::graph_state(
-                        op,
-                        format!(
-                            "{id} lives on another pooled stream: a {op} of it from inside {stream}'s window cannot be recorded"
-                        ),
-                    ))
-                }
-                Some(_) if capture.is_recording() => Ok(None),
-                _ => Ok(Some(<B::Stream as DeviceStream>::fence(ps.stream.signal()))),
-            }
-        })?;
-        if let Some(fence) = fence {
-            crate::drop_queue::Fence::wait(fence)?;
+        let q = self.pooled(stream);
+        let own_window = self.captures.status().recording_owner(q) == Some(stream);
+        if own_window {
+            return Err(ServerError::graph_state(
+                op,
+                format!(
+                    "{id} lives on another pooled stream: a {op} of it from inside {stream}'s window cannot be recorded"
+                ),
+            ));
         }
         Ok(())
     }

@@ -6,7 +6,6 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use super::buffer::Arg;
-use super::cell::lock;
 use super::device::Device;
 use super::inner::Inner;
 use super::pooled::PooledStream;
@@ -48,7 +47,7 @@ impl<B: Backend> Device<B> {
     /// first launch.
     pub fn kernel(&self, source: B::KernelSource) -> KernelHandle {
         let name = B::kernel_name(&source);
-        let mut kernels = lock(&self.inner.kernels);
+        let mut kernels = self.inner.kernel_registry();
         let id = self.inner.trace.kernel(name.clone());
         let signature = kernels.register(source, name);
         KernelHandle {
@@ -116,27 +115,28 @@ impl<B: Backend> Device<B> {
             if let Some(mut ps) = self.inner.cells[index].direct() {
                 return self
                     .inner
-                    .launch_on(&mut ps, stream, id, grid, args, &[], info);
+                    .launch_on(&mut ps, stream, id, grid, args, Ok(&[]), info);
             }
             let inner = Arc::clone(&self.inner);
             let (args, info) = (args.to_vec(), info.to_vec());
             return self.inner.cells[index]
-                .run(move |ps| inner.launch_on(ps, stream, id, grid, &args, &[], &info));
+                .run(move |ps| inner.launch_on(ps, stream, id, grid, &args, Ok(&[]), &info));
         }
-        let foreign = self.inner.resolve_foreign(stream, index, args)?;
+        let foreign = self.inner.resolve_foreign(index, args);
         let inner = Arc::clone(&self.inner);
         let (args, info) = (args.to_vec(), info.to_vec());
-        self.inner.cells[index]
-            .run(move |ps| inner.launch_on(ps, stream, id, grid, &args, &foreign, &info))
+        self.inner.cells[index].run(move |ps| {
+            let foreign = foreign.as_deref().map_err(Clone::clone);
+            inner.launch_on(ps, stream, id, grid, &args, foreign, &info)
+        })
     }
 }
 
 impl<B: Backend> Inner<B> {
-    /// Resolves the buffers of other pooled streams on their own streams, and waits for
-    /// what those streams enqueued before (rule 18).
+    /// Resolves the buffers of other pooled streams on their own streams. Their order
+    /// is kept by the launch's stream, on the device (rule 18).
     fn resolve_foreign(
         &self,
-        stream: StreamId,
         index: usize,
         args: &[Arg],
     ) -> Result<Vec<Foreign<DeviceResource<B::Stream>>>, ServerError> {
@@ -167,10 +167,10 @@ impl<B: Backend> Inner<B> {
                     )
                 })
                 .collect();
-            let (resolved, fence) = self.cells[other].run(move |ps| {
+            let resolved = self.cells[other].run(move |ps| {
                 let mut out = Vec::with_capacity(wanted.len());
                 for (arg, key) in wanted {
-                    let location = ps.stream.device_memory().bind(key.memory)?;
+                    let location = ps.stream.device_memory().location(key.memory)?;
                     let resource = ps.stream.device_memory().resource(key)?;
                     out.push(Foreign {
                         arg,
@@ -178,16 +178,8 @@ impl<B: Backend> Inner<B> {
                         location,
                     });
                 }
-                let fence = (!ps.stream.capturing().is_recording())
-                    .then(|| <B::Stream as DeviceStream>::fence(ps.stream.signal()));
-                Ok::<_, ServerError>((out, fence))
+                Ok::<_, ServerError>(out)
             })?;
-            if let Some(fence) = fence
-                && let Err(error) = crate::drop_queue::Fence::wait(fence)
-            {
-                self.refused(stream, "launch", &error);
-                return Err(error);
-            }
             foreign.extend(resolved);
         }
         Ok(foreign)
@@ -202,7 +194,7 @@ impl<B: Backend> Inner<B> {
         id: KernelId,
     ) -> Result<(Arc<B::Kernel>, Cow<'static, str>), ServerError> {
         let (source, name) = {
-            let kernels = lock(&self.kernels);
+            let kernels = self.kernel_registry();
             let entry = kernels.get(id)?;
             if let Some(loaded) = &entry.loaded {
                 return Ok((Arc::clone(loaded), entry.name.clone()));
@@ -216,20 +208,30 @@ impl<B: Backend> Inner<B> {
             );
             return Err(self.doom(ps, stream, Cow::Owned(format!("load {name}")), cause));
         }
-        if B::allocation_breaks_capture()
-            && let Some(recording) = self.captures.status().recording().first()
-        {
-            let error = ServerError::graph_state(
-                "load",
-                format!(
-                    "{recording} is recording: loading kernel {name} would invalidate its capture"
-                ),
-            );
-            self.refused(stream, "load", &error);
-            return Err(error);
-        }
-        let loaded = Arc::new(B::load(&mut ps.stream, &source)?);
-        let loaded = lock(&self.kernels).set_loaded(id, loaded);
+        // Rule 20: decided and done under the capture state, so no `begin` on another
+        // thread can start recording between the check and the load.
+        let loaded = self.captures.status().with_recording(|recording| match recording {
+            Some(recording) if B::allocation_breaks_capture() => {
+                let error = ServerError::graph_state(
+                    "load",
+                    format!(
+                        "{recording} is recording: loading kernel {name} would invalidate its capture"
+                    ),
+                );
+                Err(error)
+            }
+            _ => B::load(&mut ps.stream, &source).map(Arc::new),
+        });
+        let loaded = match loaded {
+            Ok(loaded) => loaded,
+            Err(error) => {
+                if matches!(error, ServerError::GraphState { .. }) {
+                    self.refused(stream, "load", &error);
+                }
+                return Err(error);
+            }
+        };
+        let loaded = self.kernel_registry().set_loaded(id, loaded);
         self.trace.push(Event::Load { stream, kernel: id });
         Ok((loaded, name))
     }
@@ -246,7 +248,23 @@ impl<B: Backend> Inner<B> {
             return Ok(None);
         }
         let hit = ps.stream.info_cache().get(words).map(|h| h.id());
+        let recording = ps.stream.capturing().is_recording();
         let id = match hit {
+            Some(id) if !recording && ps.stream.info_cache().is_uploaded(words) == Some(false) => {
+                // Rule 12's twin: only a recorded upload wrote this entry (its window was
+                // aborted, or its graph has not replayed yet): upload the words now.
+                let len = (words.len() * 8) as u64;
+                let key = ClaimKey {
+                    memory: id,
+                    range: ByteRange::from_bounds(0, len),
+                };
+                let destination = ps.stream.device_memory().resource(key)?;
+                let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+                let staging = self.stage(ps, stream, &bytes, &destination)?;
+                ps.drops.push(staging);
+                ps.stream.info_cache().set_uploaded(words, true);
+                id
+            }
             Some(id) => id,
             None => {
                 let len = (words.len() * 8) as u64;
@@ -264,6 +282,9 @@ impl<B: Backend> Inner<B> {
                 let id = handle.id();
                 match ps.stream.info_cache().insert(words, handle)? {
                     Inserted::Cached { evicted } => {
+                        if recording {
+                            ps.stream.info_cache().set_uploaded(words, false);
+                        }
                         for old in evicted {
                             ps.drops.push(old);
                         }
@@ -294,10 +315,42 @@ impl<B: Backend> Inner<B> {
         kernel: KernelId,
         grid: Grid,
         args: &[Arg],
-        foreign: &[Foreign<DeviceResource<B::Stream>>],
+        foreign: Result<&[Foreign<DeviceResource<B::Stream>>], ServerError>,
         info: &[u64],
     ) -> Result<(), ServerError> {
         self.neighbour(ps, stream, "launch")?;
+        let recording = ps.stream.capturing().is_recording();
+        let result = self.launch_inner(ps, stream, kernel, grid, args, foreign, info);
+        match result {
+            // Rule 11: whatever failed inside the window dooms it (a doomed window
+            // keeps its first failure).
+            // The launch's outputs are claimed too: the window's recording never names
+            // a launch that failed.
+            Err(error) if recording => {
+                let outputs = std::mem::take(&mut ps.outputs);
+                self.claim(&outputs, &error);
+                ps.outputs = outputs;
+                if matches!(error, ServerError::Doomed(_)) {
+                    return Err(error);
+                }
+                let name = self.trace.kernel_name(kernel);
+                Err(self.doom(ps, stream, name, error))
+            }
+            result => result,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn launch_inner(
+        &self,
+        ps: &mut PooledStream<B>,
+        stream: StreamId,
+        kernel: KernelId,
+        grid: Grid,
+        args: &[Arg],
+        foreign: Result<&[Foreign<DeviceResource<B::Stream>>], ServerError>,
+        info: &[u64],
+    ) -> Result<(), ServerError> {
         let recording = ps.stream.capturing().is_recording();
         ps.bindings.clear();
         ps.inputs.clear();
@@ -316,9 +369,12 @@ impl<B: Backend> Inner<B> {
         let (loaded, name) = match self.loaded_kernel(ps, stream, kernel) {
             Ok(k) => k,
             Err(error) => {
-                let outputs = std::mem::take(&mut ps.outputs);
-                self.claim(&outputs, &error);
-                ps.outputs = outputs;
+                // Inside a window the caller claims them, once.
+                if !recording {
+                    let outputs = std::mem::take(&mut ps.outputs);
+                    self.claim(&outputs, &error);
+                    ps.outputs = outputs;
+                }
                 return Err(error);
             }
         };
@@ -350,18 +406,48 @@ impl<B: Backend> Inner<B> {
             }
             return Err(error);
         }
+        let foreign = match foreign {
+            Ok(foreign) => foreign,
+            Err(error) => return Err(self.fail_launch(ps, error)),
+        };
+        // Rule 18: after every other stream's use of these buffers, on the device.
+        // Inside a window nothing runs: each replay is ordered instead.
+        if !recording {
+            let (inputs, outputs) = (
+                std::mem::take(&mut ps.inputs),
+                std::mem::take(&mut ps.outputs),
+            );
+            let ordered = self.order_device(ps, &inputs, &outputs);
+            (ps.inputs, ps.outputs) = (inputs, outputs);
+            if let Err(error) = ordered {
+                return Err(self.fail_launch(ps, error));
+            }
+        }
         let info = match self.info_buffer(ps, stream, info) {
             Ok(info) => info,
-            Err(error) => return Err(self.fail_launch(ps, stream, name, error)),
+            Err(error) => return Err(self.fail_launch(ps, error)),
         };
         ps.buffers.clear();
-        for (i, binding) in ps.bindings.iter().enumerate() {
+        for (i, arg) in args.iter().enumerate() {
+            let binding = &ps.bindings[i];
             let (resource, location) = match foreign.iter().find(|f| f.arg == i) {
-                Some(f) => (f.resource.clone(), f.location),
+                Some(f) => {
+                    // Rule 7: the graph keeps another stream's buffer for its life.
+                    ps.stream
+                        .capturing()
+                        .pin_foreign(arg.buffer.handle.binding());
+                    (f.resource.clone(), f.location)
+                }
                 None => {
                     let memory = ps.stream.device_memory();
-                    let location = memory.bind(binding.memory())?;
-                    (memory.resource(binding.claim_key())?, location)
+                    let location = match memory.bind(binding.memory()) {
+                        Ok(l) => l,
+                        Err(error) => return Err(self.fail_launch(ps, error)),
+                    };
+                    match memory.resource(binding.claim_key()) {
+                        Ok(r) => (r, location),
+                        Err(error) => return Err(self.fail_launch(ps, error)),
+                    }
                 }
             };
             ps.stream.capturing().touch(binding.stream(), location);
@@ -397,7 +483,17 @@ impl<B: Backend> Inner<B> {
                     ps.bindings.iter().map(|b| (b.claim_key(), b.access())),
                     false,
                 );
-                PooledStream::<B>::wrote(&mut ps.since_fence, &ps.outputs);
+                let (inputs, outputs) = (
+                    std::mem::take(&mut ps.inputs),
+                    std::mem::take(&mut ps.outputs),
+                );
+                self.used(
+                    ps,
+                    &inputs,
+                    &outputs,
+                    args.iter().map(|a| a.buffer.handle.binding()),
+                );
+                (ps.inputs, ps.outputs) = (inputs, outputs);
                 self.maybe_flush(ps, stream);
                 Ok(())
             }
@@ -409,19 +505,12 @@ impl<B: Backend> Inner<B> {
     }
 
     /// A launch that failed before it was enqueued: its outputs are claimed with the
-    /// error, and a recording is doomed.
-    fn fail_launch(
-        &self,
-        ps: &mut PooledStream<B>,
-        stream: StreamId,
-        name: Cow<'static, str>,
-        error: ServerError,
-    ) -> ServerError {
-        let outputs = std::mem::take(&mut ps.outputs);
-        self.claim(&outputs, &error);
-        ps.outputs = outputs;
-        if ps.stream.capturing().is_recording() {
-            self.doom(ps, stream, name, error.clone());
+    /// error (inside a window, by `launch_on`, which dooms it).
+    fn fail_launch(&self, ps: &mut PooledStream<B>, error: ServerError) -> ServerError {
+        if !ps.stream.capturing().is_recording() {
+            let outputs = std::mem::take(&mut ps.outputs);
+            self.claim(&outputs, &error);
+            ps.outputs = outputs;
         }
         error
     }

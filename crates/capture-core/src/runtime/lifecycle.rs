@@ -4,7 +4,6 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use super::cell::lock;
 use super::device::Device;
 use super::inner::Inner;
 use super::pooled::PooledStream;
@@ -43,8 +42,11 @@ impl<B: Backend> Device<B> {
     }
 
     /// Opens the window on `stream`: from here its launches and writes are recorded.
-    /// Other streams' queued work is waited for first, so inputs they wrote are settled
-    /// (rule 18).
+    /// The stream's own queued work (warmup's) is waited for first, on the host, and the
+    /// work other streams queued so far on the device, so inputs they wrote are settled
+    /// (rule 18). Nothing runs inside the window: an input another stream writes after
+    /// `begin` is ordered at each replay, which waits on the device for the other
+    /// streams' uses of the memory the graph reads and writes.
     ///
     /// # Errors
     ///
@@ -53,22 +55,35 @@ impl<B: Backend> Device<B> {
     /// begin, after which the stream is back to no capture, its pools disarmed, and
     /// prepare → begin can be retried.
     pub fn begin(&self, stream: StreamId) -> Result<(), ServerError> {
-        let index = self.inner.pooled(stream);
-        for other in (0..self.inner.cells.len()).filter(|&i| i != index) {
-            let fence = self.inner.cells[other].run(|ps| {
-                (!ps.stream.capturing().is_recording())
-                    .then(|| <B::Stream as DeviceStream>::fence(ps.stream.signal()))
-            });
-            if let Some(fence) = fence {
-                fence.wait()?;
-            }
-        }
         let inner = Arc::clone(&self.inner);
         self.inner.on_stream(stream, move |ps| {
             inner.neighbour(ps, stream, "begin")?;
+            // The stream's own work queued before the window (warmup's) is waited for
+            // here, while it still may be: other streams that use what it wrote then need
+            // no fence of a recording stream (rule 18).
+            if !ps.stream.capturing().is_recording()
+                && ps.stream.capturing().owner() == Some(stream)
+            {
+                let epoch = inner.order().epoch(ps.index);
+                match <B::Stream as DeviceStream>::fence(ps.stream.signal()).wait() {
+                    Ok(()) => inner.order().good(ps.index, epoch),
+                    Err(error) => inner.fault(ps, stream, &error),
+                }
+                // Inputs other streams wrote are settled before the window opens: the
+                // stream waits for their queued work on the device (rule 18). A wait
+                // the driver refuses unwinds the prepared window, so prepare → begin can
+                // be retried (rule 17).
+                if let Err(error) = inner.settle_others(ps) {
+                    let error = naming(stream, error);
+                    inner.refused(stream, "begin", &error);
+                    let _ = inner.abort_on(ps, stream);
+                    return Err(error);
+                }
+            }
             let mut window = Window::<B>::on(&mut ps.stream, &mut ps.drops);
             let result = window.begin();
             let fence_error = window.take_fence_error();
+            ps.held.clear();
             if let Some(error) = fence_error {
                 inner.fault(ps, stream, &error);
             }
@@ -177,7 +192,9 @@ impl<B: Backend> Device<B> {
                 "a replay runs at least once",
             ));
         }
-        let index = lock(&self.inner.graphs)
+        let index = self
+            .inner
+            .registry()
             .live
             .get(&graph)
             .map(|(index, _)| *index)
@@ -205,7 +222,9 @@ impl<B: Backend> Device<B> {
     ///
     /// [`ServerError::UnknownGraph`] when no such graph lives.
     pub fn drop_graph(&self, graph: GraphId) -> Result<(), ServerError> {
-        let index = lock(&self.inner.graphs)
+        let index = self
+            .inner
+            .registry()
             .live
             .remove(&graph)
             .map(|(index, _)| index)
@@ -276,17 +295,22 @@ impl<B: Backend> Inner<B> {
             .is_recording()
             .then(|| ps.stream.capturing().owner())
             .flatten();
-        let mut registry = lock(&self.graphs);
-        let id = GraphId::new(registry.next);
+        // The graph registry (lock 4) is not held while the capture status (lock 3) is
+        // taken or the driver instantiates: the id is reserved first, and given back
+        // when no graph comes out and no other id was taken since.
+        let id = {
+            let mut registry = self.registry();
+            registry.next += 1;
+            GraphId::new(registry.next - 1)
+        };
         let mut window = Window::<B>::on(&mut ps.stream, &mut ps.drops);
         let result = window.instantiate(stream, id);
         let fence_error = window.take_fence_error();
+        ps.held.clear();
         let outcome = match result {
             Ok(graph) => {
-                registry.next += 1;
                 let ledger = graph.ledger();
-                registry.live.insert(id, (ps.index, ledger));
-                drop(registry);
+                self.registry().live.insert(id, (ps.index, ledger));
                 self.trace.push(Event::Sealed {
                     stream,
                     graph: id,
@@ -303,7 +327,12 @@ impl<B: Backend> Inner<B> {
                 Ok(id)
             }
             Err(Refused { error, written }) => {
-                drop(registry);
+                {
+                    let mut registry = self.registry();
+                    if registry.next == id.index() + 1 {
+                        registry.next -= 1;
+                    }
+                }
                 let error = match (recording_owner, error) {
                     // A window that recorded and sealed nothing: its error is a
                     // post-mortem (a doomed window's already is).
@@ -335,6 +364,17 @@ impl<B: Backend> Inner<B> {
         outcome
     }
 
+    /// Makes `ps` wait, on the device, for what every other pooled stream queued so far.
+    fn settle_others(&self, ps: &mut PooledStream<B>) -> Result<(), ServerError> {
+        for q in (0..self.cells.len()).filter(|&q| q != ps.index) {
+            if let Some(stamped) = self.fence_of(q) {
+                B::wait_for(&mut ps.stream, &stamped.fence)?;
+                self.order().ordered(ps.index, q, stamped.epoch);
+            }
+        }
+        Ok(())
+    }
+
     fn abort_on(&self, ps: &mut PooledStream<B>, stream: StreamId) -> Result<(), ServerError> {
         let capture = ps.stream.capturing();
         match capture.owner() {
@@ -356,10 +396,11 @@ impl<B: Backend> Inner<B> {
         }
         // Closing through the window closes the driver capture (from capture) or
         // disarms (from prepare); no graph id is consumed.
-        let id = GraphId::new(lock(&self.graphs).next);
+        let id = GraphId::new(self.registry().next);
         let mut window = Window::<B>::on(&mut ps.stream, &mut ps.drops);
         let result = window.instantiate(stream, id);
         let fence_error = window.take_fence_error();
+        ps.held.clear();
         self.lifecycle(
             stream,
             if recording {
@@ -432,10 +473,19 @@ impl<B: Backend> Inner<B> {
             return Err(error);
         }
         let scope = self.taint().enter(op, g.written().iter().copied())?;
-        match B::replay(&mut ps.stream, g.executable(), times) {
+        // Rule 18: after every other stream's use of what the graph reads and writes.
+        let (inputs, written) = (g.inputs().to_vec(), g.written().to_vec());
+        let enqueued = self.order_device(ps, &inputs, &written).and_then(|()| {
+            let g = ps
+                .graphs
+                .get(&graph)
+                .ok_or(ServerError::UnknownGraph(graph))?;
+            B::replay(&mut ps.stream, g.executable(), times)
+        });
+        match enqueued {
             Ok(()) => {
                 self.taint().settle(scope);
-                PooledStream::<B>::wrote(&mut ps.since_fence, g.written());
+                self.used(ps, &inputs, &written, []);
                 self.trace.push(Event::Replay {
                     stream,
                     graph,
@@ -446,7 +496,7 @@ impl<B: Backend> Inner<B> {
             }
             Err(error) => {
                 self.refused(stream, "replay", &error);
-                self.fail_scope(scope, g.written(), &error);
+                self.fail_scope(scope, &written, &error);
                 Err(error)
             }
         }

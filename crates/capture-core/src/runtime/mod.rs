@@ -9,6 +9,7 @@ mod device;
 mod inner;
 mod launch;
 mod lifecycle;
+mod order;
 mod pooled;
 mod registry;
 mod report;
@@ -21,4 +22,4 @@ pub use report::{DeviceReport, StreamReport};
 
 // The files import one way: `device` (the `Device` type and its eager calls), then
 // `launch` and `lifecycle` (more `Device` calls), all over `inner` (the shared state and
-// its helpers), `registry`, `pooled`, `cell`, `buffer`, `config` and `report`.
+// its helpers), `order`, `registry`, `pooled`, `cell`, `buffer`, `config` and `report`.

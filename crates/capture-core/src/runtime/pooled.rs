@@ -1,15 +1,12 @@
 //! `PooledStream`: one backend stream and the runtime's bookkeeping beside it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use crate::capture::Graph;
 use crate::driver::{Backend, DeviceResource, DeviceStream, LaunchBuffer};
 use crate::drop_queue::{FlushingPolicy, PendingDropQueue};
 use crate::ids::{GraphId, MemoryId};
-use crate::memory::{BufferBinding, ClaimKey};
-
-/// Past this many noted ranges, `wrote` deduplicates the list.
-const SINCE_FENCE_COMPACT: usize = 1024;
+use crate::memory::{BufferBinding, ClaimKey, ManagedMemoryBinding};
 
 /// One pooled backend stream, the graphs captured on it, and the runtime's scratch.
 pub(crate) struct PooledStream<B: Backend> {
@@ -19,8 +16,11 @@ pub(crate) struct PooledStream<B: Backend> {
     pub(crate) drops: PendingDropQueue<<B::Stream as DeviceStream>::Fence>,
     pub(crate) stream: B::Stream,
     pub(crate) index: usize,
-    /// Ranges written on this stream since its last good fence (rule 15).
-    pub(crate) since_fence: Vec<ClaimKey>,
+    /// Memory whose binding this stream's drop queue holds since its last flush: queued
+    /// work uses it, so it stays allocated until a fence after that work (rule 19).
+    pub(crate) held: HashSet<MemoryId>,
+    /// Scratch: the other streams an operation must follow.
+    pub(crate) deps: Vec<(usize, u64)>,
     /// Graphs captured on this stream, which replay only here.
     pub(crate) graphs: BTreeMap<GraphId, Graph<B>>,
     /// Ids the memory managers took back, for the taint ledger to forget.
@@ -52,7 +52,8 @@ impl<B: Backend> PooledStream<B> {
             stream,
             index,
             drops: PendingDropQueue::new(drop_policy),
-            since_fence: Vec::new(),
+            held: HashSet::new(),
+            deps: Vec::new(),
             graphs: BTreeMap::new(),
             freed: Vec::new(),
             buffers: Vec::new(),
@@ -62,13 +63,11 @@ impl<B: Backend> PooledStream<B> {
         }
     }
 
-    /// Notes ranges written on this stream since its last good fence. Writes repeat over
-    /// a working set, so a long list is compacted in place rather than grown.
-    pub(crate) fn wrote(since_fence: &mut Vec<ClaimKey>, keys: &[ClaimKey]) {
-        since_fence.extend_from_slice(keys);
-        if since_fence.len() > SINCE_FENCE_COMPACT {
-            since_fence.sort_unstable();
-            since_fence.dedup();
+    /// Keeps `binding`'s memory allocated until a fence after the work just enqueued
+    /// here: its drop queue holds the binding (once per flush).
+    pub(crate) fn hold(&mut self, binding: ManagedMemoryBinding) {
+        if self.held.insert(binding.id()) {
+            self.drops.push(binding);
         }
     }
 

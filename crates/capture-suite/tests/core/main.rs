@@ -7,6 +7,7 @@
 #![allow(missing_docs, unreachable_pub, clippy::missing_errors_doc)]
 
 mod bad_input;
+mod reliability;
 mod rules;
 mod threads;
 mod trace;

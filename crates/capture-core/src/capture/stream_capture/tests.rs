@@ -258,12 +258,15 @@ fn transitions_follow_the_capture_order(#[case] breaks: bool) {
     };
     assert_eq!(b.page_update(), other);
 
-    // NoCapture again.
+    // NoCapture again; the device sees the stream record until the driver capture is
+    // closed (rule 20).
     assert_eq!(a.end(S2).unwrap(), CaptureEnd::Owned);
     assert_eq!(a.state, State::NoCapture);
     assert_eq!(a.owner(), None);
     assert!(!a.is_active() && !a.is_recording());
     assert_eq!(a.cache_mode(), CacheMode::Normal);
+    assert_eq!(a.device().recording(), vec![S2]);
+    a.driver_closed();
     assert!(a.device().recording().is_empty());
     assert_eq!(
         (a.page_update(), b.page_update()),
@@ -358,8 +361,16 @@ type Launch = Vec<(usize, u64, u64, Access)>;
     vec![vec![(0, 0, 64, Access::Read)], vec![(1, 0, 64, Access::Write)], vec![(1, 0, 64, Access::Read)]],
     vec![(0, 0, 64)]
 )]
-#[case::an_overlapping_write_excludes_the_read(
+#[case::a_covering_write_excludes_the_read(
+    vec![vec![(1, 0, 32, Access::Write)], vec![(1, 8, 16, Access::Read)]],
+    vec![]
+)]
+#[case::a_partly_covering_write_keeps_the_read(
     vec![vec![(1, 0, 16, Access::Write)], vec![(1, 8, 16, Access::Read)]],
+    vec![(1, 8, 16)]
+)]
+#[case::writes_covering_together_exclude_the_read(
+    vec![vec![(1, 0, 12, Access::Write)], vec![(1, 12, 20, Access::Write)], vec![(1, 8, 16, Access::Read)]],
     vec![]
 )]
 #[case::a_wider_write_excludes_the_read(
@@ -417,7 +428,7 @@ fn recorded_inputs_are_ranges_read_before_the_window_wrote_them(
 }
 
 #[test]
-fn writes_before_sees_any_overlapping_recorded_write() {
+fn writes_before_needs_every_byte_written() {
     let mut m = memory();
     let x = alloc(&mut m, 64);
     let y = alloc(&mut m, 64);
@@ -429,7 +440,11 @@ fn writes_before_sees_any_overlapping_recorded_write() {
     ]);
     assert!(!c.writes_before(key(&x, 0, 16)), "a read is not a write");
     assert!(c.writes_before(key(&y, 16, 16)));
-    assert!(c.writes_before(key(&y, 0, 17)), "overlapping by one byte");
+    assert!(c.writes_before(key(&y, 20, 4)), "inside the written range");
+    assert!(
+        !c.writes_before(key(&y, 0, 17)),
+        "only partly written: still an input"
+    );
     assert!(!c.writes_before(key(&y, 0, 16)), "adjacent");
     assert!(!c.writes_before(key(&x, 16, 16)), "another allocation");
 }
@@ -541,6 +556,7 @@ fn a_foreign_end_abandons_and_the_owner_later_hears_of_it() {
         CaptureEnd::Abandoned { owner: S0, by: S1 }
     );
     assert_eq!(c.state, State::NoCapture);
+    c.driver_closed();
     assert!(c.device().recording().is_empty());
     assert_eq!(c.cache_mode(), CacheMode::Normal);
     // The recording survives for the teardown to claim what it would have written.
