@@ -255,7 +255,11 @@ pub(crate) fn event_wait(context: usize, event: usize) -> Result<(), ServerError
 
 /// Makes everything enqueued on `stream` from now on wait, on the device, for `event`
 /// (recorded on another stream of the same context).
-pub(crate) fn stream_wait_event(context: usize, stream: usize, event: usize) -> Result<(), ServerError> {
+pub(crate) fn stream_wait_event(
+    context: usize,
+    stream: usize,
+    event: usize,
+) -> Result<(), ServerError> {
     make_current(context)?;
     // SAFETY: the stream is live and not capturing (the core never orders a recording
     // stream); the event is live until the fence that owns it drops, and a wait already

@@ -375,7 +375,10 @@ impl<B: Backend> Backend for Faulty<B> {
         B::write(&mut stream.inner, staging, destination, bytes)
     }
 
-    fn wait_for(stream: &mut Self::Stream, fence: &<Self::Stream as DeviceStream>::Fence) -> Result<(), ServerError> {
+    fn wait_for(
+        stream: &mut Self::Stream,
+        fence: &<Self::Stream as DeviceStream>::Fence,
+    ) -> Result<(), ServerError> {
         B::wait_for(&mut stream.inner, &fence.inner)
     }
 

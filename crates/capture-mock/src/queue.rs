@@ -50,7 +50,10 @@ pub(crate) enum Op {
     /// A device-side wait: the rest of this queue runs only after everything enqueued on
     /// `queue` before `upto` has. A failure there fails the wait too, as an
     /// asynchronous error stays with every stream that depends on the failed work.
-    Wait { queue: Arc<Queue>, upto: u64 },
+    Wait {
+        queue: Arc<Queue>,
+        upto: u64,
+    },
 }
 
 #[derive(Debug, Default)]
