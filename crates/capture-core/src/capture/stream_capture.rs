@@ -273,29 +273,28 @@ impl StreamCapture {
     /// Whether claims recorded before launch `before` (every claim, for `None`) write
     /// every byte of `key`.
     fn covered(&self, key: ClaimKey, before: Option<u64>) -> bool {
-        let mut ranges: Vec<(u64, u64)> = self
-            .recorded
-            .iter()
-            .filter(|c| {
-                c.first_write
-                    .is_some_and(|wrote| before.is_none_or(|read| wrote < read))
-                    && c.binding.memory() == key.memory
-                    && c.binding.range().overlaps(key.range)
-            })
-            .map(|c| (c.binding.range().start(), c.binding.range().end()))
-            .collect();
-        ranges.sort_unstable();
+        // Extends the covered prefix of `key` with any write that starts inside it, until
+        // no write extends it further; allocates nothing (this runs per recorded input).
         let mut reached = key.range.start();
-        for (start, end) in ranges {
-            if start > reached {
-                break;
-            }
-            reached = reached.max(end);
-            if reached >= key.range.end() {
-                return true;
+        loop {
+            let next = self
+                .recorded
+                .iter()
+                .filter(|c| {
+                    c.first_write
+                        .is_some_and(|wrote| before.is_none_or(|read| wrote < read))
+                        && c.binding.memory() == key.memory
+                })
+                .map(|c| c.binding.range())
+                .filter(|r| r.start() <= reached && r.end() > reached)
+                .map(|r| r.end())
+                .max();
+            match next {
+                Some(end) if end >= key.range.end() => return true,
+                Some(end) => reached = end,
+                None => return false,
             }
         }
-        false
     }
 
     /// How many launches the current (or just closed) window recorded.

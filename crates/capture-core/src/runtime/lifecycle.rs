@@ -474,7 +474,15 @@ impl<B: Backend> Inner<B> {
         }
         let scope = self.taint().enter(op, g.written().iter().copied())?;
         // Rule 18: after every other stream's use of what the graph reads and writes.
-        let (inputs, written) = (g.inputs().to_vec(), g.written().to_vec());
+        // Into the launch scratch, so a replay allocates nothing.
+        let (mut inputs, mut written) = (
+            std::mem::take(&mut ps.inputs),
+            std::mem::take(&mut ps.outputs),
+        );
+        inputs.clear();
+        inputs.extend_from_slice(g.inputs());
+        written.clear();
+        written.extend_from_slice(g.written());
         let enqueued = self.order_device(ps, &inputs, &written).and_then(|()| {
             let g = ps
                 .graphs
@@ -482,7 +490,7 @@ impl<B: Backend> Inner<B> {
                 .ok_or(ServerError::UnknownGraph(graph))?;
             B::replay(&mut ps.stream, g.executable(), times)
         });
-        match enqueued {
+        let outcome = match enqueued {
             Ok(()) => {
                 self.taint().settle(scope);
                 self.used(ps, &inputs, &written, []);
@@ -499,6 +507,8 @@ impl<B: Backend> Inner<B> {
                 self.fail_scope(scope, &written, &error);
                 Err(error)
             }
-        }
+        };
+        (ps.inputs, ps.outputs) = (inputs, written);
+        outcome
     }
 }
