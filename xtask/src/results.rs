@@ -145,6 +145,16 @@ impl Results {
             .sum()
     }
 
+    /// Every binary's output lines starting with `prefix`, in order.
+    pub(crate) fn lines_starting(&self, prefix: &str) -> Vec<&str> {
+        self.binaries
+            .iter()
+            .flat_map(|b| b.lines.iter())
+            .map(|l| l.trim())
+            .filter(|l| l.starts_with(prefix))
+            .collect()
+    }
+
     /// Every binary's `SKIP:` lines.
     pub(crate) fn skips(&self) -> Vec<&str> {
         self.binaries.iter().flat_map(Binary::skips).collect()

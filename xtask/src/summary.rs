@@ -73,6 +73,10 @@ impl Summary {
         for b in &self.backends {
             out.push(format!("  {:<8} {:<10} {}", b.name, b.status, b.why));
         }
+        // The model-based tests name their case counts (`model: 2000 cases on …`).
+        for line in r.lines_starting("model: ") {
+            out.push(format!("  {line}"));
+        }
         for skip in grouped_skips(&r.skips()) {
             out.push(format!("  {skip}"));
         }
@@ -146,6 +150,7 @@ mod tests {
                 Running tests/mock/main.rs (target/debug/deps/mock-33)
                 test suite::capture_replay ... ok
                 SKIP: capture_replay: no reason given
+                model: 2000 cases on Faulty<MockBackend>, 0 violations
                 test result: ok. 40 passed; 0 failed; 1 ignored
                 Running tests/it/main.rs (target/debug/deps/it-66)
                 test cuda::capture_replay ... FAILED
@@ -161,6 +166,7 @@ mod tests {
             [
                 "summary:",
                 "  cuda     FAILED     it crashed",
+                "  model: 2000 cases on Faulty<MockBackend>, 0 violations",
                 "  SKIP: capture_replay: no reason given",
                 "  2 test binaries, 1 ignored, 1 said SKIP:",
                 "    capture-suite --test mock            40 passed, 0 failed, 1 ignored",
