@@ -52,6 +52,16 @@ pub(crate) struct Inner<B: Backend> {
     pub(crate) tracks: Mutex<Tracks>,
 }
 
+impl<B: Backend> Drop for Inner<B> {
+    fn drop(&mut self) {
+        // Every stream finishes before any is dropped (and with it its memory): queued
+        // work on one stream may read another's pages (rule 19).
+        for cell in &self.cells {
+            cell.run(PooledStream::finish);
+        }
+    }
+}
+
 /// A fence on pooled stream `stream`, covering its work up to `epoch`.
 pub(crate) struct Stamped<F> {
     pub(crate) stream: usize,

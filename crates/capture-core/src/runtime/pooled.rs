@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use crate::capture::Graph;
+use crate::capture::{Graph, Window};
 use crate::driver::{Backend, DeviceResource, DeviceStream, LaunchBuffer};
 use crate::drop_queue::{FlushingPolicy, PendingDropQueue};
 use crate::ids::{GraphId, MemoryId};
@@ -47,6 +47,30 @@ impl<B: Backend> Drop for PooledStream<B> {
 }
 
 impl<B: Backend> PooledStream<B> {
+    /// Brings the stream to rest before any stream of the device is torn down: a window
+    /// still open is closed (the driver capture ended, its recording discarded), then
+    /// everything queued is waited for and the drop queue freed. Another stream's
+    /// queued work may use this stream's memory, so a device finishes every stream
+    /// before it drops any (rule 19).
+    pub(crate) fn finish(&mut self) {
+        if let Some(owner) = self.stream.capturing().owner() {
+            let mut window = Window::<B>::on(&mut self.stream, &mut self.drops);
+            // No graph is registered: a window closed at teardown seals nothing.
+            let _ = window.instantiate(owner, GraphId::new(u64::MAX));
+        }
+        if let Err(error) = B::sync(&mut self.stream) {
+            tracing::warn!(target: "capture", index = self.index, %error, "a stream failed to finish at teardown");
+        }
+        let signal = self.stream.signal();
+        if let Err(error) = self
+            .drops
+            .drain(|| <B::Stream as DeviceStream>::fence(signal))
+        {
+            tracing::warn!(target: "capture", index = self.index, %error, "a stream's last fence failed at teardown");
+        }
+        self.held.clear();
+    }
+
     pub(crate) fn new(stream: B::Stream, index: usize, drop_policy: FlushingPolicy) -> Self {
         Self {
             stream,

@@ -22,5 +22,6 @@ mod forced_staging {
 }
 
 mod launch_check;
+mod teardown;
 mod unavailable;
 mod user_kernel;
