@@ -229,27 +229,41 @@ impl<F: Fence> PendingDropQueue<F> {
     /// `fence` (called only when something was staged).
     ///
     /// Never waits on the fence it records. Should pending values have no fence (its
-    /// recording panicked), one is recorded and waited on at once; it covers the staged
-    /// values too, so those are freed as well.
+    /// recording panicked, or its wait failed), one is recorded and waited on at once; it
+    /// covers the staged values too, so those are freed as well.
     ///
     /// # Errors
     ///
-    /// The error of the fence waited on. The values it guarded are freed anyway and the
-    /// staged values still move to pending; the caller taints what the stream wrote.
+    /// The error of the fence waited on. The device may not be done with the values it
+    /// guarded (a refused wait ran nothing), so they are kept, with the staged values,
+    /// behind a fence recorded now, for a later wait to free (rule 19); the caller taints
+    /// what the stream wrote.
     pub fn flush(&mut self, fence: impl FnOnce() -> F) -> Result<(), ServerError> {
         if let Some(previous) = self.fence.take() {
-            let waited = previous.wait();
-            self.free_pending();
-            self.stage_behind(fence);
-            waited
+            match previous.wait() {
+                Ok(()) => {
+                    self.free_pending();
+                    self.stage_behind(fence);
+                    Ok(())
+                }
+                Err(error) => {
+                    self.keep_all();
+                    self.fence = Some(fence());
+                    Err(error)
+                }
+            }
         } else if !self.pending.is_empty() {
             tracing::warn!(
                 pending = self.pending.len(),
                 "pending drops without a fence: recording one and waiting on it"
             );
             let waited = fence().wait();
-            self.free_pending();
-            self.free_staged();
+            if waited.is_ok() {
+                self.free_pending();
+                self.free_staged();
+            } else {
+                self.keep_all();
+            }
             waited
         } else {
             self.stage_behind(fence);
@@ -259,25 +273,42 @@ impl<F: Fence> PendingDropQueue<F> {
 
     /// Frees everything now: waits on the previous fence and frees pending values, then
     /// records one fence with `fence` (only when something else is held), waits on it
-    /// and frees the rest. Afterwards the queue holds nothing.
+    /// and frees the rest. Afterwards the queue holds nothing, unless a wait failed.
     ///
     /// # Errors
     ///
-    /// The first error of the fences waited on; everything is freed anyway.
+    /// The first error of the fences waited on. Values no successful wait covered are
+    /// kept, pending with no fence, so the next flush or drain waits for them again.
     pub fn drain(&mut self, fence: impl FnOnce() -> F) -> Result<(), ServerError> {
         let mut first = Ok(());
         if let Some(previous) = self.fence.take() {
             first = previous.wait();
-            self.free_pending();
+            if first.is_ok() {
+                self.free_pending();
+            }
         }
-        // Staged values, and pending ones whose fence was never recorded.
+        // Staged values, and pending ones whose fence was never recorded or failed: the
+        // fence recorded now covers them all.
         if !self.is_empty() {
             let waited = fence().wait();
-            self.free_pending();
-            self.free_staged();
+            if waited.is_ok() {
+                self.free_pending();
+                self.free_staged();
+            } else {
+                self.keep_all();
+            }
             first = keep_first(first, waited);
         }
         first
+    }
+
+    /// Keeps every value held, pending with no fence: a wait failed, so the device may
+    /// still use them.
+    fn keep_all(&mut self) {
+        self.pending.append(&mut self.staged);
+        self.pending_bytes = self
+            .pending_bytes
+            .saturating_add(std::mem::take(&mut self.staged_bytes));
     }
 
     /// Values held, staged and pending.

@@ -251,7 +251,7 @@ fn drain_frees_everything() {
 }
 
 #[test]
-fn a_fence_error_is_returned_and_the_values_are_freed_anyway() {
+fn a_fence_error_keeps_the_values_it_guarded_behind_a_new_fence() {
     let mut s = Stream::new();
     let mut q = PendingDropQueue::<TestFence>::default();
     q.push(s.item("a", 1));
@@ -268,14 +268,16 @@ fn a_fence_error_is_returned_and_the_values_are_freed_anyway() {
     ));
     assert_eq!(
         s.events(),
-        [Recorded(0), Waited(0), Dropped("a"), Recorded(1)],
-        "a freed despite the error; b still moved behind a new fence"
+        [Recorded(0), Waited(0), Recorded(1)],
+        "a wait that failed frees nothing: the device may still use a and b"
     );
-    assert_eq!((q.staged_len(), q.pending_len()), (0, 1));
+    assert_eq!((q.staged_len(), q.pending_len()), (0, 2));
+    q.flush(s.ok()).expect("fence 1 passes");
+    assert!(s.events().contains(&Dropped("a")) && s.events().contains(&Dropped("b")));
 }
 
 #[test]
-fn drain_returns_the_first_fence_error_and_frees_everything() {
+fn drain_keeps_what_no_passing_fence_covered() {
     let mut s = Stream::new();
     let mut q = PendingDropQueue::<TestFence>::default();
     q.push(s.item("a", 1));
@@ -288,8 +290,22 @@ fn drain_returns_the_first_fence_error_and_frees_everything() {
             && std::error::Error::source(&err).is_some_and(|e| e.to_string().contains("fence 0")),
         "the first error: {err:?}"
     );
+    assert_eq!(q.len(), 2, "nothing is freed behind a failed wait");
+    assert!(!s.events().contains(&Dropped("a")));
+    q.drain(s.ok()).expect("a later wait passes");
     assert!(q.is_empty());
     assert!(s.events().contains(&Dropped("a")) && s.events().contains(&Dropped("b")));
+}
+
+#[test]
+fn drain_frees_everything_when_its_own_fence_passes_after_a_failed_one() {
+    let mut s = Stream::new();
+    let mut q = PendingDropQueue::<TestFence>::default();
+    q.push(s.item("a", 1));
+    q.flush(s.fence(true)).expect("recording does not wait");
+    q.push(s.item("b", 1));
+    q.drain(s.ok()).expect_err("fence 0 failed");
+    assert!(q.is_empty(), "fence 1, recorded after both, passed");
 }
 
 #[test]
