@@ -1,6 +1,7 @@
 //! capture-suite: the scenario suite every backend runs, its harness and the `suite!`
 //! macro, the trace snapshots every backend shares (`snapshots/`), and the core's
-//! integration tests (rules, bad input, threads, trace, allocation counts) on the mock.
+//! integration tests (rules, bad input, threads, trace, allocation counts) on the mock, and
+//! the reference model with its generic model-based test runner ([`model`]).
 //!
 //! Test tooling, never published (`publish = false`): backends take it as a
 //! dev-dependency, so no published crate depends on insta or the mock.
@@ -13,4 +14,5 @@
 #![forbid(unsafe_code)]
 
 pub mod launch_check;
+pub mod model;
 pub mod scenarios;

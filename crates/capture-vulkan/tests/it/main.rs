@@ -22,6 +22,7 @@ mod forced_staging {
 }
 
 mod launch_check;
+mod model;
 mod teardown;
 mod unavailable;
 mod user_kernel;

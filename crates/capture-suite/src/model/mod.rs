@@ -1,0 +1,251 @@
+//! The reference model and the model-based tests' runner, generic over a backend so
+//! every backend's tests can run it.
+//!
+//! A [`Program`] is a random list of ops over 2 to 4 logical streams on 1 or 2 pooled
+//! streams (allocate, drop, write and read partial ranges, launch any builtin over
+//! buffers of any stream, sync, cleanup, the explicit lifecycle and the capture closure,
+//! replay ×K, drop a graph, and a fault on the Nth call of any driver operation).
+//! [`check`] runs one on a fresh `Device<Faulty<B>>` beside a plain-Rust model that keeps,
+//! per byte, its value, "unwritten", or "either" (a fault may or may not have claimed
+//! it), and after every op checks what the rules promise:
+//!
+//! - a read returns exactly the model's bytes, or `Unwritten` where the model allows it,
+//!   never other bytes; a launch or replay over an unwritten input is skipped;
+//! - no public call panics;
+//! - `captures().recording()` names exactly the windows the model has recording;
+//! - at the end, after a failure too, a fresh capture works on every stream, and after
+//!   dropping everything every pool reports nothing in use and no graph lives.
+//!
+//! [`check_threads`] is the threaded variant: 4 to 8 threads, each on its own logical
+//! stream with its own buffers and shared read-only inputs, capturing concurrently on
+//! different pooled streams, each checked against its own model, under a watchdog.
+//!
+//! The model follows the device only where the rules leave the outcome open (an injected
+//! fault fired, a call was refused with a typed error), and predicts it everywhere else.
+
+mod program;
+mod reference;
+mod runner;
+mod threads;
+
+pub use program::{
+    ArgSpec, BodyOp, LATEST, LaunchSpec, MAX_ELEMENTS, MAX_OPS, Op, Program, launch_spec, op,
+    program,
+};
+pub use runner::Violation;
+pub use threads::{ThreadsProgram, check_threads, threads_program};
+
+use capture_core::{Builtin, Builtins, Chain, Device, DeviceConfig};
+use capture_mock::Faulty;
+
+use runner::Run;
+
+fn setup_violation(what: String) -> Violation {
+    Violation {
+        step: 0,
+        op: "setup".to_string(),
+        what,
+    }
+}
+
+/// Runs `program` on a fresh device over the backend `make` builds (wrapped in
+/// [`Faulty`], so the program's faults can be injected), checking it against the
+/// reference model after every op and at the end.
+///
+/// # Errors
+///
+/// The first [`Violation`]: the op, and what the device did that the rules forbid.
+pub fn check<B: Builtins>(make: impl Fn() -> B, program: &Program) -> Result<(), Violation> {
+    let pooled = program.pooled.clamp(1, 2);
+    let streams = program.streams.clamp(1, 4);
+    let config = DeviceConfig::new()
+        .streams(pooled)
+        .map_err(|e| setup_violation(Chain(&e).to_string()))?;
+    let dev = Device::new(Faulty::new(make()), config)
+        .map_err(|e| setup_violation(format!("Device::new: {}", Chain(&e))))?;
+    let kernels = Builtin::ALL
+        .iter()
+        .map(|&b| dev.kernel(B::builtin(b)))
+        .collect();
+    let mut run = Run::new(&dev, kernels, streams, pooled, None);
+    for (step, op) in program.ops.iter().enumerate() {
+        run.op(step, op);
+        if let Some(v) = run.violation.take() {
+            return Err(v);
+        }
+    }
+    run.finish(program.ops.len());
+    match run.violation.take() {
+        Some(v) => Err(v),
+        None => Ok(()),
+    }
+}
+
+/// A way to shrink a [`Program`]: which ops (and ops of capture bodies) to leave out,
+/// and how many pooled and logical streams to use. It renders as one line
+/// (`p=1 s=2 r=0,3 b=5:1`) and parses back, so a shrink can be tried in another process
+/// (one whose program aborts it).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Cut {
+    /// Pooled streams, when changed.
+    pub pooled: Option<usize>,
+    /// Logical streams, when changed.
+    pub streams: Option<u8>,
+    /// Ops left out, by position.
+    pub ops: Vec<usize>,
+    /// Body ops left out: (op position, body position).
+    pub body: Vec<(usize, usize)>,
+}
+
+impl Cut {
+    /// `program` with this cut applied.
+    pub fn apply(&self, program: &Program) -> Program {
+        let ops = program
+            .ops
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !self.ops.contains(i))
+            .map(|(i, op)| match op {
+                Op::Capture { stream, body, stop } => Op::Capture {
+                    stream: *stream,
+                    stop: *stop,
+                    body: body
+                        .iter()
+                        .enumerate()
+                        .filter(|(j, _)| !self.body.contains(&(i, *j)))
+                        .map(|(_, b)| b.clone())
+                        .collect(),
+                },
+                other => other.clone(),
+            })
+            .collect();
+        Program {
+            pooled: self.pooled.unwrap_or(program.pooled),
+            streams: self.streams.unwrap_or(program.streams),
+            ops,
+        }
+    }
+
+    /// The cut from its one-line rendering.
+    pub fn parse(text: &str) -> Option<Cut> {
+        let mut cut = Cut::default();
+        for field in text.split_whitespace() {
+            let (key, value) = field.split_once('=')?;
+            match key {
+                "p" => cut.pooled = Some(value.parse().ok()?),
+                "s" => cut.streams = Some(value.parse().ok()?),
+                "r" => {
+                    for v in value.split(',').filter(|v| !v.is_empty()) {
+                        cut.ops.push(v.parse().ok()?);
+                    }
+                }
+                "b" => {
+                    for v in value.split(',').filter(|v| !v.is_empty()) {
+                        let (i, j) = v.split_once(':')?;
+                        cut.body.push((i.parse().ok()?, j.parse().ok()?));
+                    }
+                }
+                _ => return None,
+            }
+        }
+        Some(cut)
+    }
+}
+
+impl std::fmt::Display for Cut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let join = |v: Vec<String>| v.join(",");
+        if let Some(p) = self.pooled {
+            write!(f, "p={p} ")?;
+        }
+        if let Some(s) = self.streams {
+            write!(f, "s={s} ")?;
+        }
+        write!(
+            f,
+            "r={} b={}",
+            join(self.ops.iter().map(usize::to_string).collect()),
+            join(self.body.iter().map(|(i, j)| format!("{i}:{j}")).collect())
+        )
+    }
+}
+
+/// Shrinks `program` greedily while `fails` holds of the cut program: leaves out ops
+/// (and ops of capture bodies) one at a time, then tries one pooled stream and two
+/// logical streams; returns the smallest cut found. What a survey of violations reports
+/// beside proptest's own shrinking.
+pub fn minimize_cut(program: &Program, mut fails: impl FnMut(&Cut) -> bool) -> Cut {
+    let mut best = Cut::default();
+    // Chunks first (halves, quarters, ...), as delta debugging does: most of a long
+    // program is irrelevant to its violation.
+    let mut chunk = program.ops.len() / 2;
+    while chunk > 1 {
+        let mut at = 0;
+        while at < program.ops.len() {
+            let left: Vec<usize> = (at..program.ops.len())
+                .filter(|i| !best.ops.contains(i))
+                .take(chunk)
+                .collect();
+            let Some(&last) = left.last() else { break };
+            let mut candidate = best.clone();
+            candidate.ops.extend(&left);
+            if fails(&candidate) {
+                best = candidate;
+            }
+            at = last + 1;
+        }
+        chunk /= 2;
+    }
+    loop {
+        let mut changed = false;
+        for i in 0..program.ops.len() {
+            if best.ops.contains(&i) {
+                continue;
+            }
+            let mut candidate = best.clone();
+            candidate.ops.push(i);
+            if fails(&candidate) {
+                best = candidate;
+                changed = true;
+                continue;
+            }
+            if let Op::Capture { body, .. } = &program.ops[i] {
+                for j in 0..body.len() {
+                    let left = (0..body.len())
+                        .filter(|k| !best.body.contains(&(i, *k)))
+                        .count();
+                    if left <= 1 || best.body.contains(&(i, j)) {
+                        continue;
+                    }
+                    let mut candidate = best.clone();
+                    candidate.body.push((i, j));
+                    if fails(&candidate) {
+                        best = candidate;
+                        changed = true;
+                    }
+                }
+            }
+        }
+        for (pooled, streams) in [(Some(1), best.streams), (best.pooled, Some(2))] {
+            if (pooled, streams) != (best.pooled, best.streams) {
+                let candidate = Cut {
+                    pooled,
+                    streams,
+                    ..best.clone()
+                };
+                if fails(&candidate) {
+                    best = candidate;
+                    changed = true;
+                }
+            }
+        }
+        if !changed {
+            return best;
+        }
+    }
+}
+
+/// [`minimize_cut`] in one process: the smallest program found for which `fails` holds.
+pub fn minimize(program: &Program, fails: impl Fn(&Program) -> bool) -> Program {
+    minimize_cut(program, |cut| fails(&cut.apply(program))).apply(program)
+}

@@ -1,0 +1,462 @@
+//! What a model-based test runs: a [`Program`] of [`Op`]s over a few logical streams,
+//! and the proptest strategies that generate them.
+//!
+//! Buffers and graphs are named by their position in the program's own lists (the Nth
+//! `Alloc`, the Nth `End` or `Capture`), and an op naming one that does not exist (never
+//! allocated, failed, dropped) does nothing, so a program stays meaningful while proptest
+//! shrinks it by removing ops.
+
+use std::fmt;
+
+use capture_core::Builtin;
+use capture_mock::FaultOp;
+use proptest::prelude::*;
+use proptest::sample::select;
+
+/// The most ops a generated program holds.
+pub const MAX_OPS: usize = 60;
+
+/// The most elements a generated buffer holds.
+pub const MAX_ELEMENTS: u32 = 24;
+
+/// How many buffer and graph names ops draw from (names past the program's own lists
+/// are no-ops).
+const NAMES: u8 = 8;
+
+/// A buffer or graph name meaning "the latest one": what a motif uses for the buffer it
+/// just allocated or the graph it just captured.
+pub const LATEST: u8 = u8::MAX;
+
+/// A random program for one device.
+#[derive(Clone, Debug)]
+pub struct Program {
+    /// Pooled streams of the device (1 or 2).
+    pub pooled: usize,
+    /// Logical streams the ops use (2 to 4); stream `n` runs on pooled stream
+    /// `n % pooled`.
+    pub streams: u8,
+    /// What to do, in order.
+    pub ops: Vec<Op>,
+}
+
+/// One step of a [`Program`]. Streams are taken modulo [`Program::streams`].
+#[derive(Clone, Debug)]
+pub enum Op {
+    /// Allocate `bytes` bytes on `stream` (the next buffer name).
+    Alloc {
+        /// The owning stream.
+        stream: u8,
+        /// The size (a multiple of 4 mostly, odd sizes sometimes).
+        bytes: u32,
+    },
+    /// Drop the user's handle of buffer `buf`.
+    Drop {
+        /// The buffer.
+        buf: u8,
+    },
+    /// Write `values` (as `f32`) into `buf` at element `offset` (clipped to fit).
+    Write {
+        /// The stream that writes.
+        stream: u8,
+        /// The buffer.
+        buf: u8,
+        /// Where, in elements (taken modulo the buffer's length).
+        offset: u8,
+        /// Small integers, written as little-endian `f32`s.
+        values: Vec<i8>,
+    },
+    /// Read `buf` back (all of it, or `len` elements at `offset`).
+    Read {
+        /// The stream that reads.
+        stream: u8,
+        /// The buffer.
+        buf: u8,
+        /// `(offset, len)` in elements, clipped to fit; `None` for the whole buffer.
+        range: Option<(u8, u8)>,
+    },
+    /// Launch a builtin.
+    Launch {
+        /// The stream that launches.
+        stream: u8,
+        /// What.
+        launch: LaunchSpec,
+    },
+    /// Wait for everything enqueued on `stream`.
+    Sync {
+        /// The stream.
+        stream: u8,
+    },
+    /// `Device::cleanup`.
+    Cleanup,
+    /// `Device::prepare`.
+    Prepare {
+        /// The stream.
+        stream: u8,
+    },
+    /// `Device::begin`.
+    Begin {
+        /// The stream.
+        stream: u8,
+    },
+    /// `Device::end` (the next graph name), by the window's owner or any other stream.
+    End {
+        /// The stream.
+        stream: u8,
+    },
+    /// `Device::abort`.
+    Abort {
+        /// The stream.
+        stream: u8,
+    },
+    /// `Device::capture` with a closure running `body` (called twice: warmup, record);
+    /// the next graph name.
+    Capture {
+        /// The stream.
+        stream: u8,
+        /// What the closure does, on `stream`.
+        body: Vec<BodyOp>,
+        /// Whether the closure stops at the first error and returns it (`?`), or runs
+        /// every op and returns `Ok` whatever failed.
+        stop: bool,
+    },
+    /// Replay graph `graph` `times` times on `stream`.
+    Replay {
+        /// The stream (the graph's own, mostly).
+        stream: u8,
+        /// The graph.
+        graph: u8,
+        /// 1 to 3.
+        times: u8,
+    },
+    /// `Device::drop_graph`.
+    DropGraph {
+        /// The graph.
+        graph: u8,
+    },
+    /// Fail the `nth` next call of driver operation `op`.
+    Fault {
+        /// The operation.
+        op: FaultOp,
+        /// 1 to 4.
+        nth: u8,
+    },
+}
+
+/// What a capture closure does, on the capturing stream.
+#[derive(Clone, Debug)]
+pub enum BodyOp {
+    /// A launch.
+    Launch(LaunchSpec),
+    /// A host write, as [`Op::Write`].
+    Write {
+        /// The buffer.
+        buf: u8,
+        /// Where, in elements.
+        offset: u8,
+        /// The values.
+        values: Vec<i8>,
+    },
+}
+
+/// A builtin launch: the kernel, its buffers (in the builtin's argument order) and its
+/// scalar. The element count is derived from the ranges so the kernel writes every byte
+/// of its output range.
+#[derive(Clone, Debug)]
+pub struct LaunchSpec {
+    /// The kernel.
+    pub builtin: Builtin,
+    /// One argument for `fill`, two (x, y) for the others.
+    pub args: Vec<ArgSpec>,
+    /// The scalar `a` (for `row_bias`, the column count is `1 + |scalar| % 4`).
+    pub scalar: i8,
+}
+
+/// One launch argument: a buffer, and optionally a range of it.
+#[derive(Clone, Debug)]
+pub struct ArgSpec {
+    /// The buffer.
+    pub buf: u8,
+    /// `(offset in blocks of 4 elements, len in elements)`, clipped to fit; `None`: the
+    /// whole buffer.
+    pub range: Option<(u8, u8)>,
+}
+
+fn stream() -> impl Strategy<Value = u8> {
+    0u8..4
+}
+
+fn name() -> impl Strategy<Value = u8> {
+    0u8..NAMES
+}
+
+fn values() -> impl Strategy<Value = Vec<i8>> {
+    prop::collection::vec(-8i8..=8, 1..=8)
+}
+
+fn alloc_bytes() -> impl Strategy<Value = u32> {
+    prop_oneof![
+        5 => (1u32..=MAX_ELEMENTS).prop_map(|e| e * 4),
+        1 => 1u32..=(MAX_ELEMENTS * 4 + 1),
+    ]
+}
+
+fn arg() -> impl Strategy<Value = ArgSpec> {
+    (
+        name(),
+        prop_oneof![
+            1 => Just(None),
+            2 => (0u8..6, 1u8..=MAX_ELEMENTS as u8).prop_map(Some),
+        ],
+    )
+        .prop_map(|(buf, range)| ArgSpec { buf, range })
+}
+
+/// A launch of any builtin over any buffers.
+pub fn launch_spec() -> impl Strategy<Value = LaunchSpec> {
+    (select(Builtin::ALL.to_vec()), arg(), arg(), -3i8..=3).prop_map(|(builtin, x, y, scalar)| {
+        let args = match builtin {
+            Builtin::Fill => vec![y],
+            _ => vec![x, y],
+        };
+        LaunchSpec {
+            builtin,
+            args,
+            scalar,
+        }
+    })
+}
+
+fn body_op() -> impl Strategy<Value = BodyOp> {
+    prop_oneof![
+        4 => launch_spec().prop_map(BodyOp::Launch),
+        1 => (name(), 0u8..MAX_ELEMENTS as u8, values())
+            .prop_map(|(buf, offset, values)| BodyOp::Write { buf, offset, values }),
+    ]
+}
+
+fn fault() -> impl Strategy<Value = Op> {
+    (select(FaultOp::ALL.to_vec()), 1u8..=4).prop_map(|(op, nth)| Op::Fault { op, nth })
+}
+
+/// Any single op.
+pub fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (stream(), alloc_bytes()).prop_map(|(stream, bytes)| Op::Alloc { stream, bytes }),
+        3 => name().prop_map(|buf| Op::Drop { buf }),
+        5 => (stream(), name(), 0u8..MAX_ELEMENTS as u8, values())
+            .prop_map(|(stream, buf, offset, values)| Op::Write { stream, buf, offset, values }),
+        5 => (
+            stream(),
+            name(),
+            prop_oneof![
+                1 => Just(None),
+                1 => (0u8..MAX_ELEMENTS as u8, 1u8..=MAX_ELEMENTS as u8).prop_map(Some),
+            ],
+        )
+            .prop_map(|(stream, buf, range)| Op::Read { stream, buf, range }),
+        8 => (stream(), launch_spec()).prop_map(|(stream, launch)| Op::Launch { stream, launch }),
+        2 => stream().prop_map(|stream| Op::Sync { stream }),
+        1 => Just(Op::Cleanup),
+        2 => stream().prop_map(|stream| Op::Prepare { stream }),
+        2 => stream().prop_map(|stream| Op::Begin { stream }),
+        2 => stream().prop_map(|stream| Op::End { stream }),
+        1 => stream().prop_map(|stream| Op::Abort { stream }),
+        3 => (stream(), prop::collection::vec(body_op(), 1..=4), any::<bool>())
+            .prop_map(|(stream, body, stop)| Op::Capture { stream, body, stop }),
+        4 => (stream(), 0u8..4, 1u8..=3)
+            .prop_map(|(stream, graph, times)| Op::Replay { stream, graph, times }),
+        1 => (0u8..4).prop_map(|graph| Op::DropGraph { graph }),
+        2 => fault(),
+    ]
+}
+
+/// Work queued over a buffer, the buffer dropped under it, an allocation that may reuse
+/// its memory, and a read of the work's output: the sequence rule 19 is about, which
+/// single random ops rarely line up.
+fn use_then_drop() -> impl Strategy<Value = Vec<Op>> {
+    (stream(), launch_spec(), alloc_bytes()).prop_map(|(stream, launch, bytes)| {
+        let input = launch.args.first().map(|a| a.buf);
+        let output = launch.args.last().map(|a| a.buf);
+        let mut ops = vec![Op::Launch { stream, launch }];
+        if let Some(buf) = input {
+            ops.push(Op::Drop { buf });
+        }
+        ops.push(Op::Alloc { stream, bytes });
+        if let Some(buf) = output {
+            ops.push(Op::Read {
+                stream,
+                buf,
+                range: None,
+            });
+        }
+        ops
+    })
+}
+
+/// A window on stream 0 given a buffer of stream 1 (pooled apart when there are two
+/// pooled streams), which the user drops inside the window; a buffer allocated on stream 1
+/// and written before the window closes; then a replay, and reads. The graph must keep the dropped buffer
+/// (rule 7): the new buffer keeps what was written, and the replay still runs.
+fn foreign_dropped_in_window() -> impl Strategy<Value = Vec<Op>> {
+    (
+        select(vec![Builtin::Fill, Builtin::AddScalar, Builtin::Copy]),
+        any::<bool>(),
+        1u32..=MAX_ELEMENTS,
+        values(),
+    )
+        .prop_map(|(builtin, input, elements, values)| {
+            let latest = ArgSpec {
+                buf: LATEST,
+                range: None,
+            };
+            let own = ArgSpec {
+                buf: 0,
+                range: None,
+            };
+            let args = match (builtin, input) {
+                (Builtin::Fill, _) => vec![latest],
+                (_, true) => vec![latest, own],
+                (_, false) => vec![own, latest],
+            };
+            let launch = LaunchSpec {
+                builtin,
+                args,
+                scalar: 2,
+            };
+            let bytes = elements * 4;
+            vec![
+                Op::Alloc { stream: 1, bytes },
+                Op::Write {
+                    stream: 1,
+                    buf: LATEST,
+                    offset: 0,
+                    values: values.clone(),
+                },
+                // Settled, so nothing but the user's handle and the window keeps it.
+                Op::Sync { stream: 1 },
+                Op::Prepare { stream: 0 },
+                Op::Launch {
+                    stream: 0,
+                    launch: launch.clone(),
+                },
+                Op::Begin { stream: 0 },
+                Op::Launch { stream: 0, launch },
+                Op::Drop { buf: LATEST },
+                // Allocated while the window is still open, so the dropped buffer's
+                // memory is taken back before the seal could look for it.
+                Op::Alloc { stream: 1, bytes },
+                Op::Write {
+                    stream: 1,
+                    buf: LATEST,
+                    offset: 0,
+                    values,
+                },
+                Op::End { stream: 0 },
+                Op::Replay {
+                    stream: 0,
+                    graph: LATEST,
+                    times: 1,
+                },
+                Op::Read {
+                    stream: 1,
+                    buf: LATEST,
+                    range: None,
+                },
+                Op::Read {
+                    stream: 0,
+                    buf: 0,
+                    range: None,
+                },
+            ]
+        })
+}
+
+/// A prologue that gives a program data to work on: a buffer allocated on a random
+/// stream and written whole (values wrap to fit).
+fn written_buffer() -> impl Strategy<Value = [Op; 2]> {
+    (
+        stream(),
+        1u32..=MAX_ELEMENTS,
+        prop::collection::vec(-8i8..=8, MAX_ELEMENTS as usize),
+    )
+        .prop_map(|(stream, elements, values)| {
+            [
+                Op::Alloc {
+                    stream,
+                    bytes: elements * 4,
+                },
+                Op::Write {
+                    stream,
+                    buf: 0,
+                    offset: 0,
+                    values: values[..elements as usize].to_vec(),
+                },
+            ]
+        })
+}
+
+/// A program of up to [`MAX_OPS`] ops over 2 to 4 logical streams on 1 or 2 pooled
+/// streams: a prologue of up to 4 buffers allocated and written whole, then random ops.
+pub fn program() -> impl Strategy<Value = Program> {
+    (
+        1usize..=2,
+        2u8..=4,
+        prop::collection::vec(written_buffer(), 0..=4),
+        prop::collection::vec(
+            prop_oneof![
+                14 => op().prop_map(|op| vec![op]),
+                1 => use_then_drop(),
+                1 => foreign_dropped_in_window(),
+            ],
+            1..=MAX_OPS - 8,
+        ),
+        any::<bool>(),
+    )
+        .prop_map(|(pooled, streams, prologue, rest, settle)| {
+            let mut ops = Vec::with_capacity(prologue.len() * 2 + rest.len());
+            for (name, [alloc, write]) in prologue.into_iter().enumerate() {
+                ops.push(alloc);
+                ops.push(match write {
+                    Op::Write {
+                        stream,
+                        offset,
+                        values,
+                        ..
+                    } => Op::Write {
+                        stream,
+                        buf: name as u8,
+                        offset,
+                        values,
+                    },
+                    other => other,
+                });
+            }
+            // Half the programs settle the prologue's writes first, so work queued later
+            // over those buffers (and a drop under it) meets memory that already holds
+            // its data: a free under queued work then shows as poisoned bytes (rule 19).
+            if settle {
+                ops.extend((0..4).map(|stream| Op::Sync { stream }));
+            }
+            ops.extend(rest.into_iter().flatten().take(MAX_OPS - 8));
+            Program {
+                pooled,
+                streams,
+                ops,
+            }
+        })
+}
+
+impl fmt::Display for Program {
+    /// One op a line, numbered as violations name them.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "{} pooled stream(s), {} logical streams:",
+            self.pooled, self.streams
+        )?;
+        for (i, op) in self.ops.iter().enumerate() {
+            writeln!(f, "  {i:>2}: {op:?}")?;
+        }
+        Ok(())
+    }
+}

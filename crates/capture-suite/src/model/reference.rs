@@ -1,0 +1,321 @@
+//! The reference model: plain Rust, per byte of every buffer ever allocated, what a read
+//! may return; per pooled stream, the capture window the user opened and what it
+//! recorded; per graph, the recorded ops a replay applies in order.
+//!
+//! A byte is [`Byte::Val`] (a read returns exactly it), [`Byte::Unwritten`] (never
+//! written, or its writer definitely failed: a read must fail with
+//! `ServerError::Unwritten`), or [`Byte::Either`] (an injected fault may or may not have
+//! claimed it: a read returns exactly it or fails with `Unwritten`, nothing else).
+
+use capture_core::{Access, Builtin};
+
+/// What a read of one byte may return.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Byte {
+    /// Exactly this value.
+    Val(u8),
+    /// A refusal with `ServerError::Unwritten`, and nothing else.
+    Unwritten,
+    /// This value, or a refusal with `ServerError::Unwritten`.
+    Either(u8),
+}
+
+impl Byte {
+    fn value(self) -> Option<u8> {
+        match self {
+            Byte::Val(v) | Byte::Either(v) => Some(v),
+            Byte::Unwritten => None,
+        }
+    }
+
+    fn widened(self) -> Byte {
+        match self {
+            Byte::Val(v) => Byte::Either(v),
+            other => other,
+        }
+    }
+}
+
+/// A byte range of one model buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Span {
+    pub(crate) buf: usize,
+    pub(crate) start: usize,
+    pub(crate) end: usize,
+}
+
+impl Span {
+    fn overlaps(&self, other: &Span) -> bool {
+        self.buf == other.buf && self.start < other.end && other.start < self.end
+    }
+
+    fn contains(&self, buf: usize, at: usize) -> bool {
+        self.buf == buf && self.start <= at && at < self.end
+    }
+}
+
+/// One buffer: its bytes' states, kept after the user drops the handle (a graph may
+/// still read or write it).
+#[derive(Clone, Debug)]
+pub(crate) struct ModelBuffer {
+    pub(crate) size: usize,
+    pub(crate) pooled: usize,
+    pub(crate) bytes: Vec<Byte>,
+}
+
+/// A launch with its buffers resolved to spans.
+#[derive(Clone, Debug)]
+pub(crate) struct ResolvedLaunch {
+    pub(crate) builtin: Builtin,
+    pub(crate) args: Vec<(Span, Access)>,
+    pub(crate) info: [u64; 2],
+}
+
+impl ResolvedLaunch {
+    pub(crate) fn inputs(&self) -> impl Iterator<Item = Span> + '_ {
+        self.args.iter().filter(|(_, a)| a.reads()).map(|(s, _)| *s)
+    }
+
+    pub(crate) fn outputs(&self) -> impl Iterator<Item = Span> + '_ {
+        self.args
+            .iter()
+            .filter(|(_, a)| a.writes())
+            .map(|(s, _)| *s)
+    }
+}
+
+/// An op a window recorded, which a replay applies.
+#[derive(Clone, Debug)]
+pub(crate) enum Rec {
+    Launch(ResolvedLaunch),
+    Write { dst: Span, bytes: Vec<u8> },
+}
+
+impl Rec {
+    fn inputs(&self) -> Vec<Span> {
+        match self {
+            Rec::Launch(l) => l.inputs().collect(),
+            Rec::Write { .. } => Vec::new(),
+        }
+    }
+
+    fn outputs(&self) -> Vec<Span> {
+        match self {
+            Rec::Launch(l) => l.outputs().collect(),
+            Rec::Write { dst, .. } => vec![*dst],
+        }
+    }
+}
+
+/// The window a logical stream opened on a pooled stream.
+#[derive(Clone, Debug)]
+pub(crate) struct Window {
+    pub(crate) owner: u8,
+    pub(crate) recording: bool,
+    pub(crate) recs: Vec<Rec>,
+    /// An op of the owner failed inside the window in a way the rules say dooms it.
+    pub(crate) must_doom: bool,
+    /// Something happened that may doom it (an injected fault, a refusal the rules
+    /// leave open).
+    pub(crate) may_doom: bool,
+}
+
+impl Window {
+    pub(crate) fn prepared(owner: u8) -> Self {
+        Self {
+            owner,
+            recording: false,
+            recs: Vec::new(),
+            must_doom: false,
+            may_doom: false,
+        }
+    }
+
+    pub(crate) fn written(&self) -> Vec<Span> {
+        self.recs.iter().flat_map(Rec::outputs).collect()
+    }
+}
+
+/// A sealed graph: where it replays and what.
+#[derive(Clone, Debug)]
+pub(crate) struct ModelGraph {
+    pub(crate) owner: u8,
+    pub(crate) pooled: usize,
+    pub(crate) recs: Vec<Rec>,
+}
+
+impl ModelGraph {
+    pub(crate) fn written(&self) -> Vec<Span> {
+        self.recs.iter().flat_map(Rec::outputs).collect()
+    }
+}
+
+/// What the inputs of a launch or replay hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct InputState {
+    /// Some input byte is certainly unwritten.
+    pub(crate) unwritten: bool,
+    /// Every input byte is certainly written.
+    pub(crate) all_val: bool,
+}
+
+/// The whole device as the rules say a user sees it.
+#[derive(Clone, Debug)]
+pub(crate) struct Model {
+    pub(crate) bufs: Vec<ModelBuffer>,
+    pub(crate) windows: Vec<Option<Window>>,
+    /// Per pooled stream: the owner of a window another stream abandoned, whose `end`
+    /// hears of it.
+    pub(crate) abandoned: Vec<Option<u8>>,
+    /// Per pooled stream: what it wrote since its last good read or sync (rule 15's
+    /// "since its last good fence", taken wide).
+    pub(crate) since: Vec<Vec<Span>>,
+}
+
+impl Model {
+    pub(crate) fn new(pooled: usize) -> Self {
+        Self {
+            bufs: Vec::new(),
+            windows: vec![None; pooled],
+            abandoned: vec![None; pooled],
+            since: vec![Vec::new(); pooled],
+        }
+    }
+
+    /// A fresh allocation: every byte unwritten.
+    pub(crate) fn alloc(&mut self, size: usize, pooled: usize) -> usize {
+        self.bufs.push(ModelBuffer {
+            size,
+            pooled,
+            bytes: vec![Byte::Unwritten; size],
+        });
+        self.bufs.len() - 1
+    }
+
+    pub(crate) fn bytes(&self, span: Span) -> &[Byte] {
+        &self.bufs[span.buf].bytes[span.start..span.end]
+    }
+
+    pub(crate) fn set(&mut self, span: Span, values: &[u8]) {
+        let bytes = &mut self.bufs[span.buf].bytes[span.start..span.end];
+        for (b, v) in bytes.iter_mut().zip(values) {
+            *b = Byte::Val(*v);
+        }
+    }
+
+    pub(crate) fn unwrite(&mut self, span: Span) {
+        self.bufs[span.buf].bytes[span.start..span.end].fill(Byte::Unwritten);
+    }
+
+    pub(crate) fn widen(&mut self, span: Span) {
+        for b in &mut self.bufs[span.buf].bytes[span.start..span.end] {
+            *b = b.widened();
+        }
+    }
+
+    /// A read that returned `Ok` settles what it read: those bytes were not claimed, and
+    /// only a later fault (which widens again) can claim them.
+    pub(crate) fn settle(&mut self, span: Span) {
+        for b in &mut self.bufs[span.buf].bytes[span.start..span.end] {
+            if let Byte::Either(v) = *b {
+                *b = Byte::Val(v);
+            }
+        }
+    }
+
+    /// Every byte any pooled stream wrote since its last good fence may now be claimed.
+    pub(crate) fn widen_since(&mut self) {
+        let spans: Vec<Span> = self.since.iter().flatten().copied().collect();
+        for span in spans {
+            self.widen(span);
+        }
+    }
+
+    /// What `spans` hold, leaving out bytes `skip` covers.
+    pub(crate) fn inputs(&self, spans: &[Span], skip: &[Span]) -> InputState {
+        let mut state = InputState {
+            unwritten: false,
+            all_val: true,
+        };
+        for span in spans {
+            for at in span.start..span.end {
+                if skip.iter().any(|s| s.contains(span.buf, at)) {
+                    continue;
+                }
+                match self.bufs[span.buf].bytes[at] {
+                    Byte::Val(_) => {}
+                    Byte::Unwritten => {
+                        state.unwritten = true;
+                        state.all_val = false;
+                    }
+                    Byte::Either(_) => state.all_val = false,
+                }
+            }
+        }
+        state
+    }
+
+    fn floats(&self, span: Span) -> Vec<f32> {
+        self.bytes(span)
+            .chunks_exact(4)
+            .map(|c| {
+                let mut b = [0u8; 4];
+                for (o, i) in b.iter_mut().zip(c) {
+                    *o = i.value().unwrap_or(0);
+                }
+                f32::from_le_bytes(b)
+            })
+            .collect()
+    }
+
+    /// Applies a launch that ran: its outputs hold what the builtin's host model says.
+    pub(crate) fn run_launch(&mut self, launch: &ResolvedLaunch) {
+        let mut values: Vec<Vec<f32>> = launch.args.iter().map(|(s, _)| self.floats(*s)).collect();
+        launch.builtin.model(&mut values, &launch.info);
+        for ((span, access), v) in launch.args.iter().zip(values) {
+            if access.writes() {
+                let bytes: Vec<u8> = v.iter().flat_map(|f| f.to_le_bytes()).collect();
+                self.set(*span, &bytes);
+            }
+        }
+    }
+
+    /// What a replay of `recs` reads before anything in it wrote it (rule 14's check,
+    /// per byte).
+    pub(crate) fn replay_inputs(&self, recs: &[Rec]) -> InputState {
+        let mut written: Vec<Span> = Vec::new();
+        let mut state = InputState {
+            unwritten: false,
+            all_val: true,
+        };
+        for rec in recs {
+            let s = self.inputs(&rec.inputs(), &written);
+            state.unwritten |= s.unwritten;
+            state.all_val &= s.all_val;
+            written.extend(rec.outputs());
+        }
+        state
+    }
+
+    /// Applies `recs` `times` times, in order.
+    pub(crate) fn run_recs(&mut self, recs: &[Rec], times: u32) {
+        for _ in 0..times {
+            for rec in recs {
+                match rec {
+                    Rec::Launch(l) => self.run_launch(l),
+                    Rec::Write { dst, bytes } => self.set(*dst, bytes),
+                }
+            }
+        }
+    }
+
+    /// Whether two launch arguments alias in a way a GPU would race on (overlapping but
+    /// not identical ranges of one buffer, one of them written).
+    pub(crate) fn races(args: &[(Span, Access)]) -> bool {
+        args.iter().enumerate().any(|(i, (a, x))| {
+            args[i + 1..]
+                .iter()
+                .any(|(b, y)| a.overlaps(b) && a != b && (x.writes() || y.writes()))
+        })
+    }
+}

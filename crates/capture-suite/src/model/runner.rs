@@ -1,0 +1,1429 @@
+//! The runner: drives a [`Device`] through a program's ops, one at a time, keeping the
+//! reference model beside it, and checks after every op what the rules promise.
+//!
+//! The model follows the device where the rules leave the outcome open (an injected
+//! fault fired, a call was refused with a typed error) and predicts it where they do
+//! not. Every public call runs under `catch_unwind`: a panic is a violation.
+
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+
+use capture_core::{
+    Access, Arg, Buffer, Builtin, Builtins, Chain, Device, GraphId, KernelHandle, ServerError,
+    StreamId,
+};
+use capture_mock::{FaultOp, FaultPlan, Faulty};
+
+use super::program::{ArgSpec, BodyOp, LATEST, LaunchSpec, Op};
+use super::reference::{Byte, Model, ModelGraph, Rec, ResolvedLaunch, Span, Window};
+
+/// A broken promise: which op of the program, and what the device did that the rules
+/// do not allow.
+#[derive(Clone, Debug)]
+pub struct Violation {
+    /// The op's position in the program (the program's length for the final checks).
+    pub step: usize,
+    /// The op, rendered.
+    pub op: String,
+    /// What went wrong.
+    pub what: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "step {} ({}): {}", self.step, self.op, self.what)
+    }
+}
+
+impl std::error::Error for Violation {}
+
+/// How a call failed, as far as the model is concerned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// `ServerError::Unwritten`: skipped, or a read of claimed bytes.
+    Unwritten,
+    /// Refused before anything ran (neighbour, bad argument or binding, unknown graph):
+    /// nothing changed.
+    Refused,
+    /// Refused on the way (a lifecycle refusal, an allocation refused while a window
+    /// records, out of memory): the op's outputs may have been claimed.
+    LateRefused,
+    /// An injected fault in the op's own driver call (enqueue, load, allocation, copy,
+    /// replay, begin, instantiate).
+    OwnFault,
+    /// An injected fault in a wait (a fence wait, an asynchronous error, a submit).
+    WaitFault,
+    /// A window closed without a graph (abandoned, several failures).
+    Closed,
+    /// Anything else: never allowed.
+    Unexpected,
+}
+
+const WAIT_FAULTS: [FaultOp; 3] = [FaultOp::FenceWait, FaultOp::AsyncAtFence, FaultOp::Submit];
+
+/// Sorts an error into a [`Kind`], and whether it says the window was doomed. `fired`
+/// are the faults injected during the call; a driver error that none of them explains
+/// is unexpected.
+fn classify(error: &ServerError, fired: &[FaultOp], surfaced: &mut Vec<FaultOp>) -> (Kind, bool) {
+    match error {
+        ServerError::Unwritten(_) => (Kind::Unwritten, false),
+        ServerError::NeighbourRefused { .. }
+        | ServerError::InvalidArgument { .. }
+        | ServerError::InvalidBinding { .. }
+        | ServerError::UnknownGraph(_) => (Kind::Refused, false),
+        ServerError::GraphState { .. }
+        | ServerError::AllocInWindow { .. }
+        | ServerError::OutOfMemory(_) => (Kind::LateRefused, false),
+        ServerError::Driver { op, .. } => match fired.iter().find(|f| f.name() == *op) {
+            Some(f) => {
+                surfaced.push(*f);
+                if WAIT_FAULTS.contains(f) {
+                    (Kind::WaitFault, false)
+                } else {
+                    (Kind::OwnFault, false)
+                }
+            }
+            None => (Kind::Unexpected, false),
+        },
+        ServerError::Doomed(pm) => (classify(&pm.cause, fired, surfaced).0, true),
+        ServerError::Abandoned { .. } => (Kind::Closed, false),
+        ServerError::Several(all) => {
+            for e in all {
+                classify(e, fired, surfaced);
+            }
+            (Kind::Closed, false)
+        }
+        _ => (Kind::Unexpected, false),
+    }
+}
+
+fn armed(plan: &FaultPlan) -> Vec<FaultOp> {
+    FaultOp::ALL
+        .into_iter()
+        .filter(|op| plan.is_armed(*op))
+        .collect()
+}
+
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic".to_string()
+    }
+}
+
+/// Runs `f` under `catch_unwind`, and says which armed faults fired meanwhile.
+fn guarded<T>(plan: &FaultPlan, f: impl FnOnce() -> T) -> (Result<T, String>, Vec<FaultOp>) {
+    let before = armed(plan);
+    let result = catch_unwind(AssertUnwindSafe(f)).map_err(|p| panic_text(&*p));
+    let after = armed(plan);
+    let fired = before
+        .into_iter()
+        .filter(|op| !after.contains(op))
+        .collect();
+    (result, fired)
+}
+
+fn f32_bytes(values: &[i8]) -> Vec<u8> {
+    values
+        .iter()
+        .flat_map(|v| f32::from(*v).to_le_bytes())
+        .collect()
+}
+
+/// `len` bytes at `offset` of a buffer of `size` bytes: the offset wraps, the length is
+/// clipped (at least one byte).
+fn clip(size: usize, offset: usize, len: usize) -> (usize, usize) {
+    let offset = if offset < size { offset } else { offset % size };
+    (offset, len.min(size - offset).max(1))
+}
+
+fn render(bytes: &[Byte]) -> String {
+    let shown: Vec<String> = bytes
+        .iter()
+        .take(16)
+        .map(|b| match b {
+            Byte::Val(v) => format!("{v:02x}"),
+            Byte::Either(v) => format!("{v:02x}?"),
+            Byte::Unwritten => "--".to_string(),
+        })
+        .collect();
+    shown.join(" ")
+}
+
+/// A launch ready to issue: the device's arguments and info words, and the model's view.
+struct Issued {
+    args: Vec<Arg>,
+    info: [u64; 2],
+    model: ResolvedLaunch,
+}
+
+/// The state of one run: the device, its plan and kernels, the model, and the handles
+/// behind the program's names.
+pub(crate) struct Run<'d, B: Builtins> {
+    pub(crate) dev: &'d Device<Faulty<B>>,
+    plan: Arc<FaultPlan>,
+    kernels: Vec<KernelHandle>,
+    streams: u8,
+    pooled: usize,
+    /// One thread of a threaded run: every op runs on this logical stream, and other
+    /// threads' windows (unknown here) may refuse anything.
+    fixed: Option<u8>,
+    pub(crate) model: Model,
+    /// Program buffer names → model buffers.
+    slots: Vec<Option<usize>>,
+    /// Model buffers → the user's handle, while held.
+    handles: Vec<Option<Buffer>>,
+    /// Model buffers shared read-only between threads.
+    shared: Vec<bool>,
+    graphs: Vec<Option<(GraphId, ModelGraph)>>,
+    step: usize,
+    op_text: String,
+    fired: Vec<FaultOp>,
+    surfaced: Vec<FaultOp>,
+    pub(crate) violation: Option<Violation>,
+}
+
+impl<'d, B: Builtins> Run<'d, B> {
+    pub(crate) fn new(
+        dev: &'d Device<Faulty<B>>,
+        kernels: Vec<KernelHandle>,
+        streams: u8,
+        pooled: usize,
+        fixed: Option<u8>,
+    ) -> Self {
+        Self {
+            dev,
+            plan: Arc::clone(dev.backend().plan()),
+            kernels,
+            streams,
+            pooled,
+            fixed,
+            model: Model::new(pooled),
+            slots: Vec::new(),
+            handles: Vec::new(),
+            shared: Vec::new(),
+            graphs: Vec::new(),
+            step: 0,
+            op_text: String::new(),
+            fired: Vec::new(),
+            surfaced: Vec::new(),
+            violation: None,
+        }
+    }
+
+    /// Adds a buffer the caller allocated and wrote (`bytes`, settled), under the next
+    /// buffer name; `shared` ones are never written by this run.
+    pub(crate) fn adopt(&mut self, buffer: Buffer, bytes: &[u8], shared: bool) {
+        let pooled = self.dev.pooled_index(buffer.owner());
+        let idx = self.model.alloc(bytes.len(), pooled);
+        self.model.set(
+            Span {
+                buf: idx,
+                start: 0,
+                end: bytes.len(),
+            },
+            bytes,
+        );
+        self.handles.push(Some(buffer));
+        self.shared.push(shared);
+        self.slots.push(Some(idx));
+    }
+
+    fn fail(&mut self, what: impl Into<String>) {
+        if self.violation.is_none() {
+            self.violation = Some(Violation {
+                step: self.step,
+                op: self.op_text.clone(),
+                what: what.into(),
+            });
+        }
+    }
+
+    fn stream(&self, s: u8) -> u8 {
+        self.fixed.unwrap_or(s % self.streams)
+    }
+
+    fn pooled_of(&self, s: u8) -> usize {
+        s as usize % self.pooled
+    }
+
+    /// Whether a window may be open anywhere: then a typed refusal is no surprise.
+    fn any_window(&self) -> bool {
+        self.fixed.is_some() || self.model.windows.iter().any(Option::is_some)
+    }
+
+    /// The window `s` records on its own pooled stream, if it does.
+    fn recording_by(&self, pooled: usize, s: u8) -> bool {
+        matches!(&self.model.windows[pooled], Some(w) if w.recording && w.owner == s)
+    }
+
+    /// The owner of an active window on `pooled` other than `s` (a neighbour refusal).
+    fn neighbour_of(&self, pooled: usize, s: u8) -> Option<u8> {
+        match &self.model.windows[pooled] {
+            Some(w) if w.owner != s => Some(w.owner),
+            _ => None,
+        }
+    }
+
+    fn classify(&mut self, error: &ServerError, fired: &[FaultOp]) -> (Kind, bool) {
+        classify(error, fired, &mut self.surfaced)
+    }
+
+    fn guarded<T>(&mut self, f: impl FnOnce() -> T) -> Option<(T, Vec<FaultOp>)> {
+        let (result, fired) = guarded(&self.plan, f);
+        self.note_fired(&fired);
+        match result {
+            Ok(value) => Some((value, fired)),
+            Err(panic) => {
+                self.fail(format!("a public call panicked: {panic}"));
+                None
+            }
+        }
+    }
+
+    /// Faults that fired during a call. A wait fault claims what any stream wrote since
+    /// its last good fence at once, before the call's own checks: a read's final drain,
+    /// say, claims the very bytes it read (rule 15), so its `Unwritten` is right.
+    fn note_fired(&mut self, fired: &[FaultOp]) {
+        for f in fired {
+            if !self.fired.contains(f) {
+                self.fired.push(*f);
+            }
+        }
+        if fired.iter().any(|f| WAIT_FAULTS.contains(f)) {
+            self.model.widen_since();
+        }
+    }
+
+    fn live(&self, name: u8) -> Option<usize> {
+        let at = match name {
+            LATEST => self.slots.len().checked_sub(1)?,
+            name => name as usize,
+        };
+        let idx = (*self.slots.get(at)?)?;
+        self.handles[idx].as_ref()?;
+        Some(idx)
+    }
+
+    fn handle(&self, idx: usize) -> Buffer {
+        self.handles[idx].clone().expect("checked live")
+    }
+
+    fn window_mut(&mut self, pooled: usize) -> Option<&mut Window> {
+        self.model.windows[pooled].as_mut()
+    }
+
+    /// Runs one op of the program and checks what the rules promise after it.
+    pub(crate) fn op(&mut self, step: usize, op: &Op) {
+        self.step = step;
+        self.op_text = format!("{op:?}");
+        self.fired.clear();
+        self.surfaced.clear();
+        match op {
+            Op::Alloc { stream, bytes } => self.alloc(*stream, *bytes),
+            Op::Drop { buf } => self.drop_buffer(*buf),
+            Op::Write {
+                stream,
+                buf,
+                offset,
+                values,
+            } => {
+                let _ = self.write(self.stream(*stream), *buf, *offset, values);
+            }
+            Op::Read { stream, buf, range } => self.read(*stream, *buf, *range),
+            Op::Launch { stream, launch } => {
+                let _ = self.launch(self.stream(*stream), launch);
+            }
+            Op::Sync { stream } => self.sync(*stream),
+            Op::Cleanup => self.cleanup(),
+            Op::Prepare { stream } => self.prepare(*stream),
+            Op::Begin { stream } => self.begin(*stream),
+            Op::End { stream } => self.end(*stream),
+            Op::Abort { stream } => self.abort(*stream),
+            Op::Capture { stream, body, stop } => self.capture(*stream, body, *stop),
+            Op::Replay {
+                stream,
+                graph,
+                times,
+            } => self.replay(*stream, *graph, u32::from(*times).clamp(1, 3)),
+            Op::DropGraph { graph } => self.drop_graph(*graph),
+            Op::Fault { op, nth } => {
+                if self.fixed.is_none() {
+                    self.plan
+                        .fail(*op, u32::from(*nth).max(1))
+                        .expect("a valid fault position");
+                }
+            }
+        }
+        self.after_op();
+    }
+
+    /// What holds after every op: a fault's wide effect, and no stream left recording
+    /// that the model says is not.
+    fn after_op(&mut self) {
+        let widen = self.fired.iter().any(|f| {
+            WAIT_FAULTS.contains(f) || (*f != FaultOp::Upload && !self.surfaced.contains(f))
+        });
+        if widen {
+            // Rule 15, taken wide: any pooled stream's writes since its last good fence
+            // may be claimed by an asynchronous error, wherever it was reported.
+            self.model.widen_since();
+        }
+        if self.fired.iter().any(|f| *f != FaultOp::Upload) {
+            for w in self.model.windows.iter_mut().flatten() {
+                w.may_doom = true;
+            }
+        }
+        let dev = self.dev;
+        let Some((recording, _)) = self.guarded(|| dev.captures().recording()) else {
+            return;
+        };
+        let recording: Vec<u64> = recording.iter().map(|s| s.index()).collect();
+        match self.fixed {
+            None => {
+                let expected: Vec<u64> = self
+                    .model
+                    .windows
+                    .iter()
+                    .flatten()
+                    .filter(|w| w.recording)
+                    .map(|w| u64::from(w.owner))
+                    .collect();
+                if recording != expected {
+                    self.fail(format!(
+                        "streams recording: {recording:?}; the model expects {expected:?}"
+                    ));
+                }
+            }
+            Some(own) => {
+                let p = self.pooled_of(own);
+                let expected = self.recording_by(p, own);
+                if recording.contains(&u64::from(own)) != expected {
+                    self.fail(format!(
+                        "stream#{own} recording: {}; the model expects {expected}",
+                        !expected
+                    ));
+                }
+            }
+        }
+    }
+
+    fn alloc(&mut self, stream: u8, bytes: u32) {
+        let s = self.stream(stream);
+        let p = self.pooled_of(s);
+        let size = u64::from(bytes.max(1));
+        let dev = self.dev;
+        let Some((result, fired)) = self.guarded(|| dev.alloc(StreamId::new(s.into()), size))
+        else {
+            self.slots.push(None);
+            return;
+        };
+        match result {
+            Ok(buffer) => {
+                if buffer.size() != size {
+                    self.fail(format!("alloc of {size} B gave {} B", buffer.size()));
+                }
+                let idx = self.model.alloc(size as usize, p);
+                self.handles.push(Some(buffer));
+                self.shared.push(false);
+                self.slots.push(Some(idx));
+            }
+            Err(e) => {
+                self.slots.push(None);
+                let (kind, _) = self.classify(&e, &fired);
+                let own = self.recording_by(p, s);
+                match kind {
+                    Kind::Refused | Kind::LateRefused => {
+                        if !self.any_window() {
+                            self.fail(format!("alloc refused with no window open: {}", Chain(&e)));
+                        }
+                        if own {
+                            let doom = matches!(e, ServerError::AllocInWindow { .. });
+                            if let Some(w) = self.window_mut(p) {
+                                // Rule 6: an allocation refused inside the window dooms it.
+                                w.must_doom |= doom;
+                                w.may_doom = true;
+                            }
+                        }
+                    }
+                    Kind::OwnFault | Kind::WaitFault => {
+                        if let Some(w) = self.window_mut(p) {
+                            w.may_doom = true;
+                        }
+                    }
+                    _ => self.fail(format!("alloc failed: {}", Chain(&e))),
+                }
+            }
+        }
+    }
+
+    fn drop_buffer(&mut self, name: u8) {
+        let Some(idx) = self.live(name) else { return };
+        if self.shared[idx] {
+            return;
+        }
+        let handle = self.handles[idx].take();
+        let _ = self.guarded(move || drop(handle));
+    }
+
+    /// A host write; returns the device's answer (a capture closure stops at an error).
+    fn write(&mut self, s: u8, name: u8, offset: u8, values: &[i8]) -> Result<(), ServerError> {
+        let Some(idx) = self.live(name) else {
+            return Ok(());
+        };
+        if self.shared[idx] {
+            return Ok(());
+        }
+        let size = self.model.bufs[idx].size;
+        let (off, len) = clip(size, offset as usize * 4, values.len() * 4);
+        let mut bytes = f32_bytes(values);
+        bytes.truncate(len);
+        let span = Span {
+            buf: idx,
+            start: off,
+            end: off + len,
+        };
+        let p_b = self.model.bufs[idx].pooled;
+        let p_s = self.pooled_of(s);
+        let recorded = self.recording_by(p_b, s);
+        // Rule 13 (a neighbour of an active window), and a write from inside a window to
+        // another pooled stream's buffer, which cannot be recorded.
+        let must_refuse =
+            self.neighbour_of(p_b, s).is_some() || (p_s != p_b && self.recording_by(p_s, s));
+        let handle = self.handle(idx);
+        let data = bytes.clone();
+        let dev = self.dev;
+        let Some((result, fired)) =
+            self.guarded(|| dev.write(StreamId::new(s.into()), &handle, off as u64, data))
+        else {
+            return Ok(());
+        };
+        match &result {
+            Ok(()) => {
+                if must_refuse {
+                    self.fail("write accepted from a neighbour of an active window");
+                }
+                if recorded {
+                    if let Some(w) = self.window_mut(p_b) {
+                        w.recs.push(Rec::Write { dst: span, bytes });
+                    }
+                } else {
+                    self.model.set(span, &bytes);
+                    self.model.since[p_b].push(span);
+                }
+            }
+            Err(e) => {
+                let (kind, doomed) = self.classify(e, &fired);
+                match kind {
+                    Kind::Refused => {
+                        if !must_refuse && !self.any_window() {
+                            self.fail(format!("write refused with no window open: {}", Chain(e)));
+                        }
+                    }
+                    Kind::LateRefused => {
+                        if !must_refuse && !self.any_window() {
+                            self.fail(format!("write refused with no window open: {}", Chain(e)));
+                        }
+                        self.model.widen(span);
+                    }
+                    // The write's own copy or staging failed: its destination is claimed.
+                    Kind::OwnFault => self.model.unwrite(span),
+                    // A wait before the write failed: the write may not have happened,
+                    // and whether its destination is claimed the rules leave open.
+                    Kind::WaitFault => self.model.widen(span),
+                    _ => self.fail(format!("write failed: {}", Chain(e))),
+                }
+                if recorded
+                    && kind != Kind::Refused
+                    && let Some(w) = self.window_mut(p_b)
+                {
+                    // Rule 11: a failed write inside the window dooms it.
+                    w.must_doom |= doomed || kind == Kind::OwnFault;
+                    w.may_doom = true;
+                }
+            }
+        }
+        result
+    }
+
+    fn read(&mut self, stream: u8, name: u8, range: Option<(u8, u8)>) {
+        let s = self.stream(stream);
+        let Some(idx) = self.live(name) else { return };
+        let size = self.model.bufs[idx].size;
+        let (off, len) = match range {
+            None => (0, size),
+            Some((o, l)) => clip(size, o as usize * 4, l as usize * 4),
+        };
+        let span = Span {
+            buf: idx,
+            start: off,
+            end: off + len,
+        };
+        let p_b = self.model.bufs[idx].pooled;
+        let p_s = self.pooled_of(s);
+        // Rule 9: a host read of a recording stream is refused; rule 13: so is a
+        // neighbour's.
+        let must_refuse = self.recording_by(p_b, s)
+            || (p_s != p_b && self.recording_by(p_s, s))
+            || self.neighbour_of(p_b, s).is_some();
+        let handle = self.handle(idx);
+        let dev = self.dev;
+        let Some((result, fired)) = self
+            .guarded(|| dev.read_range(StreamId::new(s.into()), &handle, off as u64, len as u64))
+        else {
+            return;
+        };
+        let expected = self.model.bytes(span).to_vec();
+        match result {
+            Ok(got) => {
+                if must_refuse {
+                    self.fail("read accepted from a recording stream or a neighbour of a window");
+                }
+                if got.len() != len {
+                    self.fail(format!("read of {len} B returned {} B", got.len()));
+                    return;
+                }
+                for (i, (g, e)) in got.iter().zip(&expected).enumerate() {
+                    let ok = match e {
+                        Byte::Val(v) | Byte::Either(v) => g == v,
+                        Byte::Unwritten => false,
+                    };
+                    if !ok {
+                        let what = match e {
+                            Byte::Unwritten => "bytes nothing wrote",
+                            _ => "wrong bytes",
+                        };
+                        self.fail(format!(
+                            "read returned {what} at byte {}: got [{}], the model has [{}]",
+                            off + i,
+                            got[i..]
+                                .iter()
+                                .take(16)
+                                .map(|b| format!("{b:02x}"))
+                                .collect::<Vec<_>>()
+                                .join(" "),
+                            render(&expected[i..]),
+                        ));
+                        return;
+                    }
+                }
+                self.model.settle(span);
+                self.model.since[p_b].clear();
+            }
+            Err(e) => {
+                let (kind, _) = self.classify(&e, &fired);
+                match kind {
+                    Kind::Unwritten => {
+                        if expected.iter().all(|b| matches!(b, Byte::Val(_))) {
+                            self.fail(format!(
+                                "read refused as unwritten, but the model has every byte written: {}",
+                                Chain(&e)
+                            ));
+                        }
+                    }
+                    Kind::Refused | Kind::LateRefused => {
+                        if !must_refuse && !self.any_window() {
+                            self.fail(format!("read refused with no window open: {}", Chain(&e)));
+                        }
+                    }
+                    Kind::WaitFault => {}
+                    _ => self.fail(format!("read failed: {}", Chain(&e))),
+                }
+            }
+        }
+    }
+
+    /// Resolves a launch spec against the live buffers; `None` makes it a no-op.
+    fn resolve(&self, spec: &LaunchSpec) -> Option<Issued> {
+        struct A {
+            idx: usize,
+            off: usize,
+            len: usize,
+        }
+        let mut resolved = Vec::with_capacity(spec.args.len());
+        for ArgSpec { buf, range } in &spec.args {
+            let idx = self.live(*buf)?;
+            let elems = self.model.bufs[idx].size / 4;
+            if elems == 0 {
+                return None;
+            }
+            let (off, len) = match range {
+                None => (0, elems),
+                Some((block, len)) => {
+                    // Launch ranges start at multiples of 16 bytes (the mock's, and
+                    // CUDA's, binding alignment).
+                    let off = *block as usize * 4;
+                    let off = if off < elems { off } else { 0 };
+                    (off, (*len as usize).clamp(1, elems - off))
+                }
+            };
+            resolved.push(A { idx, off, len });
+        }
+        let accesses: Vec<Access> = match spec.builtin {
+            Builtin::Fill => vec![Access::Write],
+            Builtin::Axpy => vec![Access::Read, Access::ReadWrite],
+            _ => vec![Access::Read, Access::Write],
+        };
+        if resolved.len() != accesses.len() {
+            return None;
+        }
+        // The element count covers the output range exactly, so the kernel writes every
+        // byte the launch declares it writes.
+        let a = f32::from(spec.scalar);
+        let info = match spec.builtin {
+            Builtin::Fill => spec.builtin.info(resolved[0].len as u64, a),
+            Builtin::RowBias => {
+                let m = resolved[0].len.min(resolved[1].len);
+                let cols = (1 + spec.scalar.unsigned_abs() as usize % 4).min(m);
+                let rows = m / cols;
+                resolved[1].len = rows * cols;
+                spec.builtin.info(rows as u64, cols as f32)
+            }
+            _ => {
+                let n = resolved[0].len.min(resolved[1].len);
+                resolved[1].len = n;
+                spec.builtin.info(n as u64, a)
+            }
+        };
+        let mut args = Vec::with_capacity(resolved.len());
+        let mut model_args = Vec::with_capacity(resolved.len());
+        for (r, access) in resolved.iter().zip(&accesses) {
+            if access.writes() && self.shared[r.idx] {
+                return None;
+            }
+            let size = self.model.bufs[r.idx].size;
+            let handle = self.handles[r.idx].as_ref()?;
+            let whole = r.off == 0 && r.len * 4 == size;
+            let arg = Arg::new(handle, *access);
+            args.push(if whole {
+                arg
+            } else {
+                arg.range(r.off as u64 * 4, r.len as u64 * 4)
+            });
+            model_args.push((
+                Span {
+                    buf: r.idx,
+                    start: r.off * 4,
+                    end: (r.off + r.len) * 4,
+                },
+                *access,
+            ));
+        }
+        if Model::races(&model_args) {
+            return None;
+        }
+        Some(Issued {
+            args,
+            info,
+            model: ResolvedLaunch {
+                builtin: spec.builtin,
+                args: model_args,
+                info,
+            },
+        })
+    }
+
+    /// A launch; returns the device's answer (a capture closure stops at an error).
+    fn launch(&mut self, s: u8, spec: &LaunchSpec) -> Result<(), ServerError> {
+        let Some(issued) = self.resolve(spec) else {
+            return Ok(());
+        };
+        let p = self.pooled_of(s);
+        let recorded = self.recording_by(p, s);
+        let must_refuse = self.neighbour_of(p, s).is_some();
+        let kernel = self.kernels[Builtin::ALL
+            .iter()
+            .position(|b| *b == spec.builtin)
+            .expect("a builtin")];
+        let inputs: Vec<Span> = issued.model.inputs().collect();
+        let outputs: Vec<Span> = issued.model.outputs().collect();
+        let dev = self.dev;
+        let Some((result, fired)) = self.guarded(|| {
+            dev.launch(
+                StreamId::new(s.into()),
+                &kernel,
+                [1, 1, 1],
+                &issued.args,
+                &issued.info,
+            )
+        }) else {
+            return Ok(());
+        };
+        let error = result.as_ref().err().map(|e| (self.classify(e, &fired), e));
+        if recorded {
+            match error {
+                None => {
+                    let written = self.model.windows[p]
+                        .as_ref()
+                        .map(Window::written)
+                        .unwrap_or_default();
+                    let state = self.model.inputs(&inputs, &written);
+                    if state.unwritten {
+                        // Rules 11 and 14: an input the window did not write itself must
+                        // be readable, or the recorded launch dooms the window.
+                        self.fail(
+                            "recorded launch accepted though an input byte the window did not write is unwritten",
+                        );
+                    }
+                    if let Some(w) = self.window_mut(p) {
+                        w.recs.push(Rec::Launch(issued.model));
+                    }
+                }
+                Some(((Kind::Refused, _), _)) => {}
+                Some(((kind, _), e)) => {
+                    if matches!(kind, Kind::Closed | Kind::Unexpected) {
+                        self.fail(format!("recorded launch failed: {}", Chain(e)));
+                    }
+                    for span in &outputs {
+                        self.model.widen(*span);
+                    }
+                    if let Some(w) = self.window_mut(p) {
+                        // Rule 11: any failed launch inside the window dooms it.
+                        w.must_doom = true;
+                        w.may_doom = true;
+                    }
+                }
+            }
+            return result;
+        }
+        let state = self.model.inputs(&inputs, &[]);
+        match error {
+            None => {
+                if must_refuse {
+                    self.fail("launch accepted from a neighbour of an active window");
+                }
+                if state.unwritten {
+                    self.fail("launch ran though an input byte is unwritten (it must be skipped)");
+                    return result;
+                }
+                self.model.run_launch(&issued.model);
+                self.model.since[p].extend(outputs);
+            }
+            Some(((kind, _), e)) => {
+                let e = e.clone();
+                match kind {
+                    Kind::Unwritten => {
+                        if state.all_val {
+                            self.fail(format!(
+                                "launch skipped as unwritten, but the model has every input written: {}",
+                                Chain(&e)
+                            ));
+                        }
+                        for span in &outputs {
+                            self.model.unwrite(*span);
+                        }
+                    }
+                    Kind::Refused | Kind::LateRefused => {
+                        if !must_refuse && !self.any_window() {
+                            self.fail(format!("launch refused with no window open: {}", Chain(&e)));
+                        }
+                        if kind == Kind::LateRefused {
+                            for span in &outputs {
+                                self.model.widen(*span);
+                            }
+                        }
+                    }
+                    Kind::OwnFault => {
+                        for span in &outputs {
+                            self.model.unwrite(*span);
+                        }
+                    }
+                    Kind::WaitFault => {
+                        for span in &outputs {
+                            self.model.widen(*span);
+                        }
+                    }
+                    _ => self.fail(format!("launch failed: {}", Chain(&e))),
+                }
+            }
+        }
+        result
+    }
+
+    fn sync(&mut self, stream: u8) {
+        let s = self.stream(stream);
+        let p = self.pooled_of(s);
+        let must_refuse = self.recording_by(p, s) || self.neighbour_of(p, s).is_some();
+        let dev = self.dev;
+        let Some((result, fired)) = self.guarded(|| dev.sync(StreamId::new(s.into()))) else {
+            return;
+        };
+        match result {
+            Ok(()) => {
+                if must_refuse {
+                    self.fail("sync accepted on a recording stream or a neighbour of a window");
+                }
+                self.model.since[p].clear();
+            }
+            Err(e) => match self.classify(&e, &fired).0 {
+                Kind::Refused | Kind::LateRefused => {
+                    if !must_refuse && !self.any_window() {
+                        self.fail(format!("sync refused with no window open: {}", Chain(&e)));
+                    }
+                }
+                Kind::WaitFault => {}
+                _ => self.fail(format!("sync failed: {}", Chain(&e))),
+            },
+        }
+    }
+
+    fn cleanup(&mut self) {
+        let recording = self.model.windows.iter().flatten().any(|w| w.recording);
+        let dev = self.dev;
+        let Some((result, fired)) = self.guarded(|| dev.cleanup()) else {
+            return;
+        };
+        match result {
+            Ok(_) => {
+                if recording && self.fixed.is_none() {
+                    self.fail("cleanup accepted while a stream records");
+                }
+            }
+            Err(e) => {
+                let kind = self.classify(&e, &fired).0;
+                // Refused while any window is active: pages are held from prepare (the
+                // pools are armed) to the window's close, and a refusal changes nothing.
+                let active = self.model.windows.iter().any(Option::is_some);
+                let fine = match kind {
+                    Kind::LateRefused => active || self.fixed.is_some(),
+                    Kind::WaitFault => true,
+                    _ => false,
+                };
+                if !fine {
+                    self.fail(format!("cleanup failed: {}", Chain(&e)));
+                }
+            }
+        }
+    }
+
+    fn prepare(&mut self, stream: u8) {
+        let s = self.stream(stream);
+        let p = self.pooled_of(s);
+        let open = self.model.windows[p].is_some();
+        let dev = self.dev;
+        let Some((result, fired)) = self.guarded(|| dev.prepare(StreamId::new(s.into()))) else {
+            return;
+        };
+        match result {
+            Ok(()) => {
+                if open {
+                    self.fail("prepare accepted with a window already open on the pooled stream");
+                }
+                self.model.windows[p] = Some(Window::prepared(s));
+                self.model.abandoned[p] = None;
+            }
+            Err(e) => {
+                let kind = self.classify(&e, &fired).0;
+                if !open || !matches!(kind, Kind::Refused | Kind::LateRefused) {
+                    self.fail(format!(
+                        "prepare refused with no window open on the pooled stream: {}",
+                        Chain(&e)
+                    ));
+                }
+            }
+        }
+    }
+
+    fn begin(&mut self, stream: u8) {
+        let s = self.stream(stream);
+        let p = self.pooled_of(s);
+        let prepared = matches!(&self.model.windows[p], Some(w) if w.owner == s && !w.recording);
+        let dev = self.dev;
+        let Some((result, fired)) = self.guarded(|| dev.begin(StreamId::new(s.into()))) else {
+            return;
+        };
+        match result {
+            Ok(()) => {
+                if !prepared {
+                    self.fail("begin accepted without a prepared window of this stream");
+                }
+                if let Some(w) = self.window_mut(p) {
+                    w.recording = true;
+                }
+            }
+            Err(e) => {
+                let kind = self.classify(&e, &fired).0;
+                if prepared {
+                    if matches!(kind, Kind::OwnFault | Kind::WaitFault) {
+                        // Rule 17: a driver refusal at begin unwinds to no capture, so
+                        // prepare → begin can be retried.
+                        self.model.windows[p] = None;
+                    } else {
+                        self.fail(format!("begin refused on a prepared window: {}", Chain(&e)));
+                    }
+                } else if !matches!(kind, Kind::Refused | Kind::LateRefused | Kind::WaitFault) {
+                    // Out of order, begin is refused and changes nothing (rule 1). That
+                    // it waits for the other streams before it finds out, and reports a
+                    // fault injected in that wait, the rules leave open (the wait's
+                    // claims are rule 15's, applied above).
+                    self.fail(format!("begin out of order failed: {}", Chain(&e)));
+                }
+            }
+        }
+    }
+
+    /// The window on `p` closed without a graph: what it would have written is claimed.
+    fn close_failed(&mut self, p: usize) {
+        if let Some(w) = self.model.windows[p].take() {
+            for span in w.written() {
+                self.model.unwrite(span);
+            }
+        }
+    }
+
+    fn end(&mut self, stream: u8) {
+        let s = self.stream(stream);
+        let p = self.pooled_of(s);
+        let window = self.model.windows[p].clone();
+        let dev = self.dev;
+        let Some((result, fired)) = self.guarded(|| dev.end(StreamId::new(s.into()))) else {
+            self.graphs.push(None);
+            return;
+        };
+        let mut graph = None;
+        match (&window, result) {
+            (Some(w), Ok(id)) if w.recording && w.owner == s => {
+                if w.must_doom {
+                    self.fail(format!(
+                        "end sealed {id} though an op inside the window failed (rule 11)"
+                    ));
+                }
+                graph = Some((
+                    id,
+                    ModelGraph {
+                        owner: s,
+                        pooled: p,
+                        recs: w.recs.clone(),
+                    },
+                ));
+                self.model.windows[p] = None;
+            }
+            (_, Ok(id)) => {
+                self.fail(format!(
+                    "end sealed {id} with no window of this stream recording"
+                ));
+                self.model.windows[p] = None;
+            }
+            (Some(w), Err(e)) if w.recording && w.owner == s => {
+                let kind = self.classify(&e, &fired).0;
+                if !w.may_doom && fired.is_empty() {
+                    self.fail(format!(
+                        "end of a window nothing doomed failed: {} ({kind:?})",
+                        Chain(&e)
+                    ));
+                }
+                self.close_failed(p);
+            }
+            (Some(w), Err(e)) => {
+                let owner = w.owner;
+                let kind = self.classify(&e, &fired).0;
+                if owner != s && !matches!(kind, Kind::Closed) {
+                    self.fail(format!(
+                        "a foreign end did not abandon the window: {}",
+                        Chain(&e)
+                    ));
+                }
+                // From prepare the window is disarmed; a foreign end abandons it (rule 12).
+                self.close_failed(p);
+                if owner != s {
+                    self.model.abandoned[p] = Some(owner);
+                }
+            }
+            (None, Err(e)) => {
+                let kind = self.classify(&e, &fired).0;
+                if self.model.abandoned[p] == Some(s) {
+                    self.model.abandoned[p] = None;
+                    if kind != Kind::Closed {
+                        self.fail(format!(
+                            "the owner's end after a foreign end did not say abandoned: {}",
+                            Chain(&e)
+                        ));
+                    }
+                } else if !matches!(kind, Kind::LateRefused | Kind::Refused) {
+                    self.fail(format!("end with nothing open failed: {}", Chain(&e)));
+                }
+            }
+        }
+        self.graphs.push(graph);
+    }
+
+    fn abort(&mut self, stream: u8) {
+        let s = self.stream(stream);
+        let p = self.pooled_of(s);
+        let neighbour = self.neighbour_of(p, s).is_some();
+        let dev = self.dev;
+        let Some((result, fired)) = self.guarded(|| dev.abort(StreamId::new(s.into()))) else {
+            return;
+        };
+        match result {
+            Ok(()) => {
+                if neighbour {
+                    self.fail("abort accepted from a neighbour of the window");
+                } else {
+                    // Rule 2: from capture the written ranges are claimed; from prepare
+                    // the window is disarmed; otherwise nothing happens.
+                    self.close_failed(p);
+                }
+            }
+            Err(e) => {
+                let kind = self.classify(&e, &fired).0;
+                if !neighbour || kind != Kind::Refused {
+                    self.fail(format!("abort failed: {}", Chain(&e)));
+                }
+            }
+        }
+    }
+
+    fn body_op(&mut self, s: u8, op: &BodyOp) -> Result<(), ServerError> {
+        match op {
+            BodyOp::Launch(spec) => self.launch(s, spec),
+            BodyOp::Write {
+                buf,
+                offset,
+                values,
+            } => self.write(s, *buf, *offset, values),
+        }
+    }
+
+    fn capture(&mut self, stream: u8, body: &[BodyOp], stop: bool) {
+        let s = self.stream(stream);
+        let p = self.pooled_of(s);
+        let open = self.model.windows[p].is_some();
+        let dev = self.dev;
+        let plan = Arc::clone(&self.plan);
+        let mut calls = 0u32;
+        let mut body_error: Option<ServerError> = None;
+        let (result, fired) = guarded(&plan, || {
+            dev.capture(StreamId::new(s.into()), |_| {
+                calls += 1;
+                match calls {
+                    1 => {
+                        self.model.windows[p] = Some(Window::prepared(s));
+                        self.model.abandoned[p] = None;
+                    }
+                    _ => {
+                        if let Some(w) = self.window_mut(p) {
+                            w.recording = true;
+                        }
+                    }
+                }
+                for op in body {
+                    if let Err(e) = self.body_op(s, op)
+                        && stop
+                    {
+                        body_error = Some(e.clone());
+                        return Err(e);
+                    }
+                    if self.violation.is_some() {
+                        let e = ServerError::graph_state("model", "a violation was found");
+                        body_error = Some(e.clone());
+                        return Err(e);
+                    }
+                }
+                Ok(())
+            })
+        });
+        self.note_fired(&fired);
+        let result = match result {
+            Ok(r) => r,
+            Err(panic) => {
+                self.fail(format!("a public call panicked: {panic}"));
+                self.graphs.push(None);
+                return;
+            }
+        };
+        if self.violation.is_some() {
+            self.graphs.push(None);
+            return;
+        }
+        let mut graph = None;
+        match (calls, result) {
+            (0, Ok(id)) => self.fail(format!("capture sealed {id} without calling the closure")),
+            (0, Err(e)) => {
+                let kind = self.classify(&e, &fired).0;
+                if !open || !matches!(kind, Kind::Refused | Kind::LateRefused) {
+                    self.fail(format!(
+                        "capture's prepare refused with no window open on the pooled stream: {}",
+                        Chain(&e)
+                    ));
+                }
+            }
+            (1, Ok(id)) => {
+                self.fail(format!(
+                    "capture sealed {id} after calling the closure once"
+                ));
+                self.model.windows[p] = None;
+            }
+            (1, Err(e)) => {
+                if body_error.is_none() {
+                    let kind = self.classify(&e, &fired).0;
+                    if !matches!(kind, Kind::OwnFault | Kind::WaitFault) {
+                        self.fail(format!("capture's begin refused: {}", Chain(&e)));
+                    }
+                }
+                // The closure's error (or begin's): aborted from prepare.
+                self.model.windows[p] = None;
+            }
+            (2, Ok(id)) => {
+                if body_error.is_some() {
+                    self.fail(format!("capture sealed {id} though the closure failed"));
+                }
+                match self.model.windows[p].take() {
+                    Some(w) => {
+                        if w.must_doom {
+                            self.fail(format!(
+                                "capture sealed {id} though an op inside the window failed (rule 11)"
+                            ));
+                        }
+                        graph = Some((
+                            id,
+                            ModelGraph {
+                                owner: s,
+                                pooled: p,
+                                recs: w.recs,
+                            },
+                        ));
+                    }
+                    None => self.fail(format!("capture sealed {id} with no window in the model")),
+                }
+            }
+            (2, Err(e)) => {
+                if body_error.is_none() {
+                    let may_doom = self.model.windows[p].as_ref().is_some_and(|w| w.may_doom);
+                    if !may_doom && fired.is_empty() {
+                        let kind = self.classify(&e, &fired).0;
+                        self.fail(format!(
+                            "capture of a window nothing doomed failed: {} ({kind:?})",
+                            Chain(&e)
+                        ));
+                    }
+                }
+                // Aborted from capture, or ended without a graph: the written ranges are
+                // claimed.
+                self.close_failed(p);
+            }
+            (n, _) => self.fail(format!("capture called its closure {n} times")),
+        }
+        self.graphs.push(graph);
+    }
+
+    fn replay(&mut self, stream: u8, name: u8, times: u32) {
+        let s = self.stream(stream);
+        let at = match name {
+            LATEST => self.graphs.len().saturating_sub(1),
+            name => name as usize,
+        };
+        let Some(Some((id, graph))) = self.graphs.get(at).cloned() else {
+            return;
+        };
+        let p = graph.pooled;
+        // A graph replays only on its own stream; never inside a window (rule 16) or
+        // from a neighbour of one (rule 13).
+        let must_refuse = graph.owner != s || self.model.windows[p].is_some();
+        let dev = self.dev;
+        let Some((result, fired)) = self.guarded(|| dev.replay(StreamId::new(s.into()), id, times))
+        else {
+            return;
+        };
+        let state = self.model.replay_inputs(&graph.recs);
+        let written = graph.written();
+        match result {
+            Ok(()) => {
+                if must_refuse {
+                    self.fail(format!(
+                        "replay of {id} accepted on another stream or inside a window"
+                    ));
+                }
+                if state.unwritten {
+                    self.fail(format!(
+                        "replay of {id} ran though an input byte is unwritten (rule 14)"
+                    ));
+                    return;
+                }
+                self.model.run_recs(&graph.recs, times);
+                self.model.since[p].extend(written);
+            }
+            Err(e) => {
+                let kind = self.classify(&e, &fired).0;
+                match kind {
+                    Kind::Unwritten => {
+                        if must_refuse {
+                            self.fail(format!(
+                                "replay of {id} on another stream or inside a window ran its input check"
+                            ));
+                        }
+                        if state.all_val {
+                            self.fail(format!(
+                                "replay of {id} skipped as unwritten, but the model has every input written: {}",
+                                Chain(&e)
+                            ));
+                        }
+                        for span in written {
+                            self.model.unwrite(span);
+                        }
+                    }
+                    Kind::Refused | Kind::LateRefused => {
+                        if !must_refuse && !self.any_window() {
+                            self.fail(format!("replay of {id} refused: {}", Chain(&e)));
+                        }
+                    }
+                    // Rule 14: a replay that fails to enqueue claims what the graph writes.
+                    Kind::OwnFault => {
+                        for span in written {
+                            self.model.unwrite(span);
+                        }
+                    }
+                    Kind::WaitFault => {
+                        for span in written {
+                            self.model.widen(span);
+                        }
+                    }
+                    _ => self.fail(format!("replay of {id} failed: {}", Chain(&e))),
+                }
+            }
+        }
+    }
+
+    fn drop_graph(&mut self, name: u8) {
+        let Some(slot) = self.graphs.get_mut(name as usize) else {
+            return;
+        };
+        let Some((id, _)) = slot.take() else { return };
+        let dev = self.dev;
+        let Some((result, _)) = self.guarded(|| dev.drop_graph(id)) else {
+            return;
+        };
+        if let Err(e) = result {
+            self.fail(format!("drop of {id} failed: {}", Chain(&e)));
+        }
+    }
+
+    /// Disarms every fault still armed (re-arming it at a call that never comes).
+    pub(crate) fn disarm(&self) {
+        for op in FaultOp::ALL {
+            if self.plan.is_armed(op) {
+                self.plan
+                    .fail(op, u32::MAX)
+                    .expect("a valid fault position");
+            }
+        }
+    }
+
+    /// Closes every window the model has open, with `abort` from its owner.
+    pub(crate) fn close_windows(&mut self) {
+        for p in 0..self.pooled {
+            if let Some(owner) = self.model.windows[p].as_ref().map(|w| w.owner) {
+                self.abort(owner);
+            }
+        }
+    }
+
+    /// Rule 17 and the issue's "after a failure, a fresh capture on that stream works":
+    /// a capture of one fill launch on `s` seals, replays and reads back.
+    pub(crate) fn fresh_capture(&mut self, s: u8) {
+        let fill = self.kernels[0];
+        let stream = StreamId::new(s.into());
+        let dev = self.dev;
+        let Some((result, _)) = self.guarded(|| -> Result<(), ServerError> {
+            let b = dev.alloc(stream, 16)?;
+            let g = dev.capture(stream, |d| {
+                d.launch(
+                    stream,
+                    &fill,
+                    [1, 1, 1],
+                    &[Arg::write(&b)],
+                    &Builtin::Fill.info(4, 3.0),
+                )
+            })?;
+            dev.replay(stream, g, 1)?;
+            let got = dev.read(stream, &b)?;
+            let want: Vec<u8> = [3.0f32; 4].iter().flat_map(|v| v.to_le_bytes()).collect();
+            if got != want {
+                return Err(ServerError::graph_state("model", "wrong bytes"));
+            }
+            dev.drop_graph(g)
+        }) else {
+            return;
+        };
+        if let Err(e) = result {
+            self.fail(format!(
+                "a fresh capture on stream#{s} failed: {}",
+                Chain(&e)
+            ));
+        }
+    }
+
+    /// Drops every graph and buffer this run holds.
+    pub(crate) fn drop_all(&mut self) {
+        for slot in 0..self.graphs.len() {
+            self.drop_graph(slot as u8);
+        }
+        let handles: Vec<Buffer> = self.handles.iter_mut().filter_map(Option::take).collect();
+        let _ = self.guarded(move || drop(handles));
+    }
+
+    /// The program is done: windows closed, no stream recording, a fresh capture works on
+    /// every stream, and after dropping everything, syncing and cleaning up, no pool has
+    /// a byte in use and no graph lives.
+    pub(crate) fn finish(&mut self, step: usize) {
+        self.step = step;
+        self.op_text = "final checks".to_string();
+        self.fired.clear();
+        self.surfaced.clear();
+        self.disarm();
+        self.close_windows();
+        self.after_op();
+        if self.violation.is_some() {
+            return;
+        }
+        for s in 0..self.streams {
+            self.fresh_capture(s);
+        }
+        self.drop_all();
+        for p in 0..self.pooled {
+            let dev = self.dev;
+            let Some((result, _)) = self.guarded(|| dev.sync(StreamId::new(p as u64))) else {
+                return;
+            };
+            if let Err(e) = result {
+                self.fail(format!("sync of pooled stream {p} failed: {}", Chain(&e)));
+            }
+        }
+        let dev = self.dev;
+        let Some((result, _)) = self.guarded(|| dev.cleanup()) else {
+            return;
+        };
+        if let Err(e) = result {
+            self.fail(format!("cleanup failed: {}", Chain(&e)));
+        }
+        self.check_empty();
+    }
+
+    /// Every pool reports nothing in use and no graph is live.
+    pub(crate) fn check_empty(&mut self) {
+        let dev = self.dev;
+        let Some((report, _)) = self.guarded(|| dev.memory_report()) else {
+            return;
+        };
+        for stream in &report.streams {
+            for pool in stream.device.pools.iter().chain(&stream.host.pools) {
+                if pool.in_use != 0 || pool.slices_in_use != 0 {
+                    self.fail(format!(
+                        "after dropping everything, pooled stream {}: {pool}",
+                        stream.index
+                    ));
+                }
+            }
+        }
+        if !report.graphs.is_empty() {
+            self.fail(format!(
+                "after dropping every graph, {} still live",
+                report.graphs.len()
+            ));
+        }
+    }
+}
