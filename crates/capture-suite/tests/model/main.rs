@@ -118,6 +118,14 @@ fn threads() {
 fn category(v: &model::Violation) -> String {
     let op: String = v.op.chars().take_while(|c| c.is_alphanumeric()).collect();
     let what = v.what.split(": got").next().unwrap_or(&v.what);
+    // Wrong bytes say where they came from: the mock's fresh pages (`a5`), a slice
+    // poisoned when it went back to its pool (`de`), or other writes.
+    let source = match v.what.split(": got [").nth(1).map(|g| &g[..2]) {
+        Some("a5") => " (fresh memory)",
+        Some("de") => " (poisoned: freed memory)",
+        Some(_) => " (other values)",
+        None => "",
+    };
     let mut folded = String::new();
     for c in what.chars().take(90) {
         if c.is_ascii_digit() {
@@ -128,7 +136,7 @@ fn category(v: &model::Violation) -> String {
             folded.push(c);
         }
     }
-    format!("{op}: {folded}")
+    format!("{op}: {folded}{source}")
 }
 
 /// The survey's programs: the deterministic runner's first `n`, the same in every
@@ -278,9 +286,14 @@ fn survey() {
         };
         let cut = match lines.iter().find_map(|l| l.strip_prefix("cut\t")) {
             Some(cut) => model::Cut::parse(cut).expect("a cut"),
-            None => model::minimize_cut(&program, |cut| {
-                survey_kind(i, cut).is_some_and(|k| k == kind)
-            }),
+            None => {
+                // A child per candidate is slow: 200 candidates at most.
+                let mut tried = 0;
+                model::minimize_cut(&program, |cut| {
+                    tried += 1;
+                    tried <= 200 && survey_kind(i, cut).is_some_and(|k| k == kind)
+                })
+            }
         };
         let minimal = cut.apply(&program);
         let lines = survey_child(&format!("run={i} {cut}"));
