@@ -200,18 +200,19 @@ impl<B: Backend> Inner<B> {
         if keys.is_empty() {
             return;
         }
-        let failure = self.taint().taint_live(keys.iter().copied(), error.clone());
+        // Freed memory is skipped; the rest is claimed, under one hold of the ledger.
+        let failure = {
+            let mut taint = self.taint();
+            keys.retain(|key| taint.is_tracked(key.memory));
+            taint.taint_live(keys.iter().copied(), error.clone())
+        };
         if let Some(failure) = failure {
-            let mut claimed = 0;
             for key in &keys {
-                if self.taint().is_tracked(key.memory) {
-                    claimed += 1;
-                    self.trace.push(Event::Taint { key: *key, failure });
-                }
+                self.trace.push(Event::Taint { key: *key, failure });
             }
             self.trace.push(Event::Fault {
                 stream,
-                ranges: claimed,
+                ranges: keys.len(),
                 failure,
             });
         }
