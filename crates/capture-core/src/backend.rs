@@ -10,7 +10,8 @@
 
 pub use crate::builtin::Builtins;
 pub use crate::capture::{
-    CaptureEnd, CaptureStatus, DeviceCaptures, Graph, Refused, StreamCapture, TouchedPage, Window,
+    CaptureDomain, CaptureEnd, CaptureStatus, DeviceCaptures, Graph, Refused, StreamCapture,
+    TouchedPage, Window,
 };
 pub use crate::driver::{
     Backend, DeviceResource, DeviceStream, GraphDriver, HostResource, LaunchBuffer,

@@ -8,7 +8,7 @@
 
 use std::borrow::Cow;
 
-use crate::capture::StreamCapture;
+use crate::capture::{CaptureDomain, StreamCapture};
 use crate::drop_queue::Fence;
 use crate::error::ServerError;
 use crate::info_cache::MetadataInfoCache;
@@ -125,10 +125,19 @@ pub trait GraphDriver: Sized + Send + Sync + 'static {
         times: u32,
     ) -> Result<(), ServerError>;
 
-    /// Whether an allocation, free, module load or device-wide sync anywhere in the
-    /// process invalidates a recording capture (CUDA's global mode). When true, while any
-    /// stream records, no stream's pool grows and no kernel is first loaded.
+    /// Whether an allocation anywhere in the capture domain invalidates a recording
+    /// capture (CUDA's global mode). When true, while any stream of the domain records,
+    /// no stream's pool grows and no kernel is first loaded. Page releases are refused
+    /// while any stream of the domain records, whatever this says.
     fn allocation_breaks_capture() -> bool;
+
+    /// Whether a module load anywhere in the capture domain may invalidate a recording
+    /// capture (CUDA in every mode: a load may synchronise the context). When true, no
+    /// kernel is first loaded while any stream of the domain records. Defaults to
+    /// [`allocation_breaks_capture`](Self::allocation_breaks_capture).
+    fn load_breaks_capture() -> bool {
+        Self::allocation_breaks_capture()
+    }
 
     /// Whether a capture must end on the thread that began it. When true, the runtime
     /// makes every driver call of a pooled stream on that stream's own worker thread.
@@ -170,6 +179,14 @@ pub trait Backend: GraphDriver {
     /// What this device can bind and run. The core asks once, when a device is built,
     /// and checks every launch against it.
     fn launch_limits(&self) -> LaunchLimits;
+
+    /// The capture domain of this backend's driver context: every device built on the
+    /// same context must get the same domain, so one device's page release or module
+    /// load cannot break another's capture. The default, a domain of its own per device,
+    /// suits a driver whose captures nothing outside the recording stream can break.
+    fn capture_domain(&self) -> CaptureDomain {
+        CaptureDomain::new()
+    }
 
     /// Loads (compiles, creates the pipeline for) a kernel. A driver call that a capture
     /// may not see: the core never calls it while `stream` records.

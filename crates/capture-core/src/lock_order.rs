@@ -19,14 +19,17 @@ pub(crate) enum Level {
     /// The device's capture status: lifecycle transitions, page decisions, kernel
     /// loads, fences recorded on another stream.
     Captures = 3,
+    /// The capture domain every device on one driver context shares: which of its
+    /// devices record (taken inside a device's capture status, never alone around it).
+    Domain = 4,
     /// The graph registry.
-    Graphs = 4,
+    Graphs = 5,
     /// The cross-stream order tracks.
-    Order = 5,
+    Order = 6,
     /// The taint ledger.
-    Taint = 6,
+    Taint = 7,
     /// The trace.
-    Trace = 7,
+    Trace = 8,
 }
 
 #[cfg(debug_assertions)]

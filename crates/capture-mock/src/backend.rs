@@ -1,6 +1,7 @@
 //! `MockBackend` and `MockStream`: the core's backend traits over the mock's queues and
-//! host-memory pages, with capture legality modelled on CUDA's global mode and streams
-//! that are thread-affine (a capture ends on the thread that began it).
+//! host-memory pages, with capture legality modelled on CUDA's relaxed mode (the mode the
+//! CUDA backend captures in) on one driver context per backend value; `AffineMock`, the
+//! same with thread-affine streams (a capture ends on the thread that began it).
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -8,63 +9,76 @@ use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
 
 use capture_core::backend::{
-    Backend, Builtins, DeviceStream, GraphDriver, Grid, KernelSignature, LaunchBuffer,
-    LaunchLimits, MAX_LAUNCH_BUFFERS, StreamSetup, StreamState,
+    Backend, Builtins, CaptureDomain, DeviceStream, GraphDriver, Grid, KernelSignature,
+    LaunchBuffer, LaunchLimits, MAX_LAUNCH_BUFFERS, StreamSetup, StreamState,
 };
-use capture_core::{Builtin, MAX_ALLOCATION_BYTES, ServerError};
+use capture_core::{Builtin, MAX_ALLOCATION_BYTES, MemoryKind, ServerError};
 
 use crate::MockError;
 use crate::kernels::MockKernel;
 use crate::queue::{MockFence, Op, Queue, Recording, lock};
 use crate::storage::{MockResource, MockStorage, Pages};
-use crate::world;
+use crate::world::{self, Context};
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Shared {
     dev: Arc<Mutex<Pages>>,
     host: Arc<Mutex<Pages>>,
+    /// The pooled streams of the device most recently built on this backend.
     queues: Mutex<Vec<Arc<Queue>>>,
     memory_node: AtomicBool,
+    context: Arc<Context>,
+    domain: CaptureDomain,
 }
 
-/// The mock as CUDA's global mode has it: thread-affine streams.
-pub type MockBackend = Mock<true>;
+impl Default for Shared {
+    fn default() -> Self {
+        Self {
+            dev: Arc::default(),
+            host: Arc::default(),
+            queues: Mutex::default(),
+            memory_node: AtomicBool::new(false),
+            context: Context::new(),
+            domain: CaptureDomain::new(),
+        }
+    }
+}
 
-/// The mock for a driver whose calls may come from any thread.
-pub type DirectMock = Mock<false>;
+/// The mock as the CUDA backend drives CUDA: relaxed-mode capture, driver calls from
+/// any thread.
+pub type MockBackend = Mock<false>;
+
+/// The mock with thread-affine streams: a capture must end on the thread that began it
+/// (as CUDA's global and thread-local modes require), so the core runs each stream's
+/// driver calls on its own worker thread.
+pub type AffineMock = Mock<true>;
 
 /// The mock device: host memory with real bytes behind the core's backend traits.
 ///
 /// Nothing runs at enqueue; queued work runs at a fence wait, a sync or a read, or at
 /// [`step`](Self::step). Cloning gives another handle on the same device.
 ///
-/// `AFFINE` ([`MockBackend`], made by [`new`](MockBackend::new)) models CUDA's global mode with
-/// thread-affine streams: a capture must end on the thread that began it, so the core
-/// runs each stream's driver calls on its own worker. [`DirectMock`] (made by
-/// [`direct`](DirectMock::direct))
-/// models a driver whose calls may come from any thread (as Vulkan's do), so the core
-/// calls it under each stream's lock on the caller's thread; its capture legality is
-/// otherwise the same.
+/// One backend value (and its clones) is one driver context: every device built on it
+/// shares its capture rules (modelled on CUDA's relaxed mode, see the crate docs) and
+/// its [`CaptureDomain`]; two values are two contexts that cannot touch each other's
+/// captures. Devices may be built on one value one after another or side by side;
+/// [`step`](Self::step) and [`pending`](Self::pending) name the pooled streams of the
+/// one built last.
+///
+/// [`MockBackend`] calls the driver from any thread; [`AffineMock`] (`AFFINE`) makes a
+/// capture end on the thread that began it, so the core runs its streams' calls on
+/// worker threads.
 #[derive(Clone, Debug, Default)]
 pub struct Mock<const AFFINE: bool> {
     shared: Arc<Shared>,
 }
 
-impl MockBackend {
-    /// A new mock device with thread-affine streams.
+impl<const AFFINE: bool> Mock<AFFINE> {
+    /// A new mock device on a driver context of its own.
     pub fn new() -> Self {
         Self::default()
     }
-}
 
-impl DirectMock {
-    /// A new mock device whose driver calls may come from any thread.
-    pub fn direct() -> Self {
-        Self::default()
-    }
-}
-
-impl<const AFFINE: bool> Mock<AFFINE> {
     /// Runs up to `n` queued operations of pooled stream `stream`; returns how many ran.
     /// Zero for a stream that does not exist.
     pub fn step(&self, stream: usize, n: usize) -> usize {
@@ -78,6 +92,19 @@ impl<const AFFINE: bool> Mock<AFFINE> {
         queue.map_or(0, |q| q.pending())
     }
 
+    /// A storage over this backend's device or host pages, on its driver context: what
+    /// a test of the driver below the core allocates and frees through.
+    pub fn storage(&self, kind: MemoryKind) -> MockStorage {
+        let pages = match kind {
+            MemoryKind::Device => &self.shared.dev,
+            MemoryKind::Host => &self.shared.host,
+        };
+        MockStorage {
+            pages: Arc::clone(pages),
+            context: Arc::clone(&self.shared.context),
+        }
+    }
+
     /// Named fault: the next graph instantiated holds a memory allocation node, as CUDA
     /// records one when a stream-ordered allocation happens inside a capture. Its first
     /// replay works; every later one is refused as CUDA refuses it.
@@ -88,7 +115,6 @@ impl<const AFFINE: bool> Mock<AFFINE> {
 
 /// A mock stream: the core's per-stream state beside the mock queue.
 pub struct MockStream {
-    key: u64,
     state: StreamState<MockStorage, MockStorage>,
     queue: Arc<Queue>,
     signal: usize,
@@ -100,7 +126,7 @@ pub struct MockStream {
 impl std::fmt::Debug for MockStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MockStream")
-            .field("key", &self.key)
+            .field("key", &self.queue.key)
             .field("pending", &self.queue.pending())
             .finish()
     }
@@ -147,7 +173,7 @@ impl<const AFFINE: bool> GraphDriver for Mock<AFFINE> {
 
     fn begin(stream: &mut MockStream) -> Result<(), ServerError> {
         stream.queue.start_recording(stream.last_recording.max(16));
-        world::start_recording(stream.key);
+        stream.queue.context.start_recording(stream.queue.key);
         stream.began_on = Some(std::thread::current().id());
         Ok(())
     }
@@ -158,7 +184,7 @@ impl<const AFFINE: bool> GraphDriver for Mock<AFFINE> {
     ) -> Result<MockExecutable, ServerError> {
         // The driver capture is closed first, whatever happens next.
         let ops = stream.queue.stop_recording();
-        let invalidated = world::stop_recording(stream.key);
+        let invalidated = stream.queue.context.stop_recording(stream.queue.key);
         let began_on = stream.began_on.take();
         let Some(ops) = ops else {
             return Err(mock_error("end capture", "the stream was not capturing"));
@@ -167,7 +193,7 @@ impl<const AFFINE: bool> GraphDriver for Mock<AFFINE> {
         if AFFINE && began_on != Some(std::thread::current().id()) {
             return Err(mock_error(
                 "end capture",
-                "a global-mode capture must end on the thread that began it",
+                "a thread-affine capture must end on the thread that began it",
             ));
         }
         if let Some(doomed) = doomed {
@@ -212,7 +238,13 @@ impl<const AFFINE: bool> GraphDriver for Mock<AFFINE> {
         Ok(())
     }
 
+    /// Relaxed mode: an allocation elsewhere leaves a recording valid.
     fn allocation_breaks_capture() -> bool {
+        false
+    }
+
+    /// A module load invalidates every recording of the context.
+    fn load_breaks_capture() -> bool {
         true
     }
 
@@ -229,10 +261,15 @@ impl<const AFFINE: bool> Backend for Mock<AFFINE> {
         let queue = Arc::new(Queue::new(
             Arc::clone(&self.shared.dev),
             Arc::clone(&self.shared.host),
+            Arc::clone(&self.shared.context),
         ));
         let signal = world::register(&queue);
         {
             let mut queues = lock(&self.shared.queues);
+            if setup.index() == 0 {
+                // A new device on this backend: `step` and `pending` name its streams.
+                queues.clear();
+            }
             if queues.len() != setup.index() {
                 return Err(mock_error(
                     "create stream",
@@ -242,13 +279,14 @@ impl<const AFFINE: bool> Backend for Mock<AFFINE> {
             queues.push(Arc::clone(&queue));
         }
         Ok(MockStream {
-            key: world::next_stream_key(),
             state: setup.state(
                 MockStorage {
                     pages: Arc::clone(&self.shared.dev),
+                    context: Arc::clone(&self.shared.context),
                 },
                 MockStorage {
                     pages: Arc::clone(&self.shared.host),
+                    context: Arc::clone(&self.shared.context),
                 },
             ),
             queue,
@@ -271,8 +309,12 @@ impl<const AFFINE: bool> Backend for Mock<AFFINE> {
         mock_launch_limits()
     }
 
-    fn load(_stream: &mut MockStream, source: &MockKernel) -> Result<MockKernel, ServerError> {
-        world::unsafe_call("a module load");
+    fn capture_domain(&self) -> CaptureDomain {
+        self.shared.domain.clone()
+    }
+
+    fn load(stream: &mut MockStream, source: &MockKernel) -> Result<MockKernel, ServerError> {
+        stream.queue.context.conflicts_with_all("a module load");
         Ok(*source)
     }
 
@@ -332,18 +374,14 @@ impl<const AFFINE: bool> Backend for Mock<AFFINE> {
         source: &MockResource,
         out: &mut [u8],
     ) -> Result<(), ServerError> {
-        if stream.queue.is_recording() {
-            world::unsafe_call("a host read of a capturing stream");
-        }
+        stream.queue.conflict("a host read of a capturing stream");
         stream.queue.run_all()?;
         out.copy_from_slice(lock(&stream.queue.dev).slice(source.page, source.bytes));
         Ok(())
     }
 
     fn sync(stream: &mut MockStream) -> Result<(), ServerError> {
-        if stream.queue.is_recording() {
-            world::unsafe_call("a sync of a capturing stream");
-        }
+        stream.queue.conflict("a sync of a capturing stream");
         stream.queue.run_all()
     }
 }

@@ -317,6 +317,10 @@ impl<B: Backend> GraphDriver for Faulty<B> {
         B::allocation_breaks_capture()
     }
 
+    fn load_breaks_capture() -> bool {
+        B::load_breaks_capture()
+    }
+
     fn thread_affine() -> bool {
         B::thread_affine()
     }
@@ -347,6 +351,10 @@ impl<B: Backend> Backend for Faulty<B> {
 
     fn launch_limits(&self) -> LaunchLimits {
         self.inner.launch_limits()
+    }
+
+    fn capture_domain(&self) -> capture_core::backend::CaptureDomain {
+        self.inner.capture_domain()
     }
 
     fn load(stream: &mut Self::Stream, source: &B::KernelSource) -> Result<B::Kernel, ServerError> {

@@ -6,10 +6,13 @@
 //!   runs at enqueue. Queued work runs at a fence wait, a sync or a read, or at
 //!   [`MockBackend::step`], so ordering and lifetime bugs show. A slice returned to its
 //!   pool is poisoned at once ([`POISON`]).
-//! - **Capture legality like CUDA's global mode, process-wide.** While any mock stream
-//!   records, an allocation, a free or a kernel load from any stream invalidates every
-//!   recording (instantiate then fails as CUDA reports it); waiting on another,
-//!   non-capturing stream is legal; a capture must end on the thread that began it.
+//! - **Capture legality like CUDA's relaxed mode, per driver context.** One backend
+//!   value is one context. While any of its streams records, a free or a kernel load
+//!   from any of its streams invalidates every recording of the context (instantiate
+//!   then fails as CUDA reports it); an allocation is tolerated; a sync, read, host wait
+//!   or event on the capturing stream itself invalidates its capture; waiting on another,
+//!   non-capturing stream is legal, from any thread; a capture may end on any thread
+//!   ([`AffineMock`] keeps it on the thread that began it).
 //! - **Faults are deterministic and backend-agnostic.** [`Faulty`] wraps any backend and
 //!   fails the Nth call of any driver operation with a chosen error.
 //! - **The builtins, in Rust.** [`MockBackend`] implements the core's
@@ -29,7 +32,7 @@ mod world;
 
 use std::fmt;
 
-pub use backend::{DirectMock, Mock, MockBackend, MockExecutable, MockStream};
+pub use backend::{AffineMock, Mock, MockBackend, MockExecutable, MockStream};
 pub use fault::{FaultOp, FaultPlan, Faulty, FaultyFence, FaultyStream};
 pub use kernels::MockKernel;
 pub use queue::{MockFence, Queue};

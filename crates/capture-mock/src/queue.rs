@@ -11,7 +11,7 @@ use capture_core::{Access, ServerError};
 
 use crate::kernels::MockKernel;
 use crate::storage::{MockResource, Pages};
-use crate::world;
+use crate::world::{self, Context};
 
 /// Locks `m`, recovering the data of a poisoned lock (every write under these locks is
 /// a whole-value store or an append).
@@ -92,14 +92,31 @@ pub struct Queue {
     state: Mutex<State>,
     pub(crate) dev: Arc<Mutex<Pages>>,
     pub(crate) host: Arc<Mutex<Pages>>,
+    /// The stream's process-unique key, as its context knows it.
+    pub(crate) key: u64,
+    /// The driver context the stream belongs to.
+    pub(crate) context: Arc<Context>,
 }
 
 impl Queue {
-    pub(crate) fn new(dev: Arc<Mutex<Pages>>, host: Arc<Mutex<Pages>>) -> Self {
+    pub(crate) fn new(
+        dev: Arc<Mutex<Pages>>,
+        host: Arc<Mutex<Pages>>,
+        context: Arc<Context>,
+    ) -> Self {
         Self {
             state: Mutex::new(State::default()),
             dev,
             host,
+            key: world::next_stream_key(),
+            context,
+        }
+    }
+
+    /// A call that conflicts with this stream's capture, if it records, happened.
+    pub(crate) fn conflict(&self, what: &str) {
+        if self.is_recording() {
+            self.context.conflicts_with(self.key, what);
         }
     }
 
@@ -288,11 +305,9 @@ impl MockFence {
     /// A fence on the queue `signal` names, after everything enqueued on it so far.
     pub(crate) fn on(signal: usize) -> Self {
         let queue = world::queue(signal);
-        if let Some(q) = &queue
-            && q.is_recording()
-        {
+        if let Some(q) = &queue {
             // An event recorded on a capturing stream would join the capture.
-            world::unsafe_call("a fence recorded on a capturing stream");
+            q.conflict("a fence recorded on a capturing stream");
         }
         let upto = queue.as_ref().map_or(0, |q| q.mark());
         Self { queue, upto }
@@ -304,9 +319,7 @@ impl Fence for MockFence {
         let Some(queue) = self.queue else {
             return Ok(());
         };
-        if queue.is_recording() {
-            world::unsafe_call("a host wait on a capturing stream");
-        }
+        queue.conflict("a host wait on a capturing stream");
         queue.run_until(self.upto)
     }
 }

@@ -1,8 +1,18 @@
-//! The process-wide capture state the mock models on CUDA's global capture mode: while
-//! any mock stream in the process records, an allocation, a free or a kernel load from
-//! any stream invalidates every recording (instantiate then fails as CUDA reports it).
+//! The driver context the mock models on CUDA's relaxed capture mode, and the registry
+//! that lets a copyable stream signal find its queue.
 //!
-//! Also the registry that lets a copyable stream signal find its queue.
+//! A [`Context`] is what one mock backend value (and its clones) shares: every device
+//! built on it sits on the same context, as devices on one CUDA context do. Its
+//! recordings follow relaxed mode's rules:
+//! - an allocation is tolerated (relaxed mode does not check "potentially unsafe" calls,
+//!   and `cuMemAlloc` enqueues nothing);
+//! - a free or a module load invalidates every recording of the context: `cuMemFree`
+//!   synchronises the context and a load may, which a capture cannot contain; relaxed
+//!   mode only stops the driver from checking, so the mock checks that the core never
+//!   makes them;
+//! - a sync, a read or a host wait on a capturing stream, or an event recorded on one,
+//!   invalidates that stream's capture (calls that necessarily conflict with capture);
+//! - another context's calls touch nothing here, and a capture may end on any thread.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,7 +21,6 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use crate::queue::Queue;
 
 static NEXT_STREAM: AtomicU64 = AtomicU64::new(0);
-static RECORDING: Mutex<BTreeMap<u64, Option<String>>> = Mutex::new(BTreeMap::new());
 static QUEUES: Mutex<Vec<Weak<Queue>>> = Mutex::new(Vec::new());
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -23,21 +32,44 @@ pub(crate) fn next_stream_key() -> u64 {
     NEXT_STREAM.fetch_add(1, Ordering::Relaxed)
 }
 
-/// `key` starts recording.
-pub(crate) fn start_recording(key: u64) {
-    lock(&RECORDING).insert(key, None);
+/// One driver context: which of its streams record, and why a recording was
+/// invalidated.
+#[derive(Debug, Default)]
+pub(crate) struct Context {
+    recording: Mutex<BTreeMap<u64, Option<String>>>,
 }
 
-/// `key` stops recording; why its recording was invalidated, if it was.
-pub(crate) fn stop_recording(key: u64) -> Option<String> {
-    lock(&RECORDING).remove(&key).flatten()
-}
+impl Context {
+    /// A context of its own.
+    pub(crate) fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
 
-/// An unsafe call (in CUDA's global-mode sense) happened: every recording in the
-/// process is invalidated, keeping the first reason.
-pub(crate) fn unsafe_call(what: &str) {
-    for reason in lock(&RECORDING).values_mut() {
-        reason.get_or_insert_with(|| format!("{what} during stream capture"));
+    /// Stream `key` starts recording.
+    pub(crate) fn start_recording(&self, key: u64) {
+        lock(&self.recording).insert(key, None);
+    }
+
+    /// Stream `key` stops recording; why its recording was invalidated, if it was.
+    pub(crate) fn stop_recording(&self, key: u64) -> Option<String> {
+        lock(&self.recording).remove(&key).flatten()
+    }
+
+    /// A call that no capture of the context may overlap (a free, a module load)
+    /// happened: every recording of the context is invalidated, keeping the first reason.
+    pub(crate) fn conflicts_with_all(&self, what: &str) {
+        for reason in lock(&self.recording).values_mut() {
+            reason.get_or_insert_with(|| format!("{what} during stream capture"));
+        }
+    }
+
+    /// A call that conflicts with stream `key`'s capture happened (a sync, read or host
+    /// wait of the capturing stream, an event recorded on it): that capture is
+    /// invalidated, keeping the first reason.
+    pub(crate) fn conflicts_with(&self, key: u64, what: &str) {
+        if let Some(reason) = lock(&self.recording).get_mut(&key) {
+            reason.get_or_insert_with(|| format!("{what} during stream capture"));
+        }
     }
 }
 

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::lock_order::{Level, Ordered};
 
+use super::domain::{CaptureDomain, Recordings};
 use crate::ids::StreamId;
 use crate::memory::PageUpdate;
 
@@ -39,11 +40,14 @@ impl Slots {
     }
 }
 
-/// The captures of a whole device: which pooled streams record, and whether the driver's
-/// capture breaks on any allocation in the process.
+/// The captures of a whole device: which pooled streams record, whether the driver's
+/// capture breaks on any allocation in its domain, and the domain the device shares
+/// with every other device on the same driver context.
 pub struct CaptureStatus {
     allocation_breaks_capture: bool,
     slots: Mutex<Slots>,
+    domain: CaptureDomain,
+    member: u64,
 }
 
 impl CaptureStatus {
@@ -76,9 +80,13 @@ impl CaptureStatus {
 
     /// Holds the device's capture state still while `f` decides and carries out a page
     /// change for pooled stream `index`: no window opens or closes until `f` returns.
+    ///
+    /// The domain is held too: no `begin` on another device of the same driver context
+    /// opens a window until `f` returns.
     pub fn with_pages<R>(&self, index: usize, f: impl FnOnce(PageUpdate) -> R) -> R {
         let slots = self.lock();
-        let update = self.decide(&slots, index);
+        let domain = self.domain.lock();
+        let update = self.decide(&slots, &domain, index);
         f(update)
     }
 
@@ -86,16 +94,20 @@ impl CaptureStatus {
     /// to act on it without racing a `begin`, use [`with_pages`](Self::with_pages).
     pub fn page_update(&self, index: usize) -> PageUpdate {
         let slots = self.lock();
-        self.decide(&slots, index)
+        let domain = self.domain.lock();
+        self.decide(&slots, &domain, index)
     }
 
-    fn decide(&self, slots: &Slots, index: usize) -> PageUpdate {
+    fn decide(&self, slots: &Slots, domain: &Recordings, index: usize) -> PageUpdate {
         if let Some(own) = slots.slots.get(index).filter(|s| s.recording)
             && let Some(recording) = own.owner
         {
             return PageUpdate::Freeze { recording };
         }
-        match slots.other_recording(index) {
+        let other = slots
+            .other_recording(index)
+            .or_else(|| domain.other(self.member));
+        match other {
             None => PageUpdate::Free,
             Some(recording) if self.allocation_breaks_capture => PageUpdate::Freeze { recording },
             Some(recording) => PageUpdate::Hold { recording },
@@ -113,16 +125,20 @@ impl CaptureStatus {
         Some(f())
     }
 
-    /// Runs `f` under the capture state with the first recording stream, if any: a
+    /// Runs `f` under the capture state with the first recording stream, if any, of
+    /// this device or (when `f` needs to know) of another device in its domain: a
     /// decision that depends on whether any stream records (a kernel load) cannot race
-    /// a `begin` or an `end` on another thread (rule 20).
-    pub(crate) fn with_recording<R>(&self, f: impl FnOnce(Option<StreamId>) -> R) -> R {
+    /// a `begin` or an `end` on another thread or device (rule 20).
+    pub(crate) fn with_recording<R>(&self, f: impl FnOnce(Option<Recording>) -> R) -> R {
         let slots = self.lock();
+        let domain = self.domain.lock();
         let recording = slots
             .slots
             .iter()
             .filter(|s| s.recording)
-            .find_map(|s| s.owner);
+            .find_map(|s| s.owner)
+            .map(Recording::Here)
+            .or_else(|| domain.other(self.member).map(Recording::Elsewhere));
         f(recording)
     }
 
@@ -139,6 +155,8 @@ impl CaptureStatus {
         let mut slots = self.lock();
         if let Some(s) = slots.slots.get_mut(index) {
             *s = slot;
+            let recording = slot.owner.filter(|_| slot.recording);
+            self.domain.lock().set(self.member, index, recording);
         }
     }
 
@@ -154,8 +172,24 @@ impl fmt::Debug for CaptureStatus {
         f.debug_struct("CaptureStatus")
             .field("allocation_breaks_capture", &self.allocation_breaks_capture)
             .field("slots", &self.lock().slots)
+            .field("domain", &self.domain)
             .finish()
     }
+}
+
+impl Drop for CaptureStatus {
+    fn drop(&mut self) {
+        self.domain.leave(self.member);
+    }
+}
+
+/// A window that records, as a page or load decision sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Recording {
+    /// On this device: the logical stream that owns it.
+    Here(StreamId),
+    /// On another device of the same driver context: that device's logical stream.
+    Elsewhere(StreamId),
 }
 
 /// A shared handle on a device's [`CaptureStatus`]; each pooled stream's
@@ -164,13 +198,22 @@ impl fmt::Debug for CaptureStatus {
 pub struct DeviceCaptures(Arc<CaptureStatus>);
 
 impl DeviceCaptures {
-    /// The captures of a new device. `allocation_breaks_capture`: whether an allocation
-    /// anywhere in the process invalidates a recording (then, while any stream records,
-    /// no stream's pool may grow).
+    /// The captures of a new device in a domain of its own. `allocation_breaks_capture`:
+    /// whether an allocation anywhere in the domain invalidates a recording (then, while
+    /// any stream records, no stream's pool may grow).
     pub fn new(allocation_breaks_capture: bool) -> Self {
+        Self::in_domain(allocation_breaks_capture, CaptureDomain::new())
+    }
+
+    /// The captures of a new device in `domain`, shared with every other device on the
+    /// same driver context.
+    pub fn in_domain(allocation_breaks_capture: bool, domain: CaptureDomain) -> Self {
+        let member = domain.join();
         Self(Arc::new(CaptureStatus {
             allocation_breaks_capture,
             slots: Mutex::new(Slots::default()),
+            domain,
+            member,
         }))
     }
 

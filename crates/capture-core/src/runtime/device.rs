@@ -56,7 +56,8 @@ impl<B: Backend> Device<B> {
     /// The backend's refusal to create a stream.
     pub fn new(backend: B, config: DeviceConfig) -> Result<Self, ServerError> {
         let limits = backend.launch_limits();
-        let captures = DeviceCaptures::new(B::allocation_breaks_capture());
+        let captures =
+            DeviceCaptures::in_domain(B::allocation_breaks_capture(), backend.capture_domain());
         let ids = MemoryIds::new();
         let backend = Arc::new(backend);
         let mut cells = Vec::with_capacity(config.streams);

@@ -9,6 +9,7 @@ use super::buffer::Arg;
 use super::device::Device;
 use super::inner::Inner;
 use super::pooled::PooledStream;
+use crate::capture::Recording;
 use crate::driver::{Backend, DeviceResource, DeviceStream, LaunchBuffer};
 use crate::error::ServerError;
 use crate::ids::StreamId;
@@ -210,18 +211,25 @@ impl<B: Backend> Inner<B> {
         }
         // Rule 20: decided and done under the capture state, so no `begin` on another
         // thread can start recording between the check and the load.
-        let loaded = self.captures.status().with_recording(|recording| match recording {
-            Some(recording) if B::allocation_breaks_capture() => {
-                let error = ServerError::graph_state(
-                    "load",
-                    format!(
-                        "{recording} is recording: loading kernel {name} would invalidate its capture"
-                    ),
-                );
-                Err(error)
-            }
-            _ => B::load(&mut ps.stream, &source).map(Arc::new),
-        });
+        let loaded = self
+            .captures
+            .status()
+            .with_recording(|recording| match recording {
+                Some(recording) if B::load_breaks_capture() => {
+                    let whose = match recording {
+                        Recording::Here(owner) => format!("{owner} is recording"),
+                        Recording::Elsewhere(owner) => format!(
+                            "{owner} of another device on the same driver context is recording"
+                        ),
+                    };
+                    let error = ServerError::graph_state(
+                        "load",
+                        format!("{whose}: loading kernel {name} would invalidate its capture"),
+                    );
+                    Err(error)
+                }
+                _ => B::load(&mut ps.stream, &source).map(Arc::new),
+            });
         let loaded = match loaded {
             Ok(loaded) => loaded,
             Err(error) => {

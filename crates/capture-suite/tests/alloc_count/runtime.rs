@@ -9,7 +9,7 @@
 //! to the stream's worker, a cost the performance work measures on its own.
 
 use capture_core::{Arg, Builtin, Builtins, Device, DeviceConfig, StreamId};
-use capture_mock::DirectMock;
+use capture_mock::MockBackend;
 
 use crate::{allocations_during, assert_amortised};
 
@@ -24,14 +24,10 @@ const N: usize = 1_000;
 /// Elements of every buffer.
 const E: u64 = 64;
 
-type Dev = Device<DirectMock>;
+type Dev = Device<MockBackend>;
 
 fn device() -> Dev {
-    Device::new(
-        DirectMock::direct(),
-        DeviceConfig::new().streams(1).unwrap(),
-    )
-    .unwrap()
+    Device::new(MockBackend::new(), DeviceConfig::new().streams(1).unwrap()).unwrap()
 }
 
 fn bytes_of(values: &[f32]) -> Vec<u8> {
@@ -39,7 +35,7 @@ fn bytes_of(values: &[f32]) -> Vec<u8> {
 }
 
 fn add_one(dev: &Dev) -> capture_core::KernelHandle {
-    dev.kernel(DirectMock::builtin(Builtin::AddScalar))
+    dev.kernel(MockBackend::builtin(Builtin::AddScalar))
 }
 
 const ONE: [u64; 2] = [E, 0x3f80_0000];
@@ -47,7 +43,7 @@ const ONE: [u64; 2] = [E, 0x3f80_0000];
 fn eager_launches() {
     let dev = device();
     let add_one = add_one(&dev);
-    let axpy = dev.kernel(DirectMock::builtin(Builtin::Axpy));
+    let axpy = dev.kernel(MockBackend::builtin(Builtin::Axpy));
     let a = dev.alloc(S, 256).unwrap();
     let b = dev.alloc(S, 256).unwrap();
     dev.write(S, &a, 0, bytes_of(&[0.0; 64])).unwrap();

@@ -1,12 +1,13 @@
 //! The core's integration tests: the rules, bad input, threads and the trace, all on the
 //! mock (wrapped in `Faulty` so any driver call can fail on cue). One binary; one module
-//! per area. Every test holds the suite lock: the mock models CUDA's global mode, whose
-//! capture legality is process-wide.
+//! per area. Every test holds the suite lock, so the counts of driver calls and the
+//! timing of threads one test sees are its own.
 
 // Test helpers are shared across this binary's modules, not a public API.
 #![allow(missing_docs, unreachable_pub, clippy::missing_errors_doc)]
 
 mod bad_input;
+mod contexts;
 mod reliability;
 mod rules;
 mod threads;
@@ -14,6 +15,7 @@ mod trace;
 
 use std::sync::Arc;
 
+use capture_core::backend::Backend;
 use capture_core::{
     Arg, Buffer, Device, DeviceConfig, KernelHandle, KernelSignature, ServerError, StreamId,
 };
@@ -63,7 +65,7 @@ pub struct Kernels {
     pub add: KernelHandle,
 }
 
-pub fn kernels(dev: &Dev) -> Kernels {
+pub fn kernels<B: Backend<KernelSource = MockKernel>>(dev: &Device<B>) -> Kernels {
     Kernels {
         add_one: dev.kernel(ADD_ONE),
         add_scalar: dev.kernel(ADD_SCALAR),
@@ -89,14 +91,18 @@ pub fn add_one(
 }
 
 /// A buffer on `stream` holding `values` (written and settled).
-pub fn filled(dev: &Dev, stream: StreamId, values: &[u32]) -> Buffer {
+pub fn filled<B: Backend>(dev: &Device<B>, stream: StreamId, values: &[u32]) -> Buffer {
     let b = dev.alloc(stream, values.len() as u64 * 4).expect("alloc");
     dev.write(stream, &b, 0, bytes_of(values)).expect("write");
     b
 }
 
 /// The u32 values of `buffer`, read on `stream`.
-pub fn read(dev: &Dev, stream: StreamId, buffer: &Buffer) -> Result<Vec<u32>, ServerError> {
+pub fn read<B: Backend>(
+    dev: &Device<B>,
+    stream: StreamId,
+    buffer: &Buffer,
+) -> Result<Vec<u32>, ServerError> {
     dev.read(stream, buffer).map(|b| values_of(&b))
 }
 

@@ -1,16 +1,22 @@
-//! Threads: the mock's streams are thread-affine (CUDA's global mode), so a capture
-//! begun on one user thread ends from another through the stream's worker; the device
-//! is Send + Sync; a panic on a worker reaches its caller.
+//! Threads: a capture begun on one user thread ends from another, directly (relaxed
+//! mode, `MockBackend`) and through the stream's worker (a thread-affine driver,
+//! `AffineMock`); the device is Send + Sync; a panic in a kernel reaches its caller as
+//! an asynchronous error, on the caller's thread or a worker.
 
 use std::sync::Arc;
 
+use capture_core::backend::Backend;
 use capture_core::{Arg, Device, DeviceConfig, KernelSignature, StreamId};
-use capture_mock::{Faulty, MockBackend, MockKernel};
+use capture_mock::{AffineMock, Faulty, MockBackend, MockKernel};
 
 use crate::{Dev, S0, bytes_of, filled, kernels, read};
 
 fn mock_device(config: DeviceConfig) -> Dev {
     Device::new(Faulty::new(MockBackend::new()), config).unwrap()
+}
+
+fn affine_device(config: DeviceConfig) -> Device<AffineMock> {
+    Device::new(AffineMock::new(), config).unwrap()
 }
 
 fn assert_send_sync<T: Send + Sync>() {}
@@ -26,7 +32,19 @@ fn a_device_is_send_and_sync() {
 fn with_a_thread_affine_driver_a_capture_begun_on_one_user_thread_ends_from_another() {
     let _suite = crate::suite_lock();
     let config = DeviceConfig::new().streams(2).unwrap().trace(true);
-    let dev = Arc::new(mock_device(config));
+    begun_on_one_thread_ended_on_another(Arc::new(affine_device(config)));
+}
+
+#[test]
+fn in_relaxed_mode_a_capture_begun_on_one_user_thread_ends_from_another() {
+    let _suite = crate::suite_lock();
+    let config = DeviceConfig::new().streams(2).unwrap().trace(true);
+    begun_on_one_thread_ended_on_another(Arc::new(mock_device(config)));
+}
+
+fn begun_on_one_thread_ended_on_another<B: Backend<KernelSource = MockKernel>>(
+    dev: Arc<Device<B>>,
+) {
     let k = kernels(&dev);
     let x = filled(&dev, S0, &[1, 2, 3]);
     let y = dev.alloc(S0, 12).unwrap();
@@ -126,13 +144,21 @@ fn streams_used_from_several_threads_stay_consistent() {
 #[test]
 fn a_kernel_that_panics_on_the_worker_fails_the_wait_and_the_worker_keeps_serving() {
     let _suite = crate::suite_lock();
+    a_panicking_kernel_fails_the_wait(affine_device(DeviceConfig::new().streams(1).unwrap()));
+}
+
+#[test]
+fn a_kernel_that_panics_on_the_callers_thread_fails_the_wait() {
+    let _suite = crate::suite_lock();
+    a_panicking_kernel_fails_the_wait(mock_device(DeviceConfig::new().streams(1).unwrap()));
+}
+
+fn a_panicking_kernel_fails_the_wait<B: Backend<KernelSource = MockKernel>>(dev: Device<B>) {
     const BOOM: MockKernel = MockKernel {
         name: "boom",
         signature: KernelSignature::new(1, 0),
         f: |_, _| std::panic::resume_unwind(Box::new("a kernel panicked")),
     };
-    let config = DeviceConfig::new().streams(1).unwrap();
-    let dev = mock_device(config);
     let boom = dev.kernel(BOOM);
     let x = filled(&dev, S0, &[1]);
     dev.launch(S0, &boom, [1, 1, 1], &[Arg::read_write(&x)], &[])

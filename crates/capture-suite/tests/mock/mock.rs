@@ -1,14 +1,17 @@
-//! The mock's own behaviour: deferred work and `step`, poisoning, process-wide capture
-//! legality, the memory-node fault, thread-affine captures, and the fault plan.
+//! The mock's own behaviour: deferred work and `step`, poisoning, relaxed-mode capture
+//! legality per context, the memory-node fault, thread-affine captures, and the fault plan.
 
 use capture_core::backend::{
-    Backend, BufferBinding, DeviceStream, GraphDriver, MemoryManagement, PageUpdate, StreamSetup,
+    Backend, BufferBinding, ComputeStorage, DeviceStream, Fence, GraphDriver, MemoryManagement,
+    PageUpdate, StreamSetup,
 };
 use capture_core::{
     Access, Arg, Builtin, Builtins, Chain, Device, DeviceConfig, MemoryConfig, MemoryKind,
     ServerError, StreamId,
 };
-use capture_mock::{FaultOp, FaultPlan, Faulty, MockBackend, MockStorage, POISON};
+use capture_mock::{
+    AffineMock, FaultOp, FaultPlan, Faulty, MockBackend, MockStorage, MockStream, POISON,
+};
 use capture_suite::scenarios::{N, S0, bytes, floats, ramp, splat, suite_lock};
 
 fn text(e: &ServerError) -> String {
@@ -76,8 +79,104 @@ fn a_slice_returned_to_its_pool_is_poisoned_at_once() {
     assert!(m.storage().peek(resource).iter().all(|&b| b == POISON));
 }
 
+/// Two streams on one mock context, driven below the core: what relaxed mode lets
+/// happen beside a recording on `s0`, and what invalidates it.
+fn two_streams(mock: &MockBackend) -> (MockStream, MockStream) {
+    let s0 = mock
+        .create_stream(&StreamSetup::standalone(0, false))
+        .unwrap();
+    let s1 = mock
+        .create_stream(&StreamSetup::standalone(1, false))
+        .unwrap();
+    (s0, s1)
+}
+
+fn record(stream: &mut MockStream) {
+    stream.capturing().prepare(S0).unwrap();
+    stream.capturing().begin().unwrap();
+    MockBackend::begin(stream).unwrap();
+}
+
+fn finish(stream: &mut MockStream) -> Result<(), ServerError> {
+    MockBackend::instantiate(stream, None).map(|_| ())
+}
+
 #[test]
-fn an_allocation_anywhere_in_the_process_invalidates_a_recording() {
+fn relaxed_mode_tolerates_allocation_and_other_streams_waits_from_any_thread() {
+    let _suite = suite_lock();
+    let mock = MockBackend::new();
+    let (mut s0, mut s1) = two_streams(&mock);
+    let mut storage = mock.storage(MemoryKind::Device);
+    let page = storage.alloc(4096).unwrap();
+    record(&mut s0);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // From another thread: an allocation, a sync and a fence wait of a stream
+            // that does not record. Global mode would invalidate the capture on each.
+            let more = storage.alloc(4096).unwrap();
+            MockBackend::sync(&mut s1).unwrap();
+            MockStream::fence(s1.signal()).wait().unwrap();
+            more
+        })
+        .join()
+        .unwrap()
+    });
+    // Relaxed mode: the capture ends on a thread other than the one that began it.
+    let ended = std::thread::scope(|s| s.spawn(|| finish(&mut s0)).join().unwrap());
+    ended.unwrap();
+    let _ = page;
+}
+
+#[rstest::rstest]
+#[case::free("a free")]
+#[case::module_load("a module load")]
+fn a_free_or_a_module_load_on_the_context_invalidates_every_recording(#[case] call: &str) {
+    let _suite = suite_lock();
+    let mock = MockBackend::new();
+    let (mut s0, mut s1) = two_streams(&mock);
+    let mut storage = mock.storage(MemoryKind::Device);
+    let page = storage.alloc(4096).unwrap();
+    record(&mut s0);
+    match call {
+        "a free" => storage.dealloc(page),
+        _ => {
+            MockBackend::load(&mut s1, &MockBackend::builtin(Builtin::Fill)).unwrap();
+        }
+    }
+    let err = finish(&mut s0).unwrap_err();
+    assert!(
+        text(&err).contains(&format!(
+            "capture invalidated (CUDA_ERROR_STREAM_CAPTURE_INVALIDATED): {call} during stream capture"
+        )),
+        "{}",
+        text(&err)
+    );
+}
+
+#[rstest::rstest]
+#[case::sync("a sync of a capturing stream")]
+#[case::fence("a fence recorded on a capturing stream")]
+fn a_call_on_the_capturing_stream_invalidates_its_capture_only(#[case] call: &str) {
+    let _suite = suite_lock();
+    let mock = MockBackend::new();
+    let (mut s0, mut s1) = two_streams(&mock);
+    record(&mut s0);
+    record(&mut s1);
+    match call {
+        "a sync of a capturing stream" => MockBackend::sync(&mut s0).unwrap(),
+        _ => drop(MockStream::fence(s0.signal())),
+    }
+    let err = finish(&mut s0).unwrap_err();
+    assert!(
+        text(&err).contains(&format!("{call} during stream capture")),
+        "{}",
+        text(&err)
+    );
+    finish(&mut s1).unwrap();
+}
+
+#[test]
+fn another_context_touches_nothing_of_a_recording() {
     let _suite = suite_lock();
     let a = device(MockBackend::new());
     let b = device(MockBackend::new());
@@ -90,15 +189,19 @@ fn an_allocation_anywhere_in_the_process_invalidates_a_recording() {
     add(&a, &k, &x, &y, 1.0).unwrap();
     a.begin(S0).unwrap();
     add(&a, &k, &x, &y, 1.0).unwrap();
-    // Another device knows nothing of the capture: its pool grows, and in global mode
-    // that invalidates the recording, which instantiate reports.
-    b.alloc(S0, 4096).unwrap();
-    let err = a.end(S0).unwrap_err();
-    assert!(
-        text(&err).contains("capture invalidated (CUDA_ERROR_STREAM_CAPTURE_INVALIDATED): an allocation during stream capture"),
-        "{}",
-        text(&err)
-    );
+    // Another context grows a pool, loads a kernel and releases its pages: nothing of
+    // it reaches `a`'s capture (in global mode each would invalidate it).
+    let kb = b.kernel(MockBackend::builtin(Builtin::AddScalar));
+    let xb = b.alloc(S0, N * 4).unwrap();
+    let yb = b.alloc(S0, N * 4).unwrap();
+    b.write(S0, &xb, 0, bytes(&splat(1.0))).unwrap();
+    add(&b, &kb, &xb, &yb, 1.0).unwrap();
+    b.sync(S0).unwrap();
+    drop((xb, yb));
+    b.cleanup().unwrap();
+    let g = a.end(S0).unwrap();
+    a.replay(S0, g, 1).unwrap();
+    assert_eq!(floats(&a.read(S0, &y).unwrap()), ramp(1.0));
 }
 
 #[test]
@@ -125,16 +228,16 @@ fn a_graph_holding_a_memory_node_replays_once() {
 }
 
 #[test]
-fn a_capture_must_end_on_the_thread_that_began_it() {
+fn with_a_thread_affine_mock_a_capture_must_end_on_the_thread_that_began_it() {
     let _suite = suite_lock();
-    let mock = MockBackend::new();
+    let mock = AffineMock::new();
     let setup = StreamSetup::standalone(0, true);
     let mut stream = mock.create_stream(&setup).unwrap();
     stream.capturing().prepare(S0).unwrap();
     stream.capturing().begin().unwrap();
-    MockBackend::begin(&mut stream).unwrap();
+    AffineMock::begin(&mut stream).unwrap();
     let err = std::thread::scope(|s| {
-        s.spawn(|| MockBackend::instantiate(&mut stream, None).map(|_| ()))
+        s.spawn(|| AffineMock::instantiate(&mut stream, None).map(|_| ()))
             .join()
             .unwrap()
     })

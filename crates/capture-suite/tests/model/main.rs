@@ -1,6 +1,8 @@
 //! The model-based tests: random programs checked op by op against the reference model
-//! in `capture_suite::model`, on the mock with thread-affine streams (`MockBackend`),
-//! on the mock without (`DirectMock`), and the threaded variant.
+//! in `capture_suite::model`, on the mock as the CUDA backend drives CUDA
+//! (`MockBackend`: relaxed-mode capture, calls from any thread), on the mock with
+//! thread-affine streams (`AffineMock`: the core's worker path), and the threaded
+//! variant.
 //!
 //! Cases: `CAPTURE_PROPTEST_CASES` (default 2000 per single-threaded test; the threaded
 //! test runs a fortieth of it, at least 10). A failure shrinks to a minimal program,
@@ -13,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use capture_core::Builtins;
-use capture_mock::{DirectMock, MockBackend};
+use capture_mock::{AffineMock, MockBackend};
 use capture_suite::model;
 use capture_suite::scenarios::suite_lock;
 use proptest::strategy::{Strategy, ValueTree};
@@ -88,13 +90,13 @@ fn mock() {
 }
 
 #[test]
-fn direct_mock() {
+fn affine_mock() {
     single(
-        "DirectMock",
-        DirectMock::direct,
+        "AffineMock",
+        AffineMock::new,
         concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/tests/model/regressions/direct_mock.txt"
+            "/tests/model/regressions/affine_mock.txt"
         ),
     );
 }
