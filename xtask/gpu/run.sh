@@ -92,9 +92,42 @@ if command -v nvidia-smi >/dev/null 2>&1; then
 else
     echo "nvidia-smi: not found"
 fi
-if ! has_lib libcuda.so.1; then
-    echo "no CUDA driver found: libcuda.so.1 is not installed (the CUDA tests will fail)"
-fi
+# The CUDA driver, where the dynamic loader will look for it: the loader cache and
+# LD_LIBRARY_PATH. Found only in a usual directory outside them, that directory joins
+# LD_LIBRARY_PATH, so the tests load the library this check saw. A CUDA toolkit's
+# stubs/libcuda.so (which fails every call with CUDA_ERROR_STUB_LIBRARY) is no driver.
+find_driver() {
+    local path dir
+    path=$(ldconfig -p 2>/dev/null | awk '$1 == "libcuda.so.1" {print $NF; exit}')
+    if [ -z "$path" ]; then
+        for dir in ${LD_LIBRARY_PATH//:/ }; do
+            [ -e "$dir/libcuda.so.1" ] && { path="$dir/libcuda.so.1"; break; }
+        done
+    fi
+    if [ -z "$path" ]; then
+        for dir in /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/lib /lib64 \
+            /usr/local/nvidia/lib64 /usr/lib/wsl/lib; do
+            if [ -e "$dir/libcuda.so.1" ]; then
+                path="$dir/libcuda.so.1"
+                export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+                echo "driver: $dir is outside the loader's path: added to LD_LIBRARY_PATH"
+                break
+            fi
+        done
+    fi
+    if [ -z "$path" ]; then
+        echo "no CUDA driver found: libcuda.so.1 is not installed (the CUDA tests will fail)"
+        return 1
+    fi
+    case "$(readlink -f "$path")" in
+    */stubs/*)
+        echo "driver: $path is the CUDA toolkit's stub library, not a driver (the CUDA tests will fail)"
+        return 1
+        ;;
+    esac
+    echo "driver: $path -> $(readlink -f "$path")"
+}
+find_driver || true
 
 # capture-suite-mock's check of the snapshot set reads the directory compiled into it, on
 # the machine that built the bundle; CI runs that check there.

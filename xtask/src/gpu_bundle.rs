@@ -146,7 +146,6 @@ fn build_tests() -> Result<Vec<(PathBuf, &'static str)>> {
             }
         }
     }
-    args.extend(["--features", "capture-cuda/cuda-12090"]);
     let (ok, messages) = json_messages(&format!("cargo {}", args.join(" ")), cargo(&args))?;
     if !ok {
         bail!(
@@ -330,7 +329,7 @@ and ends with `bundle: N passed, M failed` (exit status non-zero on any failure)
 run.sh reads what is particular to this build from bundle.env.
 
 Needs: x86-64 Linux with a glibc no older than the build machine's; the NVIDIA driver
-(libcuda.so.1). NVRTC is not needed (the kernels ship as PTX; capture-cuda's NVRTC test
+(libcuda.so.1). NVRTC is not needed (the kernels ship as cubins and PTX; capture-cuda's NVRTC test
 says SKIP here and runs in CI). Environment run.sh sets: CAPTURE_SNAPSHOTS,
 INSTA_WORKSPACE_ROOT, INSTA_UPDATE=no, CI=true, CAPTURE_REQUIRE_CUDA=1, LP_NUM_THREADS=0.
 One test binary can be run alone with a filter, e.g.

@@ -28,8 +28,8 @@ runs capture-cuda's NVRTC test. `cargo xtask test` does this itself.";
 const PACKAGE: &str = "nvidia-cuda-nvrtc-cu12";
 /// See [`PACKAGE`].
 pub(crate) const VERSION: &str = "12.9.86";
-/// The library cudarc looks for.
-const LIB: &str = "libnvrtc.so.12";
+/// The library capture-cuda loads (by the path in `CAPTURE_NVRTC`).
+pub(crate) const LIB: &str = "libnvrtc.so.12";
 /// Records which [`VERSION`] the unpacked library is, so a changed pin fetches again.
 const STAMP: &str = "VERSION";
 

@@ -94,7 +94,7 @@ impl Binary {
             .count()
     }
 
-    /// Whether the test `name` (`nvrtc::every_builtin_compiles_to_the_shipped_ptx`) passed.
+    /// Whether the test `name` (`nvrtc::every_builtin_compiles_to_the_shipped_ptx_and_cubins`) passed.
     pub(crate) fn passed_test(&self, name: &str) -> bool {
         self.passed_tests().any(|n| n == name)
     }
@@ -394,7 +394,7 @@ pub(crate) mod tests {
         Running tests/it/main.rs (target/debug/deps/it-66)
         running 2 tests
         test cuda::capture_replay ... ok
-        test nvrtc::every_builtin_compiles_to_the_shipped_ptx ... ok
+        test nvrtc::every_builtin_compiles_to_the_shipped_ptx_and_cubins ... ok
         SKIP: capture_replay: CUDA unavailable: libcuda.so not found
         test result: ok. 2 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.01s
         Running tests/it/main.rs (target/debug/deps/it-55)
@@ -418,7 +418,7 @@ pub(crate) mod tests {
             })
         );
         assert_eq!(cuda.passed_in("cuda"), 1);
-        assert!(cuda.passed_test("nvrtc::every_builtin_compiles_to_the_shipped_ptx"));
+        assert!(cuda.passed_test("nvrtc::every_builtin_compiles_to_the_shipped_ptx_and_cubins"));
         assert_eq!(
             cuda.skips().collect::<Vec<_>>(),
             ["SKIP: capture_replay: CUDA unavailable: libcuda.so not found"]

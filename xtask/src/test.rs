@@ -84,6 +84,8 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
                 .env("CAPTURE_REQUIRE_VULKAN", "1")
                 .env("CAPTURE_REQUIRE_NVRTC", "1")
                 .env("LD_LIBRARY_PATH", &ld_path)
+                // The pinned library by path: a system libnvrtc.so cannot stand in.
+                .env("CAPTURE_NVRTC", nvrtc_lib.join(crate::nvrtc::LIB))
                 .env("LP_NUM_THREADS", "0");
         },
     )?;
@@ -133,7 +135,7 @@ const VULKAN_CANARY: &str =
 pub(crate) const CUDA: Target = Target::test("capture-cuda", "it");
 
 /// The NVRTC test of capture-cuda, which `cargo xtask test` requires to pass.
-pub(crate) const NVRTC_TEST: &str = "nvrtc::every_builtin_compiles_to_the_shipped_ptx";
+pub(crate) const NVRTC_TEST: &str = "nvrtc::every_builtin_compiles_to_the_shipped_ptx_and_cubins";
 
 /// `target`'s results when it ran and nothing in it failed; otherwise why not.
 fn passing<'r>(results: &'r Results, target: &Target) -> Result<&'r Binary, String> {
@@ -356,7 +358,7 @@ mod tests {
     const CUDA_WITHOUT_DRIVER: &str = "
         test cuda::capture_replay ... ok
         test cuda::input_rewrite ... ok
-        test nvrtc::every_builtin_compiles_to_the_shipped_ptx ... ok
+        test nvrtc::every_builtin_compiles_to_the_shipped_ptx_and_cubins ... ok
         SKIP: capture_replay: CUDA unavailable: libcuda.so not found
         SKIP: input_rewrite: CUDA unavailable: libcuda.so not found
         test result: ok. 3 passed; 0 failed; 0 ignored";
@@ -421,7 +423,7 @@ mod tests {
             row(&nvrtc_row(&r)),
             (
                 "FAILED",
-                "nvrtc::every_builtin_compiles_to_the_shipped_ptx: did not pass"
+                "nvrtc::every_builtin_compiles_to_the_shipped_ptx_and_cubins: did not pass"
             )
         );
         let r = run("
@@ -440,14 +442,14 @@ mod tests {
     #[test]
     fn a_skipped_nvrtc_test_fails_its_row() {
         let r = run("
-            test nvrtc::every_builtin_compiles_to_the_shipped_ptx ... ok
+            test nvrtc::every_builtin_compiles_to_the_shipped_ptx_and_cubins ... ok
             SKIP: nvrtc: libnvrtc.so.12 not found
             test result: ok. 1 passed; 0 failed; 0 ignored");
         assert_eq!(
             row(&nvrtc_row(&r)),
             (
                 "FAILED",
-                "nvrtc::every_builtin_compiles_to_the_shipped_ptx: libnvrtc.so.12 not found"
+                "nvrtc::every_builtin_compiles_to_the_shipped_ptx_and_cubins: libnvrtc.so.12 not found"
             )
         );
         assert_eq!(
@@ -504,7 +506,7 @@ mod tests {
             row(&nvrtc_row(&r)),
             (
                 "FAILED",
-                "nvrtc::every_builtin_compiles_to_the_shipped_ptx: capture-cuda --test it did not run"
+                "nvrtc::every_builtin_compiles_to_the_shipped_ptx_and_cubins: capture-cuda --test it did not run"
             )
         );
     }

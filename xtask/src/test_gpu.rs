@@ -323,7 +323,7 @@ Mon Jan  6 10:00:00 2025
             cuda device: NVIDIA H200 (compute 9.0), driver 12080
             test cuda::capture_replay ... ok
             test cuda::input_rewrite ... ok
-            test nvrtc::every_builtin_compiles_to_the_shipped_ptx ... ok
+            test nvrtc::every_builtin_compiles_to_the_shipped_ptx_and_cubins ... ok
             test result: ok. 3 passed; 0 failed; 0 ignored"));
         assert_eq!(step.status, "ok", "{}", step.detail);
         assert_eq!(

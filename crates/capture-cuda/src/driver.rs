@@ -1,12 +1,15 @@
 //! `CudaBackend`: the core's backend traits over the CUDA driver API. Capture is CUDA's
-//! global mode, so the backend declares its streams thread-affine and the core makes
-//! every driver call of a stream on that stream's worker thread.
+//! relaxed mode, so the core calls the driver from whatever thread its user calls on
+//! (under each stream's lock); every call makes the device's context current first.
+//! One `Gpu` per device ordinal in the process: every backend value on it shares the
+//! retained primary context and its capture domain.
 
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 
 use capture_core::backend::{
-    Backend, Builtins, GraphDriver, Grid, KernelSignature, LaunchBuffer, LaunchLimits, StreamSetup,
+    Backend, Builtins, CaptureDomain, GraphDriver, Grid, KernelSignature, LaunchBuffer,
+    LaunchLimits, StreamSetup,
 };
 use capture_core::{Builtin, MAX_ALLOCATION_BYTES, MemoryKind, ServerError};
 
@@ -20,15 +23,22 @@ use crate::stream::{CudaFence, CudaStream};
 /// Threads per block of every launch.
 const BLOCK: u32 = 64;
 
-/// An opened device: its retained primary context and what the driver says of it.
+/// An opened device: its retained primary context, what the driver says of it, and the
+/// capture domain of every device the core builds on that context.
 #[derive(Debug)]
 pub(crate) struct Gpu {
     pub(crate) context: usize,
     device: i32,
+    ordinal: i32,
     name: String,
     pub(crate) compute: (i32, i32),
     driver: i32,
+    domain: CaptureDomain,
 }
+
+/// The devices open in the process, by ordinal: a second backend on an ordinal shares the
+/// first one's `Gpu` (the primary context is one per device anyway).
+static OPEN: Mutex<Vec<(i32, Weak<Gpu>)>> = Mutex::new(Vec::new());
 
 impl Drop for Gpu {
     fn drop(&mut self) {
@@ -51,21 +61,37 @@ impl CudaBackend {
     /// [`Unavailable`] saying why: no driver library, no device, the driver refused to
     /// start.
     pub fn new(ordinal: i32) -> Result<Self, Unavailable> {
-        if !raw::present() {
-            return Err(unavailable(
-                "the CUDA driver library (libcuda.so) is not installed: no NVIDIA driver",
-            ));
+        if let Err(why) = raw::present() {
+            return Err(unavailable(format!(
+                "the CUDA driver library cannot be loaded (no NVIDIA driver?): {why}"
+            )));
+        }
+        let mut open = OPEN.lock().unwrap_or_else(|p| p.into_inner());
+        open.retain(|(_, gpu)| gpu.strong_count() > 0);
+        if let Some(gpu) = open
+            .iter()
+            .find(|(o, _)| *o == ordinal)
+            .and_then(|(_, gpu)| gpu.upgrade())
+        {
+            return Ok(Self { gpu });
         }
         let opened = raw::open(ordinal)?;
-        Ok(Self {
-            gpu: Arc::new(Gpu {
-                context: opened.context,
-                device: opened.device,
-                name: opened.name,
-                compute: opened.compute,
-                driver: opened.driver,
-            }),
-        })
+        let gpu = Arc::new(Gpu {
+            context: opened.context,
+            device: opened.device,
+            ordinal,
+            name: opened.name,
+            compute: opened.compute,
+            driver: opened.driver,
+            domain: CaptureDomain::new(),
+        });
+        open.push((ordinal, Arc::downgrade(&gpu)));
+        Ok(Self { gpu })
+    }
+
+    /// The device's ordinal.
+    pub fn ordinal(&self) -> i32 {
+        self.gpu.ordinal
     }
 
     /// The device's name.
@@ -93,18 +119,17 @@ impl GraphDriver for CudaBackend {
     type Executable = CudaExecutable;
 
     fn begin(stream: &mut CudaStream) -> Result<(), ServerError> {
-        raw::begin_capture(stream.stream)?;
-        stream.began_on = Some(std::thread::current().id());
-        Ok(())
+        let _current = raw::Current::enter(stream.gpu.context)?;
+        raw::begin_capture(stream.stream)
     }
 
     fn instantiate(
         stream: &mut CudaStream,
         doomed: Option<ServerError>,
     ) -> Result<CudaExecutable, ServerError> {
+        let _current = raw::Current::enter(stream.gpu.context)?;
         // The driver capture is always closed first, doomed or not.
         let graph = raw::end_capture(stream.stream);
-        stream.began_on = None;
         let graph = match (graph, doomed) {
             (Ok(graph), Some(doomed)) => {
                 raw::graph_destroy(graph);
@@ -138,6 +163,7 @@ impl GraphDriver for CudaBackend {
     }
 
     fn upload(stream: &mut CudaStream, executable: &CudaExecutable) -> Result<(), ServerError> {
+        let _current = raw::Current::enter(stream.gpu.context)?;
         raw::upload(executable.exec, stream.stream)
     }
 
@@ -146,18 +172,26 @@ impl GraphDriver for CudaBackend {
         executable: &CudaExecutable,
         times: u32,
     ) -> Result<(), ServerError> {
+        let _current = raw::Current::enter(stream.gpu.context)?;
         for _ in 0..times {
             raw::launch_graph(executable.exec, stream.stream)?;
         }
         Ok(())
     }
 
+    /// Relaxed mode: `cuMemAlloc` elsewhere leaves a capture valid.
     fn allocation_breaks_capture() -> bool {
+        false
+    }
+
+    /// A module load may synchronise the context, which no capture may overlap.
+    fn load_breaks_capture() -> bool {
         true
     }
 
+    /// Relaxed mode: a capture ends on any thread.
     fn thread_affine() -> bool {
-        true
+        false
     }
 }
 
@@ -166,8 +200,7 @@ impl Backend for CudaBackend {
     type Kernel = CudaKernel;
 
     fn create_stream(&self, setup: &StreamSetup) -> Result<CudaStream, ServerError> {
-        // Runs on the stream's worker thread: the context stays current there.
-        raw::make_current(self.gpu.context)?;
+        let _current = raw::Current::enter(self.gpu.context)?;
         let stream = raw::stream_create()?;
         Ok(CudaStream {
             gpu: Arc::clone(&self.gpu),
@@ -176,7 +209,6 @@ impl Backend for CudaBackend {
                 CudaStorage::new(Arc::clone(&self.gpu), MemoryKind::Device),
                 CudaStorage::new(Arc::clone(&self.gpu), MemoryKind::Host),
             ),
-            began_on: None,
         })
     }
 
@@ -195,7 +227,13 @@ impl Backend for CudaBackend {
             .expect("CUDA's limits are valid")
     }
 
+    /// The context's: every device on this GPU in the process shares it.
+    fn capture_domain(&self) -> CaptureDomain {
+        self.gpu.domain.clone()
+    }
+
     fn load(stream: &mut CudaStream, source: &CudaKernelSource) -> Result<CudaKernel, ServerError> {
+        let _current = raw::Current::enter(stream.gpu.context)?;
         kernels::load(&stream.gpu, source)
     }
 
@@ -206,6 +244,7 @@ impl Backend for CudaBackend {
         buffers: &[LaunchBuffer<CudaSlice>],
         info: Option<&CudaSlice>,
     ) -> Result<(), ServerError> {
+        let _current = raw::Current::enter(stream.gpu.context)?;
         let count = buffers.len() * 2 + usize::from(info.is_some());
         // A fixed array: a launch allocates nothing.
         let mut args = [0u64; raw::MAX_ARGS];
@@ -231,6 +270,7 @@ impl Backend for CudaBackend {
         destination: &CudaSlice,
         bytes: &[u8],
     ) -> Result<(), ServerError> {
+        let _current = raw::Current::enter(stream.gpu.context)?;
         let len = bytes.len().min(staging.len as usize);
         raw::write_host(staging.addr as usize, &bytes[..len]);
         raw::copy_to_device(destination.addr, staging.addr as usize, len, stream.stream)
@@ -241,6 +281,7 @@ impl Backend for CudaBackend {
         source: &CudaSlice,
         out: &mut [u8],
     ) -> Result<(), ServerError> {
+        let _current = raw::Current::enter(stream.gpu.context)?;
         raw::copy_to_host(out, source.addr, stream.stream)
     }
 
@@ -249,6 +290,7 @@ impl Backend for CudaBackend {
     }
 
     fn sync(stream: &mut CudaStream) -> Result<(), ServerError> {
+        let _current = raw::Current::enter(stream.gpu.context)?;
         raw::stream_sync(stream.stream)
     }
 }

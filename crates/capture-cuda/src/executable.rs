@@ -15,8 +15,14 @@ pub struct CudaExecutable {
 
 impl Drop for CudaExecutable {
     fn drop(&mut self) {
-        let _ = raw::make_current(self.gpu.context);
-        raw::exec_destroy(self.exec);
-        raw::graph_destroy(self.graph);
+        match raw::Current::enter(self.gpu.context) {
+            Ok(_current) => {
+                raw::exec_destroy(self.exec);
+                raw::graph_destroy(self.graph);
+            }
+            Err(error) => {
+                tracing::warn!(target: "capture", %error, "a CUDA graph could not be destroyed");
+            }
+        }
     }
 }

@@ -1,24 +1,35 @@
-//! capture-cuda: CUDA graphs through cudarc's driver bindings, loaded at run time.
+//! capture-cuda: CUDA graphs through the CUDA driver API, loaded at run time.
 //!
 //! Design choices:
-//! - **Nothing calls into the driver before the library is known to load**: cudarc
-//!   panics on a missing `libcuda.so`, so [`CudaBackend::new`] checks first and returns a
-//!   typed [`Unavailable`] instead.
-//! - **Raw driver calls** (`cuMemAlloc` pages, `cuMemHostAlloc` pinned staging, events as
-//!   fences, non-blocking streams), so no per-slice event tracking touches a captured
-//!   stream.
-//! - **Capture in global mode**: the backend declares its streams thread-affine, so the
-//!   core makes every driver call of a stream on its worker thread (begin and end from
-//!   any user thread). `cuStreamEndCapture` always runs, even for a doomed window; a graph
-//!   holding memory allocation nodes is refused; `cuGraphInstantiateWithFlags`,
-//!   `cuGraphUpload` (a failure only logged by the core), `cuGraphLaunch`.
-//! - **Kernels** are PTX: the builtins are CUDA C compiled by NVRTC for sm_80 and sm_90
-//!   and shipped (a test recompiles them and compares); [`MIN_DRIVER`] names the
-//!   oldest driver; an unsupported PTX version is a typed error.
+//! - **Nothing calls into the driver before the library is known to load**:
+//!   [`CudaBackend::new`] loads `libcuda.so.1` (where the dynamic loader looks) and
+//!   returns a typed [`Unavailable`] when it is missing, lacks an entry point, or is the
+//!   toolkit's stub library.
+//! - **Bindings of its own** (`raw.rs`): every driver call returns a plain integer and
+//!   every enum the driver writes is read as one, so a code newer than this crate is
+//!   reported as its number ([`CudaError`]), never undefined behaviour.
+//! - **Raw driver calls** (`cuMemAlloc` pages, `cuMemHostAlloc` pinned staging,
+//!   blocking-sync events as fences, non-blocking streams), so no per-slice event
+//!   tracking touches a captured stream.
+//! - **Capture in relaxed mode** (`CU_STREAM_CAPTURE_MODE_RELAXED`): no thread is barred
+//!   from any call while a capture is open, and a capture may end on any thread, so the
+//!   core calls the driver directly from its callers' threads, each call making the
+//!   device's primary context current (and putting the caller's back). The protections
+//!   global mode would give are the core's: no page release or first module load while
+//!   any stream of the context records (one capture domain per device ordinal, shared by
+//!   every backend and device on it), no sync, read, event or wait on a recording stream.
+//!   `cuStreamEndCapture` always runs, even for a doomed window; a graph holding memory
+//!   allocation nodes is refused; `cuGraphInstantiateWithFlags`, `cuGraphUpload` (a
+//!   failure only logged by the core), `cuGraphLaunch`.
+//! - **Kernels**: the builtins are CUDA C compiled by NVRTC to cubins for sm_80 and
+//!   sm_90 (no JIT needed on those GPUs) and PTX for compute_80 and compute_90 (JIT
+//!   elsewhere), all shipped (a test recompiles them and compares); [`MIN_DRIVER`] names
+//!   the oldest driver. User PTX is checked against its declared signature at load
+//!   (`cuFuncGetParamInfo`). A missing JIT compiler or an unsupported PTX version is a
+//!   typed error.
 //! - Unsafe code lives in `raw.rs` only, each block with a `// SAFETY:` line.
 //!
-//! Features forward cudarc's CUDA version bindings: `cuda-12090` (default), `cuda-12040`
-//! and `cuda-13000` (use `--no-default-features` to pick another).
+//! This crate has no features.
 
 mod driver;
 mod error;
@@ -32,8 +43,9 @@ pub use driver::CudaBackend;
 pub use error::{CudaError, Unavailable};
 pub use executable::CudaExecutable;
 pub use kernels::{
-    BUILTINS_CU, BUILTINS_SM80, BUILTINS_SM90, CudaKernel, CudaKernelSource, MIN_DRIVER, PTX_ISA,
-    SHIPPED, compile_builtins, nvrtc_present,
+    BUILTINS_CU, BUILTINS_SM80, BUILTINS_SM80_CUBIN, BUILTINS_SM90, BUILTINS_SM90_CUBIN,
+    CudaKernel, CudaKernelSource, MIN_DRIVER, NVRTC_RELEASE, PTX_ISA, SHIPPED, SHIPPED_CUBINS,
+    compile_builtins, compile_builtins_cubin, nvrtc_present, nvrtc_version,
 };
 pub use storage::{CudaSlice, CudaStorage};
 pub use stream::{CudaFence, CudaStream};

@@ -1,39 +1,231 @@
 //! The only module that calls the CUDA driver (and NVRTC). Every `unsafe` block carries a
 //! `// SAFETY:` line. Handles travel as integers outside this module.
 //!
+//! The driver is bound here, not through generated bindings: every entry point returns a
+//! plain `c_int` and every out-value the driver writes as a C enum is read as an integer,
+//! so a result code or node type newer than this crate (CUDA 13 added codes 12.9's
+//! bindings lack) is a number to report, never an out-of-range Rust enum.
+//!
 //! Facts the rest of the crate guarantees (and these functions rely on):
-//! - nothing here is called before [`present`] said the driver library loads (cudarc
-//!   panics on a missing library instead of returning an error);
-//! - the backend is thread-affine: every call of a stream runs on that stream's worker
-//!   thread, where [`make_current`] made the device's context current;
+//! - nothing here is called before [`present`] said the driver library loads;
+//! - every call that needs a context runs inside [`Current::enter`] for the device's
+//!   retained primary context, from whatever thread the core calls on (relaxed-mode
+//!   capture: any thread may begin, record into and end a capture);
 //! - objects are destroyed only once no pending work uses them (the core frees behind
 //!   events through its drop queue).
 
-use std::ffi::{CStr, c_void};
+use std::borrow::Cow;
+use std::ffi::{CStr, CString, c_char, c_int, c_uint, c_void};
+use std::sync::OnceLock;
 
 use capture_core::PoolName;
 use capture_core::ServerError;
-use cudarc::driver::sys::{self, CUresult};
+use libloading::Library;
 
-use crate::error::{Unavailable, cu_error, out_of_memory, unavailable};
+use crate::error::{CudaError, Unavailable, cu_error, out_of_memory, unavailable};
 
-fn check(op: &'static str, code: CUresult) -> Result<(), ServerError> {
-    match code {
-        CUresult::CUDA_SUCCESS => Ok(()),
-        other => Err(cu_error(op, other)),
+type Handle = *mut c_void;
+
+/// Declares the driver entry points this crate calls, each returning the raw `CUresult`.
+macro_rules! driver_api {
+    ($($name:ident($($arg:ty),*);)*) => {
+        #[allow(non_snake_case)]
+        struct Api {
+            // SAFETY: function-pointer types only; each call below says why it is sound.
+            $($name: unsafe extern "C" fn($($arg),*) -> c_int,)*
+            // SAFETY: as above.
+            cuFuncGetParamInfo: Option<unsafe extern "C" fn(Handle, usize, *mut usize, *mut usize) -> c_int>,
+            // SAFETY: as above.
+            cuGetErrorName: Option<unsafe extern "C" fn(c_int, *mut *const c_char) -> c_int>,
+        }
+
+        impl Api {
+            fn load(lib: &'static Library) -> Result<Self, String> {
+                Ok(Self {
+                    $($name: {
+                        // SAFETY: the symbol is the driver's entry point of that name, whose C
+                        // signature is the one declared above (from cuda.h); the library is
+                        // never unloaded (it lives in a static).
+                        let symbol = unsafe {
+                            lib.get::<unsafe extern "C" fn($($arg),*) -> c_int>(
+                                concat!(stringify!($name), "\0").as_bytes(),
+                            )
+                        };
+                        *symbol.map_err(|e| format!("the driver lacks {}: {e}", stringify!($name)))?
+                    },)*
+                    // SAFETY: as above; these two are optional (older drivers lack them).
+                    cuFuncGetParamInfo: unsafe { lib.get(b"cuFuncGetParamInfo\0") }.ok().map(|s| *s),
+                    // SAFETY: as above.
+                    cuGetErrorName: unsafe { lib.get(b"cuGetErrorName\0") }.ok().map(|s| *s),
+                })
+            }
+        }
+    };
+}
+
+driver_api! {
+    cuInit(c_uint);
+    cuDriverGetVersion(*mut c_int);
+    cuDeviceGetCount(*mut c_int);
+    cuDeviceGet(*mut c_int, c_int);
+    cuDeviceGetName(*mut c_char, c_int, c_int);
+    cuDeviceGetAttribute(*mut c_int, c_int, c_int);
+    cuDevicePrimaryCtxRetain(*mut Handle, c_int);
+    cuDevicePrimaryCtxRelease_v2(c_int);
+    cuCtxGetCurrent(*mut Handle);
+    cuCtxSetCurrent(Handle);
+    cuStreamCreate(*mut Handle, c_uint);
+    cuStreamDestroy_v2(Handle);
+    cuStreamSynchronize(Handle);
+    cuStreamWaitEvent(Handle, Handle, c_uint);
+    cuStreamBeginCapture_v2(Handle, c_uint);
+    cuStreamEndCapture(Handle, *mut Handle);
+    cuStreamIsCapturing(Handle, *mut c_uint);
+    cuMemAlloc_v2(*mut u64, usize);
+    cuMemFree_v2(u64);
+    cuMemHostAlloc(*mut Handle, usize, c_uint);
+    cuMemFreeHost(Handle);
+    cuMemcpyHtoDAsync_v2(u64, *const c_void, usize, Handle);
+    cuMemcpyDtoHAsync_v2(*mut c_void, u64, usize, Handle);
+    cuEventCreate(*mut Handle, c_uint);
+    cuEventRecord(Handle, Handle);
+    cuEventSynchronize(Handle);
+    cuEventDestroy_v2(Handle);
+    cuModuleLoadData(*mut Handle, *const c_void);
+    cuModuleGetFunction(*mut Handle, Handle, *const c_char);
+    cuModuleUnload(Handle);
+    cuLaunchKernel(Handle, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, Handle, *mut *mut c_void, *mut *mut c_void);
+    cuGraphGetNodes(Handle, *mut Handle, *mut usize);
+    cuGraphNodeGetType(Handle, *mut c_uint);
+    cuGraphInstantiateWithFlags(*mut Handle, Handle, u64);
+    cuGraphUpload(Handle, Handle);
+    cuGraphLaunch(Handle, Handle);
+    cuGraphExecDestroy(Handle);
+    cuGraphDestroy(Handle);
+}
+
+/// Driver constants (cuda.h), as the integers the driver takes and returns.
+mod consts {
+    pub(super) const SUCCESS: i32 = 0;
+    pub(super) const INVALID_VALUE: i32 = 1;
+    pub(super) const STUB_LIBRARY: i32 = 34;
+    pub(super) const NO_DEVICE: i32 = 100;
+    pub(super) const ATTRIBUTE_COMPUTE_MAJOR: i32 = 75;
+    pub(super) const ATTRIBUTE_COMPUTE_MINOR: i32 = 76;
+    pub(super) const STREAM_NON_BLOCKING: u32 = 1;
+    pub(super) const EVENT_BLOCKING_SYNC: u32 = 1;
+    pub(super) const EVENT_DISABLE_TIMING: u32 = 2;
+    pub(super) const CAPTURE_MODE_RELAXED: u32 = 2;
+    pub(super) const CAPTURE_STATUS_NONE: u32 = 0;
+    pub(super) const NODE_MEM_ALLOC: u32 = 10;
+    pub(super) const NODE_MEM_FREE: u32 = 11;
+    pub(super) const HOST_ALLOC_PORTABLE: u32 = 1;
+}
+
+/// The names the dynamic loader is asked for, in order: the driver's soname first (a
+/// CUDA toolkit's `stubs/libcuda.so` has no `.so.1`), then the development link.
+const DRIVER_NAMES: [&str; 2] = ["libcuda.so.1", "libcuda.so"];
+
+static DRIVER: OnceLock<Result<(&'static Library, Api), String>> = OnceLock::new();
+
+fn load_driver() -> &'static Result<(&'static Library, Api), String> {
+    DRIVER.get_or_init(|| {
+        let mut tried = Vec::new();
+        for name in DRIVER_NAMES {
+            // SAFETY: loading the NVIDIA driver library runs its initialisers, which have
+            // no preconditions; the handle is kept for the process's life.
+            match unsafe { Library::new(name) } {
+                Ok(lib) => {
+                    let lib: &'static Library = Box::leak(Box::new(lib));
+                    return Api::load(lib).map(|api| (lib, api));
+                }
+                Err(e) => tried.push(format!("{name}: {e}")),
+            }
+        }
+        Err(tried.join("; "))
+    })
+}
+
+fn api() -> &'static Api {
+    match load_driver() {
+        Ok((_, api)) => api,
+        Err(_) => unreachable!("the driver is called only after `present` said it loads"),
     }
 }
 
-/// Whether the driver library (`libcuda.so`) can be loaded.
-pub(crate) fn present() -> bool {
-    // SAFETY: the check only tries to load the library; it calls no driver function.
-    unsafe { sys::is_culib_present() }
+fn check(op: &'static str, code: c_int) -> Result<(), ServerError> {
+    match code {
+        consts::SUCCESS => Ok(()),
+        other => Err(cu_error(op, CudaError::new(other, error_name(other)))),
+    }
 }
 
-/// Whether the NVRTC library can be loaded.
-pub(crate) fn nvrtc_present() -> bool {
-    // SAFETY: as above, for NVRTC.
-    unsafe { cudarc::nvrtc::sys::is_culib_present() }
+/// The driver's name for result `code` (`CUDA_ERROR_…`), when the driver knows it.
+pub(crate) fn error_name(code: i32) -> Option<Cow<'static, str>> {
+    let f = match load_driver() {
+        Ok((_, api)) => api.cuGetErrorName?,
+        Err(_) => return None,
+    };
+    let mut name: *const c_char = std::ptr::null();
+    // SAFETY: `name` is a valid out-pointer; the driver answers any integer (an unknown
+    // one with CUDA_ERROR_INVALID_VALUE) and writes a pointer to a static string.
+    if unsafe { f(code, &mut name) } != consts::SUCCESS || name.is_null() {
+        return None;
+    }
+    // SAFETY: a NUL-terminated static string the driver owns.
+    Some(Cow::Owned(
+        unsafe { CStr::from_ptr(name) }
+            .to_string_lossy()
+            .into_owned(),
+    ))
+}
+
+/// Whether the driver library loads and has every entry point this crate calls; why not
+/// otherwise.
+pub(crate) fn present() -> Result<(), String> {
+    load_driver().as_ref().map(|_| ()).map_err(Clone::clone)
+}
+
+/// The context current on this thread, made current by [`Current::enter`] and put back
+/// when the value drops.
+pub(crate) struct Current {
+    previous: Option<Handle>,
+}
+
+impl Current {
+    /// Makes `context` current on the calling thread, unless it already is (one cheap
+    /// `cuCtxGetCurrent`, a thread-local read in the driver). The caller's own context,
+    /// if it had another, is restored when the value drops.
+    pub(crate) fn enter(context: usize) -> Result<Self, ServerError> {
+        let mut current: Handle = std::ptr::null_mut();
+        // SAFETY: `current` is a valid out-pointer.
+        check("cuCtxGetCurrent", unsafe {
+            (api().cuCtxGetCurrent)(&mut current)
+        })?;
+        if current as usize == context {
+            return Ok(Self { previous: None });
+        }
+        // SAFETY: the context is retained for the backend's life.
+        check("cuCtxSetCurrent", unsafe {
+            (api().cuCtxSetCurrent)(context as Handle)
+        })?;
+        Ok(Self {
+            previous: Some(current),
+        })
+    }
+}
+
+impl Drop for Current {
+    fn drop(&mut self) {
+        if let Some(previous) = self.previous.take() {
+            // SAFETY: `previous` was current on this thread a moment ago (or null, which
+            // unbinds); the caller owns its life.
+            let code = unsafe { (api().cuCtxSetCurrent)(previous) };
+            if code != consts::SUCCESS {
+                tracing::warn!(target: "capture", code, "restoring the caller's CUDA context failed");
+            }
+        }
+    }
 }
 
 /// What the driver says about the device it opened.
@@ -48,33 +240,48 @@ pub(crate) struct Opened {
 
 /// Initialises the driver and retains device `ordinal`'s primary context.
 pub(crate) fn open(ordinal: i32) -> Result<Opened, Unavailable> {
-    let fail = |op: &str, code: CUresult| unavailable(format!("{op} failed: {code:?}"));
+    let api = api();
+    let fail = |op: &str, code: c_int| {
+        unavailable(format!(
+            "{op} failed: {}",
+            CudaError::new(code, error_name(code))
+        ))
+    };
     // SAFETY: `present()` was checked by the caller; cuInit takes no pointers.
-    let code = unsafe { sys::cuInit(0) };
-    if code != CUresult::CUDA_SUCCESS {
-        return Err(fail("cuInit", code));
+    let code = unsafe { (api.cuInit)(0) };
+    match code {
+        consts::SUCCESS => {}
+        consts::STUB_LIBRARY => {
+            return Err(unavailable(
+                "the libcuda.so the loader found is the CUDA toolkit's stub library \
+                 (CUDA_ERROR_STUB_LIBRARY), not an NVIDIA driver: remove the toolkit's \
+                 stubs directory from LD_LIBRARY_PATH",
+            ));
+        }
+        consts::NO_DEVICE => return Err(unavailable("the driver found no CUDA device")),
+        code => return Err(fail("cuInit", code)),
     }
     let mut count = 0;
     // SAFETY: `count` is a valid out-pointer.
-    let code = unsafe { sys::cuDeviceGetCount(&mut count) };
-    if code != CUresult::CUDA_SUCCESS {
+    let code = unsafe { (api.cuDeviceGetCount)(&mut count) };
+    if code != consts::SUCCESS {
         return Err(fail("cuDeviceGetCount", code));
     }
-    if count <= ordinal {
+    if ordinal < 0 || count <= ordinal {
         return Err(unavailable(format!(
             "no CUDA device {ordinal} ({count} found)"
         )));
     }
     let mut device = 0;
     // SAFETY: `device` is a valid out-pointer; the ordinal is below the count.
-    let code = unsafe { sys::cuDeviceGet(&mut device, ordinal) };
-    if code != CUresult::CUDA_SUCCESS {
+    let code = unsafe { (api.cuDeviceGet)(&mut device, ordinal) };
+    if code != consts::SUCCESS {
         return Err(fail("cuDeviceGet", code));
     }
-    let mut name = [0 as std::ffi::c_char; 256];
+    let mut name = [0 as c_char; 256];
     // SAFETY: the buffer is 256 bytes long, as passed.
-    let code = unsafe { sys::cuDeviceGetName(name.as_mut_ptr(), 256, device) };
-    let name = if code == CUresult::CUDA_SUCCESS {
+    let code = unsafe { (api.cuDeviceGetName)(name.as_mut_ptr(), 256, device) };
+    let name = if code == consts::SUCCESS {
         // SAFETY: the driver wrote a NUL-terminated string into the buffer.
         unsafe { CStr::from_ptr(name.as_ptr()) }
             .to_string_lossy()
@@ -82,23 +289,30 @@ pub(crate) fn open(ordinal: i32) -> Result<Opened, Unavailable> {
     } else {
         "unnamed device".into()
     };
-    let attribute = |a: sys::CUdevice_attribute| {
+    let attribute = |a: c_int| -> Result<i32, Unavailable> {
         let mut v = 0;
         // SAFETY: `v` is a valid out-pointer; the device is valid.
-        let code = unsafe { sys::cuDeviceGetAttribute(&mut v, a, device) };
-        if code == CUresult::CUDA_SUCCESS { v } else { 0 }
+        let code = unsafe { (api.cuDeviceGetAttribute)(&mut v, a, device) };
+        if code == consts::SUCCESS {
+            Ok(v)
+        } else {
+            Err(fail("cuDeviceGetAttribute", code))
+        }
     };
     let compute = (
-        attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
-        attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR),
+        attribute(consts::ATTRIBUTE_COMPUTE_MAJOR)?,
+        attribute(consts::ATTRIBUTE_COMPUTE_MINOR)?,
     );
     let mut driver = 0;
     // SAFETY: `driver` is a valid out-pointer.
-    let _ = unsafe { sys::cuDriverGetVersion(&mut driver) };
+    let code = unsafe { (api.cuDriverGetVersion)(&mut driver) };
+    if code != consts::SUCCESS {
+        return Err(fail("cuDriverGetVersion", code));
+    }
     let mut context = std::ptr::null_mut();
     // SAFETY: `context` is a valid out-pointer; the device is valid.
-    let code = unsafe { sys::cuDevicePrimaryCtxRetain(&mut context, device) };
-    if code != CUresult::CUDA_SUCCESS {
+    let code = unsafe { (api.cuDevicePrimaryCtxRetain)(&mut context, device) };
+    if code != consts::SUCCESS {
         return Err(fail("cuDevicePrimaryCtxRetain", code));
     }
     Ok(Opened {
@@ -114,15 +328,16 @@ pub(crate) fn open(ordinal: i32) -> Result<Opened, Unavailable> {
 pub(crate) fn release(device: i32) {
     // SAFETY: the context was retained once by `open` and every object made in it is
     // gone (the backend's last handle is dropping).
-    let _ = unsafe { sys::cuDevicePrimaryCtxRelease_v2(device) };
+    let code = unsafe { (api().cuDevicePrimaryCtxRelease_v2)(device) };
+    warn_on("cuDevicePrimaryCtxRelease", code);
 }
 
-/// Makes `context` current on the calling thread.
-pub(crate) fn make_current(context: usize) -> Result<(), ServerError> {
-    // SAFETY: the context is retained for the backend's life.
-    check("cuCtxSetCurrent", unsafe {
-        sys::cuCtxSetCurrent(context as sys::CUcontext)
-    })
+/// Logs a failed call of a teardown path, which has no caller to return it to.
+fn warn_on(op: &'static str, code: c_int) {
+    if code != consts::SUCCESS {
+        let error = CudaError::new(code, error_name(code));
+        tracing::warn!(target: "capture", op, %error, "a CUDA teardown call failed");
+    }
 }
 
 /// A non-blocking stream.
@@ -130,58 +345,80 @@ pub(crate) fn stream_create() -> Result<usize, ServerError> {
     let mut stream = std::ptr::null_mut();
     // SAFETY: `stream` is a valid out-pointer; the context is current.
     check("cuStreamCreate", unsafe {
-        sys::cuStreamCreate(
-            &mut stream,
-            sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32,
-        )
+        (api().cuStreamCreate)(&mut stream, consts::STREAM_NON_BLOCKING)
     })?;
     Ok(stream as usize)
 }
 
 /// Destroys a stream whose work has completed.
 pub(crate) fn stream_destroy(stream: usize) {
-    // SAFETY: the caller synchronised the stream first.
-    let _ = unsafe { sys::cuStreamDestroy_v2(stream as sys::CUstream) };
+    // SAFETY: the caller synchronised the stream first; the context is current.
+    warn_on("cuStreamDestroy", unsafe {
+        (api().cuStreamDestroy_v2)(stream as Handle)
+    });
 }
 
 /// Waits for everything enqueued on `stream`.
 pub(crate) fn stream_sync(stream: usize) -> Result<(), ServerError> {
-    // SAFETY: the stream is live; the context is current.
+    // SAFETY: the stream is live and not capturing; the context is current.
     check("cuStreamSynchronize", unsafe {
-        sys::cuStreamSynchronize(stream as sys::CUstream)
+        (api().cuStreamSynchronize)(stream as Handle)
     })
+}
+
+/// Whether `stream` is capturing (active or invalidated).
+pub(crate) fn is_capturing(stream: usize) -> Result<bool, ServerError> {
+    let mut status = consts::CAPTURE_STATUS_NONE;
+    // SAFETY: the stream is live; `status` is a valid out-pointer (the driver writes
+    // the `CUstreamCaptureStatus` enum, read here as its integer).
+    check("cuStreamIsCapturing", unsafe {
+        (api().cuStreamIsCapturing)(stream as Handle, &mut status)
+    })?;
+    Ok(status != consts::CAPTURE_STATUS_NONE)
 }
 
 /// `size` bytes of device memory.
 pub(crate) fn mem_alloc(size: u64, pool: PoolName) -> Result<u64, ServerError> {
     let mut ptr = 0;
     // SAFETY: `ptr` is a valid out-pointer; the context is current.
-    match unsafe { sys::cuMemAlloc_v2(&mut ptr, size as usize) } {
-        CUresult::CUDA_SUCCESS => Ok(ptr),
-        code => Err(out_of_memory("cuMemAlloc", size, pool, code)),
+    match unsafe { (api().cuMemAlloc_v2)(&mut ptr, size as usize) } {
+        consts::SUCCESS => Ok(ptr),
+        code => Err(out_of_memory(
+            "cuMemAlloc",
+            size,
+            pool,
+            CudaError::new(code, error_name(code)),
+        )),
     }
 }
 
 /// Frees device memory no pending work uses.
 pub(crate) fn mem_free(ptr: u64) {
-    // SAFETY: the core frees a page only once nothing uses it.
-    let _ = unsafe { sys::cuMemFree_v2(ptr) };
+    // SAFETY: the core frees a page only once nothing uses it; the context is current.
+    warn_on("cuMemFree", unsafe { (api().cuMemFree_v2)(ptr) });
 }
 
 /// `size` bytes of pinned (page-locked) host memory.
 pub(crate) fn host_alloc(size: u64, pool: PoolName) -> Result<usize, ServerError> {
     let mut ptr = std::ptr::null_mut();
     // SAFETY: `ptr` is a valid out-pointer; the context is current.
-    match unsafe { sys::cuMemHostAlloc(&mut ptr, size as usize, sys::CU_MEMHOSTALLOC_PORTABLE) } {
-        CUresult::CUDA_SUCCESS => Ok(ptr as usize),
-        code => Err(out_of_memory("cuMemHostAlloc", size, pool, code)),
+    match unsafe { (api().cuMemHostAlloc)(&mut ptr, size as usize, consts::HOST_ALLOC_PORTABLE) } {
+        consts::SUCCESS => Ok(ptr as usize),
+        code => Err(out_of_memory(
+            "cuMemHostAlloc",
+            size,
+            pool,
+            CudaError::new(code, error_name(code)),
+        )),
     }
 }
 
 /// Frees pinned host memory no pending work uses.
 pub(crate) fn host_free(ptr: usize) {
     // SAFETY: as for device memory.
-    let _ = unsafe { sys::cuMemFreeHost(ptr as *mut c_void) };
+    warn_on("cuMemFreeHost", unsafe {
+        (api().cuMemFreeHost)(ptr as Handle)
+    });
 }
 
 /// Copies `bytes` to pinned host memory at `at`.
@@ -202,85 +439,88 @@ pub(crate) fn copy_to_device(
     // SAFETY: both ranges lie in live pages the core keeps until the copy ran (or, for a
     // recorded copy, for the graph's life).
     check("cuMemcpyHtoDAsync", unsafe {
-        sys::cuMemcpyHtoDAsync_v2(dst, src as *const c_void, len, stream as sys::CUstream)
+        (api().cuMemcpyHtoDAsync_v2)(dst, src as *const c_void, len, stream as Handle)
     })
 }
 
-/// Copies device memory to `out` on `stream` and waits for it. An asynchronous copy on
-/// the stream's own non-blocking stream, never the legacy default stream: a synchronous
-/// copy from another thread is an unsafe call while a global-mode capture is open.
+/// Copies device memory to `out` on `stream` and waits for it: an asynchronous copy on
+/// the stream's own non-blocking stream, never the legacy default stream, which would
+/// synchronise with every capturing stream of the context.
 pub(crate) fn copy_to_host(out: &mut [u8], src: u64, stream: usize) -> Result<(), ServerError> {
     // SAFETY: the source range lies in a live page; `out` outlives the copy because the
     // stream is synchronised before returning.
     check("cuMemcpyDtoHAsync", unsafe {
-        sys::cuMemcpyDtoHAsync_v2(
+        (api().cuMemcpyDtoHAsync_v2)(
             out.as_mut_ptr() as *mut c_void,
             src,
             out.len(),
-            stream as sys::CUstream,
+            stream as Handle,
         )
     })?;
     stream_sync(stream)
 }
 
 /// Records an event on `stream` (creating it), signalled once everything enqueued so far
-/// has run.
+/// has run. A host wait on it blocks the thread rather than spinning.
 pub(crate) fn event_record(stream: usize) -> Result<usize, ServerError> {
     let mut event = std::ptr::null_mut();
     // SAFETY: `event` is a valid out-pointer; the context is current.
     check("cuEventCreate", unsafe {
-        sys::cuEventCreate(
+        (api().cuEventCreate)(
             &mut event,
-            sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32,
+            consts::EVENT_DISABLE_TIMING | consts::EVENT_BLOCKING_SYNC,
         )
     })?;
     // SAFETY: the event was just created and the stream is live and not capturing (the
     // core never fences a recording stream).
-    let code = unsafe { sys::cuEventRecord(event, stream as sys::CUstream) };
-    if code != CUresult::CUDA_SUCCESS {
+    let code = unsafe { (api().cuEventRecord)(event, stream as Handle) };
+    if code != consts::SUCCESS {
         event_destroy(event as usize);
-        return Err(cu_error("cuEventRecord", code));
+        return Err(cu_error(
+            "cuEventRecord",
+            CudaError::new(code, error_name(code)),
+        ));
     }
     Ok(event as usize)
 }
 
-/// Waits for `event`, from any thread: `context` is made current first.
-pub(crate) fn event_wait(context: usize, event: usize) -> Result<(), ServerError> {
-    make_current(context)?;
-    // SAFETY: the event is live until the fence that owns it drops.
+/// Waits on the host for `event`.
+pub(crate) fn event_wait(event: usize) -> Result<(), ServerError> {
+    // SAFETY: the event is live until the fence that owns it drops; the context is
+    // current.
     check("cuEventSynchronize", unsafe {
-        sys::cuEventSynchronize(event as sys::CUevent)
+        (api().cuEventSynchronize)(event as Handle)
     })
 }
 
 /// Makes everything enqueued on `stream` from now on wait, on the device, for `event`
 /// (recorded on another stream of the same context).
-pub(crate) fn stream_wait_event(
-    context: usize,
-    stream: usize,
-    event: usize,
-) -> Result<(), ServerError> {
-    make_current(context)?;
+pub(crate) fn stream_wait_event(stream: usize, event: usize) -> Result<(), ServerError> {
     // SAFETY: the stream is live and not capturing (the core never orders a recording
-    // stream); the event is live until the fence that owns it drops, and a wait already
-    // enqueued does not need it to outlive the call.
+    // stream, so no capture waits on an event recorded outside it); the event is live
+    // until the fence that owns it drops, and a wait already enqueued does not need it
+    // to outlive the call.
     check("cuStreamWaitEvent", unsafe {
-        sys::cuStreamWaitEvent(stream as sys::CUstream, event as sys::CUevent, 0)
+        (api().cuStreamWaitEvent)(stream as Handle, event as Handle, 0)
     })
 }
 
 /// Destroys an event.
 pub(crate) fn event_destroy(event: usize) {
     // SAFETY: the event is owned by the caller and not waited on elsewhere.
-    let _ = unsafe { sys::cuEventDestroy_v2(event as sys::CUevent) };
+    warn_on("cuEventDestroy", unsafe {
+        (api().cuEventDestroy_v2)(event as Handle)
+    });
 }
 
-/// Loads a module from NUL-terminated PTX.
-pub(crate) fn module_load(ptx: &CStr) -> Result<usize, ServerError> {
+/// Loads a module from a cubin or NUL-terminated PTX.
+pub(crate) fn module_load(image: &[u8]) -> Result<usize, ServerError> {
     let mut module = std::ptr::null_mut();
-    // SAFETY: `ptx` is NUL-terminated text; `module` is a valid out-pointer.
+    // SAFETY: `image` is a whole cubin (an ELF image the driver parses with its own
+    // bounds) or NUL-terminated PTX text, as the caller built it; `module` is a valid
+    // out-pointer; the context is current.
     check("cuModuleLoadData", unsafe {
-        sys::cuModuleLoadData(&mut module, ptx.as_ptr() as *const c_void)
+        (api().cuModuleLoadData)(&mut module, image.as_ptr() as *const c_void)
     })?;
     Ok(module as usize)
 }
@@ -290,7 +530,7 @@ pub(crate) fn module_function(module: usize, name: &CStr) -> Result<usize, Serve
     let mut function = std::ptr::null_mut();
     // SAFETY: the module is loaded; `name` is NUL-terminated.
     check("cuModuleGetFunction", unsafe {
-        sys::cuModuleGetFunction(&mut function, module as sys::CUmodule, name.as_ptr())
+        (api().cuModuleGetFunction)(&mut function, module as Handle, name.as_ptr())
     })?;
     Ok(function as usize)
 }
@@ -298,7 +538,37 @@ pub(crate) fn module_function(module: usize, name: &CStr) -> Result<usize, Serve
 /// Unloads a module no pending work uses.
 pub(crate) fn module_unload(module: usize) {
     // SAFETY: the kernel registry drops modules with the device, after its streams.
-    let _ = unsafe { sys::cuModuleUnload(module as sys::CUmodule) };
+    warn_on("cuModuleUnload", unsafe {
+        (api().cuModuleUnload)(module as Handle)
+    });
+}
+
+/// Each parameter of `function`, as `(offset, size)` in bytes, read from the kernel
+/// image; `None` when the driver is too old to say (`cuFuncGetParamInfo` came with CUDA
+/// 12.4).
+pub(crate) fn params(function: usize) -> Result<Option<Vec<(usize, usize)>>, ServerError> {
+    let Some(f) = api().cuFuncGetParamInfo else {
+        return Ok(None);
+    };
+    let mut params = Vec::new();
+    // The core's most buffers, two arguments each, the info pointer, and one more to
+    // see past them.
+    for index in 0..=MAX_ARGS {
+        let (mut offset, mut size) = (0, 0);
+        // SAFETY: the function is loaded; both out-pointers are valid; an index past
+        // the last parameter is answered with CUDA_ERROR_INVALID_VALUE.
+        match unsafe { f(function as Handle, index, &mut offset, &mut size) } {
+            consts::SUCCESS => params.push((offset, size)),
+            consts::INVALID_VALUE => break,
+            code => {
+                return Err(cu_error(
+                    "cuFuncGetParamInfo",
+                    CudaError::new(code, error_name(code)),
+                ));
+            }
+        }
+    }
+    Ok(Some(params))
 }
 
 /// The most 64-bit arguments a launch passes: the core's most buffers (a pointer and a
@@ -319,11 +589,11 @@ pub(crate) fn launch(
         *slot = arg as *mut u64 as *mut c_void;
     }
     // SAFETY: every parameter points at a 64-bit value that lives across the call (the
-    // driver copies them at enqueue); the kernel's signature takes exactly these 64-bit
-    // arguments (pointers and byte lengths).
+    // driver copies them at enqueue); the kernel takes exactly these 64-bit arguments
+    // (checked against its image at load, `kernels::check_params`).
     check("cuLaunchKernel", unsafe {
-        sys::cuLaunchKernel(
-            function as sys::CUfunction,
+        (api().cuLaunchKernel)(
+            function as Handle,
             grid[0],
             grid[1],
             grid[2],
@@ -331,30 +601,28 @@ pub(crate) fn launch(
             1,
             1,
             0,
-            stream as sys::CUstream,
+            stream as Handle,
             params.as_mut_ptr(),
             std::ptr::null_mut(),
         )
     })
 }
 
-/// Starts a global-mode capture on `stream`.
+/// Starts a relaxed-mode capture on `stream`: no thread is barred from any call by it,
+/// and it may end on any thread.
 pub(crate) fn begin_capture(stream: usize) -> Result<(), ServerError> {
     // SAFETY: the stream is live and not capturing (the core moved it to Capture once).
     check("cuStreamBeginCapture", unsafe {
-        sys::cuStreamBeginCapture_v2(
-            stream as sys::CUstream,
-            sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL,
-        )
+        (api().cuStreamBeginCapture_v2)(stream as Handle, consts::CAPTURE_MODE_RELAXED)
     })
 }
 
 /// Ends the capture on `stream`, returning the graph it recorded.
 pub(crate) fn end_capture(stream: usize) -> Result<usize, ServerError> {
     let mut graph = std::ptr::null_mut();
-    // SAFETY: the stream began a capture on this thread (thread-affine backend).
+    // SAFETY: the stream began a relaxed-mode capture, which any thread may end.
     check("cuStreamEndCapture", unsafe {
-        sys::cuStreamEndCapture(stream as sys::CUstream, &mut graph)
+        (api().cuStreamEndCapture)(stream as Handle, &mut graph)
     })?;
     Ok(graph as usize)
 }
@@ -364,25 +632,23 @@ pub(crate) fn memory_nodes(graph: usize) -> Result<usize, ServerError> {
     let mut count = 0usize;
     // SAFETY: querying the count with a null node array is the documented first step.
     check("cuGraphGetNodes", unsafe {
-        sys::cuGraphGetNodes(graph as sys::CUgraph, std::ptr::null_mut(), &mut count)
+        (api().cuGraphGetNodes)(graph as Handle, std::ptr::null_mut(), &mut count)
     })?;
     let mut nodes = vec![std::ptr::null_mut(); count];
     // SAFETY: `nodes` holds `count` slots.
     check("cuGraphGetNodes", unsafe {
-        sys::cuGraphGetNodes(graph as sys::CUgraph, nodes.as_mut_ptr(), &mut count)
+        (api().cuGraphGetNodes)(graph as Handle, nodes.as_mut_ptr(), &mut count)
     })?;
     let mut memory = 0;
     for node in nodes.into_iter().take(count) {
-        let mut kind = sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_EMPTY;
-        // SAFETY: `node` belongs to the live graph; `kind` is a valid out-pointer.
+        let mut kind: c_uint = 0;
+        // SAFETY: `node` belongs to the live graph; the driver writes the node type (a C
+        // enum) into `kind`, read as its integer: a type newer than this crate is a
+        // number, not undefined behaviour.
         check("cuGraphNodeGetType", unsafe {
-            sys::cuGraphNodeGetType(node, &mut kind)
+            (api().cuGraphNodeGetType)(node, &mut kind)
         })?;
-        if matches!(
-            kind,
-            sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_MEM_ALLOC
-                | sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_MEM_FREE
-        ) {
+        if matches!(kind, consts::NODE_MEM_ALLOC | consts::NODE_MEM_FREE) {
             memory += 1;
         }
     }
@@ -394,7 +660,7 @@ pub(crate) fn instantiate(graph: usize) -> Result<usize, ServerError> {
     let mut exec = std::ptr::null_mut();
     // SAFETY: the graph is live; `exec` is a valid out-pointer.
     check("cuGraphInstantiateWithFlags", unsafe {
-        sys::cuGraphInstantiateWithFlags(&mut exec, graph as sys::CUgraph, 0)
+        (api().cuGraphInstantiateWithFlags)(&mut exec, graph as Handle, 0)
     })?;
     Ok(exec as usize)
 }
@@ -403,7 +669,7 @@ pub(crate) fn instantiate(graph: usize) -> Result<usize, ServerError> {
 pub(crate) fn upload(exec: usize, stream: usize) -> Result<(), ServerError> {
     // SAFETY: both handles are live.
     check("cuGraphUpload", unsafe {
-        sys::cuGraphUpload(exec as sys::CUgraphExec, stream as sys::CUstream)
+        (api().cuGraphUpload)(exec as Handle, stream as Handle)
     })
 }
 
@@ -411,35 +677,202 @@ pub(crate) fn upload(exec: usize, stream: usize) -> Result<(), ServerError> {
 pub(crate) fn launch_graph(exec: usize, stream: usize) -> Result<(), ServerError> {
     // SAFETY: both handles are live; the stream is not capturing.
     check("cuGraphLaunch", unsafe {
-        sys::cuGraphLaunch(exec as sys::CUgraphExec, stream as sys::CUstream)
+        (api().cuGraphLaunch)(exec as Handle, stream as Handle)
     })
 }
 
 /// Destroys an executable graph no pending launch uses.
 pub(crate) fn exec_destroy(exec: usize) {
     // SAFETY: the core drops executables behind the event after their last launch.
-    let _ = unsafe { sys::cuGraphExecDestroy(exec as sys::CUgraphExec) };
+    warn_on("cuGraphExecDestroy", unsafe {
+        (api().cuGraphExecDestroy)(exec as Handle)
+    });
 }
 
 /// Destroys a graph.
 pub(crate) fn graph_destroy(graph: usize) {
     // SAFETY: the graph is owned by the caller; its executables are independent.
-    let _ = unsafe { sys::cuGraphDestroy(graph as sys::CUgraph) };
+    warn_on("cuGraphDestroy", unsafe {
+        (api().cuGraphDestroy)(graph as Handle)
+    });
 }
 
-/// Compiles CUDA C to PTX for `arch` with NVRTC, without FMA contraction.
-pub(crate) fn compile_ptx(
-    source: &str,
-    arch: &'static str,
-    name: &str,
-) -> Result<String, ServerError> {
-    let options = cudarc::nvrtc::CompileOptions {
-        arch: Some(arch),
-        fmad: Some(false),
-        name: Some(name.to_string()),
-        ..Default::default()
+// ---------------------------------------------------------------------------------------
+// NVRTC
+
+/// Declares the NVRTC entry points the compile path calls.
+macro_rules! nvrtc_api {
+    ($($name:ident($($arg:ty),*);)*) => {
+        #[allow(non_snake_case)]
+        struct Nvrtc {
+            // SAFETY: function-pointer types only; each call below says why it is sound.
+            $($name: unsafe extern "C" fn($($arg),*) -> c_int,)*
+        }
+
+        impl Nvrtc {
+            fn load(lib: &'static Library) -> Result<Self, String> {
+                Ok(Self {
+                    $($name: {
+                        // SAFETY: the symbol is NVRTC's entry point of that name, whose C
+                        // signature is the one declared above (from nvrtc.h); the library
+                        // is never unloaded.
+                        let symbol = unsafe {
+                            lib.get::<unsafe extern "C" fn($($arg),*) -> c_int>(
+                                concat!(stringify!($name), "\0").as_bytes(),
+                            )
+                        };
+                        *symbol.map_err(|e| format!("NVRTC lacks {}: {e}", stringify!($name)))?
+                    },)*
+                })
+            }
+        }
     };
-    cudarc::nvrtc::compile_ptx_with_opts(source, options)
-        .map(|ptx| ptx.to_src())
-        .map_err(|e| ServerError::invalid("CUDA C kernels", name, e.to_string()))
+}
+
+nvrtc_api! {
+    nvrtcVersion(*mut c_int, *mut c_int);
+    nvrtcCreateProgram(*mut Handle, *const c_char, *const c_char, c_int, *const *const c_char, *const *const c_char);
+    nvrtcCompileProgram(Handle, c_int, *const *const c_char);
+    nvrtcGetProgramLogSize(Handle, *mut usize);
+    nvrtcGetProgramLog(Handle, *mut c_char);
+    nvrtcGetPTXSize(Handle, *mut usize);
+    nvrtcGetPTX(Handle, *mut c_char);
+    nvrtcGetCUBINSize(Handle, *mut usize);
+    nvrtcGetCUBIN(Handle, *mut c_char);
+    nvrtcDestroyProgram(*mut Handle);
+}
+
+/// Where NVRTC is looked for, in order: `CAPTURE_NVRTC` (a path, which xtask sets to the
+/// pinned wheel's library so a system `libnvrtc.so` cannot stand in for it), then the
+/// CUDA 12 soname, then the development link.
+fn nvrtc_candidates() -> Vec<String> {
+    let mut names = Vec::new();
+    if let Some(path) = std::env::var_os("CAPTURE_NVRTC") {
+        names.push(path.to_string_lossy().into_owned());
+    }
+    names.extend(["libnvrtc.so.12".to_owned(), "libnvrtc.so".to_owned()]);
+    names
+}
+
+static NVRTC: OnceLock<Result<(String, Nvrtc), String>> = OnceLock::new();
+
+fn nvrtc() -> &'static Result<(String, Nvrtc), String> {
+    NVRTC.get_or_init(|| {
+        let mut tried = Vec::new();
+        for name in nvrtc_candidates() {
+            // SAFETY: loading NVRTC runs its initialisers, which have no preconditions;
+            // the handle is kept for the process's life.
+            match unsafe { Library::new(&name) } {
+                Ok(lib) => {
+                    let lib: &'static Library = Box::leak(Box::new(lib));
+                    return Nvrtc::load(lib).map(|api| (name, api));
+                }
+                Err(e) => tried.push(format!("{name}: {e}")),
+            }
+        }
+        Err(tried.join("; "))
+    })
+}
+
+/// Which NVRTC loaded (the name or path it was found by) and its version; why none did
+/// otherwise.
+pub(crate) fn nvrtc_version() -> Result<(String, (i32, i32)), String> {
+    let (name, api) = nvrtc().as_ref().map_err(Clone::clone)?;
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: both out-pointers are valid.
+    let code = unsafe { (api.nvrtcVersion)(&mut major, &mut minor) };
+    if code != 0 {
+        return Err(format!("nvrtcVersion failed with code {code}"));
+    }
+    Ok((name.clone(), (major, minor)))
+}
+
+/// What NVRTC is asked for.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Output {
+    /// PTX for a virtual architecture (`compute_80`).
+    Ptx,
+    /// A cubin for a real one (`sm_80`).
+    Cubin,
+}
+
+/// Compiles CUDA C for `arch` with NVRTC, without FMA contraction.
+pub(crate) fn compile(
+    source: &str,
+    arch: &str,
+    name: &str,
+    output: Output,
+) -> Result<Vec<u8>, ServerError> {
+    let refused = |what: String| ServerError::invalid("CUDA C kernels", name, what);
+    let (_, api) = nvrtc().as_ref().map_err(|e| refused(e.clone()))?;
+    let source_c = CString::new(source).map_err(|_| refused("the source holds a NUL".into()))?;
+    let name_c = CString::new(name).map_err(|_| refused("the name holds a NUL".into()))?;
+    let options = [format!("--gpu-architecture={arch}"), "--fmad=false".into()];
+    let options: Vec<CString> = options
+        .into_iter()
+        .map(|o| CString::new(o).expect("no NUL"))
+        .collect();
+    let option_ptrs: Vec<*const c_char> = options.iter().map(|o| o.as_ptr()).collect();
+    let mut program: Handle = std::ptr::null_mut();
+    // SAFETY: every string is NUL-terminated and outlives the call; no headers.
+    let code = unsafe {
+        (api.nvrtcCreateProgram)(
+            &mut program,
+            source_c.as_ptr(),
+            name_c.as_ptr(),
+            0,
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    if code != 0 {
+        return Err(refused(format!(
+            "nvrtcCreateProgram failed with code {code}"
+        )));
+    }
+    let result = (|| {
+        // SAFETY: the program is live; the options array holds as many valid strings.
+        let code = unsafe {
+            (api.nvrtcCompileProgram)(program, option_ptrs.len() as c_int, option_ptrs.as_ptr())
+        };
+        if code != 0 {
+            let mut size = 0;
+            // SAFETY: the program is live; `size` is a valid out-pointer.
+            unsafe { (api.nvrtcGetProgramLogSize)(program, &mut size) };
+            let mut log = vec![0u8; size.max(1)];
+            // SAFETY: `log` holds the size NVRTC asked for.
+            unsafe { (api.nvrtcGetProgramLog)(program, log.as_mut_ptr() as *mut c_char) };
+            let log = String::from_utf8_lossy(&log);
+            return Err(refused(format!(
+                "NVRTC refused it (code {code}): {}",
+                log.trim_end_matches('\0')
+            )));
+        }
+        let (size_of, get) = match output {
+            Output::Ptx => (api.nvrtcGetPTXSize, api.nvrtcGetPTX),
+            Output::Cubin => (api.nvrtcGetCUBINSize, api.nvrtcGetCUBIN),
+        };
+        let mut size = 0;
+        // SAFETY: the program compiled; `size` is a valid out-pointer.
+        let code = unsafe { size_of(program, &mut size) };
+        if code != 0 {
+            return Err(refused(format!("NVRTC gave no {output:?} (code {code})")));
+        }
+        let mut bytes = vec![0u8; size];
+        // SAFETY: `bytes` holds the size NVRTC reported.
+        let code = unsafe { get(program, bytes.as_mut_ptr() as *mut c_char) };
+        if code != 0 {
+            return Err(refused(format!("NVRTC gave no {output:?} (code {code})")));
+        }
+        if matches!(output, Output::Ptx) {
+            // PTX comes NUL-terminated; the text is what is shipped.
+            while bytes.last() == Some(&0) {
+                bytes.pop();
+            }
+        }
+        Ok(bytes)
+    })();
+    // SAFETY: the program was created above and is destroyed once.
+    unsafe { (api.nvrtcDestroyProgram)(&mut program) };
+    result
 }

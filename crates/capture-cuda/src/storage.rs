@@ -46,6 +46,7 @@ impl ComputeStorage for CudaStorage {
             memory: self.kind,
             pool: PoolKind::Dynamic,
         };
+        let _current = raw::Current::enter(self.gpu.context)?;
         let addr = match self.kind {
             MemoryKind::Device => raw::mem_alloc(size, pool)?,
             MemoryKind::Host => raw::host_alloc(size, pool)? as u64,
@@ -58,7 +59,12 @@ impl ComputeStorage for CudaStorage {
 
     fn dealloc(&mut self, id: StorageId) {
         if let Some(addr) = self.pages.remove(&id.0) {
-            free(self.kind, addr);
+            match raw::Current::enter(self.gpu.context) {
+                Ok(_current) => free(self.kind, addr),
+                Err(error) => {
+                    tracing::warn!(target: "capture", %error, "a CUDA page could not be freed");
+                }
+            }
         }
     }
 
@@ -80,9 +86,15 @@ fn free(kind: MemoryKind, addr: u64) {
 impl Drop for CudaStorage {
     fn drop(&mut self) {
         // The stream synchronised before its storages drop.
-        let _ = raw::make_current(self.gpu.context);
-        for (_, addr) in self.pages.drain() {
-            free(self.kind, addr);
+        match raw::Current::enter(self.gpu.context) {
+            Ok(_current) => {
+                for (_, addr) in self.pages.drain() {
+                    free(self.kind, addr);
+                }
+            }
+            Err(error) => {
+                tracing::warn!(target: "capture", %error, "a CUDA storage could not be freed");
+            }
         }
     }
 }

@@ -15,13 +15,34 @@ pub struct CudaStream {
     pub(crate) gpu: Arc<Gpu>,
     pub(crate) stream: usize,
     pub(crate) state: StreamState<CudaStorage, CudaStorage>,
-    pub(crate) began_on: Option<std::thread::ThreadId>,
 }
 
 impl Drop for CudaStream {
+    /// Ends a capture still open on the stream (its graph destroyed), waits for the
+    /// stream, then destroys it; a failure on the way is logged, as nobody can take it.
     fn drop(&mut self) {
-        let _ = raw::make_current(self.gpu.context);
-        let _ = raw::stream_sync(self.stream);
+        let _current = match raw::Current::enter(self.gpu.context) {
+            Ok(current) => current,
+            Err(error) => {
+                tracing::warn!(target: "capture", %error, "a CUDA stream could not be torn down");
+                return;
+            }
+        };
+        match raw::is_capturing(self.stream) {
+            Ok(false) => {}
+            Ok(true) => match raw::end_capture(self.stream) {
+                Ok(graph) => raw::graph_destroy(graph),
+                Err(error) => {
+                    tracing::warn!(target: "capture", %error, "ending a capture at teardown failed");
+                }
+            },
+            Err(error) => {
+                tracing::warn!(target: "capture", %error, "a stream's capture state is unknown at teardown");
+            }
+        }
+        if let Err(error) = raw::stream_sync(self.stream) {
+            tracing::warn!(target: "capture", %error, "a CUDA stream failed to finish at teardown");
+        }
         raw::stream_destroy(self.stream);
     }
 }
@@ -41,7 +62,10 @@ impl CudaFence {
             return Err(e.clone());
         }
         match self.event {
-            Some(event) => raw::stream_wait_event(self.context, stream, event),
+            Some(event) => {
+                let _current = raw::Current::enter(self.context)?;
+                raw::stream_wait_event(stream, event)
+            }
             None => Ok(()),
         }
     }
@@ -53,7 +77,10 @@ impl Fence for CudaFence {
             return Err(e);
         }
         match self.event {
-            Some(event) => raw::event_wait(self.context, event),
+            Some(event) => {
+                let _current = raw::Current::enter(self.context)?;
+                raw::event_wait(event)
+            }
             None => Ok(()),
         }
     }
@@ -62,8 +89,12 @@ impl Fence for CudaFence {
 impl Drop for CudaFence {
     fn drop(&mut self) {
         if let Some(event) = self.event.take() {
-            let _ = raw::make_current(self.context);
-            raw::event_destroy(event);
+            match raw::Current::enter(self.context) {
+                Ok(_current) => raw::event_destroy(event),
+                Err(error) => {
+                    tracing::warn!(target: "capture", %error, "a CUDA event could not be destroyed");
+                }
+            }
         }
     }
 }
@@ -82,7 +113,8 @@ impl DeviceStream for CudaStream {
         (self.stream, self.gpu.context)
     }
     fn fence((stream, context): (usize, usize)) -> CudaFence {
-        match raw::make_current(context).and_then(|()| raw::event_record(stream)) {
+        let recorded = raw::Current::enter(context).and_then(|_current| raw::event_record(stream));
+        match recorded {
             Ok(event) => CudaFence {
                 context,
                 event: Some(event),

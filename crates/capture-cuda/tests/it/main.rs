@@ -15,5 +15,6 @@ mod cuda {
     );
 }
 
+mod gpu;
 mod nvrtc;
 mod unavailable;

@@ -1,32 +1,63 @@
-//! The builtins' CUDA C compiles with NVRTC for sm_80 and sm_90, and the PTX the crate
-//! ships (and loads) is exactly what NVRTC produces: a broken kernel fails CI without a
-//! GPU. `CAPTURE_UPDATE_PTX=1` rewrites the shipped PTX from the compile instead.
+//! The builtins' CUDA C compiles with NVRTC to PTX for compute_80 and compute_90 and to
+//! cubins for sm_80 and sm_90, and the images the crate ships (and loads) are exactly
+//! what the pinned NVRTC produces: a broken kernel fails CI without a GPU.
+//! `CAPTURE_UPDATE_PTX=1` rewrites the shipped images from the compile instead.
+//!
+//! Only the pinned release's output is compared: another NVRTC (a system toolkit's, on a
+//! GPU machine) emits other bytes, so the test says `SKIP:` there, unless NVRTC is
+//! required (`CAPTURE_REQUIRE_NVRTC=1`, set by the README's test command after it
+//! installed the pinned wheel and pointed `CAPTURE_NVRTC` at it).
 
-use capture_cuda::{SHIPPED, compile_builtins, nvrtc_present};
+use capture_cuda::{
+    NVRTC_RELEASE, SHIPPED, SHIPPED_CUBINS, compile_builtins, compile_builtins_cubin, nvrtc_version,
+};
 
 use crate::support::nvrtc_required;
 
+const KERNELS: [&str; 6] = [
+    "fill",
+    "add_scalar",
+    "mul_scalar",
+    "axpy",
+    "copy",
+    "row_bias",
+];
+
 #[test]
-fn every_builtin_compiles_to_the_shipped_ptx() {
-    if !nvrtc_present() {
+fn every_builtin_compiles_to_the_shipped_ptx_and_cubins() {
+    let (library, version) = match nvrtc_version() {
+        Ok(found) => found,
+        Err(why) => {
+            assert!(
+                !nvrtc_required(),
+                "CAPTURE_REQUIRE_NVRTC=1 but libnvrtc cannot be loaded: {why}"
+            );
+            println!(
+                "SKIP: nvrtc: libnvrtc is not installed (the README's test command installs it)"
+            );
+            return;
+        }
+    };
+    if version != NVRTC_RELEASE {
         assert!(
             !nvrtc_required(),
-            "CAPTURE_REQUIRE_NVRTC=1 but libnvrtc cannot be loaded"
+            "CAPTURE_REQUIRE_NVRTC=1 but {library} is NVRTC {}.{}, not the pinned {}.{}",
+            version.0,
+            version.1,
+            NVRTC_RELEASE.0,
+            NVRTC_RELEASE.1
         );
-        println!("SKIP: nvrtc: libnvrtc is not installed (the README's test command installs it)");
+        println!(
+            "SKIP: nvrtc: {library} is NVRTC {}.{}; the shipped images are the pinned {}.{}'s output",
+            version.0, version.1, NVRTC_RELEASE.0, NVRTC_RELEASE.1
+        );
         return;
     }
     let update = std::env::var("CAPTURE_UPDATE_PTX").is_ok_and(|v| v == "1");
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/kernels");
     for (arch, shipped) in SHIPPED {
         let ptx = compile_builtins(arch).unwrap_or_else(|e| panic!("{arch}: {e}"));
-        for kernel in [
-            "fill",
-            "add_scalar",
-            "mul_scalar",
-            "axpy",
-            "copy",
-            "row_bias",
-        ] {
+        for kernel in KERNELS {
             assert!(
                 ptx.contains(&format!(".visible .entry {kernel}(")),
                 "{arch}: no entry {kernel}"
@@ -36,21 +67,45 @@ fn every_builtin_compiles_to_the_shipped_ptx() {
             !ptx.contains("fma.rn.f32"),
             "{arch}: FMA contraction must be off"
         );
+        let sm = arch.trim_start_matches("compute_");
         if update {
-            let sm = arch.trim_start_matches("compute_");
-            let path = format!(
-                "{}/kernels/builtins.sm_{sm}.ptx",
-                env!("CARGO_MANIFEST_DIR")
-            );
+            let path = format!("{dir}/builtins.sm_{sm}.ptx");
             std::fs::write(&path, &ptx).unwrap();
             println!("wrote {path}");
         } else {
             assert!(
                 ptx == shipped,
                 "{arch}: the shipped PTX is not NVRTC's output for kernels/builtins.cu \
-                 (rerun with CAPTURE_UPDATE_PTX=1 and commit the PTX)"
+                 (rerun with CAPTURE_UPDATE_PTX=1 and commit the images)"
             );
         }
     }
-    println!("nvrtc: every builtin compiled to PTX for sm_80 and sm_90");
+    for (arch, shipped) in SHIPPED_CUBINS {
+        let cubin = compile_builtins_cubin(arch).unwrap_or_else(|e| panic!("{arch}: {e}"));
+        assert!(
+            cubin.starts_with(b"\x7fELF"),
+            "{arch}: a cubin is an ELF image"
+        );
+        for kernel in KERNELS {
+            assert!(
+                cubin.windows(kernel.len()).any(|w| w == kernel.as_bytes()),
+                "{arch}: no symbol {kernel}"
+            );
+        }
+        if update {
+            let path = format!("{dir}/builtins.{arch}.cubin");
+            std::fs::write(&path, &cubin).unwrap();
+            println!("wrote {path}");
+        } else {
+            assert!(
+                cubin == shipped,
+                "{arch}: the shipped cubin is not NVRTC's output for kernels/builtins.cu \
+                 (rerun with CAPTURE_UPDATE_PTX=1 and commit the images)"
+            );
+        }
+    }
+    println!(
+        "nvrtc: every builtin compiled by {library} (NVRTC {}.{}) to the shipped PTX (compute_80, compute_90) and cubins (sm_80, sm_90)",
+        version.0, version.1
+    );
 }

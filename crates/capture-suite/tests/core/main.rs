@@ -9,6 +9,7 @@
 mod bad_input;
 mod contexts;
 mod reliability;
+mod replay_order;
 mod rules;
 mod threads;
 mod trace;

@@ -1,0 +1,218 @@
+//! What only a GPU can show (each says `SKIP:` without one): user PTX checked against
+//! its declared signature, two devices on one context keeping each other's captures,
+//! teardown with a window open, and calls from threads that never made the context
+//! current.
+
+use std::sync::Arc;
+
+use capture_core::{
+    Arg, Builtin, Builtins, Device, DeviceConfig, KernelSignature, ServerError, StreamId,
+};
+use capture_cuda::{BUILTINS_SM80, BUILTINS_SM90, CudaBackend, CudaKernelSource};
+
+const S0: StreamId = StreamId::new(0);
+
+fn backend(test: &str) -> Option<CudaBackend> {
+    match crate::support::backend() {
+        Ok(b) => Some(b),
+        Err(why) => {
+            println!("SKIP: {test}: {why}");
+            None
+        }
+    }
+}
+
+fn device(b: &CudaBackend) -> Device<CudaBackend> {
+    Device::new(b.clone(), DeviceConfig::new().streams(2).unwrap()).unwrap()
+}
+
+/// The builtins' PTX for `b`, under a user's name.
+fn user_fill(b: &CudaBackend, signature: KernelSignature) -> CudaKernelSource {
+    let ptx = if b.compute_capability().0 >= 9 {
+        BUILTINS_SM90
+    } else {
+        BUILTINS_SM80
+    };
+    CudaKernelSource::ptx("my_fill", ptx.to_owned(), "fill", signature).unwrap()
+}
+
+fn floats(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+#[test]
+fn user_ptx_whose_parameters_differ_from_its_signature_is_refused() {
+    let Some(b) = backend("user_ptx_signature") else {
+        return;
+    };
+    let dev = device(&b);
+    let x = dev.alloc(S0, 256).unwrap();
+    dev.write(S0, &x, 0, vec![0u8; 256]).unwrap();
+    let wrong = dev.kernel(user_fill(&b, KernelSignature::new(2, Builtin::INFO_WORDS)));
+    let err = dev
+        .launch(
+            S0,
+            &wrong,
+            [1, 1, 1],
+            &[Arg::write(&x), Arg::write(&x)],
+            &Builtin::Fill.info(64, 1.0),
+        )
+        .unwrap_err();
+    assert!(
+        matches!(err, ServerError::InvalidArgument { .. }),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains("my_fill") || format!("{err:?}").contains("my_fill"),
+        "{err}"
+    );
+    // The device stays usable: the right signature loads and runs.
+    let right = dev.kernel(user_fill(&b, Builtin::Fill.signature()));
+    dev.launch(
+        S0,
+        &right,
+        [1, 1, 1],
+        &[Arg::write(&x)],
+        &Builtin::Fill.info(64, 2.5),
+    )
+    .unwrap();
+    assert_eq!(floats(&dev.read(S0, &x).unwrap()), vec![2.5; 64]);
+}
+
+#[test]
+fn two_devices_on_one_gpu_keep_each_others_captures() {
+    let Some(b) = backend("two_devices") else {
+        return;
+    };
+    let again = CudaBackend::new(b.ordinal()).unwrap();
+    let (a, other) = (device(&b), device(&again));
+    drop(other.alloc(S0, 256).unwrap());
+    other.sync(S0).unwrap();
+    let fill = a.kernel(<CudaBackend as Builtins>::builtin(Builtin::Fill));
+    let x = a.alloc(S0, 256).unwrap();
+    a.prepare(S0).unwrap();
+    a.launch(
+        S0,
+        &fill,
+        [1, 1, 1],
+        &[Arg::write(&x)],
+        &Builtin::Fill.info(64, 3.0),
+    )
+    .unwrap();
+    a.begin(S0).unwrap();
+    a.launch(
+        S0,
+        &fill,
+        [1, 1, 1],
+        &[Arg::write(&x)],
+        &Builtin::Fill.info(64, 3.0),
+    )
+    .unwrap();
+    // From another thread, on the other device: an allocation is fine; a page release
+    // is refused rather than invalidating the capture.
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let y = other.alloc(S0, 4 << 20).unwrap();
+            other.write(S0, &y, 0, vec![1u8; 4 << 20]).unwrap();
+            assert!(other.cleanup().is_err());
+        });
+    });
+    let g = a.end(S0).unwrap();
+    a.replay(S0, g, 2).unwrap();
+    assert_eq!(floats(&a.read(S0, &x).unwrap()), vec![3.0; 64]);
+}
+
+#[test]
+fn a_device_dropped_with_a_window_open_ends_the_capture() {
+    let Some(b) = backend("teardown") else {
+        return;
+    };
+    let dev = device(&b);
+    let fill = dev.kernel(<CudaBackend as Builtins>::builtin(Builtin::Fill));
+    let x = dev.alloc(S0, 256).unwrap();
+    dev.prepare(S0).unwrap();
+    dev.launch(
+        S0,
+        &fill,
+        [1, 1, 1],
+        &[Arg::write(&x)],
+        &Builtin::Fill.info(64, 1.0),
+    )
+    .unwrap();
+    dev.begin(S0).unwrap();
+    dev.launch(
+        S0,
+        &fill,
+        [1, 1, 1],
+        &[Arg::write(&x)],
+        &Builtin::Fill.info(64, 1.0),
+    )
+    .unwrap();
+    drop(x);
+    drop(dev);
+    // The context is still sound: a new device on it works.
+    let dev = device(&b);
+    let y = dev.alloc(S0, 256).unwrap();
+    dev.launch(
+        S0,
+        &fill_of(&dev),
+        [1, 1, 1],
+        &[Arg::write(&y)],
+        &Builtin::Fill.info(64, 4.0),
+    )
+    .unwrap();
+    assert_eq!(floats(&dev.read(S0, &y).unwrap()), vec![4.0; 64]);
+}
+
+fn fill_of(dev: &Device<CudaBackend>) -> capture_core::KernelHandle {
+    dev.kernel(<CudaBackend as Builtins>::builtin(Builtin::Fill))
+}
+
+#[test]
+fn a_capture_begun_on_one_thread_ends_on_another_with_no_context_made_current() {
+    let Some(b) = backend("relaxed_threads") else {
+        return;
+    };
+    let dev = Arc::new(device(&b));
+    let fill = fill_of(&dev);
+    let x = dev.alloc(S0, 256).unwrap();
+    let (d, k, xx) = (Arc::clone(&dev), fill, x.clone());
+    std::thread::spawn(move || {
+        d.prepare(S0).unwrap();
+        d.launch(
+            S0,
+            &k,
+            [1, 1, 1],
+            &[Arg::write(&xx)],
+            &Builtin::Fill.info(64, 5.0),
+        )
+        .unwrap();
+        d.begin(S0).unwrap();
+        d.launch(
+            S0,
+            &k,
+            [1, 1, 1],
+            &[Arg::write(&xx)],
+            &Builtin::Fill.info(64, 5.0),
+        )
+        .unwrap();
+    })
+    .join()
+    .unwrap();
+    let d = Arc::clone(&dev);
+    let g = std::thread::spawn(move || d.end(S0))
+        .join()
+        .unwrap()
+        .unwrap();
+    let d = Arc::clone(&dev);
+    let bytes = std::thread::spawn(move || {
+        d.replay(S0, g, 1).unwrap();
+        d.read(S0, &x).unwrap()
+    })
+    .join()
+    .unwrap();
+    assert_eq!(floats(&bytes), vec![5.0; 64]);
+}
