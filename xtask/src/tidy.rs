@@ -6,7 +6,7 @@
 //! - no unsafe code in capture-core, capture-mock or capture-suite, whose `lib.rs` each
 //!   forbid it; in the backends (capture-vulkan, capture-cuda) unsafe only in
 //!   `src/raw.rs`, each use with a `// SAFETY:` line above it;
-//! - capture-core depends on neither cudarc nor ash;
+//! - capture-core depends on no GPU binding (cudarc, ash, libloading);
 //! - every dependency a workspace member declares is used: a `[dependencies]` name in its
 //!   `src/` or `build.rs`, a `[build-dependencies]` name in `build.rs`, a
 //!   `[dev-dependencies]` name in `src/`, `tests/`, `benches/` or `examples/` (as its Rust
@@ -90,7 +90,7 @@ pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
     let manifest =
         fs::read_to_string(root.join(core)).with_context(|| format!("reading {core}"))?;
     for dep in manifest::dependencies(&manifest) {
-        if ["cudarc", "ash"].contains(&dep.name.as_str()) {
+        if ["cudarc", "ash", "libloading"].contains(&dep.name.as_str()) {
             problems.push(format!("{core}:{}: depends on {}", dep.line, dep.name));
         }
     }

@@ -7,7 +7,7 @@
 //! module. Features pick backends, and are additive:
 //! - `mock` (default): the deterministic mock backend, CI's backend.
 //! - `vulkan`: the Vulkan backend (ash, loaded at run time).
-//! - `cuda`: the CUDA backend (cudarc, loaded at run time).
+//! - `cuda`: the CUDA backend (the driver API, loaded at run time).
 //!
 //! A whole program on the mock: warm up and record a two-kernel chain, replay it, read
 //! the result; a read of bytes nothing wrote fails instead of returning them.

@@ -227,8 +227,9 @@ pub(super) fn end_in_prepare_disarms<B: Builtins>(h: &Harness<B>) -> Result<(), 
     Ok(())
 }
 
-/// A capture begun on one user thread ends from another: a thread-affine backend's
-/// driver calls all run on the stream's worker.
+/// A capture begun on one user thread ends from another: legal in CUDA's relaxed mode
+/// (and Vulkan), and on a thread-affine backend the core runs every call on the
+/// stream's worker.
 pub(super) fn capture_ended_from_another_thread<B: Builtins>(
     h: &Harness<B>,
 ) -> Result<(), ServerError> {

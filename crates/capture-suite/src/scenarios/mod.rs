@@ -6,8 +6,8 @@
 //! A backend runs the whole suite in one line: `capture_suite::suite!(MyBackend::new());`
 //! in one of its test files.
 //!
-//! Captures are process-wide on CUDA (global mode) and on the mock modelling it, so
-//! every scenario holds [`suite_lock`] while it runs.
+//! Every scenario holds [`suite_lock`] while it runs, so the driver-call counts and
+//! traces one scenario sees are its own.
 
 mod basic;
 mod faults;
@@ -306,8 +306,8 @@ pub fn map(values: &[f32], f: impl Fn(f32) -> f32) -> Vec<f32> {
 
 static SUITE: Mutex<()> = Mutex::new(());
 
-/// Serialises scenarios (and anything else that captures) within a process: a capture
-/// in CUDA's global mode, and on the mock, is process-wide.
+/// Serialises scenarios (and anything else that captures) within a process, so what a
+/// scenario counts and traces is its own.
 pub fn suite_lock() -> MutexGuard<'static, ()> {
     SUITE.lock().unwrap_or_else(|p| p.into_inner())
 }
