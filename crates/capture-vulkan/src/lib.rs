@@ -22,18 +22,30 @@
 //!
 //! This crate has no features.
 
+mod device;
 mod driver;
 mod error;
 mod executable;
+mod fault;
 mod kernels;
 mod lane;
+mod memory;
 mod raw;
+mod sets;
 mod storage;
 mod stream;
 
-pub use driver::{MemoryMode, VulkanBackend, VulkanOptions};
+pub use device::DeviceSelector;
+#[doc(hidden)]
+pub use driver::ValidationLog;
+pub use driver::{
+    DEFAULT_SETS_PER_POOL, DEFAULT_SUBMIT_EVERY, DEVICE_ENV, VulkanBackend, VulkanOptions,
+};
 pub use error::{Unavailable, VulkanError};
 pub use executable::VulkanExecutable;
+#[doc(hidden)]
+pub use fault::VulkanCall;
 pub use kernels::{VulkanKernel, VulkanKernelSource};
+pub use memory::{MemoryChoice, MemoryMode, PagePlacement};
 pub use storage::{VulkanSlice, VulkanStorage};
 pub use stream::{VulkanFence, VulkanStream};
