@@ -38,6 +38,10 @@ impl Messages {
 /// The debug messenger, when the validation layer is on.
 type Debug = Option<(ash::ext::debug_utils::Instance, vk::DebugUtilsMessengerEXT)>;
 
+/// A device that could not be opened: what must be torn down (the loader last: the
+/// instance's functions live in it) and why.
+type Failed = (ash::Entry, ash::Instance, Debug, Unavailable);
+
 /// The instance, device and queue, shared by every object made from them.
 pub(crate) struct Gpu {
     _entry: ash::Entry,
@@ -212,15 +216,16 @@ impl Gpu {
         match Self::device(entry, instance, debug, messages, &open, validation) {
             Ok(gpu) => Ok(Arc::new(gpu)),
             Err(failed) => {
-                let (instance, debug, e) = *failed;
+                let (entry, instance, debug, e) = *failed;
                 // SAFETY: nothing was created from the instance but the messenger, which
-                // is destroyed first.
+                // is destroyed first; the loader (`entry`) stays loaded until after both.
                 unsafe {
                     if let Some((utils, m)) = debug {
                         utils.destroy_debug_utils_messenger(m, None);
                     }
                     instance.destroy_instance(None);
                 }
+                drop(entry);
                 Err(e)
             }
         }
@@ -233,16 +238,21 @@ impl Gpu {
         messages: Arc<Messages>,
         open: &Open,
         validation: bool,
-    ) -> Result<Gpu, Box<(ash::Instance, Debug, Unavailable)>> {
+    ) -> Result<Gpu, Box<Failed>> {
         // SAFETY: `instance` is live; the returned handles are plain values.
         let physicals = match unsafe { instance.enumerate_physical_devices() } {
             Ok(p) if !p.is_empty() => p,
             Ok(_) => {
-                return Err(Box::new((instance, debug, unavailable("no Vulkan device"))));
+                return Err(Box::new((
+                    entry,
+                    instance,
+                    debug,
+                    unavailable("no Vulkan device"),
+                )));
             }
             Err(e) => {
                 let why = format!("enumerating devices failed: {e}");
-                return Err(Box::new((instance, debug, unavailable(why))));
+                return Err(Box::new((entry, instance, debug, unavailable(why))));
             }
         };
         let all: Vec<_> = physicals
@@ -262,7 +272,7 @@ impl Gpu {
             .collect();
         let order = match device::order(&seen, open.device.as_ref()) {
             Ok(order) => order,
-            Err(why) => return Err(Box::new((instance, debug, unavailable(why)))),
+            Err(why) => return Err(Box::new((entry, instance, debug, unavailable(why)))),
         };
         let mut why =
             String::from("no device offers a compute queue, Vulkan 1.2 and timeline semaphores");
@@ -338,7 +348,7 @@ impl Gpu {
                     }),
             });
         }
-        Err(Box::new((instance, debug, unavailable(why))))
+        Err(Box::new((entry, instance, debug, unavailable(why))))
     }
 
     /// The memory type for `use_`: the chosen one when `bits` allows it, else the first

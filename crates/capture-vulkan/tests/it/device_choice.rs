@@ -1,5 +1,7 @@
 //! Device choice on a real driver: a device named by a piece of its name opens, and a
-//! name or index no device has is a typed `Unavailable` listing the devices seen.
+//! name or index no device has is a typed `Unavailable` listing the devices seen (run
+//! alone, with no other device holding the loader, that refusal once crashed: the loader
+//! was unloaded before the instance was destroyed).
 
 use capture_vulkan::{DeviceSelector, MemoryMode, VulkanBackend, VulkanOptions};
 
