@@ -1,7 +1,7 @@
 //! `VulkanBackend`: the core's backend traits over Vulkan compute. Eager launches go into
 //! a stream's open primary command buffer; a capture records a simultaneous-use secondary
 //! command buffer; a replay executes it from the stream's primary (K replays in one
-//! submission) and submits at the next fence.
+//! submission, made at the end of the call).
 
 use std::borrow::Cow;
 use std::sync::Arc;
