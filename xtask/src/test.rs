@@ -23,7 +23,8 @@ why, each test binary's `test result:` line, and `N passed, M failed`.
 
 Installs lavapipe and the Vulkan validation layer with apt, and fetches NVRTC (the
 nvidia-cuda-nvrtc-cu12 wheel, with pip, into target/nvrtc) when missing. Vulkan and NVRTC
-are required (CAPTURE_REQUIRE_VULKAN=1, CAPTURE_REQUIRE_NVRTC=1); CUDA is not (without a
+are required (CAPTURE_REQUIRE_VULKAN=1, CAPTURE_REQUIRE_NVRTC=1), and the Vulkan tests
+run on lavapipe by name (CAPTURE_VULKAN_DEVICE=llvmpipe); CUDA is not required (without a
 driver its tests say SKIP; `cargo xtask test-gpu` requires it).
 
   --no-gate   skip the gate (for a quick local rerun of the tests only)";
@@ -86,7 +87,10 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
                 .env("LD_LIBRARY_PATH", &ld_path)
                 // The pinned library by path: a system libnvrtc.so cannot stand in.
                 .env("CAPTURE_NVRTC", nvrtc_lib.join(crate::nvrtc::LIB))
-                .env("LP_NUM_THREADS", "0");
+                .env("LP_NUM_THREADS", "0")
+                // lavapipe by name: the Vulkan backend would otherwise take the
+                // best-ranked device, and CI's tests are meant for lavapipe.
+                .env("CAPTURE_VULKAN_DEVICE", "llvmpipe");
         },
     )?;
 

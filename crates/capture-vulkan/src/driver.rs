@@ -1,7 +1,7 @@
 //! `VulkanBackend`: the core's backend traits over Vulkan compute. Eager launches go into
 //! a stream's open primary command buffer; a capture records a simultaneous-use secondary
 //! command buffer; a replay executes it from the stream's primary (K replays in one
-//! submission) and submits at the next fence.
+//! submission, made at the end of the call).
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -12,23 +12,30 @@ use capture_core::backend::{
 };
 use capture_core::{Builtin, MemoryKind, ServerError};
 
+use crate::device::DeviceSelector;
 use crate::error::Unavailable;
 use crate::executable::VulkanExecutable;
+use crate::fault::VulkanCall;
 use crate::kernels::{self, VulkanKernel, VulkanKernelSource};
-use crate::lane::{self, Lane};
+use crate::lane::{self, Lane, LaneConfig};
+use crate::memory::{self, MemoryChoice, MemoryMode};
 use crate::raw::{self, Gpu, Open};
 use crate::storage::{VulkanSlice, VulkanStorage};
 use crate::stream::{VulkanFence, VulkanStream};
 
-/// Where device pages live.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MemoryMode {
-    /// Host-visible device memory: reads map the page after a wait.
-    HostVisible,
-    /// Pages are treated as device-only: never mapped, so every read goes through a
-    /// staging copy (as on a discrete GPU).
-    ForcedStaging,
-}
+/// Eager commands after which a stream's open batch is submitted, when
+/// [`VulkanOptions::submit_every`] is not set otherwise. Measured on lavapipe over 2,000
+/// eager launches (docs/architecture.md, "Submission cadence"): submitting every 64
+/// commands costs no measurable host time over one submission at the end, and a GPU
+/// starts on the first launches after at most 64 of them.
+pub const DEFAULT_SUBMIT_EVERY: u32 = 64;
+
+/// Sets per descriptor pool, when [`VulkanOptions::sets_per_pool`] is not set otherwise.
+pub const DEFAULT_SETS_PER_POOL: u32 = 256;
+
+/// The environment variable that names the device [`VulkanOptions::from_env`] opens:
+/// an index in the driver's enumeration, or a piece of the device's name.
+pub const DEVICE_ENV: &str = "CAPTURE_VULKAN_DEVICE";
 
 /// How to open the backend.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -40,21 +47,74 @@ pub struct VulkanOptions {
     pub validation: bool,
     /// Where device pages live.
     pub memory: MemoryMode,
+    /// The device to open; `None` for the best-ranked one that qualifies (discrete GPU,
+    /// integrated GPU, virtual GPU, CPU). An index or name no device has is a typed
+    /// [`Unavailable`] listing the devices seen.
+    pub device: Option<DeviceSelector>,
+    /// Eager commands (launches and copies) after which a stream's open batch is
+    /// submitted without waiting for a fence, so the device starts before the host
+    /// waits; at least 1. Default [`DEFAULT_SUBMIT_EVERY`]. (A replay call always ends
+    /// with one submission.)
+    pub submit_every: u32,
+    /// Descriptor sets per descriptor pool; at least 1. Default
+    /// [`DEFAULT_SETS_PER_POOL`]. A batch or graph that needs more sets adds pools.
+    pub sets_per_pool: u32,
+    /// At most this many live memory allocations, below the device's own
+    /// `maxMemoryAllocationCount` (`None`: the device's limit). A page past it is refused
+    /// with an out-of-memory error before `vkAllocateMemory` is called.
+    pub max_allocations: Option<u32>,
 }
 
-impl VulkanOptions {
-    /// No validation; the memory mode from `CAPTURE_VK_FORCE_STAGING=1`.
-    pub fn from_env() -> Self {
-        let forced = std::env::var("CAPTURE_VK_FORCE_STAGING").is_ok_and(|v| v == "1");
+impl Default for VulkanOptions {
+    /// The system loader, no validation, [`MemoryMode::Auto`], the best-ranked device,
+    /// the default cadence and pool size, the device's allocation limit.
+    fn default() -> Self {
         Self {
             loader: None,
             validation: false,
+            memory: MemoryMode::Auto,
+            device: None,
+            submit_every: DEFAULT_SUBMIT_EVERY,
+            sets_per_pool: DEFAULT_SETS_PER_POOL,
+            max_allocations: None,
+        }
+    }
+}
+
+impl VulkanOptions {
+    /// The defaults, with forced staging from `CAPTURE_VK_FORCE_STAGING=1` and the device
+    /// from [`DEVICE_ENV`] (`CAPTURE_VULKAN_DEVICE`: an index or a piece of a name).
+    pub fn from_env() -> Self {
+        Self::from_vars(|name| std::env::var(name).ok())
+    }
+
+    /// [`VulkanOptions::from_env`] over the variables `var` looks up.
+    fn from_vars(var: impl Fn(&str) -> Option<String>) -> Self {
+        let forced = var("CAPTURE_VK_FORCE_STAGING").is_some_and(|v| v == "1");
+        let device = var(DEVICE_ENV)
+            .filter(|v| !v.trim().is_empty())
+            .map(|v| DeviceSelector::parse(&v));
+        Self {
             memory: if forced {
                 MemoryMode::ForcedStaging
             } else {
-                MemoryMode::HostVisible
+                MemoryMode::Auto
             },
+            device,
+            ..Self::default()
         }
+    }
+}
+
+/// A device's validation messages, held apart from the device (test hook).
+#[doc(hidden)]
+#[derive(Debug, Clone)]
+pub struct ValidationLog(Arc<raw::Messages>);
+
+impl ValidationLog {
+    /// The messages collected so far, taken.
+    pub fn take(&self) -> Vec<String> {
+        self.0.take()
     }
 }
 
@@ -63,6 +123,8 @@ impl VulkanOptions {
 pub struct VulkanBackend {
     gpu: Arc<Gpu>,
     memory: MemoryMode,
+    choice: MemoryChoice,
+    lanes: LaneConfig,
     limits: LaunchLimits,
 }
 
@@ -71,26 +133,49 @@ impl std::fmt::Debug for VulkanBackend {
         f.debug_struct("VulkanBackend")
             .field("device", &self.gpu.name)
             .field("memory", &self.memory)
+            .field("choice", &self.choice)
             .finish()
     }
 }
 
 impl VulkanBackend {
-    /// Opens the first Vulkan device with a compute queue, Vulkan ≥ 1.2 and timeline
-    /// semaphores.
+    /// Opens the best-ranked Vulkan device (discrete GPU, integrated GPU, virtual GPU,
+    /// CPU), or the one `options.device` names, with a compute queue, Vulkan ≥ 1.2 and
+    /// timeline semaphores.
     ///
     /// # Errors
     ///
-    /// [`Unavailable`] saying why: no loader, no driver, no suitable device.
+    /// [`Unavailable`] saying why: no loader, no driver, no suitable device, no device
+    /// the selector names (listing the devices seen), a zero `submit_every` or
+    /// `sets_per_pool`.
     pub fn new(options: VulkanOptions) -> Result<Self, Unavailable> {
+        for (name, value) in [
+            ("submit_every", options.submit_every),
+            ("sets_per_pool", options.sets_per_pool),
+        ] {
+            if value == 0 {
+                return Err(crate::error::unavailable(format!(
+                    "VulkanOptions::{name} must be at least 1"
+                )));
+            }
+        }
         let gpu = Gpu::open(Open {
             validation: options.validation,
             loader: options.loader,
+            max_allocations: options.max_allocations,
+            device: options.device,
         })?;
         let limits = launch_limits(&gpu.limits)?;
+        let choice = memory::choose(&gpu.memory, options.memory)
+            .map_err(|why| crate::error::unavailable(format!("{}: {why}", gpu.name)))?;
         Ok(Self {
             gpu,
             memory: options.memory,
+            choice,
+            lanes: LaneConfig {
+                submit_every: options.submit_every,
+                sets_per_pool: options.sets_per_pool,
+            },
             limits,
         })
     }
@@ -115,9 +200,59 @@ impl VulkanBackend {
         self.gpu.validation
     }
 
-    /// Where device pages live.
+    /// The device's kind: "discrete GPU", "integrated GPU", "virtual GPU", "CPU" or
+    /// "other".
+    pub fn device_kind(&self) -> &'static str {
+        crate::device::kind_name(self.gpu.kind)
+    }
+
+    /// The memory mode asked for.
     pub fn memory_mode(&self) -> MemoryMode {
         self.memory
+    }
+
+    /// The memory the mode chose on this device: where pages live, and the staging
+    /// memory types (its `Display` says it in words).
+    pub fn memory_choice(&self) -> MemoryChoice {
+        self.choice
+    }
+
+    /// Test hook: the call of kind `call` after `skip` more successful ones returns
+    /// `code` instead of reaching the driver (`vkEndCommandBuffer`: after reaching it).
+    #[doc(hidden)]
+    pub fn fail_call(&self, call: VulkanCall, skip: u32, code: vk::Result) {
+        self.gpu.faults.arm(call, skip, code);
+    }
+
+    /// Test hook: the validation messages of this device, readable after the device is
+    /// gone (the layer reports objects left alive when the device is destroyed).
+    #[doc(hidden)]
+    pub fn validation_log(&self) -> ValidationLog {
+        ValidationLog(Arc::clone(&self.gpu.messages))
+    }
+
+    /// Test hook: successful `vkQueueSubmit` calls on this device so far.
+    #[doc(hidden)]
+    pub fn submissions(&self) -> u64 {
+        self.gpu
+            .submissions
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Test hook: command buffers allocated on this device and not yet freed.
+    #[doc(hidden)]
+    pub fn live_command_buffers(&self) -> u64 {
+        self.gpu
+            .command_buffers
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Test hook: descriptor pools created on this device so far.
+    #[doc(hidden)]
+    pub fn descriptor_pools_created(&self) -> u64 {
+        self.gpu
+            .descriptor_pools
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The validation layer's warnings and errors since the last call.
@@ -135,7 +270,7 @@ impl VulkanBackend {
     /// A failed Vulkan call.
     #[cfg(test)]
     pub(crate) fn canary_execute_twice(&self) -> Result<Vec<String>, ServerError> {
-        let lane = Lane::new(Arc::clone(&self.gpu))?;
+        let lane = Lane::new(Arc::clone(&self.gpu), self.lanes)?;
         let pool = lane.pool();
         let _batch = lane.batch();
         let secondary = raw::command_buffer(&self.gpu, pool, vk::CommandBufferLevel::SECONDARY)?;
@@ -175,6 +310,36 @@ fn slice_args(
         .chain(info)
         .map(|s| (s.buffer, s.offset, s.len))
         .collect()
+}
+
+/// Copies `bytes` into the mapped `staging` slice and records the copy of exactly those
+/// bytes to `destination`; a slice shorter than `bytes` is refused before anything is
+/// written or recorded.
+fn write_staged(
+    lane: &Lane,
+    staging: &VulkanSlice,
+    destination: &VulkanSlice,
+    bytes: &[u8],
+) -> Result<(), ServerError> {
+    let at = staging
+        .mapped
+        .ok_or_else(|| ServerError::graph_state("write", "host staging must be mapped memory"))?;
+    let len = bytes.len() as u64;
+    for (what, slice) in [("host staging", staging), ("destination", destination)] {
+        if slice.len < len {
+            return Err(ServerError::invalid(
+                "write",
+                format!("{len} bytes"),
+                format!("the {what} slice holds {} bytes", slice.len),
+            ));
+        }
+    }
+    raw::write_mapped(at, bytes);
+    lane.copy(
+        (staging.buffer, staging.offset),
+        (destination.buffer, destination.offset),
+        len,
+    )
 }
 
 impl GraphDriver for VulkanBackend {
@@ -239,22 +404,13 @@ impl Backend for VulkanBackend {
     type Kernel = VulkanKernel;
 
     fn create_stream(&self, setup: &StreamSetup) -> Result<VulkanStream, ServerError> {
-        let lane = Lane::new(Arc::clone(&self.gpu))?;
+        let lane = Lane::new(Arc::clone(&self.gpu), self.lanes)?;
         let signal = lane::register(&lane);
-        let visible =
-            vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
         let gpu = || Arc::clone(&self.gpu);
-        let device = match self.memory {
-            MemoryMode::HostVisible => VulkanStorage::new(gpu(), MemoryKind::Device, visible, true),
-            MemoryMode::ForcedStaging => VulkanStorage::new(
-                gpu(),
-                MemoryKind::Device,
-                vk::MemoryPropertyFlags::DEVICE_LOCAL,
-                false,
-            ),
-        };
-        let host = VulkanStorage::new(gpu(), MemoryKind::Host, visible, true);
+        let device = VulkanStorage::new(gpu(), MemoryKind::Device, self.choice.pages);
+        let host = VulkanStorage::new(gpu(), MemoryKind::Host, self.choice.upload);
         Ok(VulkanStream {
+            readback: self.choice.readback,
             lane,
             signal,
             state: setup.state(device, host),
@@ -297,15 +453,7 @@ impl Backend for VulkanBackend {
         destination: &VulkanSlice,
         bytes: &[u8],
     ) -> Result<(), ServerError> {
-        let at = staging.mapped.ok_or_else(|| {
-            ServerError::graph_state("write", "host staging must be mapped memory")
-        })?;
-        raw::write_mapped(at, &bytes[..bytes.len().min(staging.len as usize)]);
-        stream.lane.copy(
-            (staging.buffer, staging.offset),
-            (destination.buffer, destination.offset),
-            bytes.len() as u64,
-        )
+        write_staged(&stream.lane, staging, destination, bytes)
     }
 
     fn read(
@@ -318,11 +466,10 @@ impl Backend for VulkanBackend {
             raw::read_mapped(at, out);
             return Ok(());
         }
-        // A device-only page: copy it to a host-visible page first.
+        // A device-only page: copy it to a read-back page first.
         let gpu = Arc::clone(&stream.lane.gpu);
-        let visible =
-            vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
-        let page = raw::create_page(&gpu, out.len() as u64, visible, true)?;
+        let readback = stream.readback;
+        let page = raw::create_page(&gpu, out.len() as u64, &readback)?;
         let result = stream
             .lane
             .copy(
@@ -330,12 +477,16 @@ impl Backend for VulkanBackend {
                 (page.buffer, 0),
                 out.len() as u64,
             )
-            .and_then(|()| stream.lane.finish());
-        if result.is_ok()
-            && let Some(at) = page.mapped
-        {
-            raw::read_mapped(at, out);
-        }
+            .and_then(|()| stream.lane.finish())
+            .and_then(|()| {
+                if readback.needs_invalidate() {
+                    raw::invalidate(&gpu, &page)?;
+                }
+                if let Some(at) = page.mapped {
+                    raw::read_mapped(at, out);
+                }
+                Ok(())
+            });
         raw::destroy_page(&gpu, page);
         result
     }
@@ -365,9 +516,8 @@ mod canary {
     fn executing_a_non_simultaneous_secondary_twice_is_reported() {
         let required = std::env::var("CAPTURE_REQUIRE_VULKAN").is_ok_and(|v| v == "1");
         let backend = match VulkanBackend::new(VulkanOptions {
-            loader: None,
             validation: true,
-            memory: MemoryMode::HostVisible,
+            ..VulkanOptions::from_env()
         }) {
             Ok(b) => b,
             Err(e) if required => panic!("CAPTURE_REQUIRE_VULKAN=1 and {e}"),
@@ -392,5 +542,111 @@ mod canary {
             "the layer did not report the canary:\n{}",
             messages.join("\n")
         );
+    }
+}
+
+#[cfg(test)]
+mod staged_write {
+    use super::*;
+
+    /// A write longer than its staging slice: today's core never asks for one, so the
+    /// backend is driven directly. The device must copy exactly the bytes staged, so the
+    /// write is refused before anything is staged or recorded.
+    #[test]
+    fn a_write_longer_than_its_staging_slice_is_refused_and_nothing_is_recorded() {
+        let required = std::env::var("CAPTURE_REQUIRE_VULKAN").is_ok_and(|v| v == "1");
+        let backend = match VulkanBackend::new(VulkanOptions {
+            validation: true,
+            ..VulkanOptions::from_env()
+        }) {
+            Ok(b) => b,
+            Err(e) if required => panic!("CAPTURE_REQUIRE_VULKAN=1 and {e}"),
+            Err(e) => {
+                println!("SKIP: staged write: {e}");
+                return;
+            }
+        };
+        let gpu = &backend.gpu;
+        let lane = Lane::new(Arc::clone(gpu), backend.lanes).expect("lane");
+        let staging = raw::create_page(gpu, 256, &backend.choice.upload).expect("staging");
+        let target = raw::create_page(gpu, 1024, &backend.choice.pages).expect("target");
+        let slice = |page: &raw::Page, len| VulkanSlice {
+            buffer: page.buffer,
+            offset: 0,
+            len,
+            mapped: page.mapped,
+        };
+        let bytes = vec![7u8; 512];
+        let before = backend.submissions();
+        let err =
+            write_staged(&lane, &slice(&staging, 256), &slice(&target, 1024), &bytes).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("512 bytes: the host staging slice holds 256 bytes"),
+            "{err}"
+        );
+        let err = write_staged(
+            &lane,
+            &slice(&staging, 256),
+            &slice(&target, 128),
+            &bytes[..256],
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("256 bytes: the destination slice holds 128 bytes"),
+            "{err}"
+        );
+        lane.finish().expect("nothing to submit");
+        assert_eq!(
+            backend.submissions(),
+            before,
+            "a refused write recorded work"
+        );
+        // A write that fits copies exactly its bytes.
+        write_staged(
+            &lane,
+            &slice(&staging, 256),
+            &slice(&target, 1024),
+            &bytes[..200],
+        )
+        .expect("fits");
+        lane.finish().expect("copied");
+        drop(lane);
+        raw::destroy_page(gpu, staging);
+        raw::destroy_page(gpu, target);
+        let messages = backend.take_validation_messages();
+        assert!(messages.is_empty(), "{}", messages.join("\n"));
+    }
+}
+
+#[cfg(test)]
+mod options {
+    use super::*;
+
+    fn vars<'a>(set: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |name| {
+            set.iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| (*v).to_owned())
+        }
+    }
+
+    #[test]
+    fn the_environment_names_the_device_and_the_memory_mode() {
+        assert_eq!(
+            VulkanOptions::from_vars(vars(&[])),
+            VulkanOptions::default()
+        );
+        let named = VulkanOptions::from_vars(vars(&[(DEVICE_ENV, "llvmpipe")]));
+        assert_eq!(named.device, Some(DeviceSelector::Name("llvmpipe".into())));
+        let indexed = VulkanOptions::from_vars(vars(&[
+            (DEVICE_ENV, "1"),
+            ("CAPTURE_VK_FORCE_STAGING", "1"),
+        ]));
+        assert_eq!(indexed.device, Some(DeviceSelector::Index(1)));
+        assert_eq!(indexed.memory, MemoryMode::ForcedStaging);
+        let blank = VulkanOptions::from_vars(vars(&[(DEVICE_ENV, "  ")]));
+        assert_eq!(blank.device, None);
     }
 }

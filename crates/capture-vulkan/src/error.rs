@@ -23,7 +23,8 @@ pub(crate) fn vk_error(op: &'static str, result: vk::Result) -> ServerError {
 }
 
 /// A page allocation's failure: the out-of-memory codes
-/// (`VK_ERROR_OUT_OF_DEVICE_MEMORY`, `VK_ERROR_OUT_OF_HOST_MEMORY`) become
+/// (`VK_ERROR_OUT_OF_DEVICE_MEMORY`, `VK_ERROR_OUT_OF_HOST_MEMORY`, and
+/// `VK_ERROR_TOO_MANY_OBJECTS` for the device's allocation-count limit) become
 /// [`ServerError::OutOfMemory`] for `size` bytes of `kind` memory (the memory manager
 /// fills in the pool and every pool's figures); any other error stays as it was.
 pub(crate) fn out_of_memory(error: ServerError, size: u64, kind: MemoryKind) -> ServerError {
@@ -35,7 +36,9 @@ pub(crate) fn out_of_memory(error: ServerError, size: u64, kind: MemoryKind) -> 
     };
     match code {
         Some(
-            code @ (vk::Result::ERROR_OUT_OF_DEVICE_MEMORY | vk::Result::ERROR_OUT_OF_HOST_MEMORY),
+            code @ (vk::Result::ERROR_OUT_OF_DEVICE_MEMORY
+            | vk::Result::ERROR_OUT_OF_HOST_MEMORY
+            | vk::Result::ERROR_TOO_MANY_OBJECTS),
         ) => ServerError::OutOfMemory(Box::new(OutOfMemory {
             requested: size,
             pool: PoolName {
@@ -59,6 +62,7 @@ mod tests {
         for code in [
             vk::Result::ERROR_OUT_OF_DEVICE_MEMORY,
             vk::Result::ERROR_OUT_OF_HOST_MEMORY,
+            vk::Result::ERROR_TOO_MANY_OBJECTS,
         ] {
             let e = out_of_memory(vk_error("vkAllocateMemory", code), 4096, MemoryKind::Device);
             match e {

@@ -1,6 +1,11 @@
 //! Kernels: SPIR-V compute pipelines. The builtins are WGSL, turned into SPIR-V with naga
 //! on first use and cached for the process; users bring their own SPIR-V with a binding
-//! layout (storage buffers at bindings `0..buffers`, then the info words' buffer).
+//! layout (storage buffers at bindings `0..buffers`, then the info words' buffer), which
+//! is checked before any driver sees it: naga's SPIR-V front end must parse it and its
+//! validator accept it, it must have the compute entry point named, and every resource
+//! that entry point uses must be a storage buffer of set 0 at a binding the signature
+//! declares (no uniform buffers, images, samplers or push constants: the pipeline layout
+//! has none).
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -34,7 +39,10 @@ impl VulkanKernelSource {
     /// # Errors
     ///
     /// [`ServerError::InvalidArgument`] naming the kernel for empty SPIR-V, a bad magic
-    /// number, or an entry name with a NUL byte.
+    /// number, words naga's SPIR-V front end or validator refuses, no compute entry point
+    /// `entry`, a resource the entry point uses that the layout lacks (a binding past the
+    /// signature's, another descriptor set, a uniform buffer, an image or sampler, push
+    /// constants), or an entry name with a NUL byte.
     pub fn spirv(
         name: impl Into<Cow<'static, str>>,
         words: Vec<u32>,
@@ -49,8 +57,10 @@ impl VulkanKernelSource {
                 "the words do not start with the SPIR-V magic number",
             ));
         }
-        let entry = CString::new(entry)
+        let entry_c = CString::new(entry)
             .map_err(|_| ServerError::invalid("entry point", &name, "it contains a NUL byte"))?;
+        check_spirv(&name, &words, entry, signature)?;
+        let entry = entry_c;
         Ok(Self {
             name,
             code: Code::Spirv(words.into()),
@@ -91,6 +101,89 @@ impl Drop for VulkanKernel {
         self.gpu.idle();
         raw::destroy_kernel(&self.gpu, &self.objects);
     }
+}
+
+/// Checks a user's SPIR-V against what the driver is promised (see the module's header),
+/// naming the kernel in the refusal.
+fn check_spirv(
+    name: &str,
+    words: &[u32],
+    entry: &str,
+    signature: KernelSignature,
+) -> Result<(), ServerError> {
+    use naga::AddressSpace;
+
+    let bad = |why: String| ServerError::invalid("SPIR-V", name, why);
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    let options = naga::front::spv::Options {
+        adjust_coordinate_space: false,
+        ..Default::default()
+    };
+    let module = naga::front::spv::parse_u8_slice(&bytes, &options)
+        .map_err(|e| bad(format!("naga's SPIR-V front end refused it: {e}")))?;
+    let info = naga::valid::Validator::new(
+        naga::valid::ValidationFlags::all(),
+        naga::valid::Capabilities::all(),
+    )
+    .validate(&module)
+    .map_err(|e| bad(format!("it does not validate: {}", e.as_inner())))?;
+    let Some(index) = module
+        .entry_points
+        .iter()
+        .position(|ep| ep.name == entry && ep.stage == naga::ShaderStage::Compute)
+    else {
+        return Err(bad(format!(
+            "it has no compute entry point named {entry:?}"
+        )));
+    };
+    let used = info.get_entry_point(index);
+    let bindings = signature.buffers() + usize::from(signature.has_info());
+    let declared = if signature.has_info() {
+        format!(
+            "storage buffers at bindings 0..{} of set 0, the info words at binding {}",
+            signature.buffers(),
+            signature.buffers()
+        )
+    } else {
+        format!(
+            "storage buffers at bindings 0..{} of set 0",
+            signature.buffers()
+        )
+    };
+    for (handle, var) in module.global_variables.iter() {
+        if used[handle].is_empty() {
+            continue;
+        }
+        let what = var.name.as_deref().unwrap_or("a global");
+        let at = var
+            .binding
+            .as_ref()
+            .map(|b| format!("set {} binding {}", b.group, b.binding));
+        let kind = match var.space {
+            AddressSpace::Storage { .. } => None,
+            AddressSpace::Uniform => Some("a uniform buffer"),
+            AddressSpace::Handle => Some("an image or sampler"),
+            AddressSpace::Immediate => Some("push constants"),
+            _ => continue,
+        };
+        if let Some(kind) = kind {
+            return Err(bad(format!(
+                "entry point {entry:?} uses {kind} ({what}{}); the layout has only {declared}",
+                at.map(|a| format!(" at {a}")).unwrap_or_default()
+            )));
+        }
+        match &var.binding {
+            Some(b) if b.group == 0 && (b.binding as usize) < bindings => {}
+            _ => {
+                return Err(bad(format!(
+                    "entry point {entry:?} uses the storage buffer {what} at {}, which the \
+                     signature does not declare: the layout has only {declared}",
+                    at.unwrap_or_else(|| "no binding".into())
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// SPIR-V compiled from WGSL, by source text.
@@ -217,6 +310,15 @@ mod tests {
             let source = wgsl(b);
             let words = compile(b.name(), source).expect("compiles");
             assert_eq!(words[0], 0x0723_0203, "{}", b.name());
+        }
+    }
+
+    #[test]
+    fn every_builtin_passes_the_user_spirv_check() {
+        for b in Builtin::ALL {
+            let words = compile(b.name(), wgsl(b)).expect("compiles");
+            check_spirv(b.name(), &words, "main", b.signature())
+                .unwrap_or_else(|e| panic!("{}: {e}", b.name()));
         }
     }
 

@@ -1,7 +1,14 @@
 //! `Lane`: one stream's command submission. Eager work goes into the stream's open
-//! primary command buffer; a fence first submits the open batch, then names its timeline
-//! value. While a capture records, work goes into the window's secondary command buffer
+//! primary command buffer, submitted every [`LaneConfig::submit_every`] eager commands,
+//! at the end of every replay call and by every fence (which then names its timeline
+//! value). While a capture records, work goes into the window's secondary command buffer
 //! instead. Barriers sit at every boundary.
+//!
+//! A submission that fails (`vkEndCommandBuffer` or `vkQueueSubmit`) drops its batch:
+//! the command buffer is freed, its descriptor pools are reset for reuse, and the next
+//! work opens a fresh batch. The error comes back from the fence that submitted, or, for a
+//! submission the cadence or a replay made, from the next fence, so the core taints what
+//! the stream wrote since its last good fence (rule 15).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -10,36 +17,46 @@ use ash::vk;
 use capture_core::ServerError;
 
 use crate::raw::{self, Gpu, KernelObjects};
+use crate::sets::SetPools;
 
-/// Sets a descriptor pool holds before another is made.
-const SETS_PER_POOL: u32 = 256;
-/// Storage buffers a set may bind (launch buffers plus the info words).
-const BUFFERS_PER_SET: u32 = 8;
+/// How a lane batches its work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LaneConfig {
+    /// Eager commands (launches and copies) after which the open batch is submitted.
+    pub(crate) submit_every: u32,
+    /// Sets per descriptor pool.
+    pub(crate) sets_per_pool: u32,
+}
 
 /// A capture window's secondary command buffer and the descriptor pools its sets come
 /// from.
 pub(crate) struct Window {
     pub(crate) secondary: vk::CommandBuffer,
-    pub(crate) pools: Vec<vk::DescriptorPool>,
+    pub(crate) sets: SetPools,
 }
 
 pub(crate) struct Batch {
     pool: vk::CommandPool,
     open: Option<vk::CommandBuffer>,
     dirty: bool,
-    sets: Vec<vk::DescriptorPool>,
+    /// Eager commands in the open batch.
+    commands: u32,
+    sets: SetPools,
     spare_sets: Vec<vk::DescriptorPool>,
     in_flight: VecDeque<(u64, vk::CommandBuffer, Vec<vk::DescriptorPool>)>,
     semaphore: vk::Semaphore,
     submitted: u64,
     /// Other lanes' timeline values the next submission waits for (rule 18).
     waits: Vec<(vk::Semaphore, u64)>,
+    /// A submission that failed where no caller could be told: the next fence says so.
+    failed: Option<ServerError>,
     pub(crate) window: Option<Window>,
 }
 
 /// One stream's submission state, shared with its fences and executables.
 pub(crate) struct Lane {
     pub(crate) gpu: Arc<Gpu>,
+    config: LaneConfig,
     batch: Mutex<Batch>,
 }
 
@@ -70,7 +87,7 @@ pub(crate) fn find(signal: usize) -> Option<Arc<Lane>> {
 }
 
 impl Lane {
-    pub(crate) fn new(gpu: Arc<Gpu>) -> Result<Arc<Self>, ServerError> {
+    pub(crate) fn new(gpu: Arc<Gpu>, config: LaneConfig) -> Result<Arc<Self>, ServerError> {
         let pool = raw::command_pool(&gpu)?;
         let semaphore = match raw::timeline(&gpu) {
             Ok(s) => s,
@@ -81,16 +98,19 @@ impl Lane {
         };
         Ok(Arc::new(Self {
             gpu,
+            config,
             batch: Mutex::new(Batch {
                 pool,
                 open: None,
                 dirty: false,
-                sets: Vec::new(),
+                commands: 0,
+                sets: SetPools::default(),
                 spare_sets: Vec::new(),
                 in_flight: VecDeque::new(),
                 semaphore,
                 submitted: 0,
                 waits: Vec::new(),
+                failed: None,
                 window: None,
             }),
         }))
@@ -101,7 +121,7 @@ impl Lane {
     }
 
     /// The command buffer work goes into now: the window's secondary while recording,
-    /// else the open primary (begun if needed).
+    /// else the open primary (begun if needed; freed again if it cannot begin).
     fn target(&self, b: &mut Batch) -> Result<vk::CommandBuffer, ServerError> {
         if let Some(w) = &b.window {
             return Ok(w.secondary);
@@ -110,7 +130,10 @@ impl Lane {
             return Ok(open);
         }
         let cmd = raw::command_buffer(&self.gpu, b.pool, vk::CommandBufferLevel::PRIMARY)?;
-        raw::begin_primary(&self.gpu, cmd)?;
+        if let Err(e) = raw::begin_primary(&self.gpu, cmd) {
+            raw::free_command_buffer(&self.gpu, b.pool, cmd);
+            return Err(e);
+        }
         b.open = Some(cmd);
         Ok(cmd)
     }
@@ -121,37 +144,31 @@ impl Lane {
         kernel: &KernelObjects,
         buffers: &[(vk::Buffer, u64, u64)],
     ) -> Result<vk::DescriptorSet, ServerError> {
-        let recording = b.window.is_some();
-        let current = if recording {
-            b.window.as_ref().and_then(|w| w.pools.last().copied())
-        } else {
-            b.sets.last().copied()
-        };
-        if let Some(pool) = current
-            && let Some(set) = raw::descriptor_set(&self.gpu, pool, kernel, buffers)?
-        {
-            return Ok(set);
-        }
-        let pool = match b.spare_sets.pop() {
-            Some(p) if !recording => p,
-            spare => {
-                if let Some(p) = spare {
-                    b.spare_sets.push(p);
-                }
-                raw::descriptor_pool(&self.gpu, SETS_PER_POOL, BUFFERS_PER_SET)?
-            }
-        };
+        let per_pool = self.config.sets_per_pool;
         match &mut b.window {
-            Some(w) => w.pools.push(pool),
-            None => b.sets.push(pool),
+            // A window's pools go with its graph: fresh ones, never the batch's spares.
+            Some(w) => w.sets.set(&self.gpu, per_pool, None, kernel, buffers),
+            None => b.sets.set(
+                &self.gpu,
+                per_pool,
+                Some(&mut b.spare_sets),
+                kernel,
+                buffers,
+            ),
         }
-        raw::descriptor_set(&self.gpu, pool, kernel, buffers)?.ok_or_else(|| {
-            ServerError::invalid(
-                "kernel bindings",
-                buffers.len(),
-                "a fresh descriptor pool could not hold one set",
-            )
-        })
+    }
+
+    /// Counts an eager command recorded in the open batch, submitting the batch when it
+    /// holds [`LaneConfig::submit_every`] of them.
+    fn recorded(&self, b: &mut Batch) {
+        if b.window.is_some() {
+            return;
+        }
+        b.dirty = true;
+        b.commands += 1;
+        if b.commands >= self.config.submit_every {
+            self.submit_now(b);
+        }
     }
 
     /// Records a copy, then a barrier.
@@ -165,7 +182,7 @@ impl Lane {
         let cmd = self.target(&mut b)?;
         raw::copy(&self.gpu, cmd, from, to, len);
         raw::barrier(&self.gpu, cmd);
-        b.dirty |= b.window.is_none();
+        self.recorded(&mut b);
         Ok(())
     }
 
@@ -181,13 +198,13 @@ impl Lane {
         let set = self.set(&mut b, kernel, buffers)?;
         raw::dispatch(&self.gpu, cmd, kernel, set, grid);
         raw::barrier(&self.gpu, cmd);
-        b.dirty |= b.window.is_none();
+        self.recorded(&mut b);
         Ok(())
     }
 
     /// Records `times` executions of `secondary` in the open primary, with barriers
     /// before, between and after (primary → secondary, replay → replay, secondary →
-    /// eager or host).
+    /// eager or host), and submits them: one submission per replay call.
     pub(crate) fn replay(
         &self,
         secondary: vk::CommandBuffer,
@@ -203,25 +220,66 @@ impl Lane {
             raw::barrier(&self.gpu, cmd);
         }
         b.dirty = true;
+        self.submit_now(&mut b);
         Ok(())
     }
 
+    /// Submits the open batch where no caller waits for the answer: a failure is kept
+    /// for the next fence; a success recycles what already ran.
+    fn submit_now(&self, b: &mut Batch) {
+        match self.submit(b) {
+            Ok(()) => {
+                // Recycling is a courtesy here: a wait recycles too.
+                let _ = self.retire_locked(b);
+            }
+            Err(e) => {
+                b.failed.get_or_insert(e);
+            }
+        }
+    }
+
+    /// Ends and submits the open batch, if it holds work. On an error the batch is
+    /// dropped: its command buffer freed (it never became pending), its descriptor pools
+    /// reset for reuse; the waits stay for the next submission.
+    fn submit(&self, b: &mut Batch) -> Result<(), ServerError> {
+        let (Some(cmd), true) = (b.open, b.dirty) else {
+            return Ok(());
+        };
+        let value = b.submitted + 1;
+        let sent = raw::end(&self.gpu, cmd)
+            .and_then(|()| raw::submit(&self.gpu, cmd, b.semaphore, value, &b.waits));
+        b.open = None;
+        b.dirty = false;
+        b.commands = 0;
+        let sets = b.sets.take();
+        match sent {
+            Ok(()) => {
+                b.waits.clear();
+                b.submitted = value;
+                b.in_flight.push_back((value, cmd, sets));
+                Ok(())
+            }
+            Err(e) => {
+                raw::free_command_buffer(&self.gpu, b.pool, cmd);
+                for pool in sets {
+                    raw::reset_descriptor_pool(&self.gpu, pool);
+                    b.spare_sets.push(pool);
+                }
+                Err(e)
+            }
+        }
+    }
+
     /// Submits the open batch, if it holds work, and returns the timeline value after
-    /// which everything enqueued so far has run.
+    /// which everything enqueued so far has run; or the error of this submission or of
+    /// an earlier one no caller was told of.
     pub(crate) fn flush(&self) -> Result<u64, ServerError> {
         let mut b = self.batch();
-        if let (Some(cmd), true) = (b.open, b.dirty) {
-            raw::end(&self.gpu, cmd)?;
-            let value = b.submitted + 1;
-            raw::submit(&self.gpu, cmd, b.semaphore, value, &b.waits)?;
-            b.waits.clear();
-            b.submitted = value;
-            b.open = None;
-            b.dirty = false;
-            let sets = std::mem::take(&mut b.sets);
-            b.in_flight.push_back((value, cmd, sets));
+        let sent = self.submit(&mut b);
+        if let Some(earlier) = b.failed.take() {
+            return Err(earlier);
         }
-        Ok(b.submitted)
+        sent.map(|()| b.submitted)
     }
 
     /// Makes this lane's next submission wait, on the device, for `other`'s timeline to
@@ -244,7 +302,7 @@ impl Lane {
     pub(crate) fn wait(&self, value: u64) -> Result<(), ServerError> {
         let semaphore = self.batch().semaphore;
         raw::wait(&self.gpu, semaphore, value)?;
-        self.retire()
+        self.retire_locked(&mut self.batch())
     }
 
     /// Submits and waits for everything enqueued so far.
@@ -253,8 +311,8 @@ impl Lane {
         self.wait(value)
     }
 
-    fn retire(&self) -> Result<(), ServerError> {
-        let mut b = self.batch();
+    /// Frees the command buffers of the batches that ran and resets their pools.
+    fn retire_locked(&self, b: &mut Batch) -> Result<(), ServerError> {
         let reached = raw::reached(&self.gpu, b.semaphore)?;
         while b.in_flight.front().is_some_and(|(v, _, _)| *v <= reached) {
             let (_, cmd, sets) = b.in_flight.pop_front().expect("checked above");
@@ -277,27 +335,34 @@ impl Lane {
         }
         b.window = Some(Window {
             secondary,
-            pools: Vec::new(),
+            sets: SetPools::default(),
         });
         Ok(())
     }
 
     /// Closes the window, returning its ended secondary and descriptor pools; `None` when
-    /// no window was open.
+    /// no window was open. When the secondary cannot end, the window is freed (nothing
+    /// submitted it) and the error returned.
     pub(crate) fn end(&self) -> Result<Option<Window>, ServerError> {
         let mut b = self.batch();
         let Some(window) = b.window.take() else {
             return Ok(None);
         };
-        raw::end(&self.gpu, window.secondary)?;
+        if let Err(e) = raw::end(&self.gpu, window.secondary) {
+            self.free_locked(&b, window);
+            return Err(e);
+        }
         Ok(Some(window))
     }
 
     /// Frees a window's objects, once no pending work uses them.
     pub(crate) fn free(&self, window: Window) {
-        let b = self.batch();
+        self.free_locked(&self.batch(), window);
+    }
+
+    fn free_locked(&self, b: &Batch, window: Window) {
         raw::free_command_buffer(&self.gpu, b.pool, window.secondary);
-        for pool in window.pools {
+        for &pool in window.sets.pools() {
             raw::destroy_descriptor_pool(&self.gpu, pool);
         }
     }
@@ -321,11 +386,11 @@ impl Drop for Lane {
                 raw::destroy_descriptor_pool(&self.gpu, *pool);
             }
         }
-        for pool in b.sets.iter().chain(&b.spare_sets) {
+        for pool in b.sets.pools().iter().chain(&b.spare_sets) {
             raw::destroy_descriptor_pool(&self.gpu, *pool);
         }
         if let Some(w) = &b.window {
-            for pool in &w.pools {
+            for pool in w.sets.pools() {
                 raw::destroy_descriptor_pool(&self.gpu, *pool);
             }
         }

@@ -3,37 +3,55 @@
 //!
 //! Design choices:
 //! - **Vulkan ≥ 1.2 with timeline semaphores**, or a typed [`Unavailable`] error saying
-//!   why. One compute queue, shared by every pooled stream behind the queue lock.
+//!   why. One compute queue, shared by every pooled stream behind the queue lock. The
+//!   device: the best-ranked one (discrete GPU, integrated, virtual, CPU), or the one
+//!   [`VulkanOptions::device`] (`CAPTURE_VULKAN_DEVICE`) names.
 //! - **Pages are `VkDeviceMemory` with one `VkBuffer` each**. The device's
 //!   `maxStorageBufferRange`, offset alignment and workgroup counts are declared to the
-//!   core as its launch limits; the core refuses a launch outside them. Pinned-host staging lives in
-//!   host-visible memory. [`MemoryMode::ForcedStaging`] treats device pages as
+//!   core as its launch limits; the core refuses a launch outside them. Where pages and
+//!   staging live is a [`MemoryChoice`] made from the device's memory properties:
+//!   mapped device-local pages on unified memory or resizable BAR, else device-local
+//!   pages with staging; [`MemoryMode::ForcedStaging`] treats device pages as
 //!   device-only, so every read goes through a staging copy.
-//! - **Eager work** goes into the stream's primary command buffer; a fence first submits
-//!   the open batch, then names its timeline value. **A capture** records a
+//! - **Eager work** goes into the stream's primary command buffer, submitted every
+//!   [`VulkanOptions::submit_every`] commands; a fence first submits the open batch, then
+//!   names its timeline value. **A capture** records a
 //!   simultaneous-use secondary command buffer, each launch binding its pipeline and a
 //!   descriptor set from pools the graph owns; **a replay** executes it from the primary,
-//!   K replays in one submission. Barriers sit at every boundary.
+//!   K replays in one submission, made at once. Barriers sit at every boundary.
 //! - **Kernels** are SPIR-V compute pipelines: the builtins are WGSL turned into SPIR-V
-//!   by naga on first use (cached); users bring their own SPIR-V with a binding layout.
+//!   by naga on first use (cached); users bring their own SPIR-V with a binding layout,
+//!   checked by naga's SPIR-V front end before any driver sees it.
 //! - **Validation as a judge**: tests enable the Khronos validation layer with
 //!   synchronisation validation whenever it is installed and assert it said nothing.
 //! - Unsafe code lives in `raw.rs` only, each block with a `// SAFETY:` line.
 //!
 //! This crate has no features.
 
+mod device;
 mod driver;
 mod error;
 mod executable;
+mod fault;
 mod kernels;
 mod lane;
+mod memory;
 mod raw;
+mod sets;
 mod storage;
 mod stream;
 
-pub use driver::{MemoryMode, VulkanBackend, VulkanOptions};
+pub use device::DeviceSelector;
+#[doc(hidden)]
+pub use driver::ValidationLog;
+pub use driver::{
+    DEFAULT_SETS_PER_POOL, DEFAULT_SUBMIT_EVERY, DEVICE_ENV, VulkanBackend, VulkanOptions,
+};
 pub use error::{Unavailable, VulkanError};
 pub use executable::VulkanExecutable;
+#[doc(hidden)]
+pub use fault::VulkanCall;
 pub use kernels::{VulkanKernel, VulkanKernelSource};
+pub use memory::{MemoryChoice, MemoryMode, PagePlacement};
 pub use storage::{VulkanSlice, VulkanStorage};
 pub use stream::{VulkanFence, VulkanStream};

@@ -11,11 +11,15 @@
 //!   through its drop queue behind a timeline value).
 
 use std::ffi::{CStr, c_void};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use ash::vk;
 
+use crate::device::{self, DeviceSelector, Seen};
 use crate::error::{Unavailable, unavailable, vk_error};
+use crate::fault::{Faults, VulkanCall};
+use crate::memory::MemoryUse;
 use capture_core::ServerError;
 
 /// Validation messages (warnings and errors) the debug messenger collected.
@@ -24,8 +28,19 @@ pub(crate) struct Messages {
     pub(crate) list: Mutex<Vec<String>>,
 }
 
+impl Messages {
+    /// The messages collected so far, taken.
+    pub(crate) fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *lock(&self.list))
+    }
+}
+
 /// The debug messenger, when the validation layer is on.
 type Debug = Option<(ash::ext::debug_utils::Instance, vk::DebugUtilsMessengerEXT)>;
+
+/// A device that could not be opened: what must be torn down (the loader last: the
+/// instance's functions live in it) and why.
+type Failed = (ash::Entry, ash::Instance, Debug, Unavailable);
 
 /// The instance, device and queue, shared by every object made from them.
 pub(crate) struct Gpu {
@@ -39,12 +54,31 @@ pub(crate) struct Gpu {
     pub(crate) memory: vk::PhysicalDeviceMemoryProperties,
     pub(crate) limits: vk::PhysicalDeviceLimits,
     pub(crate) name: String,
+    pub(crate) kind: vk::PhysicalDeviceType,
     pub(crate) api_version: u32,
     pub(crate) validation: bool,
+    /// Faults a test armed at this device's call sites.
+    pub(crate) faults: Faults,
+    /// Successful `vkQueueSubmit` calls so far.
+    pub(crate) submissions: AtomicU64,
+    /// Descriptor pools created so far.
+    pub(crate) descriptor_pools: AtomicU64,
+    /// Command buffers allocated and not freed one by one (a pool's destruction frees
+    /// the rest).
+    pub(crate) command_buffers: AtomicU64,
+    /// Live `VkDeviceMemory` allocations.
+    allocations: AtomicU32,
+    /// The most live allocations: the device's `maxMemoryAllocationCount`, or less.
+    pub(crate) allocation_limit: u32,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The armed fault for `call` (named `op` in the error), if one fires now.
+fn fault(gpu: &Gpu, call: VulkanCall, op: &'static str) -> Result<(), ServerError> {
+    gpu.faults.check(call).map_err(|code| vk_error(op, code))
 }
 
 // SAFETY: the debug messenger's user data is a pointer to `Messages` kept alive (through
@@ -80,13 +114,17 @@ pub(crate) struct Open {
     pub(crate) validation: bool,
     /// Load this Vulkan loader library instead of the system's `libvulkan.so.1`.
     pub(crate) loader: Option<std::path::PathBuf>,
+    /// At most this many live memory allocations (below the device's own limit).
+    pub(crate) max_allocations: Option<u32>,
+    /// The device to open; `None` for the best-ranked one that qualifies.
+    pub(crate) device: Option<DeviceSelector>,
 }
 
 const VALIDATION: &CStr = c"VK_LAYER_KHRONOS_validation";
 
 impl Gpu {
-    /// Loads Vulkan at run time and opens the first device with a compute queue,
-    /// Vulkan ≥ 1.2 and timeline semaphores.
+    /// Loads Vulkan at run time and opens the best-ranked device (or the one
+    /// `open.device` names) with a compute queue, Vulkan ≥ 1.2 and timeline semaphores.
     pub(crate) fn open(open: Open) -> Result<Arc<Gpu>, Unavailable> {
         let entry = match &open.loader {
             // SAFETY: loading the loader library runs its initialisers; nothing else in
@@ -175,18 +213,19 @@ impl Gpu {
         } else {
             None
         };
-        match Self::device(entry, instance, debug, messages, validation) {
+        match Self::device(entry, instance, debug, messages, &open, validation) {
             Ok(gpu) => Ok(Arc::new(gpu)),
             Err(failed) => {
-                let (instance, debug, e) = *failed;
+                let (entry, instance, debug, e) = *failed;
                 // SAFETY: nothing was created from the instance but the messenger, which
-                // is destroyed first.
+                // is destroyed first; the loader (`entry`) stays loaded until after both.
                 unsafe {
                     if let Some((utils, m)) = debug {
                         utils.destroy_debug_utils_messenger(m, None);
                     }
                     instance.destroy_instance(None);
                 }
+                drop(entry);
                 Err(e)
             }
         }
@@ -197,25 +236,50 @@ impl Gpu {
         instance: ash::Instance,
         debug: Debug,
         messages: Arc<Messages>,
+        open: &Open,
         validation: bool,
-    ) -> Result<Gpu, Box<(ash::Instance, Debug, Unavailable)>> {
+    ) -> Result<Gpu, Box<Failed>> {
         // SAFETY: `instance` is live; the returned handles are plain values.
         let physicals = match unsafe { instance.enumerate_physical_devices() } {
             Ok(p) if !p.is_empty() => p,
             Ok(_) => {
-                return Err(Box::new((instance, debug, unavailable("no Vulkan device"))));
+                return Err(Box::new((
+                    entry,
+                    instance,
+                    debug,
+                    unavailable("no Vulkan device"),
+                )));
             }
             Err(e) => {
                 let why = format!("enumerating devices failed: {e}");
-                return Err(Box::new((instance, debug, unavailable(why))));
+                return Err(Box::new((entry, instance, debug, unavailable(why))));
             }
+        };
+        let all: Vec<_> = physicals
+            .iter()
+            // SAFETY: `physical` came from this instance.
+            .map(|&physical| unsafe { instance.get_physical_device_properties(physical) })
+            .collect();
+        let seen: Vec<Seen> = all
+            .iter()
+            .map(|props| Seen {
+                name: props
+                    .device_name_as_c_str()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_else(|_| "unnamed device".into()),
+                kind: props.device_type,
+            })
+            .collect();
+        let order = match device::order(&seen, open.device.as_ref()) {
+            Ok(order) => order,
+            Err(why) => return Err(Box::new((entry, instance, debug, unavailable(why)))),
         };
         let mut why =
             String::from("no device offers a compute queue, Vulkan 1.2 and timeline semaphores");
-        for physical in physicals {
-            // SAFETY: `physical` came from this instance.
-            let props = unsafe { instance.get_physical_device_properties(physical) };
+        for i in order {
+            let (physical, props, name) = (physicals[i], all[i], &seen[i].name);
             if props.api_version < vk::API_VERSION_1_2 {
+                why = format!("{name}: Vulkan 1.2 is needed");
                 continue;
             }
             let mut v12 = vk::PhysicalDeviceVulkan12Features::default();
@@ -223,7 +287,7 @@ impl Gpu {
             // SAFETY: `features` and its chain live across the call.
             unsafe { instance.get_physical_device_features2(physical, &mut features) };
             if v12.timeline_semaphore != vk::TRUE {
-                why = "the device lacks timeline semaphores".into();
+                why = format!("{name}: the device lacks timeline semaphores");
                 continue;
             }
             // SAFETY: `physical` came from this instance.
@@ -233,6 +297,7 @@ impl Gpu {
                 .iter()
                 .position(|f| f.queue_flags.contains(vk::QueueFlags::COMPUTE))
             else {
+                why = format!("{name}: the device has no compute queue");
                 continue;
             };
             let family = family as u32;
@@ -249,7 +314,7 @@ impl Gpu {
             let device = match unsafe { instance.create_device(physical, &info, None) } {
                 Ok(d) => d,
                 Err(e) => {
-                    why = format!("vkCreateDevice failed: {e}");
+                    why = format!("{name}: vkCreateDevice failed: {e}");
                     continue;
                 }
             };
@@ -257,10 +322,6 @@ impl Gpu {
             let queue = unsafe { device.get_device_queue(family, 0) };
             // SAFETY: `physical` came from this instance.
             let memory = unsafe { instance.get_physical_device_memory_properties(physical) };
-            let name = props
-                .device_name_as_c_str()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_else(|_| "unnamed device".into());
             return Ok(Gpu {
                 _entry: entry,
                 instance,
@@ -271,27 +332,55 @@ impl Gpu {
                 family,
                 memory,
                 limits: props.limits,
-                name,
+                name: name.clone(),
+                kind: props.device_type,
                 api_version: props.api_version,
                 validation,
+                faults: Faults::default(),
+                submissions: AtomicU64::new(0),
+                descriptor_pools: AtomicU64::new(0),
+                command_buffers: AtomicU64::new(0),
+                allocations: AtomicU32::new(0),
+                allocation_limit: open
+                    .max_allocations
+                    .map_or(props.limits.max_memory_allocation_count, |cap| {
+                        cap.min(props.limits.max_memory_allocation_count)
+                    }),
             });
         }
-        Err(Box::new((instance, debug, unavailable(why))))
+        Err(Box::new((entry, instance, debug, unavailable(why))))
     }
 
-    /// A memory type with all of `flags`, among those `bits` allows.
-    pub(crate) fn memory_type(&self, bits: u32, flags: vk::MemoryPropertyFlags) -> Option<u32> {
+    /// The memory type for `use_`: the chosen one when `bits` allows it, else the first
+    /// allowed type with the flags the use requires.
+    pub(crate) fn memory_type(&self, bits: u32, use_: &MemoryUse) -> Option<u32> {
+        if bits & (1 << use_.index) != 0 {
+            return Some(use_.index);
+        }
         (0..self.memory.memory_type_count).find(|&i| {
             bits & (1 << i) != 0
                 && self.memory.memory_types[i as usize]
                     .property_flags
-                    .contains(flags)
+                    .contains(use_.required)
         })
+    }
+
+    /// Counts one more live allocation, or `false` when that would pass the limit.
+    fn reserve_allocation(&self) -> bool {
+        self.allocations
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.allocation_limit).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    fn release_allocation(&self) {
+        self.allocations.fetch_sub(1, Ordering::AcqRel);
     }
 
     /// The messages collected so far, taken.
     pub(crate) fn take_messages(&self) -> Vec<String> {
-        std::mem::take(&mut *lock(&self.messages.list))
+        self.messages.take()
     }
 
     /// Waits until the device is idle (teardown only).
@@ -325,14 +414,10 @@ pub(crate) struct Page {
     pub(crate) mapped: Option<usize>,
 }
 
-/// Allocates a page of `size` bytes of a memory type with `flags`, mapping it when
-/// `map`.
-pub(crate) fn create_page(
-    gpu: &Gpu,
-    size: u64,
-    flags: vk::MemoryPropertyFlags,
-    map: bool,
-) -> Result<Page, ServerError> {
+/// Allocates a page of `size` bytes of the memory `use_` names, mapped when it says so.
+/// Refused before `vkAllocateMemory` when the device's allocation-count limit is reached.
+pub(crate) fn create_page(gpu: &Gpu, size: u64, use_: &MemoryUse) -> Result<Page, ServerError> {
+    let map = use_.map;
     let info = vk::BufferCreateInfo::default()
         .size(size)
         .usage(
@@ -346,22 +431,36 @@ pub(crate) fn create_page(
         .map_err(|e| vk_error("vkCreateBuffer", e))?;
     // SAFETY: `buffer` was just created on this device.
     let needs = unsafe { gpu.device.get_buffer_memory_requirements(buffer) };
-    let Some(kind) = gpu.memory_type(needs.memory_type_bits, flags) else {
+    let Some(kind) = gpu.memory_type(needs.memory_type_bits, use_) else {
         // SAFETY: the buffer is unused and unbound.
         unsafe { gpu.device.destroy_buffer(buffer, None) };
         return Err(ServerError::invalid(
             "memory type",
-            format!("{flags:?}"),
+            format!("{:?}", use_.required),
             "the device offers no such memory for buffers",
         ));
     };
+    if !gpu.reserve_allocation() {
+        // SAFETY: the buffer is unused and unbound.
+        unsafe { gpu.device.destroy_buffer(buffer, None) };
+        return Err(vk_error(
+            "vkAllocateMemory (refused before the call: as many allocations are live as \
+             the device's maxMemoryAllocationCount allows)",
+            vk::Result::ERROR_TOO_MANY_OBJECTS,
+        ));
+    }
     let alloc = vk::MemoryAllocateInfo::default()
         .allocation_size(needs.size)
         .memory_type_index(kind);
-    // SAFETY: `alloc` lives across the call.
-    let memory = match unsafe { gpu.device.allocate_memory(&alloc, None) } {
+    let allocated = gpu
+        .faults
+        .check(VulkanCall::AllocateMemory)
+        // SAFETY: `alloc` lives across the call.
+        .and_then(|()| unsafe { gpu.device.allocate_memory(&alloc, None) });
+    let memory = match allocated {
         Ok(m) => m,
         Err(e) => {
+            gpu.release_allocation();
             // SAFETY: the buffer is unused and unbound.
             unsafe { gpu.device.destroy_buffer(buffer, None) };
             return Err(vk_error("vkAllocateMemory", e));
@@ -394,6 +493,7 @@ pub(crate) fn create_page(
                 gpu.device.destroy_buffer(buffer, None);
                 gpu.device.free_memory(memory, None);
             }
+            gpu.release_allocation();
             Err(vk_error("vkBindBufferMemory/vkMapMemory", e))
         }
     }
@@ -407,6 +507,7 @@ pub(crate) fn destroy_page(gpu: &Gpu, page: Page) {
         gpu.device.destroy_buffer(page.buffer, None);
         gpu.device.free_memory(page.memory, None);
     }
+    gpu.release_allocation();
 }
 
 /// Copies `bytes` to the mapped address `at`.
@@ -415,6 +516,18 @@ pub(crate) fn write_mapped(at: usize, bytes: &[u8]) {
     // offset inside the slice the caller resolved for exactly `bytes.len()` bytes; the
     // staging slice is not read by the device until the copy recorded after this runs.
     unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), at as *mut u8, bytes.len()) };
+}
+
+/// Makes the device's writes to a page of non-coherent memory visible to the host: the
+/// whole mapping (offset 0 to its end, which `nonCoherentAtomSize` allows).
+pub(crate) fn invalidate(gpu: &Gpu, page: &Page) -> Result<(), ServerError> {
+    let range = [vk::MappedMemoryRange::default()
+        .memory(page.memory)
+        .offset(0)
+        .size(vk::WHOLE_SIZE)];
+    // SAFETY: the page's memory is mapped (whole) and live; the device finished writing it.
+    unsafe { gpu.device.invalidate_mapped_memory_ranges(&range) }
+        .map_err(|e| vk_error("vkInvalidateMappedMemoryRanges", e))
 }
 
 /// Copies from the mapped address `at` into `out`.
@@ -482,24 +595,33 @@ pub(crate) fn command_buffer(
     pool: vk::CommandPool,
     level: vk::CommandBufferLevel,
 ) -> Result<vk::CommandBuffer, ServerError> {
+    fault(
+        gpu,
+        VulkanCall::AllocateCommandBuffers,
+        "vkAllocateCommandBuffers",
+    )?;
     let info = vk::CommandBufferAllocateInfo::default()
         .command_pool(pool)
         .level(level)
         .command_buffer_count(1);
     // SAFETY: the pool is live and externally synchronised by the caller's lock.
-    unsafe { gpu.device.allocate_command_buffers(&info) }
+    let buffer = unsafe { gpu.device.allocate_command_buffers(&info) }
         .map(|b| b[0])
-        .map_err(|e| vk_error("vkAllocateCommandBuffers", e))
+        .map_err(|e| vk_error("vkAllocateCommandBuffers", e))?;
+    gpu.command_buffers.fetch_add(1, Ordering::Relaxed);
+    Ok(buffer)
 }
 
 /// Frees a command buffer that is not pending.
 pub(crate) fn free_command_buffer(gpu: &Gpu, pool: vk::CommandPool, buffer: vk::CommandBuffer) {
     // SAFETY: the caller holds the pool's lock and the buffer's work completed.
     unsafe { gpu.device.free_command_buffers(pool, &[buffer]) };
+    gpu.command_buffers.fetch_sub(1, Ordering::Relaxed);
 }
 
 /// Starts recording a primary buffer for one submission.
 pub(crate) fn begin_primary(gpu: &Gpu, buffer: vk::CommandBuffer) -> Result<(), ServerError> {
+    fault(gpu, VulkanCall::BeginCommandBuffer, "vkBeginCommandBuffer")?;
     let info =
         vk::CommandBufferBeginInfo::default().flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
     // SAFETY: the buffer is in the initial state (fresh or reset) under the pool lock.
@@ -514,6 +636,7 @@ pub(crate) fn begin_secondary(
     buffer: vk::CommandBuffer,
     simultaneous: bool,
 ) -> Result<(), ServerError> {
+    fault(gpu, VulkanCall::BeginCommandBuffer, "vkBeginCommandBuffer")?;
     let inheritance = vk::CommandBufferInheritanceInfo::default();
     let flags = if simultaneous {
         vk::CommandBufferUsageFlags::SIMULTANEOUS_USE
@@ -528,10 +651,13 @@ pub(crate) fn begin_secondary(
         .map_err(|e| vk_error("vkBeginCommandBuffer", e))
 }
 
-/// Ends recording.
+/// Ends recording. On an error the buffer is not recording any more: it may only be
+/// freed (an armed fault ends it, then fails).
 pub(crate) fn end(gpu: &Gpu, buffer: vk::CommandBuffer) -> Result<(), ServerError> {
     // SAFETY: the buffer is recording, under the pool lock.
-    unsafe { gpu.device.end_command_buffer(buffer) }.map_err(|e| vk_error("vkEndCommandBuffer", e))
+    unsafe { gpu.device.end_command_buffer(buffer) }
+        .map_err(|e| vk_error("vkEndCommandBuffer", e))?;
+    fault(gpu, VulkanCall::EndCommandBuffer, "vkEndCommandBuffer")
 }
 
 /// A full memory barrier between everything recorded before and after it in `buffer`:
@@ -637,12 +763,15 @@ pub(crate) fn submit(
         .wait_semaphores(&wait_semaphores)
         .wait_dst_stage_mask(&wait_stages)
         .push_next(&mut timeline)];
+    fault(gpu, VulkanCall::QueueSubmit, "vkQueueSubmit")?;
     let queue = lock(&gpu.queue);
     // SAFETY: the queue lock is held; the buffer is executable; every semaphore waited
     // for is live and its value was submitted before (a fence of its lane flushed it);
     // every pointer lives across the call.
     unsafe { gpu.device.queue_submit(*queue, &info, vk::Fence::null()) }
-        .map_err(|e| vk_error("vkQueueSubmit", e))
+        .map_err(|e| vk_error("vkQueueSubmit", e))?;
+    gpu.submissions.fetch_add(1, Ordering::Relaxed);
+    Ok(())
 }
 
 /// A compute kernel's pipeline objects.
@@ -654,16 +783,43 @@ pub(crate) struct KernelObjects {
 }
 
 /// Builds a compute pipeline from SPIR-V whose entry point is `entry` and whose set 0
-/// has `bindings` storage buffers at bindings `0..bindings`.
+/// has `bindings` storage buffers at bindings `0..bindings`. On an error nothing it made
+/// is left alive.
 pub(crate) fn kernel(
     gpu: &Gpu,
     spirv: &[u32],
     entry: &CStr,
     bindings: u32,
 ) -> Result<KernelObjects, ServerError> {
+    // What is made so far; `destroy_kernel` skips the null handles.
+    let mut objects = KernelObjects {
+        module: vk::ShaderModule::null(),
+        set_layout: vk::DescriptorSetLayout::null(),
+        layout: vk::PipelineLayout::null(),
+        pipeline: vk::Pipeline::null(),
+    };
+    match build_kernel(gpu, spirv, entry, bindings, &mut objects) {
+        Ok(()) => Ok(objects),
+        Err(e) => {
+            destroy_kernel(gpu, &objects);
+            Err(e)
+        }
+    }
+}
+
+fn build_kernel(
+    gpu: &Gpu,
+    spirv: &[u32],
+    entry: &CStr,
+    bindings: u32,
+    made: &mut KernelObjects,
+) -> Result<(), ServerError> {
+    fault(gpu, VulkanCall::CreateShaderModule, "vkCreateShaderModule")?;
     let info = vk::ShaderModuleCreateInfo::default().code(spirv);
-    // SAFETY: the words are the SPIR-V the caller compiled; `info` lives across the call.
-    let module = unsafe { gpu.device.create_shader_module(&info, None) }
+    // SAFETY: the words came from naga's SPIR-V writer (builtins) or passed naga's SPIR-V
+    // front end and validator with bindings that fit the layout below (user kernels,
+    // `kernels::check_spirv`); `info` lives across the call.
+    made.module = unsafe { gpu.device.create_shader_module(&info, None) }
         .map_err(|e| vk_error("vkCreateShaderModule", e))?;
     let slots: Vec<_> = (0..bindings)
         .map(|b| {
@@ -674,55 +830,52 @@ pub(crate) fn kernel(
                 .stage_flags(vk::ShaderStageFlags::COMPUTE)
         })
         .collect();
+    fault(
+        gpu,
+        VulkanCall::CreateDescriptorSetLayout,
+        "vkCreateDescriptorSetLayout",
+    )?;
     let info = vk::DescriptorSetLayoutCreateInfo::default().bindings(&slots);
-    // SAFETY: as above.
-    let set_layout = unsafe { gpu.device.create_descriptor_set_layout(&info, None) }
+    // SAFETY: `info` lives across the call.
+    made.set_layout = unsafe { gpu.device.create_descriptor_set_layout(&info, None) }
         .map_err(|e| vk_error("vkCreateDescriptorSetLayout", e))?;
-    let layouts = [set_layout];
+    fault(
+        gpu,
+        VulkanCall::CreatePipelineLayout,
+        "vkCreatePipelineLayout",
+    )?;
+    let layouts = [made.set_layout];
     let info = vk::PipelineLayoutCreateInfo::default().set_layouts(&layouts);
-    // SAFETY: as above.
-    let layout = unsafe { gpu.device.create_pipeline_layout(&info, None) }
+    // SAFETY: the set layout is live; `info` lives across the call.
+    made.layout = unsafe { gpu.device.create_pipeline_layout(&info, None) }
         .map_err(|e| vk_error("vkCreatePipelineLayout", e))?;
+    fault(
+        gpu,
+        VulkanCall::CreateComputePipelines,
+        "vkCreateComputePipelines",
+    )?;
     let stage = vk::PipelineShaderStageCreateInfo::default()
         .stage(vk::ShaderStageFlags::COMPUTE)
-        .module(module)
+        .module(made.module)
         .name(entry);
     let info = [vk::ComputePipelineCreateInfo::default()
         .stage(stage)
-        .layout(layout)];
+        .layout(made.layout)];
     // SAFETY: module and layout are live; `info` lives across the call.
-    let pipeline = match unsafe {
+    made.pipeline = unsafe {
         gpu.device
             .create_compute_pipelines(vk::PipelineCache::null(), &info, None)
-    } {
-        Ok(p) => p[0],
-        Err((_, e)) => {
-            let objects = KernelObjects {
-                module,
-                set_layout,
-                layout,
-                pipeline: vk::Pipeline::null(),
-            };
-            destroy_kernel(gpu, &objects);
-            return Err(vk_error("vkCreateComputePipelines", e));
-        }
-    };
-    Ok(KernelObjects {
-        module,
-        set_layout,
-        layout,
-        pipeline,
-    })
+    }
+    .map_err(|(_, e)| vk_error("vkCreateComputePipelines", e))?[0];
+    Ok(())
 }
 
 /// Destroys a kernel nothing pending uses.
 pub(crate) fn destroy_kernel(gpu: &Gpu, k: &KernelObjects) {
     // SAFETY: the device is idle for the kernel (it is destroyed with the device's last
-    // stream, after a wait).
+    // stream, after a wait); destroying a null handle (of a kernel half made) does nothing.
     unsafe {
-        if k.pipeline != vk::Pipeline::null() {
-            gpu.device.destroy_pipeline(k.pipeline, None);
-        }
+        gpu.device.destroy_pipeline(k.pipeline, None);
         gpu.device.destroy_pipeline_layout(k.layout, None);
         gpu.device.destroy_descriptor_set_layout(k.set_layout, None);
         gpu.device.destroy_shader_module(k.module, None);
@@ -735,6 +888,11 @@ pub(crate) fn descriptor_pool(
     sets: u32,
     per_set: u32,
 ) -> Result<vk::DescriptorPool, ServerError> {
+    fault(
+        gpu,
+        VulkanCall::CreateDescriptorPool,
+        "vkCreateDescriptorPool",
+    )?;
     let sizes = [vk::DescriptorPoolSize {
         ty: vk::DescriptorType::STORAGE_BUFFER,
         descriptor_count: sets * per_set,
@@ -743,8 +901,10 @@ pub(crate) fn descriptor_pool(
         .max_sets(sets)
         .pool_sizes(&sizes);
     // SAFETY: `info` lives across the call.
-    unsafe { gpu.device.create_descriptor_pool(&info, None) }
-        .map_err(|e| vk_error("vkCreateDescriptorPool", e))
+    let pool = unsafe { gpu.device.create_descriptor_pool(&info, None) }
+        .map_err(|e| vk_error("vkCreateDescriptorPool", e))?;
+    gpu.descriptor_pools.fetch_add(1, Ordering::Relaxed);
+    Ok(pool)
 }
 
 /// Destroys a descriptor pool whose sets no pending work uses.

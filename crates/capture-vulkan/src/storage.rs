@@ -7,6 +7,7 @@ use ash::vk;
 use capture_core::backend::{ComputeStorage, StorageId};
 use capture_core::{ByteRange, MemoryKind, ServerError};
 
+use crate::memory::MemoryUse;
 use crate::raw::{self, Gpu, Page};
 
 /// What a launch or copy is given: a range of one page's buffer, and its mapped address
@@ -23,25 +24,18 @@ pub struct VulkanSlice {
 pub struct VulkanStorage {
     gpu: Arc<Gpu>,
     kind: MemoryKind,
-    flags: vk::MemoryPropertyFlags,
-    map: bool,
+    memory: MemoryUse,
     pages: HashMap<u64, Page>,
     next: u64,
 }
 
 impl VulkanStorage {
-    /// Pages of `kind` memory with `flags`, mapped when `map`.
-    pub(crate) fn new(
-        gpu: Arc<Gpu>,
-        kind: MemoryKind,
-        flags: vk::MemoryPropertyFlags,
-        map: bool,
-    ) -> Self {
+    /// Pages of `kind` memory, of the memory `memory` names.
+    pub(crate) fn new(gpu: Arc<Gpu>, kind: MemoryKind, memory: MemoryUse) -> Self {
         Self {
             gpu,
             kind,
-            flags,
-            map,
+            memory,
             pages: HashMap::new(),
             next: 0,
         }
@@ -52,7 +46,7 @@ impl ComputeStorage for VulkanStorage {
     type Resource = VulkanSlice;
 
     fn alloc(&mut self, size: u64) -> Result<StorageId, ServerError> {
-        let page = raw::create_page(&self.gpu, size, self.flags, self.map)
+        let page = raw::create_page(&self.gpu, size, &self.memory)
             .map_err(|e| crate::error::out_of_memory(e, size, self.kind))?;
         let id = self.next;
         self.next += 1;

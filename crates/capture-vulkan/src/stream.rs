@@ -7,12 +7,15 @@ use capture_core::ServerError;
 use capture_core::backend::{DeviceStream, Fence, StreamState};
 
 use crate::lane::{self, Lane};
+use crate::memory::MemoryUse;
 use crate::storage::VulkanStorage;
 
 /// A Vulkan stream: the core's state of it beside its lane.
 pub struct VulkanStream {
     pub(crate) lane: Arc<Lane>,
     pub(crate) signal: usize,
+    /// The memory device pages are read back through when they are not mapped.
+    pub(crate) readback: MemoryUse,
     pub(crate) state: StreamState<VulkanStorage, VulkanStorage>,
 }
 

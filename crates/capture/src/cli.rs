@@ -16,7 +16,7 @@ Run `capture <command> --help` for a command's options.";
 
 /// `capture demo`'s help: what it runs, its options and its exit statuses.
 pub(crate) const DEMO_HELP: &str =
-    "usage: capture demo [--backend mock|vulkan|cuda] [--kernels N] [--replays R]
+    "usage: capture demo [--backend mock|vulkan|cuda] [--device D] [--kernels N] [--replays R]
 
 Runs a decode-shaped chain of N small dependent kernels (add_scalar, mul_scalar, axpy,
 row_bias and copy over ping-pong f32 buffers of 1024 elements) eagerly for R steps, then
@@ -27,6 +27,9 @@ per kernel of each mode, their ratio, the capture time and the graph's ledger.
 options:
   --backend NAME   mock (default), vulkan or cuda (builds with `--features vulkan`,
                    `--features cuda`)
+  --device D       with --backend vulkan: the device to open, an index in the driver's
+                   enumeration or a piece of its name (default: CAPTURE_VULKAN_DEVICE,
+                   else the best-ranked device: discrete, integrated, virtual, CPU)
   --kernels N      kernels in the chain, 2 to 100000 (default 512; a decode step is
                    500 or more, fewer is allowed for quick checks)
   --replays R      timed steps per mode, 1 to 100000 (default 20), each mode after one
@@ -76,10 +79,12 @@ impl fmt::Display for BackendName {
 }
 
 /// `capture demo`'s options.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct DemoArgs {
     /// The backend to run on.
     pub(crate) backend: BackendName,
+    /// The Vulkan device to open (an index or a piece of its name), if named.
+    pub(crate) device: Option<String>,
     /// Kernels in the chain.
     pub(crate) kernels: usize,
     /// Timed steps per mode.
@@ -90,6 +95,7 @@ impl Default for DemoArgs {
     fn default() -> Self {
         Self {
             backend: BackendName::Mock,
+            device: None,
             kernels: DEFAULT_KERNELS,
             replays: DEFAULT_REPLAYS,
         }
@@ -97,7 +103,7 @@ impl Default for DemoArgs {
 }
 
 /// What `capture demo`'s arguments ask for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Demo {
     /// Print the help.
     Help,
@@ -145,6 +151,13 @@ pub(crate) fn parse_demo(args: &[String]) -> Result<Demo, UsageError> {
                     }
                 };
             }
+            "--device" => {
+                let v = value(name)?;
+                if v.trim().is_empty() {
+                    return Err(UsageError(format!("invalid value {v:?} for --device")));
+                }
+                parsed.device = Some(v);
+            }
             "--kernels" => {
                 let v = value(name)?;
                 let n = number(name, &v, KERNELS, "kernels in the chain")?;
@@ -157,6 +170,12 @@ pub(crate) fn parse_demo(args: &[String]) -> Result<Demo, UsageError> {
             }
             other => return Err(UsageError(format!("unknown option {other:?}"))),
         }
+    }
+    if parsed.device.is_some() && parsed.backend != BackendName::Vulkan {
+        return Err(UsageError(format!(
+            "--device is for --backend vulkan, not {}",
+            parsed.backend
+        )));
     }
     Ok(Demo::Run(parsed))
 }
@@ -199,6 +218,7 @@ mod tests {
             parse(&[]),
             Ok(Demo::Run(DemoArgs {
                 backend: BackendName::Mock,
+                device: None,
                 kernels: 512,
                 replays: 20,
             }))
@@ -211,9 +231,29 @@ mod tests {
             parse(&["--backend", "cuda", "--kernels=64", "--replays", "3"]),
             Ok(Demo::Run(DemoArgs {
                 backend: BackendName::Cuda,
+                device: None,
                 kernels: 64,
                 replays: 3,
             }))
+        );
+    }
+
+    #[test]
+    fn device_names_a_vulkan_device() {
+        assert_eq!(
+            parse(&["--backend", "vulkan", "--device=llvmpipe"]),
+            Ok(Demo::Run(DemoArgs {
+                backend: BackendName::Vulkan,
+                device: Some("llvmpipe".into()),
+                ..DemoArgs::default()
+            }))
+        );
+        let error = parse(&["--device", "0"]).expect_err("refused");
+        assert!(
+            error
+                .0
+                .contains("--device is for --backend vulkan, not mock"),
+            "{error}"
         );
     }
 
@@ -236,6 +276,7 @@ mod tests {
             (&["--backend", "metal"], "\"metal\""),
             (&["--frobnicate"], "\"--frobnicate\""),
             (&["--kernels"], "--kernels needs a value"),
+            (&["--backend", "vulkan", "--device", ""], "--device"),
         ] {
             let error = parse(args).expect_err("refused");
             assert!(error.0.contains(named), "{args:?}: {error}");

@@ -1,6 +1,6 @@
 //! The `capture` command-line program.
 //!
-//! `capture demo [--backend mock|vulkan|cuda] [--kernels N] [--replays R]` runs a
+//! `capture demo [--backend mock|vulkan|cuda] [--device D] [--kernels N] [--replays R]` runs a
 //! decode-shaped chain of small dependent kernels eagerly and as a replayed graph,
 //! checks that both give the same bytes, and prints the cost per kernel of each mode,
 //! their ratio, the capture time and the graph's ledger. The mock runs by default; Vulkan
@@ -127,19 +127,25 @@ fn run_mock(args: DemoArgs) -> ExitCode {
     ExitCode::from(USAGE_EXIT)
 }
 
-/// The demo on the first Vulkan device (lavapipe in CI), in the memory mode
-/// `CAPTURE_VK_FORCE_STAGING` selects.
+/// The demo on the Vulkan device `--device` or `CAPTURE_VULKAN_DEVICE` names, else the
+/// best-ranked one (lavapipe in CI), in the memory mode `CAPTURE_VK_FORCE_STAGING`
+/// selects; the device line says which memory the backend chose.
 #[cfg(feature = "vulkan")]
 fn run_vulkan(args: DemoArgs) -> ExitCode {
     let describe = |b: &capture_vulkan::VulkanBackend| {
         let (major, minor, patch) = b.api_version();
         format!(
-            "{} (Vulkan {major}.{minor}.{patch}), {:?} memory",
+            "{} ({}, Vulkan {major}.{minor}.{patch}), {:?} memory: {}",
             b.device_name(),
-            b.memory_mode()
+            b.device_kind(),
+            b.memory_mode(),
+            b.memory_choice()
         )
     };
-    let options = capture_vulkan::VulkanOptions::from_env();
+    let mut options = capture_vulkan::VulkanOptions::from_env();
+    if let Some(device) = &args.device {
+        options.device = Some(capture_vulkan::DeviceSelector::parse(device));
+    }
     open_then_run(capture_vulkan::VulkanBackend::new(options), describe, args)
 }
 

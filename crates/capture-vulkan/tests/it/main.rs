@@ -1,6 +1,9 @@
 //! capture-vulkan integration tests: the whole scenario suite in both memory modes, with
 //! the validation layer judging every scenario (the canary that proves it watches is a
-//! unit test of the driver), user kernels, the launch check, and a missing loader.
+//! unit test of the driver), user kernels and their SPIR-V check, the launch check, a
+//! missing loader, device and memory choice, the submission cadence, failures at the
+//! backend's own Vulkan calls (its fault hook) and what they leave alive, the allocation
+//! count limit, and descriptor-pool growth.
 //!
 //! Without Vulkan the tests print `SKIP:` and why, unless `CAPTURE_REQUIRE_VULKAN=1`
 //! (which the README's test command sets after installing lavapipe): then they fail.
@@ -21,8 +24,15 @@ mod forced_staging {
     );
 }
 
+mod allocation_limit;
+mod cadence;
+mod descriptor_pools;
+mod device_choice;
+mod error_leaks;
 mod launch_check;
+mod memory_choice;
 mod model;
+mod submit_faults;
 mod teardown;
 mod unavailable;
 mod user_kernel;

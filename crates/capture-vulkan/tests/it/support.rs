@@ -9,18 +9,27 @@ pub(crate) fn required() -> bool {
     std::env::var("CAPTURE_REQUIRE_VULKAN").is_ok_and(|v| v == "1")
 }
 
-/// The backend in `memory` mode with validation on, or why it cannot be had.
+/// The backend in `memory` mode with validation on (on the device
+/// `CAPTURE_VULKAN_DEVICE` names, if any), or why it cannot be had.
 pub(crate) fn backend(memory: MemoryMode) -> Result<VulkanBackend, String> {
-    match VulkanBackend::new(VulkanOptions {
-        loader: None,
-        validation: true,
+    with(VulkanOptions {
         memory,
+        ..VulkanOptions::from_env()
+    })
+}
+
+/// The backend opened with `options` and validation on, or why it cannot be had.
+pub(crate) fn with(options: VulkanOptions) -> Result<VulkanBackend, String> {
+    match VulkanBackend::new(VulkanOptions {
+        validation: true,
+        ..options
     }) {
         Ok(b) => {
             let (major, minor, patch) = b.api_version();
             println!(
-                "vulkan device: {} (API {major}.{minor}.{patch}), validation {}",
+                "vulkan device: {} (API {major}.{minor}.{patch}), {}, validation {}",
                 b.device_name(),
+                b.memory_choice(),
                 if b.validation_enabled() { "on" } else { "off" }
             );
             if required() {

@@ -8,6 +8,7 @@ fn a_missing_loader_is_a_typed_unavailable_error() {
         loader: Some("/nonexistent/libvulkan.so.1".into()),
         validation: true,
         memory: MemoryMode::HostVisible,
+        ..VulkanOptions::default()
     })
     .unwrap_err();
     assert!(err.why().starts_with("no Vulkan loader"), "{err}");

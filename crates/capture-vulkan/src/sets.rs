@@ -1,0 +1,68 @@
+//! `SetPools`: descriptor sets carved from descriptor pools of a fixed number of sets
+//! each. When the last pool has handed out its sets (counted here, not left to the
+//! driver: lavapipe never reports `VK_ERROR_OUT_OF_POOL_MEMORY`) or the driver says it
+//! is full, another pool joins: a reset spare when one is offered, else a new one.
+
+use ash::vk;
+use capture_core::ServerError;
+
+use crate::raw::{self, Gpu, KernelObjects};
+
+/// Storage buffers a set may bind (launch buffers plus the info words).
+pub(crate) const BUFFERS_PER_SET: u32 = 8;
+
+/// The descriptor pools one batch or one capture window takes its sets from.
+#[derive(Debug, Default)]
+pub(crate) struct SetPools {
+    pools: Vec<vk::DescriptorPool>,
+    /// Sets handed out from the last pool.
+    used: u32,
+}
+
+impl SetPools {
+    /// A set for `kernel` pointing at `buffers`, from the last pool while it has room,
+    /// else from a pool added now: one of `spare` (reset pools of `per_pool` sets) when
+    /// given, else a new one of `per_pool` sets.
+    pub(crate) fn set(
+        &mut self,
+        gpu: &Gpu,
+        per_pool: u32,
+        spare: Option<&mut Vec<vk::DescriptorPool>>,
+        kernel: &KernelObjects,
+        buffers: &[(vk::Buffer, u64, u64)],
+    ) -> Result<vk::DescriptorSet, ServerError> {
+        if let Some(&pool) = self.pools.last()
+            && self.used < per_pool
+            && let Some(set) = raw::descriptor_set(gpu, pool, kernel, buffers)?
+        {
+            self.used += 1;
+            return Ok(set);
+        }
+        let pool = match spare.and_then(Vec::pop) {
+            Some(pool) => pool,
+            None => raw::descriptor_pool(gpu, per_pool, BUFFERS_PER_SET)?,
+        };
+        self.pools.push(pool);
+        self.used = 0;
+        let set = raw::descriptor_set(gpu, pool, kernel, buffers)?.ok_or_else(|| {
+            ServerError::invalid(
+                "kernel bindings",
+                buffers.len(),
+                "a fresh descriptor pool could not hold one set",
+            )
+        })?;
+        self.used = 1;
+        Ok(set)
+    }
+
+    /// The pools, handed over (to the batch in flight that uses their sets).
+    pub(crate) fn take(&mut self) -> Vec<vk::DescriptorPool> {
+        self.used = 0;
+        std::mem::take(&mut self.pools)
+    }
+
+    /// The pools, still held.
+    pub(crate) fn pools(&self) -> &[vk::DescriptorPool] {
+        &self.pools
+    }
+}
