@@ -296,7 +296,8 @@ fn nvrtc_row(results: &Results) -> Backend {
     match skip {
         None if cuda.passed_test(NVRTC_TEST) => Backend::ran(
             "nvrtc",
-            "NVRTC compiled every builtin to the shipped PTX and cubins for sm_80 and sm_90".to_string(),
+            "NVRTC compiled every builtin to the shipped PTX and cubins for sm_80 and sm_90"
+                .to_string(),
         ),
         None => Backend::failed("nvrtc", format!("{NVRTC_TEST}: did not pass")),
         Some(why) => Backend::failed("nvrtc", format!("{NVRTC_TEST}: {why}")),
