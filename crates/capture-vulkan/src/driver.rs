@@ -506,25 +506,33 @@ impl Builtins for VulkanBackend {
     }
 }
 
+/// A validating backend for this file's tests and whether Vulkan is required; `None`
+/// (after a `SKIP:` line naming `what`) when none opens and none is required.
+#[cfg(test)]
+fn test_backend(what: &str) -> Option<(VulkanBackend, bool)> {
+    let required = std::env::var("CAPTURE_REQUIRE_VULKAN").is_ok_and(|v| v == "1");
+    match VulkanBackend::new(VulkanOptions {
+        validation: true,
+        ..VulkanOptions::from_env()
+    }) {
+        Ok(b) => Some((b, required)),
+        Err(e) if required => panic!("CAPTURE_REQUIRE_VULKAN=1 and {e}"),
+        Err(e) => {
+            println!("SKIP: {what}: {e}");
+            None
+        }
+    }
+}
+
 #[cfg(test)]
 mod canary {
-    use super::*;
 
     /// The canary: misuse the validation layer must report, so a silent layer cannot
     /// pass for a clean run.
     #[test]
     fn executing_a_non_simultaneous_secondary_twice_is_reported() {
-        let required = std::env::var("CAPTURE_REQUIRE_VULKAN").is_ok_and(|v| v == "1");
-        let backend = match VulkanBackend::new(VulkanOptions {
-            validation: true,
-            ..VulkanOptions::from_env()
-        }) {
-            Ok(b) => b,
-            Err(e) if required => panic!("CAPTURE_REQUIRE_VULKAN=1 and {e}"),
-            Err(e) => {
-                println!("SKIP: canary: {e}");
-                return;
-            }
+        let Some((backend, required)) = super::test_backend("canary") else {
+            return;
         };
         if !backend.validation_enabled() {
             assert!(
@@ -554,17 +562,8 @@ mod staged_write {
     /// write is refused before anything is staged or recorded.
     #[test]
     fn a_write_longer_than_its_staging_slice_is_refused_and_nothing_is_recorded() {
-        let required = std::env::var("CAPTURE_REQUIRE_VULKAN").is_ok_and(|v| v == "1");
-        let backend = match VulkanBackend::new(VulkanOptions {
-            validation: true,
-            ..VulkanOptions::from_env()
-        }) {
-            Ok(b) => b,
-            Err(e) if required => panic!("CAPTURE_REQUIRE_VULKAN=1 and {e}"),
-            Err(e) => {
-                println!("SKIP: staged write: {e}");
-                return;
-            }
+        let Some((backend, _)) = super::test_backend("staged write") else {
+            return;
         };
         let gpu = &backend.gpu;
         let lane = Lane::new(Arc::clone(gpu), backend.lanes).expect("lane");

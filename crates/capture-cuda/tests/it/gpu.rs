@@ -36,6 +36,23 @@ fn user_fill(b: &CudaBackend, signature: KernelSignature) -> CudaKernelSource {
     CudaKernelSource::ptx("my_fill", ptx.to_owned(), "fill", signature).unwrap()
 }
 
+/// Fills the 64 floats of `x` with `value`.
+fn fill_with(
+    dev: &Device<CudaBackend>,
+    k: &capture_core::KernelHandle,
+    x: &capture_core::Buffer,
+    value: f32,
+) {
+    dev.launch(
+        S0,
+        k,
+        [1, 1, 1],
+        &[Arg::write(x)],
+        &Builtin::Fill.info(64, value),
+    )
+    .unwrap();
+}
+
 fn floats(bytes: &[u8]) -> Vec<f32> {
     bytes
         .chunks_exact(4)
@@ -71,14 +88,7 @@ fn user_ptx_whose_parameters_differ_from_its_signature_is_refused() {
     );
     // The device stays usable: the right signature loads and runs.
     let right = dev.kernel(user_fill(&b, Builtin::Fill.signature()));
-    dev.launch(
-        S0,
-        &right,
-        [1, 1, 1],
-        &[Arg::write(&x)],
-        &Builtin::Fill.info(64, 2.5),
-    )
-    .unwrap();
+    fill_with(&dev, &right, &x, 2.5);
     assert_eq!(floats(&dev.read(S0, &x).unwrap()), vec![2.5; 64]);
 }
 
@@ -94,23 +104,9 @@ fn two_devices_on_one_gpu_keep_each_others_captures() {
     let fill = a.kernel(<CudaBackend as Builtins>::builtin(Builtin::Fill));
     let x = a.alloc(S0, 256).unwrap();
     a.prepare(S0).unwrap();
-    a.launch(
-        S0,
-        &fill,
-        [1, 1, 1],
-        &[Arg::write(&x)],
-        &Builtin::Fill.info(64, 3.0),
-    )
-    .unwrap();
+    fill_with(&a, &fill, &x, 3.0);
     a.begin(S0).unwrap();
-    a.launch(
-        S0,
-        &fill,
-        [1, 1, 1],
-        &[Arg::write(&x)],
-        &Builtin::Fill.info(64, 3.0),
-    )
-    .unwrap();
+    fill_with(&a, &fill, &x, 3.0);
     // From another thread, on the other device: an allocation is fine; a page release
     // is refused rather than invalidating the capture.
     std::thread::scope(|s| {
@@ -134,36 +130,15 @@ fn a_device_dropped_with_a_window_open_ends_the_capture() {
     let fill = dev.kernel(<CudaBackend as Builtins>::builtin(Builtin::Fill));
     let x = dev.alloc(S0, 256).unwrap();
     dev.prepare(S0).unwrap();
-    dev.launch(
-        S0,
-        &fill,
-        [1, 1, 1],
-        &[Arg::write(&x)],
-        &Builtin::Fill.info(64, 1.0),
-    )
-    .unwrap();
+    fill_with(&dev, &fill, &x, 1.0);
     dev.begin(S0).unwrap();
-    dev.launch(
-        S0,
-        &fill,
-        [1, 1, 1],
-        &[Arg::write(&x)],
-        &Builtin::Fill.info(64, 1.0),
-    )
-    .unwrap();
+    fill_with(&dev, &fill, &x, 1.0);
     drop(x);
     drop(dev);
     // The context is still sound: a new device on it works.
     let dev = device(&b);
     let y = dev.alloc(S0, 256).unwrap();
-    dev.launch(
-        S0,
-        &fill_of(&dev),
-        [1, 1, 1],
-        &[Arg::write(&y)],
-        &Builtin::Fill.info(64, 4.0),
-    )
-    .unwrap();
+    fill_with(&dev, &fill_of(&dev), &y, 4.0);
     assert_eq!(floats(&dev.read(S0, &y).unwrap()), vec![4.0; 64]);
 }
 
@@ -182,23 +157,9 @@ fn a_capture_begun_on_one_thread_ends_on_another_with_no_context_made_current() 
     let (d, k, xx) = (Arc::clone(&dev), fill, x.clone());
     std::thread::spawn(move || {
         d.prepare(S0).unwrap();
-        d.launch(
-            S0,
-            &k,
-            [1, 1, 1],
-            &[Arg::write(&xx)],
-            &Builtin::Fill.info(64, 5.0),
-        )
-        .unwrap();
+        fill_with(&d, &k, &xx, 5.0);
         d.begin(S0).unwrap();
-        d.launch(
-            S0,
-            &k,
-            [1, 1, 1],
-            &[Arg::write(&xx)],
-            &Builtin::Fill.info(64, 5.0),
-        )
-        .unwrap();
+        fill_with(&d, &k, &xx, 5.0);
     })
     .join()
     .unwrap();
