@@ -377,6 +377,7 @@ pub(crate) mod tests {
             exe("capture-vulkan", "test", "it", "it-55"),
             exe("capture-cuda", "test", "it", "it-66"),
             exe("capture-mock", "lib", "capture_mock", "capture_mock-77"),
+            exe("capture-vulkan", "test", "alloc_count", "alloc_count-99"),
             exe(
                 "capture-vulkan",
                 "lib",

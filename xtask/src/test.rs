@@ -130,6 +130,8 @@ const MOCK_UNIT: Target = Target::lib("capture-mock", "capture_mock");
 const MOCK: Target = Target::test("capture-suite", "mock");
 /// The suite on Vulkan in both memory modes.
 pub(crate) const VULKAN: Target = Target::test("capture-vulkan", "it");
+/// The hot paths' allocation counts on Vulkan (a harness-less binary).
+const VULKAN_ALLOC: Target = Target::test("capture-vulkan", "alloc_count");
 /// capture-vulkan's unit tests, the validation canary among them.
 const VULKAN_UNIT: Target = Target::lib("capture-vulkan", "capture_vulkan");
 /// The validation canary, in capture-vulkan's unit tests, which must pass without `SKIP:`.
@@ -235,10 +237,11 @@ fn vulkan_row(results: &Results) -> Backend {
                 }
             ));
         }
+        let alloc = passing_some(results, &VULKAN_ALLOC)?;
         let cannot = vulkan.skips().count() + unit.skips().count();
         Ok(format!(
             "{}: {host} scenarios host-visible, {staging} forced-staging, under validation \
-             with the canary caught; tests that said SKIP: {}; {}; {}",
+             with the canary caught; tests that said SKIP: {}; {}; {}; {}",
             vulkan
                 .line_after("vulkan device: ")
                 .unwrap_or("unknown device"),
@@ -248,6 +251,7 @@ fn vulkan_row(results: &Results) -> Backend {
                 cannot.to_string()
             },
             tally(&VULKAN, vulkan),
+            tally(&VULKAN_ALLOC, alloc),
             tally(&VULKAN_UNIT, unit)
         ))
     };
@@ -344,6 +348,8 @@ mod tests {
                 test host_visible::capture_replay ... ok
                 test forced_staging::capture_replay ... ok
                 test result: ok. 2 passed; 0 failed; 0 ignored
+                Running tests/alloc_count.rs (target/debug/deps/alloc_count-99)
+                alloc_count: 6 passed, 0 failed
                 Running unittests src/lib.rs (target/debug/deps/capture_vulkan-88)
                 test driver::canary::executing_a_non_simultaneous_secondary_twice_is_reported ... ok
                 test memory::rounds_up ... ok
@@ -393,8 +399,8 @@ mod tests {
                 "ran",
                 "llvmpipe (LLVM 19.1.7, 256 bits), Vulkan 1.4: 1 scenarios host-visible, 1 \
                  forced-staging, under validation with the canary caught; tests that said \
-                 SKIP: none; capture-vulkan --test it: 2 passed; capture-vulkan unit tests: \
-                 2 passed"
+                 SKIP: none; capture-vulkan --test it: 2 passed; capture-vulkan --test \
+                 alloc_count: 6 passed; capture-vulkan unit tests: 2 passed"
             )
         );
         assert_eq!(

@@ -83,7 +83,8 @@ pub trait GraphDriver: Sized + Send + Sync + 'static {
     /// Opens the driver capture on `stream`.
     ///
     /// The core calls it once per window, after moving the stream to `Capture` and
-    /// draining its drop queue; for a thread-affine backend, on the stream's worker.
+    /// draining its drop queue; for a thread-affine backend, on the stream's worker
+    /// thread, which also makes the matching [`instantiate`](Self::instantiate).
     ///
     /// # Errors
     ///
@@ -139,8 +140,11 @@ pub trait GraphDriver: Sized + Send + Sync + 'static {
         Self::allocation_breaks_capture()
     }
 
-    /// Whether a capture must end on the thread that began it. When true, the runtime
-    /// makes every driver call of a pooled stream on that stream's own worker thread.
+    /// Whether a capture must end on the thread that began it (CUDA's global and
+    /// thread-local modes). When true, the runtime gives each pooled stream a worker
+    /// thread that makes its [`begin`](Self::begin) and [`instantiate`](Self::instantiate)
+    /// calls and its teardown; every other call (launches, replays, copies, syncs) runs
+    /// on the caller's thread, under the stream's lock, as for any backend.
     fn thread_affine() -> bool;
 }
 

@@ -2,7 +2,7 @@
 //!
 //! Every lock the runtime takes has a [`Level`]; a thread may take a lock only at a level
 //! above every lock it already holds (a pooled stream counts as held while a call runs on
-//! it, on the caller's thread or on the stream's worker). A debug build panics, naming
+//! it, on the caller's thread or, for a capture call, on the stream's worker). A debug build panics, naming
 //! both levels, the moment a thread would break the order, so a test that merely passes
 //! through the bad nesting fails, deadlock or not. Release builds keep no record.
 
@@ -12,7 +12,7 @@ use std::sync::{Mutex, MutexGuard};
 /// Where a lock sits in the order, outermost first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Level {
-    /// A pooled stream: its `Mutex`, or a call running on its worker.
+    /// A pooled stream: its `Mutex`, or a capture call running on its worker.
     Stream = 1,
     /// The kernel registry.
     Kernels = 2,

@@ -49,8 +49,9 @@ impl Default for Shared {
 pub type MockBackend = Mock<false>;
 
 /// The mock with thread-affine streams: a capture must end on the thread that began it
-/// (as CUDA's global and thread-local modes require), so the core runs each stream's
-/// driver calls on its own worker thread.
+/// (as CUDA's global and thread-local modes require), so the core opens and closes each
+/// stream's captures on a worker thread of its own; every other call stays on the
+/// caller's thread.
 pub type AffineMock = Mock<true>;
 
 /// The mock device: host memory with real bytes behind the core's backend traits.
@@ -66,8 +67,8 @@ pub type AffineMock = Mock<true>;
 /// one built last.
 ///
 /// [`MockBackend`] calls the driver from any thread; [`AffineMock`] (`AFFINE`) makes a
-/// capture end on the thread that began it, so the core runs its streams' calls on
-/// worker threads.
+/// capture end on the thread that began it, so the core opens and closes its
+/// streams' captures on worker threads.
 #[derive(Clone, Debug, Default)]
 pub struct Mock<const AFFINE: bool> {
     shared: Arc<Shared>,

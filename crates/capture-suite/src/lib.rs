@@ -13,6 +13,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod hot_paths;
 pub mod launch_check;
 pub mod model;
 pub mod scenarios;

@@ -300,16 +300,38 @@ fn launch_limits(limits: &vk::PhysicalDeviceLimits) -> Result<LaunchLimits, Unav
     .map_err(|e| crate::error::unavailable(format!("the device's limits do not fit: {e}")))
 }
 
+/// A launch's bindings, on the stack: its buffers' slices, then its info words' slice.
+struct Bindings {
+    slices: [(vk::Buffer, u64, u64); raw::MAX_BINDINGS],
+    len: usize,
+}
+
+impl Bindings {
+    fn as_slice(&self) -> &[(vk::Buffer, u64, u64)] {
+        &self.slices[..self.len]
+    }
+}
+
 fn slice_args(
     buffers: &[LaunchBuffer<VulkanSlice>],
     info: Option<&VulkanSlice>,
-) -> Vec<(vk::Buffer, u64, u64)> {
-    buffers
-        .iter()
-        .map(|b| &b.resource)
-        .chain(info)
-        .map(|s| (s.buffer, s.offset, s.len))
-        .collect()
+) -> Result<Bindings, ServerError> {
+    let mut bindings = Bindings {
+        slices: [(vk::Buffer::null(), 0, 0); raw::MAX_BINDINGS],
+        len: 0,
+    };
+    for s in buffers.iter().map(|b| &b.resource).chain(info) {
+        let slot = bindings.slices.get_mut(bindings.len).ok_or_else(|| {
+            ServerError::invalid(
+                "kernel bindings",
+                buffers.len(),
+                format!("a launch binds at most {} buffers", raw::MAX_BINDINGS - 1),
+            )
+        })?;
+        *slot = (s.buffer, s.offset, s.len);
+        bindings.len += 1;
+    }
+    Ok(bindings)
 }
 
 /// Copies `bytes` into the mapped `staging` slice and records the copy of exactly those
@@ -443,8 +465,8 @@ impl Backend for VulkanBackend {
         buffers: &[LaunchBuffer<VulkanSlice>],
         info: Option<&VulkanSlice>,
     ) -> Result<(), ServerError> {
-        let args = slice_args(buffers, info);
-        stream.lane.dispatch(&kernel.objects, &args, grid)
+        let args = slice_args(buffers, info)?;
+        stream.lane.dispatch(&kernel.objects, args.as_slice(), grid)
     }
 
     fn write(

@@ -43,6 +43,8 @@ pub(crate) struct Batch {
     commands: u32,
     sets: SetPools,
     spare_sets: Vec<vk::DescriptorPool>,
+    /// Emptied pool lists of retired batches, for the next batches to fill.
+    spare_lists: Vec<Vec<vk::DescriptorPool>>,
     in_flight: VecDeque<(u64, vk::CommandBuffer, Vec<vk::DescriptorPool>)>,
     semaphore: vk::Semaphore,
     submitted: u64,
@@ -106,6 +108,7 @@ impl Lane {
                 commands: 0,
                 sets: SetPools::default(),
                 spare_sets: Vec::new(),
+                spare_lists: Vec::new(),
                 in_flight: VecDeque::new(),
                 semaphore,
                 submitted: 0,
@@ -251,7 +254,7 @@ impl Lane {
         b.open = None;
         b.dirty = false;
         b.commands = 0;
-        let sets = b.sets.take();
+        let sets = b.sets.take(b.spare_lists.pop().unwrap_or_default());
         match sent {
             Ok(()) => {
                 b.waits.clear();
@@ -261,10 +264,7 @@ impl Lane {
             }
             Err(e) => {
                 raw::free_command_buffer(&self.gpu, b.pool, cmd);
-                for pool in sets {
-                    raw::reset_descriptor_pool(&self.gpu, pool);
-                    b.spare_sets.push(pool);
-                }
+                recycle(&self.gpu, b, sets);
                 Err(e)
             }
         }
@@ -317,10 +317,7 @@ impl Lane {
         while b.in_flight.front().is_some_and(|(v, _, _)| *v <= reached) {
             let (_, cmd, sets) = b.in_flight.pop_front().expect("checked above");
             raw::free_command_buffer(&self.gpu, b.pool, cmd);
-            for pool in sets {
-                raw::reset_descriptor_pool(&self.gpu, pool);
-                b.spare_sets.push(pool);
-            }
+            recycle(&self.gpu, b, sets);
         }
         Ok(())
     }
@@ -373,6 +370,16 @@ impl Lane {
     pub(crate) fn pool(&self) -> vk::CommandPool {
         self.batch().pool
     }
+}
+
+/// Resets the pools of a batch no pending work uses into the spares, and keeps their
+/// emptied list for a later batch.
+fn recycle(gpu: &Gpu, b: &mut Batch, mut sets: Vec<vk::DescriptorPool>) {
+    for pool in sets.drain(..) {
+        raw::reset_descriptor_pool(gpu, pool);
+        b.spare_sets.push(pool);
+    }
+    b.spare_lists.push(sets);
 }
 
 impl Drop for Lane {

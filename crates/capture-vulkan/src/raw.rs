@@ -604,10 +604,15 @@ pub(crate) fn command_buffer(
         .command_pool(pool)
         .level(level)
         .command_buffer_count(1);
-    // SAFETY: the pool is live and externally synchronised by the caller's lock.
-    let buffer = unsafe { gpu.device.allocate_command_buffers(&info) }
-        .map(|b| b[0])
-        .map_err(|e| vk_error("vkAllocateCommandBuffers", e))?;
+    let mut buffer = vk::CommandBuffer::null();
+    // SAFETY: the pool is live and externally synchronised by the caller's lock; `info`
+    // asks for one buffer and `buffer` has room for it. (The raw entry point writes into
+    // `buffer` rather than a new vector: no heap allocation per batch.)
+    unsafe {
+        (gpu.device.fp_v1_0().allocate_command_buffers)(gpu.device.handle(), &info, &mut buffer)
+    }
+    .result()
+    .map_err(|e| vk_error("vkAllocateCommandBuffers", e))?;
     gpu.command_buffers.fetch_add(1, Ordering::Relaxed);
     Ok(buffer)
 }
@@ -922,6 +927,9 @@ pub(crate) fn reset_descriptor_pool(gpu: &Gpu, pool: vk::DescriptorPool) {
     };
 }
 
+/// Buffers one descriptor set binds at most: a launch's buffers and its info words.
+pub(crate) const MAX_BINDINGS: usize = capture_core::MAX_LAUNCH_BUFFERS + 1;
+
 /// A set for `kernel` from `pool` pointing at `buffers` (buffer, offset, range), or
 /// `None` when the pool is full.
 pub(crate) fn descriptor_set(
@@ -930,40 +938,56 @@ pub(crate) fn descriptor_set(
     kernel: &KernelObjects,
     buffers: &[(vk::Buffer, u64, u64)],
 ) -> Result<Option<vk::DescriptorSet>, ServerError> {
+    if buffers.len() > MAX_BINDINGS {
+        return Err(ServerError::invalid(
+            "kernel bindings",
+            buffers.len(),
+            format!("a descriptor set binds at most {MAX_BINDINGS} buffers"),
+        ));
+    }
     let layouts = [kernel.set_layout];
     let info = vk::DescriptorSetAllocateInfo::default()
         .descriptor_pool(pool)
         .set_layouts(&layouts);
-    // SAFETY: the pool is used under its owner's lock; `info` lives across the call.
-    let set = match unsafe { gpu.device.allocate_descriptor_sets(&info) } {
-        Ok(s) => s[0],
-        Err(vk::Result::ERROR_OUT_OF_POOL_MEMORY | vk::Result::ERROR_FRAGMENTED_POOL) => {
+    let mut set = vk::DescriptorSet::null();
+    // SAFETY: the pool is used under its owner's lock; `info` and `set` live across the
+    // call, which writes exactly one handle (`info` names one layout). The raw entry
+    // point writes into `set` rather than a new vector: no heap allocation per launch.
+    let allocated = unsafe {
+        (gpu.device.fp_v1_0().allocate_descriptor_sets)(gpu.device.handle(), &info, &mut set)
+    };
+    match allocated {
+        vk::Result::SUCCESS => {}
+        vk::Result::ERROR_OUT_OF_POOL_MEMORY | vk::Result::ERROR_FRAGMENTED_POOL => {
             return Ok(None);
         }
-        Err(e) => return Err(vk_error("vkAllocateDescriptorSets", e)),
-    };
-    let infos: Vec<[vk::DescriptorBufferInfo; 1]> = buffers
-        .iter()
-        .map(|&(buffer, offset, range)| {
-            [vk::DescriptorBufferInfo {
-                buffer,
-                offset,
-                range,
-            }]
-        })
-        .collect();
-    let writes: Vec<_> = infos
-        .iter()
+        e => return Err(vk_error("vkAllocateDescriptorSets", e)),
+    }
+    let mut infos = [vk::DescriptorBufferInfo::default(); MAX_BINDINGS];
+    for (info, &(buffer, offset, range)) in infos.iter_mut().zip(buffers) {
+        *info = vk::DescriptorBufferInfo {
+            buffer,
+            offset,
+            range,
+        };
+    }
+    let mut writes = [vk::WriteDescriptorSet::default(); MAX_BINDINGS];
+    for (i, (write, info)) in writes
+        .iter_mut()
+        .zip(&infos)
+        .take(buffers.len())
         .enumerate()
-        .map(|(i, info)| {
-            vk::WriteDescriptorSet::default()
-                .dst_set(set)
-                .dst_binding(i as u32)
-                .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
-                .buffer_info(info)
-        })
-        .collect();
+    {
+        *write = vk::WriteDescriptorSet::default()
+            .dst_set(set)
+            .dst_binding(i as u32)
+            .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+            .buffer_info(std::slice::from_ref(info));
+    }
     // SAFETY: the set was just allocated and is not in use; the buffers are live pages.
-    unsafe { gpu.device.update_descriptor_sets(&writes, &[]) };
+    unsafe {
+        gpu.device
+            .update_descriptor_sets(&writes[..buffers.len()], &[])
+    };
     Ok(Some(set))
 }

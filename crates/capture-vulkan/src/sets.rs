@@ -55,10 +55,13 @@ impl SetPools {
         Ok(set)
     }
 
-    /// The pools, handed over (to the batch in flight that uses their sets).
-    pub(crate) fn take(&mut self) -> Vec<vk::DescriptorPool> {
+    /// The pools, handed over (to the batch in flight that uses their sets); `empty`, an
+    /// emptied list handed back by an earlier batch, holds the next ones, so a steady
+    /// stream of batches allocates no list.
+    pub(crate) fn take(&mut self, mut empty: Vec<vk::DescriptorPool>) -> Vec<vk::DescriptorPool> {
         self.used = 0;
-        std::mem::take(&mut self.pools)
+        empty.clear();
+        std::mem::replace(&mut self.pools, empty)
     }
 
     /// The pools, still held.

@@ -1,40 +1,34 @@
-//! `StreamCell`: where a pooled stream lives and how its driver calls are made: behind a
-//! lock on the caller's thread, or, for a thread-affine backend, on the stream's own
-//! worker thread, so a capture begun from one user thread can end from another.
+//! `StreamCell`: where a pooled stream lives and how its driver calls are made. Every
+//! call runs on the caller's thread, under the stream's lock. A thread-affine backend
+//! (one whose capture must end on the thread that began it) also gets a worker thread
+//! per stream, which makes the only calls that must share a thread: opening and closing
+//! the driver capture (`begin`, `end`, `abort`, teardown). Launches, replays, copies and
+//! syncs never cross threads, so none of them waits on a scheduler.
 
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::thread::{JoinHandle, Thread};
-use std::time::{Duration, Instant};
 
 use super::pooled::PooledStream;
 use crate::driver::Backend;
 use crate::error::ServerError;
 use crate::lock_order::{Held, Level, Ordered};
 
-type Job<B> = Box<dyn FnOnce(&mut PooledStream<B>) + Send>;
-
-/// How long a waiting side spins before it parks: a launch loop hands calls over faster
-/// than a thread wakes up, so both sides stay awake between back-to-back calls.
-const SPIN: Duration = Duration::from_micros(50);
+type Job<B> = Box<dyn FnOnce(&Mutex<PooledStream<B>>) + Send>;
 
 /// One pooled stream and the way to reach it.
-// A device builds its cells once, in a vector; a direct stream's state inline saves
-// the lock a pointer chase on every call.
-#[allow(clippy::large_enum_variant)]
-pub(crate) enum StreamCell<B: Backend> {
-    /// Reached by locking it, from any thread.
-    Direct(Mutex<PooledStream<B>>),
-    /// Owned by a worker thread that makes every driver call of the stream.
-    Worker(Worker<B>),
+pub(crate) struct StreamCell<B: Backend> {
+    stream: Arc<Mutex<PooledStream<B>>>,
+    /// The thread that opens and closes the stream's driver captures, for a
+    /// thread-affine backend.
+    worker: Option<Worker<B>>,
 }
 
 /// Calls waiting for a worker, and how to wake it.
 struct Mailbox<B: Backend> {
     jobs: Mutex<VecDeque<Job<B>>>,
-    ready: AtomicBool,
     closed: AtomicBool,
     worker: OnceLock<Thread>,
 }
@@ -46,86 +40,57 @@ struct Reply<R> {
     caller: Thread,
 }
 
-pub(crate) struct Worker<B: Backend> {
+struct Worker<B: Backend> {
     mailbox: Arc<Mailbox<B>>,
     thread: Option<JoinHandle<()>>,
 }
 
-/// Spins (checking the clock now and then) until `ready` holds or [`SPIN`] passes.
-fn spin_until(ready: impl Fn() -> bool) -> bool {
-    let start = Instant::now();
-    loop {
-        for _ in 0..64 {
-            if ready() {
-                return true;
-            }
-            std::hint::spin_loop();
-        }
-        if start.elapsed() > SPIN {
-            return ready();
-        }
-    }
-}
-
 impl<B: Backend> StreamCell<B> {
-    /// Runs `f` on the stream: under its lock, or on its worker.
-    pub(crate) fn run<R: Send + 'static>(
-        &self,
-        f: impl FnOnce(&mut PooledStream<B>) -> R + Send + 'static,
-    ) -> R {
-        match self {
-            Self::Direct(m) => f(&mut Ordered::lock(m, Level::Stream)),
-            Self::Worker(w) => {
-                // The caller holds the stream while its call runs on the worker.
-                let _held = Held::enter(Level::Stream);
-                w.run(f)
-            }
+    /// A stream every call reaches under its lock, on the caller's thread.
+    pub(crate) fn direct(stream: PooledStream<B>) -> Self {
+        Self {
+            stream: Arc::new(Mutex::new(stream)),
+            worker: None,
         }
     }
 
-    /// The stream's lock, for a direct cell; `None` for a worker cell.
-    pub(crate) fn direct(&self) -> Option<Ordered<'_, PooledStream<B>>> {
-        match self {
-            Self::Direct(m) => Some(Ordered::lock(m, Level::Stream)),
-            Self::Worker(_) => None,
-        }
-    }
-
-    /// A worker thread owning the stream `create` makes on it.
+    /// A stream created on a worker thread of its own, which then opens and closes its
+    /// driver captures; `create` runs there.
     pub(crate) fn spawn(
         index: usize,
         create: impl FnOnce() -> Result<PooledStream<B>, ServerError> + Send + 'static,
     ) -> Result<Self, ServerError> {
         let mailbox = Arc::new(Mailbox {
             jobs: Mutex::new(VecDeque::new()),
-            ready: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             worker: OnceLock::new(),
         });
-        let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel::<Result<(), ServerError>>(1);
+        type Created<B> = Result<Arc<Mutex<PooledStream<B>>>, ServerError>;
+        let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel::<Created<B>>(1);
         let inbox = Arc::clone(&mailbox);
         let thread = std::thread::Builder::new()
             .name(format!("capture-stream-{index}"))
             .spawn(move || {
                 let _ = inbox.worker.set(std::thread::current());
-                let mut stream = match create() {
-                    Ok(s) => {
-                        let _ = ready_tx.send(Ok(()));
-                        s
-                    }
+                let stream = match create() {
+                    Ok(s) => Arc::new(Mutex::new(s)),
                     Err(e) => {
                         let _ = ready_tx.send(Err(e));
                         return;
                     }
                 };
-                serve(&inbox, &mut stream);
+                let _ = ready_tx.send(Ok(Arc::clone(&stream)));
+                serve(&inbox, &stream);
             })
             .map_err(|e| ServerError::driver("spawn stream worker", e))?;
         match ready_rx.recv() {
-            Ok(Ok(())) => Ok(Self::Worker(Worker {
-                mailbox,
-                thread: Some(thread),
-            })),
+            Ok(Ok(stream)) => Ok(Self {
+                stream,
+                worker: Some(Worker {
+                    mailbox,
+                    thread: Some(thread),
+                }),
+            }),
             Ok(Err(e)) => {
                 let _ = thread.join();
                 Err(e)
@@ -139,34 +104,49 @@ impl<B: Backend> StreamCell<B> {
             }
         }
     }
+
+    /// The stream's lock, taken on the caller's thread.
+    pub(crate) fn lock(&self) -> Ordered<'_, PooledStream<B>> {
+        Ordered::lock(&self.stream, Level::Stream)
+    }
+
+    /// Runs `f` on the stream, under its lock, on the caller's thread.
+    pub(crate) fn run<R>(&self, f: impl FnOnce(&mut PooledStream<B>) -> R) -> R {
+        f(&mut self.lock())
+    }
+
+    /// Runs `f`, which may open or close the stream's driver capture, under the stream's
+    /// lock on the thread that owns its captures: the worker for a thread-affine
+    /// backend (the caller parks until the answer is in), else the caller's own.
+    pub(crate) fn run_capture_call<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut PooledStream<B>) -> R + Send + 'static,
+    ) -> R {
+        match &self.worker {
+            None => self.run(f),
+            Some(w) => {
+                // The caller holds the stream while its call runs on the worker.
+                let _held = Held::enter(Level::Stream);
+                w.run(f)
+            }
+        }
+    }
 }
 
-/// The worker's loop: take calls in order; between calls, spin briefly, then park.
-fn serve<B: Backend>(mailbox: &Mailbox<B>, stream: &mut PooledStream<B>) {
+/// The worker's loop: take calls in order; park while there are none.
+fn serve<B: Backend>(mailbox: &Mailbox<B>, stream: &Mutex<PooledStream<B>>) {
     loop {
-        let job = {
-            let mut jobs = lock(&mailbox.jobs);
-            let job = jobs.pop_front();
-            if jobs.is_empty() {
-                mailbox.ready.store(false, Ordering::Release);
-            }
-            job
-        };
+        let job = lock(&mailbox.jobs).pop_front();
         if let Some(job) = job {
-            let _held = Held::enter(Level::Stream);
             job(stream);
             continue;
         }
         if mailbox.closed.load(Ordering::Acquire) {
             return;
         }
-        let woke =
-            || mailbox.ready.load(Ordering::Acquire) || mailbox.closed.load(Ordering::Acquire);
-        if !spin_until(woke) {
-            // A caller that queues after this check unparks us; the token makes this
-            // park return at once.
-            std::thread::park();
-        }
+        // A caller that queues after the pop above unparks this thread; the token makes
+        // this park return at once. A spurious wakeup only loops.
+        std::thread::park();
     }
 }
 
@@ -182,24 +162,19 @@ impl<B: Backend> Worker<B> {
         });
         let answer = Arc::clone(&reply);
         let job: Job<B> = Box::new(move |stream| {
-            let result = catch_unwind(AssertUnwindSafe(|| f(stream)));
+            let result = catch_unwind(AssertUnwindSafe(|| {
+                f(&mut Ordered::lock(stream, Level::Stream))
+            }));
             *lock(&answer.value) = Some(result);
             answer.done.store(true, Ordering::Release);
             answer.caller.unpark();
         });
-        {
-            let mut jobs = lock(&self.mailbox.jobs);
-            jobs.push_back(job);
-            self.mailbox.ready.store(true, Ordering::Release);
-        }
+        lock(&self.mailbox.jobs).push_back(job);
         if let Some(worker) = self.mailbox.worker.get() {
             worker.unpark();
         }
-        let done = || reply.done.load(Ordering::Acquire);
-        if !spin_until(done) {
-            while !done() {
-                std::thread::park();
-            }
+        while !reply.done.load(Ordering::Acquire) {
+            std::thread::park();
         }
         match lock(&reply.value).take() {
             Some(Ok(r)) => r,

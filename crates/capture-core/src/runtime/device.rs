@@ -5,7 +5,8 @@
 //! Lock order, outermost first (a thread holds at most one pooled stream at a time and
 //! never waits on a fence while holding one):
 //!
-//! 1. a pooled stream (its `Mutex`, or its worker thread for a thread-affine backend);
+//! 1. a pooled stream (its `Mutex`, also taken by its worker thread for a thread-affine
+//!    backend's capture calls);
 //! 2. the kernel registry;
 //! 3. the device's capture status (inside `StreamCapture` transitions and page
 //!    decisions);
@@ -84,7 +85,7 @@ impl<B: Backend> Device<B> {
             cells.push(if B::thread_affine() {
                 StreamCell::spawn(index, create)?
             } else {
-                StreamCell::Direct(Mutex::new(create()?))
+                StreamCell::direct(create()?)
             });
         }
         let signals = cells
@@ -146,9 +147,8 @@ impl<B: Backend> Device<B> {
     ///   forbids it; inside the caller's own window this dooms the window (rule 6).
     /// - [`ServerError::OutOfMemory`] with every pool's and graph's figures.
     pub fn alloc(&self, stream: StreamId, size: u64) -> Result<Buffer, ServerError> {
-        let inner = Arc::clone(&self.inner);
         self.inner
-            .on_stream(stream, move |ps| inner.alloc_on(ps, stream, size))
+            .on_stream(stream, |ps| self.inner.alloc_on(ps, stream, size))
     }
 
     /// Writes `bytes` into `buffer` at `offset`, staged through pinned host memory.
@@ -174,15 +174,8 @@ impl<B: Backend> Device<B> {
         if caller != buffer.pooled {
             self.inner.hand_over(stream, "write", buffer)?;
         }
-        match self.inner.cells[buffer.pooled].direct() {
-            Some(mut ps) => self.inner.write_on(&mut ps, stream, buffer, range, bytes),
-            None => {
-                let inner = Arc::clone(&self.inner);
-                let buffer = buffer.clone();
-                self.inner.cells[buffer.pooled]
-                    .run(move |ps| inner.write_on(ps, stream, &buffer, range, bytes))
-            }
-        }
+        let mut ps = self.inner.cells[buffer.pooled].lock();
+        self.inner.write_on(&mut ps, stream, buffer, range, bytes)
     }
 
     /// Reads all of `buffer` back to the host, after everything enqueued before it.
@@ -222,9 +215,7 @@ impl<B: Backend> Device<B> {
             range,
         };
         self.inner.order_host(buffer.pooled, stream, key)?;
-        let inner = Arc::clone(&self.inner);
-        let buffer = buffer.clone();
-        self.inner.cells[buffer.pooled].run(move |ps| inner.read_on(ps, stream, &buffer, range))
+        self.inner.cells[buffer.pooled].run(|ps| self.inner.read_on(ps, stream, buffer, range))
     }
 
     /// Waits for everything enqueued on `stream`'s pooled stream.
@@ -235,9 +226,8 @@ impl<B: Backend> Device<B> {
     /// capture); [`ServerError::NeighbourRefused`]; an asynchronous error the wait
     /// reported, which taints what the stream wrote since its last good fence.
     pub fn sync(&self, stream: StreamId) -> Result<(), ServerError> {
-        let inner = Arc::clone(&self.inner);
         self.inner
-            .on_stream(stream, move |ps| inner.sync_on(ps, stream))
+            .on_stream(stream, |ps| self.inner.sync_on(ps, stream))
     }
 
     /// Frees what the drop queues hold once the device is done with it, drops unpinned
@@ -257,13 +247,11 @@ impl<B: Backend> Device<B> {
         // Every stream's deferred frees first: one stream's queued work may hold another
         // stream's memory (rule 19), so no page is looked at before all are drained.
         for index in 0..self.inner.cells.len() {
-            let inner = Arc::clone(&self.inner);
-            self.inner.cells[index].run(move |ps| inner.drain_for_cleanup(ps));
+            self.inner.cells[index].run(|ps| self.inner.drain_for_cleanup(ps));
         }
         let mut total = CleanupReport::default();
         for index in 0..self.inner.cells.len() {
-            let inner = Arc::clone(&self.inner);
-            let report = self.inner.cells[index].run(move |ps| inner.cleanup_on(ps))?;
+            let report = self.inner.cells[index].run(|ps| self.inner.cleanup_on(ps))?;
             total.pages_released += report.pages_released;
             total.bytes_released += report.bytes_released;
         }
@@ -274,7 +262,7 @@ impl<B: Backend> Device<B> {
     pub fn memory_report(&self) -> DeviceReport {
         let mut streams = Vec::with_capacity(self.inner.cells.len());
         for index in 0..self.inner.cells.len() {
-            streams.push(self.inner.cells[index].run(move |ps| StreamReport {
+            streams.push(self.inner.cells[index].run(|ps| StreamReport {
                 index: ps.index,
                 device: ps.stream.device_memory().report(),
                 host: ps.stream.host_memory().report(),

@@ -1,5 +1,5 @@
-//! `Inner`: the state a [`Device`](super::Device) shares with its stream workers (the
-//! pooled streams, the device-wide capture status, taint ledger, graph and kernel
+//! `Inner`: the state a [`Device`](super::Device) shares with its pooled streams (the
+//! streams themselves, the device-wide capture status, taint ledger, graph and kernel
 //! registries, trace and launch limits), and the helpers every operation uses: neighbour
 //! refusal, dooming a window, claims, asynchronous faults, flushes and drains, device
 //! reservations, staging, and the hand-over to another pooled stream.
@@ -57,7 +57,7 @@ impl<B: Backend> Drop for Inner<B> {
         // Every stream finishes before any is dropped (and with it its memory): queued
         // work on one stream may read another's pages (rule 19).
         for cell in &self.cells {
-            cell.run(PooledStream::finish);
+            cell.run_capture_call(PooledStream::finish);
         }
     }
 }
@@ -74,13 +74,23 @@ impl<B: Backend> Inner<B> {
         (stream.index() % self.cells.len() as u64) as usize
     }
 
-    /// Runs `f` on `stream`'s pooled stream (under its lock, or on its worker).
-    pub(crate) fn on_stream<R: Send + 'static>(
+    /// Runs `f` on `stream`'s pooled stream, under its lock, on the caller's thread.
+    pub(crate) fn on_stream<R>(
+        &self,
+        stream: StreamId,
+        f: impl FnOnce(&mut PooledStream<B>) -> R,
+    ) -> R {
+        self.cells[self.pooled(stream)].run(f)
+    }
+
+    /// Runs `f`, which may open or close the driver capture, on `stream`'s pooled stream:
+    /// on its worker for a thread-affine backend, else on the caller's thread.
+    pub(crate) fn on_capture_stream<R: Send + 'static>(
         &self,
         stream: StreamId,
         f: impl FnOnce(&mut PooledStream<B>) -> R + Send + 'static,
     ) -> R {
-        self.cells[self.pooled(stream)].run(f)
+        self.cells[self.pooled(stream)].run_capture_call(f)
     }
 
     pub(crate) fn taint(&self) -> Ordered<'_, TaintLedger> {

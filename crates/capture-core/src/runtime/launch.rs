@@ -113,23 +113,16 @@ impl<B: Backend> Device<B> {
         let index = self.inner.pooled(stream);
         let id = kernel.id;
         if args.iter().all(|a| a.buffer.pooled == index) {
-            if let Some(mut ps) = self.inner.cells[index].direct() {
-                return self
-                    .inner
-                    .launch_on(&mut ps, stream, id, grid, args, Ok(&[]), info);
-            }
-            let inner = Arc::clone(&self.inner);
-            let (args, info) = (args.to_vec(), info.to_vec());
-            return self.inner.cells[index]
-                .run(move |ps| inner.launch_on(ps, stream, id, grid, &args, Ok(&[]), &info));
+            let mut ps = self.inner.cells[index].lock();
+            return self
+                .inner
+                .launch_on(&mut ps, stream, id, grid, args, Ok(&[]), info);
         }
         let foreign = self.inner.resolve_foreign(index, args);
-        let inner = Arc::clone(&self.inner);
-        let (args, info) = (args.to_vec(), info.to_vec());
-        self.inner.cells[index].run(move |ps| {
-            let foreign = foreign.as_deref().map_err(Clone::clone);
-            inner.launch_on(ps, stream, id, grid, &args, foreign, &info)
-        })
+        let foreign = foreign.as_deref().map_err(Clone::clone);
+        let mut ps = self.inner.cells[index].lock();
+        self.inner
+            .launch_on(&mut ps, stream, id, grid, args, foreign, info)
     }
 }
 

@@ -24,8 +24,8 @@ impl<B: Backend> Device<B> {
     /// stream; [`ServerError::GraphState`] when this stream already prepared or records.
     /// Nothing is changed.
     pub fn prepare(&self, stream: StreamId) -> Result<(), ServerError> {
-        let inner = Arc::clone(&self.inner);
-        self.inner.on_stream(stream, move |ps| {
+        let inner = &self.inner;
+        inner.on_stream(stream, |ps| {
             inner.neighbour(ps, stream, "prepare")?;
             match Window::<B>::on(&mut ps.stream, &mut ps.drops).prepare(stream) {
                 Ok(()) => {
@@ -56,7 +56,7 @@ impl<B: Backend> Device<B> {
     /// prepare → begin can be retried.
     pub fn begin(&self, stream: StreamId) -> Result<(), ServerError> {
         let inner = Arc::clone(&self.inner);
-        self.inner.on_stream(stream, move |ps| {
+        self.inner.on_capture_stream(stream, move |ps| {
             inner.neighbour(ps, stream, "begin")?;
             // The stream's own work queued before the window (warmup's) is waited for
             // here, while it still may be: other streams that use what it wrote then need
@@ -114,7 +114,7 @@ impl<B: Backend> Device<B> {
     pub fn end(&self, stream: StreamId) -> Result<GraphId, ServerError> {
         let inner = Arc::clone(&self.inner);
         self.inner
-            .on_stream(stream, move |ps| inner.end_on(ps, stream))
+            .on_capture_stream(stream, move |ps| inner.end_on(ps, stream))
     }
 
     /// Gives up `stream`'s window. From capture: closes the driver capture, drops the
@@ -127,7 +127,7 @@ impl<B: Backend> Device<B> {
     pub fn abort(&self, stream: StreamId) -> Result<(), ServerError> {
         let inner = Arc::clone(&self.inner);
         self.inner
-            .on_stream(stream, move |ps| inner.abort_on(ps, stream))
+            .on_capture_stream(stream, move |ps| inner.abort_on(ps, stream))
     }
 
     /// Captures what `record` does on `stream` into a graph.
@@ -206,13 +206,8 @@ impl<B: Backend> Device<B> {
                 format!("{graph} replays only on the stream that captured it"),
             ));
         }
-        match self.inner.cells[index].direct() {
-            Some(mut ps) => self.inner.replay_on(&mut ps, stream, graph, times),
-            None => {
-                let inner = Arc::clone(&self.inner);
-                self.inner.cells[index].run(move |ps| inner.replay_on(ps, stream, graph, times))
-            }
-        }
+        let mut ps = self.inner.cells[index].lock();
+        self.inner.replay_on(&mut ps, stream, graph, times)
     }
 
     /// Drops `graph`. Never blocks: its executable and pins wait in its stream's drop
@@ -229,8 +224,8 @@ impl<B: Backend> Device<B> {
             .remove(&graph)
             .map(|(index, _)| index)
             .ok_or(ServerError::UnknownGraph(graph))?;
-        let inner = Arc::clone(&self.inner);
-        self.inner.cells[index].run(move |ps| {
+        let inner = &self.inner;
+        inner.cells[index].run(|ps| {
             let Some(g) = ps.graphs.remove(&graph) else {
                 return Err(ServerError::UnknownGraph(graph));
             };

@@ -228,8 +228,8 @@ pub(super) fn end_in_prepare_disarms<B: Builtins>(h: &Harness<B>) -> Result<(), 
 }
 
 /// A capture begun on one user thread ends from another: legal in CUDA's relaxed mode
-/// (and Vulkan), and on a thread-affine backend the core runs every call on the
-/// stream's worker.
+/// (and Vulkan), and on a thread-affine backend the core opens and closes the capture
+/// on the stream's worker.
 pub(super) fn capture_ended_from_another_thread<B: Builtins>(
     h: &Harness<B>,
 ) -> Result<(), ServerError> {

@@ -1,7 +1,8 @@
 //! Threads: a capture begun on one user thread ends from another, directly (relaxed
-//! mode, `MockBackend`) and through the stream's worker (a thread-affine driver,
-//! `AffineMock`); the device is Send + Sync; a panic in a kernel reaches its caller as
-//! an asynchronous error, on the caller's thread or a worker.
+//! mode, `MockBackend`) and with the driver capture opened and closed on the stream's
+//! worker (a thread-affine driver, `AffineMock`); the device is Send + Sync; a panic in
+//! a kernel reaches its caller as an asynchronous error, on the caller's thread or a
+//! worker.
 
 use std::sync::Arc;
 
@@ -144,26 +145,52 @@ fn streams_used_from_several_threads_stay_consistent() {
 #[test]
 fn a_kernel_that_panics_on_the_worker_fails_the_wait_and_the_worker_keeps_serving() {
     let _suite = crate::suite_lock();
-    a_panicking_kernel_fails_the_wait(affine_device(DeviceConfig::new().streams(1).unwrap()));
+    let dev = affine_device(DeviceConfig::new().streams(1).unwrap());
+    let boom = dev.kernel(BOOM);
+    let x = filled(&dev, S0, &[1]);
+    // Warmup's work is waited for by `begin`, which runs on the stream's worker: the
+    // mock runs the kernel (and it panics) there.
+    dev.prepare(S0).unwrap();
+    dev.launch(S0, &boom, [1, 1, 1], &[Arg::read_write(&x)], &[])
+        .unwrap();
+    let begun = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| dev.begin(S0)));
+    assert!(
+        matches!(begun, Ok(Ok(()))),
+        "the window opens; the kernel's failure is an asynchronous error, not a panic"
+    );
+    let _ = dev.end(S0);
+    assert!(matches!(
+        read(&dev, S0, &x),
+        Err(capture_core::ServerError::Unwritten(_))
+    ));
+    // The worker keeps serving: a later capture opens and closes on it.
+    let y = filled(&dev, S0, &[7, 8]);
+    let g = dev.capture(S0, |_| Ok(())).unwrap();
+    dev.replay(S0, g, 1).unwrap();
+    assert_eq!(read(&dev, S0, &y).unwrap(), vec![7, 8]);
 }
+
+/// A kernel that panics when it runs.
+const BOOM: MockKernel = MockKernel {
+    name: "boom",
+    signature: KernelSignature::new(1, 0),
+    f: |_, _| std::panic::resume_unwind(Box::new("a kernel panicked")),
+};
 
 #[test]
 fn a_kernel_that_panics_on_the_callers_thread_fails_the_wait() {
     let _suite = crate::suite_lock();
     a_panicking_kernel_fails_the_wait(mock_device(DeviceConfig::new().streams(1).unwrap()));
+    a_panicking_kernel_fails_the_wait(affine_device(DeviceConfig::new().streams(1).unwrap()));
 }
 
 fn a_panicking_kernel_fails_the_wait<B: Backend<KernelSource = MockKernel>>(dev: Device<B>) {
-    const BOOM: MockKernel = MockKernel {
-        name: "boom",
-        signature: KernelSignature::new(1, 0),
-        f: |_, _| std::panic::resume_unwind(Box::new("a kernel panicked")),
-    };
     let boom = dev.kernel(BOOM);
     let x = filled(&dev, S0, &[1]);
     dev.launch(S0, &boom, [1, 1, 1], &[Arg::read_write(&x)], &[])
         .unwrap();
-    // The kernel runs (and panics) on the worker, inside the sync: like a kernel that
+    // The kernel runs (and panics) inside the sync, on the caller's thread (on either
+    // backend: only capture calls go to a thread-affine stream's worker): like a kernel that
     // faults on a GPU, an asynchronous error the wait reports, claiming what it wrote.
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| dev.sync(S0)));
     assert!(
