@@ -40,6 +40,7 @@ fn main() {
             Err(e) if required => panic!("CAPTURE_REQUIRE_VULKAN=1 and {e}"),
             Err(e) => {
                 println!("SKIP: no Vulkan device ({e}); the allocation checks did not run");
+                println!("alloc_count: 0 passed, 0 failed");
                 return;
             }
         };

@@ -1,0 +1,76 @@
+//! Hot paths allocate nothing per call beyond amortised growth on CUDA: a steady-state
+//! eager launch, a recorded launch and a replay (one `cuGraphLaunch` each). The checks
+//! are the suite's ([`capture_suite::hot_paths`]), the same the mock and Vulkan pass.
+//!
+//! A counting global allocator sees every allocation of the process made through Rust,
+//! so this binary runs single-threaded with its own `main`. (What the CUDA driver's C
+//! code allocates is not seen.) Without a driver it says `SKIP:`, unless
+//! `CAPTURE_REQUIRE_CUDA=1`.
+
+use std::alloc::System;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use capture_core::{Device, DeviceConfig};
+use capture_cuda::CudaBackend;
+use capture_suite::hot_paths;
+use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
+
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+fn allocations_during(f: &mut dyn FnMut()) -> usize {
+    let region = Region::new(GLOBAL);
+    f();
+    let change = region.change();
+    change.allocations + change.reallocations
+}
+
+fn main() {
+    let required = std::env::var("CAPTURE_REQUIRE_CUDA").is_ok_and(|v| v == "1");
+    let backend = match CudaBackend::new(0) {
+        Ok(backend) => backend,
+        Err(e) if required => panic!("CAPTURE_REQUIRE_CUDA=1 and {e}"),
+        Err(e) => {
+            println!("SKIP: CUDA unavailable ({e}); the allocation checks did not run");
+            println!("alloc_count: 0 passed, 0 failed");
+            return;
+        }
+    };
+    println!("cuda device: {}", backend.device_name());
+    let mut passed = 0;
+    let mut failed = 0;
+    for (name, check) in hot_paths::checks::<CudaBackend>() {
+        let label = format!("cuda::{name}");
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            let config = DeviceConfig::new().streams(1).expect("one stream");
+            let dev = Device::new(backend.clone(), config).expect("the device opens");
+            check(&dev, &allocations_during)
+        }));
+        match outcome {
+            Ok(Ok(measured)) if measured.amortised() => {
+                println!("  {measured}");
+                println!("test {label} ... ok");
+                passed += 1;
+            }
+            Ok(Ok(measured)) => {
+                println!("  {measured}: over budget");
+                println!("test {label} ... FAILED");
+                failed += 1;
+            }
+            Ok(Err(error)) => {
+                println!("  the device failed: {}", capture_core::Chain(&error));
+                println!("test {label} ... FAILED");
+                failed += 1;
+            }
+            Err(_) => {
+                println!("test {label} ... FAILED (panicked)");
+                failed += 1;
+            }
+        }
+    }
+    println!();
+    println!("alloc_count: {passed} passed, {failed} failed");
+    if failed > 0 {
+        std::process::exit(1);
+    }
+}
