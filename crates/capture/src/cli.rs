@@ -8,6 +8,8 @@ pub(crate) const USAGE: &str = "usage: capture <command> [options]
 
 commands:
   demo    a decode-shaped kernel chain, run eagerly and as a replayed graph
+  bench   the benchmark matrix: launch-bound to execution-bound rows, eager against
+          replayed, beside a hand-written floor where the backend has one
 
 options:
   -h, --help   this help
@@ -119,6 +121,208 @@ impl fmt::Display for UsageError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
+}
+
+/// `capture bench`'s help.
+pub(crate) const BENCH_HELP: &str =
+    "usage: capture bench [--backend B[,B...]] [--rows R[,R...]] [--rounds N]
+                     [--passes P] [--competitors C] [--device D] [--json]
+
+The benchmark matrix. Each row is a chain of dependent add-one launches over f32
+buffers, ping-ponging between two of them, with a full readback of the first after
+every pass: 64x150, 64x1000 and 64x5000 (64 elements, one workgroup of 256:
+launch-bound), and the controls 64kx1000 and 1Mx500 (execution-bound, where replay
+must read about 1.0x). Eager and replay rounds alternate (and, on Vulkan, the
+hand-written ash floor's eager and replay rounds); every figure is the median over
+rounds of a round's mean per pass, and every round's result is checked.
+
+Columns: enqueue us/pass (until the launches or the replay call return), end-to-end
+us/kernel (through the readback), their ratio, the capture time, the graph's device
+bytes against the stream's live working set, and the replay call's median and 99th
+percentile. On Vulkan, the library against the floor: the same dispatches recorded
+by hand into one command buffer per pass (eager floor) or once (replay floor).
+
+options:
+  --backend B      mock, affine-mock (thread-affine streams), vulkan, cuda; a comma
+                   list (default: every backend this build has, skipping one that
+                   is not present and saying why)
+  --rows R         row names, a comma list, or launch-bound, controls, all (default)
+  --rounds N       rounds per mode, 5 to 1000 (default 5)
+  --passes P       passes per round, 1 to 100000 (default: about 10000 launches
+                   per round, fewer on the controls)
+  --competitors C  CPU-bound threads spinning beside the benchmark, 0 to 64
+                   (default 0)
+  --device D       with vulkan: the device to open (index or piece of its name)
+  --json           print the results as JSON instead of tables
+  -h, --help       this help
+
+Settings that matter are printed with the results: the build profile, the device and
+driver, LP_NUM_THREADS on lavapipe (0 runs dispatches on the calling thread, about
+20x faster for tiny ones), the Vulkan submission cadence.
+
+exit status: 0 when every row ran and checked; 1 when a row failed or a named
+backend is missing; 2 for a usage error.";
+
+/// A backend `capture bench` measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BenchBackend {
+    /// The mock, every call on the caller's thread.
+    Mock,
+    /// The mock with thread-affine streams.
+    AffineMock,
+    /// Vulkan.
+    Vulkan,
+    /// CUDA.
+    Cuda,
+}
+
+impl BenchBackend {
+    /// The name as `--backend` takes it.
+    pub(crate) const fn as_str(self) -> &'static str {
+        match self {
+            Self::Mock => "mock",
+            Self::AffineMock => "affine-mock",
+            Self::Vulkan => "vulkan",
+            Self::Cuda => "cuda",
+        }
+    }
+}
+
+/// `capture bench`'s options.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct BenchArgs {
+    /// Backends named; empty for every backend built.
+    pub(crate) backends: Vec<BenchBackend>,
+    /// What to measure.
+    pub(crate) options: crate::bench::BenchOptions,
+    /// Busy threads beside the benchmark.
+    pub(crate) competitors: usize,
+    /// The Vulkan device to open.
+    pub(crate) device: Option<String>,
+    /// JSON instead of tables.
+    pub(crate) json: bool,
+}
+
+/// What `capture bench`'s arguments ask for.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Bench {
+    /// Print the help.
+    Help,
+    /// Run the benchmark.
+    Run(BenchArgs),
+}
+
+/// Parses `capture bench`'s arguments (those after `bench`).
+pub(crate) fn parse_bench(args: &[String]) -> Result<Bench, UsageError> {
+    use crate::bench::{BenchOptions, ROWS};
+    let mut parsed = BenchArgs {
+        backends: Vec::new(),
+        options: BenchOptions {
+            rows: ROWS.to_vec(),
+            rounds: 5,
+            passes: None,
+        },
+        competitors: 0,
+        device: None,
+        json: false,
+    };
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        let (name, inline) = match arg.split_once('=') {
+            Some((name, value)) if name.starts_with("--") => (name, Some(value.to_owned())),
+            _ => (arg.as_str(), None),
+        };
+        let mut value = |name: &str| {
+            inline
+                .clone()
+                .or_else(|| rest.next().cloned())
+                .ok_or_else(|| UsageError(format!("{name} needs a value")))
+        };
+        match name {
+            "-h" | "--help" => return Ok(Bench::Help),
+            "--json" => parsed.json = true,
+            "--backend" => {
+                for v in value(name)?.split(',') {
+                    let b = match v.trim() {
+                        "mock" => BenchBackend::Mock,
+                        "affine-mock" => BenchBackend::AffineMock,
+                        "vulkan" => BenchBackend::Vulkan,
+                        "cuda" => BenchBackend::Cuda,
+                        other => {
+                            return Err(UsageError(format!(
+                                "unknown backend {other:?} for --backend (mock, affine-mock, \
+                                 vulkan or cuda)"
+                            )));
+                        }
+                    };
+                    if !parsed.backends.contains(&b) {
+                        parsed.backends.push(b);
+                    }
+                }
+            }
+            "--rows" => {
+                let v = value(name)?;
+                let mut rows = Vec::new();
+                for r in v.split(',') {
+                    let r = r.trim();
+                    let chosen: Vec<_> = match r {
+                        "all" => ROWS.to_vec(),
+                        "launch-bound" => ROWS.iter().copied().filter(|r| !r.control).collect(),
+                        "controls" => ROWS.iter().copied().filter(|r| r.control).collect(),
+                        name => match ROWS.iter().find(|row| row.name == name) {
+                            Some(row) => vec![*row],
+                            None => {
+                                let names: Vec<_> = ROWS.iter().map(|r| r.name).collect();
+                                return Err(UsageError(format!(
+                                    "unknown row {name:?} for --rows ({}, launch-bound, \
+                                     controls or all)",
+                                    names.join(", ")
+                                )));
+                            }
+                        },
+                    };
+                    for row in chosen {
+                        if !rows.contains(&row) {
+                            rows.push(row);
+                        }
+                    }
+                }
+                parsed.options.rows = rows;
+            }
+            "--rounds" => {
+                let v = value(name)?;
+                let n = number(name, &v, (5, 1000), "rounds per mode")?;
+                parsed.options.rounds = usize::try_from(n).map_err(|_| out_of_range(name, &v))?;
+            }
+            "--passes" => {
+                let v = value(name)?;
+                let n = number(name, &v, (1, 100_000), "passes per round")?;
+                parsed.options.passes =
+                    Some(usize::try_from(n).map_err(|_| out_of_range(name, &v))?);
+            }
+            "--competitors" => {
+                let v = value(name)?;
+                let n = number(name, &v, (0, 64), "competing threads")?;
+                parsed.competitors = usize::try_from(n).map_err(|_| out_of_range(name, &v))?;
+            }
+            "--device" => {
+                let v = value(name)?;
+                if v.trim().is_empty() {
+                    return Err(UsageError(format!("invalid value {v:?} for --device")));
+                }
+                parsed.device = Some(v);
+            }
+            other => return Err(UsageError(format!("unknown option {other:?}"))),
+        }
+    }
+    if parsed.device.is_some()
+        && !(parsed.backends.is_empty() || parsed.backends.contains(&BenchBackend::Vulkan))
+    {
+        return Err(UsageError(
+            "--device is for the vulkan backend, which --backend leaves out".into(),
+        ));
+    }
+    Ok(Bench::Run(parsed))
 }
 
 /// Parses `capture demo`'s arguments (those after `demo`).
@@ -261,6 +465,64 @@ mod tests {
     fn help_wins_over_other_options() {
         assert_eq!(parse(&["--kernels", "64", "-h"]), Ok(Demo::Help));
         assert_eq!(parse(&["--help"]), Ok(Demo::Help));
+    }
+
+    fn bench(args: &[&str]) -> Result<Bench, UsageError> {
+        let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
+        parse_bench(&args)
+    }
+
+    #[test]
+    fn bench_defaults_to_every_row_and_backend_with_five_rounds() {
+        let Ok(Bench::Run(args)) = bench(&[]) else {
+            panic!("parsed")
+        };
+        assert!(args.backends.is_empty());
+        assert_eq!(args.options.rows.len(), 5);
+        assert_eq!(args.options.rounds, 5);
+        assert_eq!(args.options.passes, None);
+        assert_eq!((args.competitors, args.json), (0, false));
+    }
+
+    #[test]
+    fn bench_takes_lists_groups_and_counts() {
+        let Ok(Bench::Run(args)) = bench(&[
+            "--backend=mock,affine-mock",
+            "--rows",
+            "controls,64x150",
+            "--rounds=7",
+            "--passes",
+            "3",
+            "--competitors=2",
+            "--json",
+        ]) else {
+            panic!("parsed")
+        };
+        assert_eq!(
+            args.backends,
+            vec![BenchBackend::Mock, BenchBackend::AffineMock]
+        );
+        let rows: Vec<_> = args.options.rows.iter().map(|r| r.name).collect();
+        assert_eq!(rows, ["64kx1000", "1Mx500", "64x150"]);
+        assert_eq!((args.options.rounds, args.options.passes), (7, Some(3)));
+        assert_eq!((args.competitors, args.json), (2, true));
+        assert_eq!(bench(&["--json", "-h"]), Ok(Bench::Help));
+    }
+
+    #[test]
+    fn bench_bad_values_are_named() {
+        for (args, named) in [
+            (&["--rounds", "4"][..], "\"4\""),
+            (&["--passes", "0"], "\"0\""),
+            (&["--competitors", "65"], "\"65\""),
+            (&["--backend", "metal"], "\"metal\""),
+            (&["--rows", "64x7"], "\"64x7\""),
+            (&["--backend", "mock", "--device", "0"], "--device"),
+            (&["--frobnicate"], "\"--frobnicate\""),
+        ] {
+            let error = bench(args).expect_err("refused");
+            assert!(error.0.contains(named), "{args:?}: {error}");
+        }
     }
 
     #[test]

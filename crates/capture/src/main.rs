@@ -8,9 +8,13 @@
 
 #![forbid(unsafe_code)]
 
+mod bench;
+mod bench_table;
 mod chain;
 mod cli;
+mod competitors;
 mod demo;
+mod floors;
 mod table;
 
 use std::process::ExitCode;
@@ -24,6 +28,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("demo") => demo_command(&args[1..]),
+        Some("bench") => bench_command(&args[1..]),
         Some("-h" | "--help" | "help") => {
             println!("{}", cli::USAGE);
             ExitCode::SUCCESS
@@ -55,6 +60,56 @@ fn demo_command(args: &[String]) -> ExitCode {
             eprintln!("capture demo: {error}\n{usage}\nRun `capture demo --help` for the options.");
             ExitCode::from(USAGE_EXIT)
         }
+    }
+}
+
+/// `capture bench`: every backend named (or built), each row, then the tables or JSON.
+fn bench_command(args: &[String]) -> ExitCode {
+    let args = match cli::parse_bench(args) {
+        Ok(cli::Bench::Help) => {
+            println!("{}", cli::BENCH_HELP);
+            return ExitCode::SUCCESS;
+        }
+        Ok(cli::Bench::Run(args)) => args,
+        Err(error) => {
+            let usage = cli::BENCH_HELP.lines().next().unwrap_or_default();
+            eprintln!(
+                "capture bench: {error}\n{usage}\nRun `capture bench --help` for the options."
+            );
+            return ExitCode::from(USAGE_EXIT);
+        }
+    };
+    let competitors = competitors::Competitors::start(args.competitors);
+    let named = !args.backends.is_empty();
+    let backends = if named {
+        args.backends.clone()
+    } else {
+        floors::built()
+    };
+    let mut run = bench_table::Run {
+        build: if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        },
+        cpus: std::thread::available_parallelism().map_or(1, usize::from),
+        competitors: competitors.len(),
+        rounds: args.options.rounds,
+        backends: Vec::new(),
+    };
+    for backend in backends {
+        run.backends.push(floors::bench(backend, named, &args));
+    }
+    drop(competitors);
+    if args.json {
+        println!("{}", bench_table::json(&run));
+    } else {
+        print!("{}", bench_table::render(&run));
+    }
+    if run.failed() {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
     }
 }
 

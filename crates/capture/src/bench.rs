@@ -1,0 +1,589 @@
+//! `capture bench`'s measurement: the matrix of rows from launch-bound to
+//! execution-bound, each run eagerly and as a replayed graph, rounds interleaved, on any
+//! backend that provides the builtins, beside a hand-written floor where the backend has
+//! one.
+//!
+//! A row is a chain of `kernels` dependent add-one launches over `elements` f32
+//! elements, ping-ponging between two buffers A and B (launch i reads A and writes B when
+//! i is even, the reverse when odd; `kernels` is even, so the result lands in A), in
+//! workgroups of 256 (one for the 64-element rows). A *pass* is the chain followed by a
+//! full readback of A. A *round* is `passes` passes of one mode, from A reset to zeros;
+//! at its end A must hold `passes × kernels` in every element, or the row fails. Rounds
+//! of the modes alternate (eager, replay, then the floor's), so drift hits all of them
+//! alike; each figure is the median over rounds of a round's mean per pass.
+
+use std::time::{Duration, Instant};
+
+use capture_core::{
+    Arg, Buffer, Builtin, Builtins, Chain, Device, DeviceConfig, GraphId, KernelHandle,
+    ServerError, StreamId,
+};
+
+/// One row of the matrix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Row {
+    /// The row's name, as `--rows` takes it.
+    pub(crate) name: &'static str,
+    /// f32 elements of each buffer.
+    pub(crate) elements: u64,
+    /// Dependent launches per pass (even).
+    pub(crate) kernels: usize,
+    /// A control row: execution-bound, where replay must read about 1.0×.
+    pub(crate) control: bool,
+}
+
+/// The rows, launch-bound first, shaped like cubecl's wgpu `graph_bench`.
+pub(crate) const ROWS: [Row; 5] = [
+    Row::new("64x150", 64, 150, false),
+    Row::new("64x1000", 64, 1000, false),
+    Row::new("64x5000", 64, 5000, false),
+    Row::new("64kx1000", 65_536, 1000, true),
+    Row::new("1Mx500", 1 << 20, 500, true),
+];
+
+/// Launches per round the default pass count aims at.
+const LAUNCHES_PER_ROUND: usize = 10_000;
+/// Element-launches per round the default pass count stays under.
+const WORK_PER_ROUND: u64 = 64 << 20;
+
+impl Row {
+    const fn new(name: &'static str, elements: u64, kernels: usize, control: bool) -> Self {
+        Self {
+            name,
+            elements,
+            kernels,
+            control,
+        }
+    }
+
+    /// Passes per round by default: about [`LAUNCHES_PER_ROUND`] launches, under
+    /// [`WORK_PER_ROUND`] element-launches, at least one.
+    pub(crate) fn default_passes(&self) -> usize {
+        let by_launches = LAUNCHES_PER_ROUND / self.kernels;
+        let by_work = WORK_PER_ROUND / (self.kernels as u64 * self.elements);
+        by_launches.min(by_work as usize).max(1)
+    }
+
+    /// Workgroups of 256 over the row's elements.
+    fn grid(&self) -> [u32; 3] {
+        [self.elements.div_ceil(256) as u32, 1, 1]
+    }
+
+    /// The value every element of A holds after `passes` passes from zeros.
+    fn expected(&self, passes: usize) -> f32 {
+        (passes * self.kernels) as f32
+    }
+}
+
+/// What to measure.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct BenchOptions {
+    /// The rows, in order.
+    pub(crate) rows: Vec<Row>,
+    /// Rounds per mode (at least 5).
+    pub(crate) rounds: usize,
+    /// Passes per round; `None` for each row's default.
+    pub(crate) passes: Option<usize>,
+}
+
+/// One pass's host times.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Pass {
+    /// Until the submission calls returned: the launches (eager) or the replay call.
+    pub(crate) enqueue: Duration,
+    /// Through the readback of A.
+    pub(crate) total: Duration,
+}
+
+/// A mode's figures over the rounds of a row.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct Figures {
+    /// Median over rounds of the mean enqueue time per pass, µs.
+    pub(crate) enqueue_us_per_pass: f64,
+    /// Median over rounds of the mean end-to-end time per kernel, µs.
+    pub(crate) e2e_us_per_kernel: f64,
+    /// Each round's mean end-to-end time per kernel, µs, in order.
+    pub(crate) rounds_us_per_kernel: Vec<f64>,
+}
+
+/// A row measured on one backend.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct RowReport {
+    pub(crate) row: Row,
+    pub(crate) passes: usize,
+    pub(crate) rounds: usize,
+    pub(crate) eager: Figures,
+    pub(crate) replay: Figures,
+    /// `Device::capture` of the chain (warmup, recording, seal), ms.
+    pub(crate) capture_ms: f64,
+    /// Device bytes the graph's ledger holds.
+    pub(crate) graph_device_bytes: u64,
+    /// Device bytes in use on the stream when the recording was sealed: its live
+    /// working set.
+    pub(crate) live_device_bytes: u64,
+    /// The replay call alone, over every replayed pass: median and 99th percentile, µs.
+    pub(crate) replay_call_p50_us: f64,
+    pub(crate) replay_call_p99_us: f64,
+    /// The hand-written floor's figures, where the backend has one.
+    pub(crate) floor: Option<FloorFigures>,
+}
+
+impl RowReport {
+    /// Eager end-to-end over replayed end-to-end, per kernel.
+    pub(crate) fn ratio(&self) -> f64 {
+        self.eager.e2e_us_per_kernel / self.replay.e2e_us_per_kernel
+    }
+}
+
+/// The floor's figures on a row: its eager pass and, where it has one, its replay.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct FloorFigures {
+    pub(crate) eager: Figures,
+    pub(crate) replay: Option<Figures>,
+}
+
+/// The same chain done by hand against the driver, with no runtime in between.
+pub(crate) trait Floor {
+    /// Writes `values` into A, for a round to start from.
+    fn reset(&mut self, values: &[f32]) -> Result<(), String>;
+    /// One eager pass: the launches recorded and submitted, then A read back.
+    fn eager_pass(&mut self) -> Result<Pass, String>;
+    /// One replayed pass, where the floor has one: the chain recorded once, submitted.
+    fn replay_pass(&mut self) -> Option<Result<Pass, String>>;
+    /// A as the last pass read it.
+    fn output(&self) -> &[f32];
+}
+
+/// Builds the floor of a row (or says why it cannot).
+pub(crate) type FloorMaker<'a> = &'a dyn Fn(&Row) -> Result<Box<dyn Floor>, String>;
+
+/// Why a row could not be measured.
+#[derive(Debug)]
+pub(crate) struct BenchError(pub(crate) String);
+
+impl std::fmt::Display for BenchError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+const STREAM: StreamId = StreamId::new(0);
+
+/// The runtime's side of a row: the device, its two buffers, the kernel.
+struct RowChain<'d, B: Builtins> {
+    device: &'d Device<B>,
+    row: Row,
+    a: Buffer,
+    b: Buffer,
+    kernel: KernelHandle,
+    info: [u64; 2],
+}
+
+impl<B: Builtins> RowChain<'_, B> {
+    fn launch(&self, d: &Device<B>) -> Result<(), ServerError> {
+        let grid = self.row.grid();
+        for i in 0..self.row.kernels {
+            let (x, y) = if i % 2 == 0 {
+                (&self.a, &self.b)
+            } else {
+                (&self.b, &self.a)
+            };
+            d.launch(
+                STREAM,
+                &self.kernel,
+                grid,
+                &[Arg::read(x), Arg::write(y)],
+                &self.info,
+            )?;
+        }
+        Ok(())
+    }
+
+    fn reset(&self) -> Result<(), ServerError> {
+        let zeros = vec![0u8; (self.row.elements * 4) as usize];
+        self.device.write(STREAM, &self.a, 0, zeros)?;
+        self.device.sync(STREAM)
+    }
+
+    /// Reads A back; the bytes are kept for the round's check.
+    fn read(&self) -> Result<Vec<u8>, ServerError> {
+        self.device.read(STREAM, &self.a)
+    }
+
+    fn eager_pass(&self) -> Result<(Pass, Vec<u8>), ServerError> {
+        let start = Instant::now();
+        self.launch(self.device)?;
+        let enqueue = start.elapsed();
+        let out = self.read()?;
+        Ok((
+            Pass {
+                enqueue,
+                total: start.elapsed(),
+            },
+            out,
+        ))
+    }
+
+    fn replay_pass(&self, graph: GraphId) -> Result<(Pass, Vec<u8>), ServerError> {
+        let start = Instant::now();
+        self.device.replay(STREAM, graph, 1)?;
+        let enqueue = start.elapsed();
+        let out = self.read()?;
+        Ok((
+            Pass {
+                enqueue,
+                total: start.elapsed(),
+            },
+            out,
+        ))
+    }
+}
+
+/// Where A first differs from `expected`, as a message, if it does.
+fn check(bytes: &[u8], expected: f32, elements: u64) -> Option<String> {
+    if bytes.len() as u64 != elements * 4 {
+        return Some(format!(
+            "A read back {} bytes, not {}",
+            bytes.len(),
+            elements * 4
+        ));
+    }
+    bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .enumerate()
+        .find(|(_, v)| *v != expected)
+        .map(|(i, v)| format!("element {i} of A is {v}, not {expected}"))
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
+}
+
+/// The `q`-quantile (nearest rank) of `values`, µs.
+fn quantile(values: &mut [Duration], q: f64) -> f64 {
+    values.sort();
+    if values.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((q * values.len() as f64).ceil() as usize).clamp(1, values.len());
+    values[rank - 1].as_secs_f64() * 1e6
+}
+
+/// Rounds of one mode, gathered.
+#[derive(Default)]
+struct Gathered {
+    enqueue_us_per_pass: Vec<f64>,
+    rounds_us_per_kernel: Vec<f64>,
+}
+
+impl Gathered {
+    fn push(&mut self, passes: &[Pass], kernels: usize) {
+        let n = passes.len() as f64;
+        let enqueue: Duration = passes.iter().map(|p| p.enqueue).sum();
+        let total: Duration = passes.iter().map(|p| p.total).sum();
+        self.enqueue_us_per_pass
+            .push(enqueue.as_secs_f64() * 1e6 / n);
+        self.rounds_us_per_kernel
+            .push(total.as_secs_f64() * 1e6 / (n * kernels as f64));
+    }
+
+    fn figures(mut self) -> Figures {
+        let rounds = self.rounds_us_per_kernel.clone();
+        Figures {
+            enqueue_us_per_pass: median(&mut self.enqueue_us_per_pass),
+            e2e_us_per_kernel: median(&mut self.rounds_us_per_kernel),
+            rounds_us_per_kernel: rounds,
+        }
+    }
+}
+
+/// Measures `row` on a fresh device of `backend`, with its floor if `floor` is given.
+/// `progress` hears of each round of a long row.
+pub(crate) fn bench_row<B: Builtins>(
+    backend: B,
+    row: Row,
+    options: &BenchOptions,
+    floor: Option<FloorMaker<'_>>,
+    progress: &mut dyn FnMut(&str),
+) -> Result<RowReport, BenchError> {
+    let fail =
+        |what: &str, e: ServerError| BenchError(format!("{}: {what}: {}", row.name, Chain(&e)));
+    let device = Device::new(backend, DeviceConfig::new().streams(1).expect("one stream"))
+        .map_err(|e| fail("opening the device", e))?;
+    let bytes = row.elements * 4;
+    let chain = RowChain {
+        device: &device,
+        row,
+        a: device.alloc(STREAM, bytes).map_err(|e| fail("alloc", e))?,
+        b: device.alloc(STREAM, bytes).map_err(|e| fail("alloc", e))?,
+        kernel: device.kernel(B::builtin(Builtin::AddScalar)),
+        info: Builtin::AddScalar.info(row.elements, 1.0),
+    };
+    chain.reset().map_err(|e| fail("reset", e))?;
+    // B is written by the first launch before anything reads it; zeros make the
+    // capture's warmup read defined bytes too.
+    device
+        .write(STREAM, &chain.b, 0, vec![0u8; bytes as usize])
+        .map_err(|e| fail("write", e))?;
+
+    let start = Instant::now();
+    let graph = device
+        .capture(STREAM, |d| chain.launch(d))
+        .map_err(|e| fail("capture", e))?;
+    let capture_ms = start.elapsed().as_secs_f64() * 1e3;
+    let ledger = device
+        .graph(graph)
+        .ok_or_else(|| BenchError(format!("{}: the captured graph has no ledger", row.name)))?;
+    let live_device_bytes: u64 = device
+        .memory_report()
+        .streams
+        .iter()
+        .map(|s| s.device.in_use())
+        .sum();
+    let mut floor = match floor {
+        Some(make) => {
+            Some(make(&row).map_err(|e| BenchError(format!("{}: floor: {e}", row.name)))?)
+        }
+        None => None,
+    };
+
+    // One untimed pass of each mode warms everything up.
+    chain.eager_pass().map_err(|e| fail("eager warmup", e))?;
+    chain
+        .replay_pass(graph)
+        .map_err(|e| fail("replay warmup", e))?;
+    if let Some(f) = floor.as_mut() {
+        f.eager_pass()
+            .map_err(|e| BenchError(format!("{}: floor warmup: {e}", row.name)))?;
+        if let Some(r) = f.replay_pass() {
+            r.map_err(|e| BenchError(format!("{}: floor warmup: {e}", row.name)))?;
+        }
+    }
+
+    let passes = options.passes.unwrap_or_else(|| row.default_passes());
+    let expected = row.expected(passes);
+    let (mut eager, mut replay) = (Gathered::default(), Gathered::default());
+    let (mut floor_eager, mut floor_replay) = (Gathered::default(), Gathered::default());
+    let mut replay_calls = Vec::with_capacity(passes * options.rounds);
+    let zeros = vec![0f32; row.elements as usize];
+    let round_start = Instant::now();
+    for round in 0..options.rounds {
+        for replayed in [false, true] {
+            chain.reset().map_err(|e| fail("reset", e))?;
+            let mut times = Vec::with_capacity(passes);
+            let mut last = Vec::new();
+            for _ in 0..passes {
+                let (pass, out) = if replayed {
+                    chain.replay_pass(graph).map_err(|e| fail("replay", e))?
+                } else {
+                    chain.eager_pass().map_err(|e| fail("eager", e))?
+                };
+                if replayed {
+                    replay_calls.push(pass.enqueue);
+                }
+                times.push(pass);
+                last = out;
+            }
+            if let Some(wrong) = check(&last, expected, row.elements) {
+                let mode = if replayed { "replayed" } else { "eager" };
+                return Err(BenchError(format!(
+                    "{}: after {passes} {mode} passes, {wrong}",
+                    row.name
+                )));
+            }
+            if replayed {
+                replay.push(&times, row.kernels);
+            } else {
+                eager.push(&times, row.kernels);
+            }
+        }
+        if let Some(f) = floor.as_mut() {
+            let floor_err = |e: String| BenchError(format!("{}: floor: {e}", row.name));
+            for replayed in [false, true] {
+                f.reset(&zeros).map_err(floor_err)?;
+                let mut times = Vec::with_capacity(passes);
+                for _ in 0..passes {
+                    let pass = if replayed {
+                        match f.replay_pass() {
+                            Some(p) => p.map_err(floor_err)?,
+                            None => break,
+                        }
+                    } else {
+                        f.eager_pass().map_err(floor_err)?
+                    };
+                    times.push(pass);
+                }
+                if times.is_empty() {
+                    continue;
+                }
+                if let Some(v) = f.output().iter().find(|v| **v != expected) {
+                    return Err(floor_err(format!(
+                        "after {passes} passes an element of A is {v}, not {expected}"
+                    )));
+                }
+                if replayed {
+                    floor_replay.push(&times, row.kernels);
+                } else {
+                    floor_eager.push(&times, row.kernels);
+                }
+            }
+        }
+        if round + 1 < options.rounds && round_start.elapsed() > Duration::from_secs(1) {
+            progress(&format!(
+                "{}: round {} of {} done ({:.1} s)",
+                row.name,
+                round + 1,
+                options.rounds,
+                round_start.elapsed().as_secs_f64()
+            ));
+        }
+    }
+    device
+        .drop_graph(graph)
+        .map_err(|e| fail("drop graph", e))?;
+    device.sync(STREAM).map_err(|e| fail("sync", e))?;
+
+    let floor = floor.map(|_| FloorFigures {
+        eager: floor_eager.figures(),
+        replay: (!floor_replay.rounds_us_per_kernel.is_empty()).then(|| floor_replay.figures()),
+    });
+    Ok(RowReport {
+        row,
+        passes,
+        rounds: options.rounds,
+        eager: eager.figures(),
+        replay: replay.figures(),
+        capture_ms,
+        graph_device_bytes: ledger.device_bytes,
+        live_device_bytes,
+        replay_call_p50_us: quantile(&mut replay_calls, 0.5),
+        replay_call_p99_us: quantile(&mut replay_calls, 0.99),
+        floor,
+    })
+}
+
+#[cfg(all(test, feature = "mock"))]
+mod tests {
+    use capture_mock::{AffineMock, MockBackend};
+
+    use super::*;
+
+    fn quick(row: Row) -> BenchOptions {
+        BenchOptions {
+            rows: vec![row],
+            rounds: 5,
+            passes: Some(2),
+        }
+    }
+
+    #[test]
+    fn a_row_is_measured_and_checked_on_both_mock_modes() {
+        let row = Row::new("64x150", 64, 150, false);
+        for report in [
+            bench_row(MockBackend::new(), row, &quick(row), None, &mut |_| {}),
+            bench_row(AffineMock::new(), row, &quick(row), None, &mut |_| {}),
+        ] {
+            let report = report.expect("the row runs");
+            assert_eq!(report.passes, 2);
+            assert_eq!(report.eager.rounds_us_per_kernel.len(), 5);
+            assert_eq!(report.replay.rounds_us_per_kernel.len(), 5);
+            assert!(report.eager.e2e_us_per_kernel > 0.0);
+            assert!(report.replay.enqueue_us_per_pass > 0.0);
+            assert!(report.replay_call_p99_us >= report.replay_call_p50_us);
+            // The graph pins the two buffers (and its info words), all of them live.
+            assert!(report.graph_device_bytes >= 2 * 64 * 4);
+            assert!(report.live_device_bytes >= report.graph_device_bytes);
+            assert!(report.floor.is_none());
+        }
+    }
+
+    /// A floor that does the chain on the host, and one that computes it wrong.
+    struct HostFloor {
+        a: Vec<f32>,
+        kernels: usize,
+        wrong: bool,
+    }
+
+    impl Floor for HostFloor {
+        fn reset(&mut self, values: &[f32]) -> Result<(), String> {
+            self.a = values.to_vec();
+            Ok(())
+        }
+        fn eager_pass(&mut self) -> Result<Pass, String> {
+            let add = if self.wrong { 2.0 } else { 1.0 };
+            for v in &mut self.a {
+                *v += add * self.kernels as f32;
+            }
+            Ok(Pass::default())
+        }
+        fn replay_pass(&mut self) -> Option<Result<Pass, String>> {
+            None
+        }
+        fn output(&self) -> &[f32] {
+            &self.a
+        }
+    }
+
+    #[test]
+    fn a_floor_is_measured_beside_the_runtime_and_checked_too() {
+        let row = Row::new("64x150", 64, 150, false);
+        let make = |wrong: bool| {
+            move |r: &Row| -> Result<Box<dyn Floor>, String> {
+                Ok(Box::new(HostFloor {
+                    a: Vec::new(),
+                    kernels: r.kernels,
+                    wrong,
+                }))
+            }
+        };
+        let right = make(false);
+        let report = bench_row(
+            MockBackend::new(),
+            row,
+            &quick(row),
+            Some(&right),
+            &mut |_| {},
+        )
+        .expect("the row runs");
+        let floor = report.floor.expect("a floor was measured");
+        assert_eq!(floor.eager.rounds_us_per_kernel.len(), 5);
+        assert!(floor.replay.is_none());
+        let wrong = make(true);
+        let error = bench_row(
+            MockBackend::new(),
+            row,
+            &quick(row),
+            Some(&wrong),
+            &mut |_| {},
+        )
+        .expect_err("a wrong floor is caught");
+        assert!(error.0.contains("floor"), "{error}");
+    }
+
+    #[test]
+    fn default_passes_keep_rounds_short() {
+        assert_eq!(ROWS[0].default_passes(), 66);
+        assert_eq!(ROWS[2].default_passes(), 2);
+        assert_eq!(ROWS[4].default_passes(), 1);
+        assert!(ROWS.iter().all(|r| r.kernels % 2 == 0));
+    }
+
+    #[test]
+    fn quantiles_and_medians() {
+        let mut d: Vec<Duration> = (1..=100).map(Duration::from_micros).collect();
+        assert_eq!(quantile(&mut d, 0.5), 50.0);
+        assert_eq!(quantile(&mut d, 0.99), 99.0);
+        assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&mut [4.0, 1.0, 2.0, 3.0]), 2.5);
+    }
+}

@@ -1,0 +1,333 @@
+//! `capture bench`'s output: a table per backend (and, where it has a floor, the library
+//! against it), or the same as JSON for machines.
+
+use std::fmt::Write as _;
+
+use crate::bench::{Figures, RowReport};
+
+/// A backend's part of a run.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct BackendRun {
+    /// Its `--backend` name.
+    pub(crate) name: &'static str,
+    /// The device and driver it ran on.
+    pub(crate) device: String,
+    /// Settings that shape its figures, printed with them.
+    pub(crate) settings: Vec<(&'static str, String)>,
+    /// The figures are host cost plus CPU kernels (the mock's).
+    pub(crate) host_overhead_only: bool,
+    /// The rows measured, in order.
+    pub(crate) rows: Vec<RowReport>,
+    /// Why it stopped short (a row failed), or why it did not run.
+    pub(crate) problem: Option<Problem>,
+}
+
+/// Why a backend's rows are incomplete.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Problem {
+    /// Not present on this machine, and not named: skipped.
+    Skipped(String),
+    /// Named but absent, or a row failed.
+    Failed(String),
+}
+
+/// A whole run.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Run {
+    /// `release` or `debug`.
+    pub(crate) build: &'static str,
+    /// CPUs the machine offers.
+    pub(crate) cpus: usize,
+    /// Busy threads beside the benchmark.
+    pub(crate) competitors: usize,
+    /// Rounds per mode.
+    pub(crate) rounds: usize,
+    pub(crate) backends: Vec<BackendRun>,
+}
+
+impl Run {
+    /// Whether every backend that ran (or was named) finished every row.
+    pub(crate) fn failed(&self) -> bool {
+        self.backends
+            .iter()
+            .any(|b| matches!(b.problem, Some(Problem::Failed(_))))
+    }
+}
+
+/// What the mock's figures are.
+const MOCK_NOTE: &str = "host cost only: the mock runs its kernels on the CPU at the readback";
+
+/// The run as tables.
+pub(crate) fn render(run: &Run) -> String {
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "capture bench: {} build, {} CPUs, {} competing busy thread(s); {} rounds per mode, \
+         interleaved; each figure the median over rounds of a round's mean per pass",
+        run.build, run.cpus, run.competitors, run.rounds
+    );
+    for b in &run.backends {
+        t.push('\n');
+        let _ = writeln!(t, "{}: {}", b.name, b.device);
+        if !b.settings.is_empty() {
+            let settings: Vec<String> =
+                b.settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let _ = writeln!(t, "  settings: {}", settings.join(", "));
+        }
+        if b.host_overhead_only {
+            let _ = writeln!(t, "  note: {MOCK_NOTE}");
+        }
+        if !b.rows.is_empty() {
+            t.push_str(&rows_table(&b.rows));
+            if b.rows.iter().any(|r| r.floor.is_some()) {
+                t.push_str(&floor_table(&b.rows));
+            }
+        }
+        match &b.problem {
+            Some(Problem::Skipped(why)) => {
+                let _ = writeln!(t, "  skipped: {why}");
+            }
+            Some(Problem::Failed(why)) => {
+                let _ = writeln!(t, "  FAILED: {why}");
+            }
+            None => {}
+        }
+    }
+    t
+}
+
+fn rows_table(rows: &[RowReport]) -> String {
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "  {:<9}{:>7}  {:>19}  {:>19}  {:>7}  {:>9}  {:>21}  {:>15}",
+        "",
+        "",
+        "enqueue µs/pass",
+        "e2e µs/kernel",
+        "",
+        "capture",
+        "graph B / live B",
+        "replay call µs"
+    );
+    let _ = writeln!(
+        t,
+        "  {:<9}{:>7}  {:>9} {:>9}  {:>9} {:>9}  {:>7}  {:>9}  {:>21}  {:>7} {:>7}",
+        "row", "passes", "eager", "replay", "eager", "replay", "ratio", "ms", "", "p50", "p99"
+    );
+    for r in rows {
+        let _ = writeln!(
+            t,
+            "  {:<9}{:>7}  {:>9} {:>9}  {:>9} {:>9}  {:>6.2}×  {:>9.2}  {:>21}  {:>7} {:>7}",
+            r.row.name,
+            r.passes,
+            fixed(r.eager.enqueue_us_per_pass),
+            fixed(r.replay.enqueue_us_per_pass),
+            fixed(r.eager.e2e_us_per_kernel),
+            fixed(r.replay.e2e_us_per_kernel),
+            r.ratio(),
+            r.capture_ms,
+            format!("{} / {}", r.graph_device_bytes, r.live_device_bytes),
+            fixed(r.replay_call_p50_us),
+            fixed(r.replay_call_p99_us),
+        );
+    }
+    t
+}
+
+fn floor_table(rows: &[RowReport]) -> String {
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "  against the hand-written floor, e2e µs/kernel (library / floor = how far above it)"
+    );
+    let _ = writeln!(
+        t,
+        "  {:<9}  {:>9} {:>9} {:>7}  {:>9} {:>9} {:>7}",
+        "row", "eager", "floor", "×", "replay", "floor", "×"
+    );
+    for r in rows {
+        let Some(floor) = &r.floor else { continue };
+        let versus = |lib: &Figures, floor: Option<&Figures>| match floor {
+            Some(f) => (
+                fixed(f.e2e_us_per_kernel),
+                format!("{:.2}×", lib.e2e_us_per_kernel / f.e2e_us_per_kernel),
+            ),
+            None => ("-".into(), "-".into()),
+        };
+        let (eager_floor, eager_x) = versus(&r.eager, Some(&floor.eager));
+        let (replay_floor, replay_x) = versus(&r.replay, floor.replay.as_ref());
+        let _ = writeln!(
+            t,
+            "  {:<9}  {:>9} {:>9} {:>7}  {:>9} {:>9} {:>7}",
+            r.row.name,
+            fixed(r.eager.e2e_us_per_kernel),
+            eager_floor,
+            eager_x,
+            fixed(r.replay.e2e_us_per_kernel),
+            replay_floor,
+            replay_x
+        );
+    }
+    t
+}
+
+/// A figure in µs with three significant digits or more.
+fn fixed(us: f64) -> String {
+    if !us.is_finite() {
+        "-".into()
+    } else if us >= 100.0 {
+        format!("{us:.0}")
+    } else if us >= 10.0 {
+        format!("{us:.1}")
+    } else if us >= 1.0 {
+        format!("{us:.2}")
+    } else {
+        format!("{us:.3}")
+    }
+}
+
+/// The run as JSON (one object; numbers in µs, ms and bytes as the keys say).
+pub(crate) fn json(run: &Run) -> String {
+    let mut j = String::new();
+    let _ = write!(
+        j,
+        "{{\"build\":{},\"cpus\":{},\"competitors\":{},\"rounds\":{},\"backends\":[",
+        string(run.build),
+        run.cpus,
+        run.competitors,
+        run.rounds
+    );
+    for (i, b) in run.backends.iter().enumerate() {
+        if i > 0 {
+            j.push(',');
+        }
+        let _ = write!(
+            j,
+            "{{\"backend\":{},\"device\":{},\"host_overhead_only\":{},\"settings\":{{",
+            string(b.name),
+            string(&b.device),
+            b.host_overhead_only
+        );
+        for (k, (name, value)) in b.settings.iter().enumerate() {
+            if k > 0 {
+                j.push(',');
+            }
+            let _ = write!(j, "{}:{}", string(name), string(value));
+        }
+        j.push_str("},\"rows\":[");
+        for (k, r) in b.rows.iter().enumerate() {
+            if k > 0 {
+                j.push(',');
+            }
+            row_json(&mut j, r);
+        }
+        j.push(']');
+        match &b.problem {
+            Some(Problem::Skipped(why)) => {
+                let _ = write!(j, ",\"skipped\":{}", string(why));
+            }
+            Some(Problem::Failed(why)) => {
+                let _ = write!(j, ",\"failed\":{}", string(why));
+            }
+            None => {}
+        }
+        j.push('}');
+    }
+    j.push_str("]}");
+    j
+}
+
+fn row_json(j: &mut String, r: &RowReport) {
+    let _ = write!(
+        j,
+        "{{\"row\":{},\"elements\":{},\"kernels\":{},\"control\":{},\"passes\":{},\"rounds\":{},\
+         \"eager\":{},\"replay\":{},\"ratio\":{},\"capture_ms\":{},\"graph_device_bytes\":{},\
+         \"live_device_bytes\":{},\"replay_call_us\":{{\"p50\":{},\"p99\":{}}},\"floor\":",
+        string(r.row.name),
+        r.row.elements,
+        r.row.kernels,
+        r.row.control,
+        r.passes,
+        r.rounds,
+        figures_json(&r.eager),
+        figures_json(&r.replay),
+        number(r.ratio()),
+        number(r.capture_ms),
+        r.graph_device_bytes,
+        r.live_device_bytes,
+        number(r.replay_call_p50_us),
+        number(r.replay_call_p99_us),
+    );
+    match &r.floor {
+        None => j.push_str("null"),
+        Some(f) => {
+            let _ = write!(
+                j,
+                "{{\"eager\":{},\"replay\":{}}}",
+                figures_json(&f.eager),
+                f.replay.as_ref().map_or("null".into(), figures_json)
+            );
+        }
+    }
+    j.push('}');
+}
+
+fn figures_json(f: &Figures) -> String {
+    let rounds: Vec<String> = f.rounds_us_per_kernel.iter().map(|v| number(*v)).collect();
+    format!(
+        "{{\"enqueue_us_per_pass\":{},\"e2e_us_per_kernel\":{},\"rounds_us_per_kernel\":[{}]}}",
+        number(f.enqueue_us_per_pass),
+        number(f.e2e_us_per_kernel),
+        rounds.join(",")
+    )
+}
+
+/// A JSON number, or `null` for one that is not finite.
+fn number(v: f64) -> String {
+    if v.is_finite() {
+        format!("{v}")
+    } else {
+        "null".into()
+    }
+}
+
+/// A JSON string.
+fn string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strings_are_escaped_and_odd_numbers_are_null() {
+        assert_eq!(string("a\"b\\c\nd\u{1}"), "\"a\\\"b\\\\c\\nd\\u0001\"");
+        assert_eq!(number(f64::NAN), "null");
+        assert_eq!(number(1.5), "1.5");
+    }
+
+    #[test]
+    fn figures_keep_three_digits() {
+        assert_eq!(fixed(0.1234), "0.123");
+        assert_eq!(fixed(1.234), "1.23");
+        assert_eq!(fixed(12.34), "12.3");
+        assert_eq!(fixed(1234.5), "1234");
+        assert_eq!(fixed(f64::NAN), "-");
+    }
+}

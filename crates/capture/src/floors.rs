@@ -1,0 +1,250 @@
+//! `capture bench`'s backends: which this build has, how each is opened and described,
+//! and the hand-written floor each measures beside the library (Vulkan: the chain
+//! recorded by hand with ash; CUDA: a bare `cuLaunchKernel` loop).
+
+use capture_core::Builtins;
+
+use crate::bench::{self, FloorMaker};
+use crate::bench_table::{BackendRun, Problem};
+use crate::cli::{BenchArgs, BenchBackend};
+
+/// The backends this build has, in the order a default run measures them.
+pub(crate) fn built() -> Vec<BenchBackend> {
+    let mut all = Vec::new();
+    if cfg!(feature = "mock") {
+        all.extend([BenchBackend::Mock, BenchBackend::AffineMock]);
+    }
+    if cfg!(feature = "vulkan") {
+        all.push(BenchBackend::Vulkan);
+    }
+    if cfg!(feature = "cuda") {
+        all.push(BenchBackend::Cuda);
+    }
+    all
+}
+
+/// A backend that could not be measured: skipped when it was not named, else failed.
+fn missing(name: &'static str, named: bool, why: String) -> BackendRun {
+    BackendRun {
+        name,
+        device: "not opened".into(),
+        settings: Vec::new(),
+        host_overhead_only: false,
+        rows: Vec::new(),
+        problem: Some(if named {
+            Problem::Failed(why)
+        } else {
+            Problem::Skipped(why)
+        }),
+    }
+}
+
+/// Every row of `args` on `backend`, stopping at the first that fails.
+#[cfg_attr(
+    not(any(feature = "mock", feature = "vulkan", feature = "cuda")),
+    allow(dead_code)
+)]
+fn rows<B: Builtins + Clone>(
+    backend: &B,
+    mut run: BackendRun,
+    floor: Option<FloorMaker<'_>>,
+    args: &BenchArgs,
+) -> BackendRun {
+    for row in &args.options.rows {
+        let name = run.name;
+        let mut progress = |line: &str| eprintln!("bench: {name} {line}");
+        match bench::bench_row(backend.clone(), *row, &args.options, floor, &mut progress) {
+            Ok(report) => run.rows.push(report),
+            Err(e) => {
+                run.problem = Some(Problem::Failed(e.0));
+                break;
+            }
+        }
+    }
+    run
+}
+
+/// Measures `backend` (named on the command line, or one of [`built`]).
+pub(crate) fn bench(backend: BenchBackend, named: bool, args: &BenchArgs) -> BackendRun {
+    match backend {
+        BenchBackend::Mock | BenchBackend::AffineMock => mock(backend, named, args),
+        BenchBackend::Vulkan => vulkan(named, args),
+        BenchBackend::Cuda => cuda(named, args),
+    }
+}
+
+#[cfg(feature = "mock")]
+fn mock(backend: BenchBackend, _named: bool, args: &BenchArgs) -> BackendRun {
+    let run = |device: &str| BackendRun {
+        name: backend.as_str(),
+        device: device.into(),
+        settings: Vec::new(),
+        host_overhead_only: true,
+        rows: Vec::new(),
+        problem: None,
+    };
+    if backend == BenchBackend::AffineMock {
+        let device = "mock, thread-affine streams (captures open and close on each stream's \
+                      worker; every other call on the caller's thread)";
+        rows(&capture_mock::AffineMock::new(), run(device), None, args)
+    } else {
+        let device = "mock, relaxed mode (every call on the caller's thread)";
+        rows(&capture_mock::MockBackend::new(), run(device), None, args)
+    }
+}
+
+#[cfg(not(feature = "mock"))]
+fn mock(backend: BenchBackend, named: bool, _args: &BenchArgs) -> BackendRun {
+    missing(
+        backend.as_str(),
+        named,
+        "this build has no mock backend (built without the `mock` feature)".into(),
+    )
+}
+
+#[cfg(feature = "vulkan")]
+fn vulkan(named: bool, args: &BenchArgs) -> BackendRun {
+    use capture_vulkan::{DeviceSelector, VulkanBackend, VulkanOptions};
+
+    let mut options = VulkanOptions::from_env();
+    if let Some(device) = &args.device {
+        options.device = Some(DeviceSelector::parse(device));
+    }
+    let backend = match VulkanBackend::new(options.clone()) {
+        Ok(b) => b,
+        Err(e) => return missing("vulkan", named, e.to_string()),
+    };
+    let (major, minor, patch) = backend.api_version();
+    let mut settings = vec![("submit_every", options.submit_every.to_string())];
+    if backend.device_name().contains("llvmpipe") {
+        let threads = std::env::var("LP_NUM_THREADS").unwrap_or_else(|_| "unset".into());
+        settings.push(("LP_NUM_THREADS", threads));
+    }
+    let run = BackendRun {
+        name: "vulkan",
+        device: format!(
+            "{} ({}, Vulkan {major}.{minor}.{patch}), {:?} memory: {}",
+            backend.device_name(),
+            backend.device_kind(),
+            backend.memory_mode(),
+            backend.memory_choice()
+        ),
+        settings,
+        host_overhead_only: false,
+        rows: Vec::new(),
+        problem: None,
+    };
+    let make = move |row: &bench::Row| -> Result<Box<dyn bench::Floor>, String> {
+        capture_vulkan::floor::Floor::new(&options, row.elements, row.kernels)
+            .map(|f| Box::new(VulkanFloor(f)) as Box<dyn bench::Floor>)
+            .map_err(|e| e.to_string())
+    };
+    rows(&backend, run, Some(&make), args)
+}
+
+/// The Vulkan floor, as the benchmark drives it.
+#[cfg(feature = "vulkan")]
+struct VulkanFloor(capture_vulkan::floor::Floor);
+
+#[cfg(feature = "vulkan")]
+impl bench::Floor for VulkanFloor {
+    fn reset(&mut self, values: &[f32]) -> Result<(), String> {
+        self.0.reset(values).map_err(|e| e.to_string())
+    }
+    fn eager_pass(&mut self) -> Result<bench::Pass, String> {
+        self.0
+            .eager_pass()
+            .map(|p| bench::Pass {
+                enqueue: p.enqueue,
+                total: p.total,
+            })
+            .map_err(|e| e.to_string())
+    }
+    fn replay_pass(&mut self) -> Option<Result<bench::Pass, String>> {
+        Some(
+            self.0
+                .replay_pass()
+                .map(|p| bench::Pass {
+                    enqueue: p.enqueue,
+                    total: p.total,
+                })
+                .map_err(|e| e.to_string()),
+        )
+    }
+    fn output(&self) -> &[f32] {
+        self.0.output()
+    }
+}
+
+#[cfg(not(feature = "vulkan"))]
+fn vulkan(named: bool, _args: &BenchArgs) -> BackendRun {
+    missing(
+        "vulkan",
+        named,
+        "this build has no vulkan backend; build with `--features vulkan`".into(),
+    )
+}
+
+#[cfg(feature = "cuda")]
+fn cuda(named: bool, args: &BenchArgs) -> BackendRun {
+    use capture_cuda::CudaBackend;
+
+    let backend = match CudaBackend::new(0) {
+        Ok(b) => b,
+        Err(e) => return missing("cuda", named, e.to_string()),
+    };
+    let (major, minor) = backend.compute_capability();
+    let run = BackendRun {
+        name: "cuda",
+        device: format!(
+            "{} (compute {major}.{minor}), driver CUDA {}",
+            backend.device_name(),
+            backend.driver_version()
+        ),
+        settings: Vec::new(),
+        host_overhead_only: false,
+        rows: Vec::new(),
+        problem: None,
+    };
+    let make = |row: &bench::Row| -> Result<Box<dyn bench::Floor>, String> {
+        capture_cuda::floor::Floor::new(0, row.elements, row.kernels)
+            .map(|f| Box::new(CudaFloor(f)) as Box<dyn bench::Floor>)
+            .map_err(|e| e.to_string())
+    };
+    rows(&backend, run, Some(&make), args)
+}
+
+/// The CUDA floor (eager only: replay is compared with PyTorch's CUDA graph instead).
+#[cfg(feature = "cuda")]
+struct CudaFloor(capture_cuda::floor::Floor);
+
+#[cfg(feature = "cuda")]
+impl bench::Floor for CudaFloor {
+    fn reset(&mut self, values: &[f32]) -> Result<(), String> {
+        self.0.reset(values).map_err(|e| e.to_string())
+    }
+    fn eager_pass(&mut self) -> Result<bench::Pass, String> {
+        self.0
+            .eager_pass()
+            .map(|p| bench::Pass {
+                enqueue: p.enqueue,
+                total: p.total,
+            })
+            .map_err(|e| e.to_string())
+    }
+    fn replay_pass(&mut self) -> Option<Result<bench::Pass, String>> {
+        None
+    }
+    fn output(&self) -> &[f32] {
+        self.0.output()
+    }
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda(named: bool, _args: &BenchArgs) -> BackendRun {
+    missing(
+        "cuda",
+        named,
+        "this build has no cuda backend; build with `--features cuda`".into(),
+    )
+}

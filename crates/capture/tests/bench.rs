@@ -1,0 +1,128 @@
+//! `capture bench` as a user runs it: the matrix on both mock modes as tables and as
+//! JSON a machine can read, and its usage errors.
+
+use std::process::{Command, Output};
+
+fn capture(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_capture"))
+        .args(args)
+        .output()
+        .expect("the capture binary starts")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[cfg(feature = "mock")]
+#[test]
+fn bench_prints_a_table_per_mock_mode() {
+    let out = capture(&[
+        "bench",
+        "--backend",
+        "mock,affine-mock",
+        "--rows",
+        "64x150,64x1000",
+        "--passes",
+        "1",
+    ]);
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    for expected in [
+        "capture bench: ",
+        "5 rounds per mode, interleaved",
+        "\nmock: mock, relaxed mode",
+        "\naffine-mock: mock, thread-affine streams",
+        "enqueue µs/pass",
+        "e2e µs/kernel",
+        "graph B / live B",
+        "replay call µs",
+        "\n  64x150 ",
+        "\n  64x1000 ",
+    ] {
+        assert!(stdout.contains(expected), "{expected:?} missing:\n{stdout}");
+    }
+    assert!(!stdout.contains("FAILED"), "{stdout}");
+}
+
+#[cfg(feature = "mock")]
+#[test]
+fn bench_json_holds_every_row_with_its_figures() {
+    let out = capture(&[
+        "bench",
+        "--backend=mock,affine-mock",
+        "--rows=launch-bound",
+        "--passes=1",
+        "--competitors=1",
+        "--json",
+    ]);
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    let run: serde_json::Value = serde_json::from_str(&stdout).expect("the output is JSON");
+    assert_eq!(run["rounds"], 5);
+    assert_eq!(run["competitors"], 1);
+    let backends = run["backends"].as_array().expect("backends");
+    let names: Vec<_> = backends.iter().map(|b| b["backend"].clone()).collect();
+    assert_eq!(names, ["mock", "affine-mock"]);
+    for b in backends {
+        assert_eq!(b["host_overhead_only"], true);
+        assert!(b.get("failed").is_none(), "{b}");
+        let rows = b["rows"].as_array().expect("rows");
+        let names: Vec<_> = rows.iter().map(|r| r["row"].as_str().unwrap()).collect();
+        assert_eq!(names, ["64x150", "64x1000", "64x5000"]);
+        for r in rows {
+            assert_eq!(r["elements"], 64);
+            assert_eq!(r["control"], false);
+            assert_eq!(r["passes"], 1);
+            for mode in ["eager", "replay"] {
+                let f = &r[mode];
+                assert!(f["e2e_us_per_kernel"].as_f64().unwrap() > 0.0, "{r}");
+                assert!(f["enqueue_us_per_pass"].as_f64().unwrap() > 0.0, "{r}");
+                assert_eq!(f["rounds_us_per_kernel"].as_array().unwrap().len(), 5);
+            }
+            assert!(r["ratio"].as_f64().unwrap() > 0.0);
+            assert!(r["graph_device_bytes"].as_u64().unwrap() >= 2 * 64 * 4);
+            assert!(
+                r["live_device_bytes"].as_u64().unwrap()
+                    >= r["graph_device_bytes"].as_u64().unwrap()
+            );
+            let (p50, p99) = (&r["replay_call_us"]["p50"], &r["replay_call_us"]["p99"]);
+            assert!(p99.as_f64().unwrap() >= p50.as_f64().unwrap());
+            assert!(r["floor"].is_null());
+        }
+    }
+}
+
+#[test]
+fn bench_usage_errors_name_the_option() {
+    let out = capture(&["bench", "--rounds", "2"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("--rounds"), "{stderr}");
+    assert!(stderr.contains("capture bench --help"), "{stderr}");
+    let out = capture(&["bench", "--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(text(&out.stdout).starts_with("usage: capture bench"));
+}
+
+#[cfg(not(feature = "vulkan"))]
+#[test]
+fn a_named_backend_this_build_lacks_fails_the_run() {
+    let out = capture(&["bench", "--backend", "vulkan", "--rows", "64x150"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("FAILED: this build has no vulkan backend"),
+        "{stdout}"
+    );
+}
