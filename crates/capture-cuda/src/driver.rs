@@ -21,7 +21,7 @@ use crate::storage::{CudaSlice, CudaStorage};
 use crate::stream::{CudaFence, CudaStream};
 
 /// Threads per block of every launch.
-const BLOCK: u32 = 64;
+pub(crate) const BLOCK: u32 = 64;
 
 /// An opened device: its retained primary context, what the driver says of it, and the
 /// capture domain of every device the core builds on that context.
@@ -49,7 +49,7 @@ impl Drop for Gpu {
 /// A CUDA device. Cloning gives another handle on the same device.
 #[derive(Clone, Debug)]
 pub struct CudaBackend {
-    gpu: Arc<Gpu>,
+    pub(crate) gpu: Arc<Gpu>,
 }
 
 impl CudaBackend {

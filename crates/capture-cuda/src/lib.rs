@@ -27,6 +27,8 @@
 //!   the oldest driver. User PTX is checked against its declared signature at load
 //!   (`cuFuncGetParamInfo`). A missing JIT compiler or an unsupported PTX version is a
 //!   typed error.
+//! - **The benchmark's eager floor** ([`Floor`]): a bare `cuLaunchKernel` loop of the
+//!   builtin add-one chain on its own stream, with no runtime in between.
 //! - Unsafe code lives in `raw.rs` only, each block with a `// SAFETY:` line.
 //!
 //! This crate has no features.
@@ -34,6 +36,7 @@
 mod driver;
 mod error;
 mod executable;
+mod floor;
 mod kernels;
 mod raw;
 mod storage;
@@ -42,6 +45,7 @@ mod stream;
 pub use driver::CudaBackend;
 pub use error::{CudaError, Unavailable};
 pub use executable::CudaExecutable;
+pub use floor::{FLOOR_ELEMENTS_PER_BLOCK, Floor, FloorError, FloorPass};
 pub use kernels::{
     BUILTINS_CU, BUILTINS_SM80, BUILTINS_SM80_CUBIN, BUILTINS_SM90, BUILTINS_SM90_CUBIN,
     CudaKernel, CudaKernelSource, MIN_DRIVER, NVRTC_RELEASE, PTX_ISA, SHIPPED, SHIPPED_CUBINS,

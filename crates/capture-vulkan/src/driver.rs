@@ -109,7 +109,7 @@ impl VulkanOptions {
 /// A device's validation messages, held apart from the device (test hook).
 #[doc(hidden)]
 #[derive(Debug, Clone)]
-pub struct ValidationLog(Arc<raw::Messages>);
+pub struct ValidationLog(pub(crate) Arc<raw::Messages>);
 
 impl ValidationLog {
     /// The messages collected so far, taken.

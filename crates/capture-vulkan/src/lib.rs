@@ -24,6 +24,9 @@
 //!   checked by naga's SPIR-V front end before any driver sees it.
 //! - **Validation as a judge**: tests enable the Khronos validation layer with
 //!   synchronisation validation whenever it is installed and assert it said nothing.
+//! - **The benchmark's floor** ([`Floor`]): the add-one chain by hand on its own device,
+//!   recorded and submitted per pass (eager) or recorded once and resubmitted (replay),
+//!   with no runtime in between.
 //! - Unsafe code lives in `raw.rs` only, each block with a `// SAFETY:` line.
 //!
 //! This crate has no features.
@@ -33,6 +36,7 @@ mod driver;
 mod error;
 mod executable;
 mod fault;
+mod floor;
 mod kernels;
 mod lane;
 mod memory;
@@ -51,6 +55,7 @@ pub use error::{Unavailable, VulkanError};
 pub use executable::VulkanExecutable;
 #[doc(hidden)]
 pub use fault::VulkanCall;
+pub use floor::{FLOOR_ELEMENTS_PER_WORKGROUP, Floor, FloorError, FloorPass};
 pub use kernels::{VulkanKernel, VulkanKernelSource};
 pub use memory::{MemoryChoice, MemoryMode, PagePlacement};
 pub use storage::{VulkanSlice, VulkanStorage};

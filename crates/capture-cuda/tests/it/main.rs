@@ -1,5 +1,6 @@
-//! capture-cuda integration tests: the whole scenario suite on a GPU, the builtins
-//! compiled by NVRTC (no GPU needed), and the missing-driver path.
+//! capture-cuda integration tests: the whole scenario suite on a GPU, the benchmark's
+//! hand-written eager floor, the builtins compiled by NVRTC (no GPU needed), and the
+//! missing-driver path.
 //!
 //! Without a driver the suite prints `SKIP:` and why, unless `CAPTURE_REQUIRE_CUDA=1`
 //! (`cargo xtask test-gpu` sets it): then it fails. Without NVRTC the compile test skips
@@ -15,6 +16,7 @@ mod cuda {
     );
 }
 
+mod floor;
 mod gpu;
 mod nvrtc;
 mod unavailable;

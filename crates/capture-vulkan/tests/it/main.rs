@@ -3,7 +3,7 @@
 //! unit test of the driver), user kernels and their SPIR-V check, the launch check, a
 //! missing loader, device and memory choice, the submission cadence, failures at the
 //! backend's own Vulkan calls (its fault hook) and what they leave alive, the allocation
-//! count limit, and descriptor-pool growth.
+//! count limit, descriptor-pool growth, and the benchmark's hand-written floor.
 //!
 //! Without Vulkan the tests print `SKIP:` and why, unless `CAPTURE_REQUIRE_VULKAN=1`
 //! (which the README's test command sets after installing lavapipe): then they fail.
@@ -29,6 +29,7 @@ mod cadence;
 mod descriptor_pools;
 mod device_choice;
 mod error_leaks;
+mod floor;
 mod launch_check;
 mod memory_choice;
 mod model;
