@@ -2,6 +2,12 @@
 //! each. When the last pool has handed out its sets (counted here, not left to the
 //! driver: lavapipe never reports `VK_ERROR_OUT_OF_POOL_MEMORY`) or the driver says it
 //! is full, another pool joins: a reset spare when one is offered, else a new one.
+//!
+//! A set once written is never updated again, so a launch that binds exactly what a
+//! recent launch of the same layout bound reuses its set (the last [`CACHED_SETS`] are
+//! remembered): a decode-shaped chain ping-ponging between a few buffers allocates and
+//! writes a handful of sets per batch, not one per launch. The memory is forgotten with
+//! the pools, when they are handed over.
 
 use ash::vk;
 use capture_core::ServerError;
@@ -11,12 +17,26 @@ use crate::raw::{self, Gpu, KernelObjects};
 /// Storage buffers a set may bind (launch buffers plus the info words).
 pub(crate) const BUFFERS_PER_SET: u32 = 8;
 
+/// Sets remembered for reuse per batch or window.
+pub(crate) const CACHED_SETS: usize = 8;
+
+/// A written set and what it binds.
+#[derive(Debug, Clone, Copy)]
+struct Cached {
+    layout: vk::DescriptorSetLayout,
+    buffers: [(vk::Buffer, u64, u64); raw::MAX_BINDINGS],
+    len: usize,
+    set: vk::DescriptorSet,
+}
+
 /// The descriptor pools one batch or one capture window takes its sets from.
 #[derive(Debug, Default)]
 pub(crate) struct SetPools {
     pools: Vec<vk::DescriptorPool>,
     /// Sets handed out from the last pool.
     used: u32,
+    /// The last sets written from these pools, newest last.
+    recent: Vec<Cached>,
 }
 
 impl SetPools {
@@ -24,6 +44,43 @@ impl SetPools {
     /// else from a pool added now: one of `spare` (reset pools of `per_pool` sets) when
     /// given, else a new one of `per_pool` sets.
     pub(crate) fn set(
+        &mut self,
+        gpu: &Gpu,
+        per_pool: u32,
+        spare: Option<&mut Vec<vk::DescriptorPool>>,
+        kernel: &KernelObjects,
+        buffers: &[(vk::Buffer, u64, u64)],
+    ) -> Result<vk::DescriptorSet, ServerError> {
+        if let Some(hit) = self
+            .recent
+            .iter()
+            .rev()
+            .find(|c| c.layout == kernel.set_layout && &c.buffers[..c.len] == buffers)
+        {
+            return Ok(hit.set);
+        }
+        let set = self.fresh(gpu, per_pool, spare, kernel, buffers)?;
+        if buffers.len() <= raw::MAX_BINDINGS {
+            if self.recent.len() == CACHED_SETS {
+                self.recent.remove(0);
+            }
+            let mut cached = Cached {
+                layout: kernel.set_layout,
+                buffers: [(vk::Buffer::null(), 0, 0); raw::MAX_BINDINGS],
+                len: buffers.len(),
+                set,
+            };
+            cached.buffers[..buffers.len()].copy_from_slice(buffers);
+            if self.recent.capacity() == 0 {
+                self.recent.reserve_exact(CACHED_SETS);
+            }
+            self.recent.push(cached);
+        }
+        Ok(set)
+    }
+
+    /// A newly written set (see [`set`](Self::set)).
+    fn fresh(
         &mut self,
         gpu: &Gpu,
         per_pool: u32,
@@ -60,6 +117,7 @@ impl SetPools {
     /// stream of batches allocates no list.
     pub(crate) fn take(&mut self, mut empty: Vec<vk::DescriptorPool>) -> Vec<vk::DescriptorPool> {
         self.used = 0;
+        self.recent.clear();
         empty.clear();
         std::mem::replace(&mut self.pools, empty)
     }

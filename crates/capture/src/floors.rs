@@ -135,7 +135,7 @@ fn vulkan(named: bool, args: &BenchArgs) -> BackendRun {
         problem: None,
     };
     let make = move |row: &bench::Row| -> Result<Box<dyn bench::Floor>, String> {
-        capture_vulkan::floor::Floor::new(&options, row.elements, row.kernels)
+        capture_vulkan::Floor::new(&options, row.elements, row.kernels)
             .map(|f| Box::new(VulkanFloor(f)) as Box<dyn bench::Floor>)
             .map_err(|e| e.to_string())
     };
@@ -144,7 +144,7 @@ fn vulkan(named: bool, args: &BenchArgs) -> BackendRun {
 
 /// The Vulkan floor, as the benchmark drives it.
 #[cfg(feature = "vulkan")]
-struct VulkanFloor(capture_vulkan::floor::Floor);
+struct VulkanFloor(capture_vulkan::Floor);
 
 #[cfg(feature = "vulkan")]
 impl bench::Floor for VulkanFloor {
@@ -207,7 +207,7 @@ fn cuda(named: bool, args: &BenchArgs) -> BackendRun {
         problem: None,
     };
     let make = |row: &bench::Row| -> Result<Box<dyn bench::Floor>, String> {
-        capture_cuda::floor::Floor::new(0, row.elements, row.kernels)
+        capture_cuda::Floor::new(0, row.elements, row.kernels)
             .map(|f| Box::new(CudaFloor(f)) as Box<dyn bench::Floor>)
             .map_err(|e| e.to_string())
     };
@@ -216,7 +216,7 @@ fn cuda(named: bool, args: &BenchArgs) -> BackendRun {
 
 /// The CUDA floor (eager only: replay is compared with PyTorch's CUDA graph instead).
 #[cfg(feature = "cuda")]
-struct CudaFloor(capture_cuda::floor::Floor);
+struct CudaFloor(capture_cuda::Floor);
 
 #[cfg(feature = "cuda")]
 impl bench::Floor for CudaFloor {

@@ -1,7 +1,7 @@
 //! Descriptor-pool growth, forced with a small `VulkanOptions::sets_per_pool` (lavapipe
 //! never reports `VK_ERROR_OUT_OF_POOL_MEMORY`, so the pools count their sets): a capture
 //! of more launches than a pool holds gets more pools, and its replays give the right
-//! bytes under validation.
+//! bytes under validation. Launches that bind exactly the same buffers share one set.
 
 use capture_core::{Arg, Builtin, StreamId};
 use capture_suite::scenarios::{Harness, N, ramp, suite_lock};
@@ -30,19 +30,22 @@ fn a_capture_of_more_launches_than_a_pool_holds_grows_its_pools_and_replays_righ
         };
         let keep = backend.clone();
         let h = Harness::new(backend).expect("device");
-        let x = h.buffer(S, &ramp(1.0)).expect("x");
+        // A buffer of its own per launch: each binds something new, so needs a set.
+        let xs: Vec<_> = (0..LAUNCHES)
+            .map(|_| h.buffer(S, &ramp(1.0)).expect("x"))
+            .collect();
         let y = h.buffer(S, &ramp(0.0)).expect("y");
         h.dev.sync(S).expect("settled");
         let before = keep.descriptor_pools_created();
         let g = h
             .dev
             .capture(S, |d| {
-                for _ in 0..LAUNCHES {
+                for x in &xs {
                     d.launch(
                         S,
                         h.kernel(Builtin::Axpy),
                         [1, 1, 1],
-                        &[Arg::read(&x), Arg::read_write(&y)],
+                        &[Arg::read(x), Arg::read_write(&y)],
                         &Builtin::Axpy.info(N, 1.0),
                     )?;
                 }
@@ -64,7 +67,59 @@ fn a_capture_of_more_launches_than_a_pool_holds_grows_its_pools_and_replays_righ
             .collect();
         h.expect(S, &y, &expected);
         h.dev.drop_graph(g).expect("drop");
-        drop((x, y, h));
+        drop((xs, y, h));
         support::assert_no_validation_messages(&keep);
     }
+}
+
+#[test]
+fn launches_that_bind_the_same_buffers_share_one_set() {
+    let _suite = suite_lock();
+    let backend = match support::with(VulkanOptions {
+        sets_per_pool: PER_POOL,
+        ..VulkanOptions::from_env()
+    }) {
+        Ok(b) => b,
+        Err(why) => {
+            println!("SKIP: descriptor pools: {why}");
+            return;
+        }
+    };
+    let keep = backend.clone();
+    let h = Harness::new(backend).expect("device");
+    let x = h.buffer(S, &ramp(1.0)).expect("x");
+    let y = h.buffer(S, &ramp(0.0)).expect("y");
+    h.dev.sync(S).expect("settled");
+    let before = keep.descriptor_pools_created();
+    let g = h
+        .dev
+        .capture(S, |d| {
+            for _ in 0..LAUNCHES {
+                d.launch(
+                    S,
+                    h.kernel(Builtin::Axpy),
+                    [1, 1, 1],
+                    &[Arg::read(&x), Arg::read_write(&y)],
+                    &Builtin::Axpy.info(N, 1.0),
+                )?;
+            }
+            Ok(())
+        })
+        .expect("graph");
+    // One set for the warmup's batch and one for the window: a pool each at most.
+    assert!(
+        keep.descriptor_pools_created() - before <= 2,
+        "{LAUNCHES} identical launches made {} pools",
+        keep.descriptor_pools_created() - before
+    );
+    h.dev.replay(S, g, 3).expect("replay");
+    let expected: Vec<f32> = ramp(0.0)
+        .iter()
+        .zip(ramp(1.0))
+        .map(|(y, x)| y + x * (4 * LAUNCHES) as f32)
+        .collect();
+    h.expect(S, &y, &expected);
+    h.dev.drop_graph(g).expect("drop");
+    drop((x, y, h));
+    support::assert_no_validation_messages(&keep);
 }
