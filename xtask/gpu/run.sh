@@ -155,6 +155,8 @@ else
     skip "capture-vulkan tests" "libvulkan.so.1 not found"
 fi
 
+step "capture-cuda allocation counts" env CAPTURE_REQUIRE_CUDA=1 ./capture-cuda-alloc-count
+
 if [ -z "$NO_CUDA_DEMO" ]; then
     step "demo --backend cuda" ./capture demo --backend cuda
 else
@@ -164,6 +166,24 @@ if [ "$vulkan" = 1 ]; then
     step "demo --backend vulkan" ./capture demo --backend vulkan
 else
     skip "demo --backend vulkan" "libvulkan.so.1 not found"
+fi
+
+# The benchmark, side by side: the library on CUDA (beside a bare cuLaunchKernel loop)
+# and the same chain as a PyTorch CUDA graph, in one run.
+if [ -z "$NO_CUDA_DEMO" ]; then
+    step "bench --backend cuda" ./capture bench --backend cuda
+else
+    skip "bench --backend cuda" "$NO_CUDA_DEMO"
+fi
+if command -v python3 >/dev/null 2>&1 && python3 -c 'import torch' >/dev/null 2>&1; then
+    step "torch CUDA graph" python3 ./torch_graph.py
+else
+    skip "torch CUDA graph" "python3 with torch not found"
+fi
+if [ "$vulkan" = 1 ]; then
+    step "bench --backend vulkan" ./capture bench --backend vulkan --rows launch-bound
+else
+    skip "bench --backend vulkan" "libvulkan.so.1 not found"
 fi
 
 echo

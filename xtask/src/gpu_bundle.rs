@@ -21,6 +21,10 @@ into DIR (default target/gpu-bundle, replaced when it holds an earlier bundle):
 
   capture-cuda-it, capture-vulkan-it
                the backends' release `it` test binaries (CUDA 12.9 bindings)
+  capture-cuda-alloc-count
+               the hot paths' allocation counts on CUDA
+  torch_graph.py
+               the same benchmark chain as a PyTorch CUDA graph (xtask/gpu/torch_graph.py)
   capture-suite-mock
                capture-suite's release `mock` test binary: the scenario suite on the mock
   capture      the capture program (package capture-graphs), --features cuda,vulkan
@@ -40,9 +44,16 @@ against this machine's glibc: the GPU machine needs the same or a newer one.";
 /// The bundle's script, checked in as `xtask/gpu/run.sh`; what varies is in `bundle.env`.
 const RUN_SH: &str = include_str!("../gpu/run.sh");
 
+/// The PyTorch side of the GPU benchmark, checked in as `xtask/gpu/torch_graph.py`.
+const TORCH_GRAPH: &str = include_str!("../gpu/torch_graph.py");
+
 /// The test binaries the bundle carries, and their names in it (which run.sh runs).
-const TESTS: [(Target, &str); 3] = [
+const TESTS: [(Target, &str); 4] = [
     (Target::test("capture-cuda", "it"), "capture-cuda-it"),
+    (
+        Target::test("capture-cuda", "alloc_count"),
+        "capture-cuda-alloc-count",
+    ),
     (Target::test("capture-vulkan", "it"), "capture-vulkan-it"),
     (Target::test("capture-suite", "mock"), "capture-suite-mock"),
 ];
@@ -101,6 +112,9 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     let script = out.join("run.sh");
     fs::write(&script, RUN_SH)?;
     fs::set_permissions(&script, fs::Permissions::from_mode(0o755))?;
+    let torch = out.join("torch_graph.py");
+    fs::write(&torch, TORCH_GRAPH)?;
+    fs::set_permissions(&torch, fs::Permissions::from_mode(0o755))?;
     fs::write(
         out.join("bundle.env"),
         bundle_env(&snapshots, no_cuda_demo.as_deref()),
@@ -149,7 +163,7 @@ fn build_tests() -> Result<Vec<(PathBuf, &'static str)>> {
     let (ok, messages) = json_messages(&format!("cargo {}", args.join(" ")), cargo(&args))?;
     if !ok {
         bail!(
-            "building the test binaries failed (cargo {}); the bundle needs all three",
+            "building the test binaries failed (cargo {}); the bundle needs every one",
             args.join(" ")
         );
     }
@@ -322,8 +336,14 @@ It prints nvidia-smi, then runs
   capture-vulkan-it              the suite on Vulkan in both memory modes, when
                                  libvulkan.so.1 is present (CAPTURE_REQUIRE_VULKAN=1
                                  when the Khronos validation layer is installed too)
+  capture-cuda-alloc-count       no heap allocation per launch or replay on CUDA
   capture demo --backend cuda    eager vs replayed kernel chain, results checked equal
   capture demo --backend vulkan  the same, when libvulkan.so.1 is present
+  capture bench --backend cuda   the benchmark matrix on CUDA, beside a bare
+                                 cuLaunchKernel loop (the eager floor)
+  torch_graph.py                 the same chain eagerly and as torch.cuda.CUDAGraph
+                                 replays, where PyTorch is installed
+  capture bench --backend vulkan the launch-bound rows on Vulkan, beside the ash floor
 and ends with `bundle: N passed, M failed` (exit status non-zero on any failure).
 {note}
 run.sh reads what is particular to this build from bundle.env.
@@ -395,8 +415,8 @@ mod tests {
             ),
         ]);
         let path = |name: &str| Some(PathBuf::from(format!("/w/target/release/deps/{name}-0123")));
-        assert_eq!(find(&built, &TESTS[1].0, true), path("it"));
-        assert_eq!(find(&built, &TESTS[2].0, true), path("mock"));
+        assert_eq!(find(&built, &TESTS[2].0, true), path("it"));
+        assert_eq!(find(&built, &TESTS[3].0, true), path("mock"));
         assert_eq!(
             find(&built, &TESTS[0].0, true),
             None,
@@ -493,6 +513,10 @@ mod tests {
                 format!("echo \"cuda $* $CAPTURE_REQUIRE_CUDA\" >> calls; echo '{cuda_line}'"),
             ),
             (
+                "capture-cuda-alloc-count",
+                "echo \"cuda-alloc $CAPTURE_REQUIRE_CUDA\" >> calls".to_string(),
+            ),
+            (
                 "capture-vulkan-it",
                 "echo \"vulkan $*\" >> calls".to_string(),
             ),
@@ -551,6 +575,8 @@ mod tests {
         );
         assert!(calls.contains("cuda --show-output 1\n"), "{calls}");
         assert!(calls.contains("capture demo --backend cuda\n"), "{calls}");
+        assert!(calls.contains("cuda-alloc 1\n"), "{calls}");
+        assert!(calls.contains("capture bench --backend cuda\n"), "{calls}");
         assert_eq!(tally(&text).1, 0, "{text}");
         fs::remove_dir_all(&dir).unwrap();
         fs::remove_dir_all(&source).unwrap();
@@ -572,6 +598,7 @@ mod tests {
         );
         assert!(text.contains("== demo --backend cuda: skipped: no CUDA in this build\n"));
         assert!(!calls.contains("capture demo --backend cuda"), "{calls}");
+        assert!(text.contains("== bench --backend cuda: skipped: no CUDA in this build\n"));
         assert!(text.contains("no cuda:: scenario test ran\n"), "{text}");
         assert!(text.contains("\nfailed: capture-cuda tests\n"), "{text}");
         assert_eq!(tally(&text).1, 1, "{text}");

@@ -8,10 +8,13 @@
 //!   backend.
 //! - `gpu-bundle`: prebuilt test binaries, snapshots and `run.sh` (`xtask/gpu/run.sh`),
 //!   for a GPU machine with no Rust and no network.
+//! - `bench`: the benchmark matrix (`capture bench`) on every backend present, then the
+//!   core's bookkeeping microbenchmarks with their ratios.
 //! - `nvrtc`: fetches NVRTC when missing and prints the directory of `libnvrtc.so.12`.
 //! - `tidy`: the project's own conventions, unused dependencies among them (also run as
 //!   a `#[test]`).
 
+mod bench;
 mod cargo;
 mod gpu_bundle;
 mod libs;
@@ -34,6 +37,8 @@ const USAGE: &str = "usage: cargo xtask <command>
 commands:
   test        install what the tests need, run the gate and every test, print a summary
   test-gpu    on an NVIDIA GPU machine: CUDA (required) and Vulkan tests, GPU demos
+  bench       the benchmark matrix on every backend present, then the core's
+              microbenchmarks against their baselines (release)
   gpu-bundle  build test binaries and a run.sh for a GPU machine without Rust [--out DIR]
   nvrtc       fetch NVRTC when missing; print the directory holding libnvrtc.so.12
   tidy        check the project's conventions (headers, stubs, unsafe, snapshots, core's
@@ -57,6 +62,7 @@ fn run() -> Result<()> {
         Some("test") => test::run(&args[1..]),
         Some("test-gpu") => test_gpu::run(&args[1..]),
         Some("gpu-bundle") => gpu_bundle::run(&args[1..]),
+        Some("bench") => bench::run(&args[1..]),
         Some("nvrtc") => match args.get(1).map(String::as_str) {
             None => {
                 println!("{}", nvrtc::ensure()?.display());

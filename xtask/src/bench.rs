@@ -1,0 +1,92 @@
+//! `cargo xtask bench`: the benchmark matrix (`capture bench`, release build) on every
+//! backend this machine has, then the core's bookkeeping microbenchmarks (divan) with
+//! their ratios against baselines. Benchmarks report; they never fail on a figure.
+
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+use crate::cargo::cargo;
+use crate::vulkan::Probe;
+
+pub(crate) const HELP: &str = "usage: cargo xtask bench [--matrix-only | --micro-only] [-- ARGS]
+
+Builds in release and runs
+  capture bench ARGS   the matrix (package capture-graphs): both mock modes, Vulkan
+                       when a loader is present (LP_NUM_THREADS=0 unless set, which
+                       runs lavapipe's dispatches on the calling thread), CUDA when
+                       the driver is present; ARGS go to `capture bench` (see
+                       `capture bench --help`: --rows, --rounds, --competitors, --json)
+  cargo bench -p capture-core --features bench-internals
+                       the core's bookkeeping microbenchmarks, each printed beside a
+                       baseline measured in the same run, as a ratio
+
+The figures and how to read them: docs/benchmarks.md.";
+
+pub(crate) fn run(args: &[String]) -> Result<()> {
+    let (mut matrix, mut micro) = (true, true);
+    let mut passed: Vec<String> = Vec::new();
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        match arg.as_str() {
+            "-h" | "--help" => {
+                println!("{HELP}");
+                return Ok(());
+            }
+            "--matrix-only" => micro = false,
+            "--micro-only" => matrix = false,
+            "--" => passed.extend(rest.by_ref().cloned()),
+            other => bail!("unknown option {other:?}\n\n{HELP}"),
+        }
+    }
+    if !matrix && !micro {
+        bail!("--matrix-only and --micro-only leave nothing to run");
+    }
+    if matrix {
+        let mut features = Vec::new();
+        if Probe::detect().loader {
+            features.push("vulkan");
+        }
+        features.push("cuda");
+        let features = features.join(",");
+        let mut command = cargo(&[
+            "run",
+            "--release",
+            "-p",
+            "capture-graphs",
+            "--features",
+            &features,
+            "--",
+            "bench",
+        ]);
+        command.args(&passed);
+        if std::env::var_os("LP_NUM_THREADS").is_none() {
+            command.env("LP_NUM_THREADS", "0");
+        }
+        step("capture bench", &mut command)?;
+    }
+    if micro {
+        step(
+            "core microbenchmarks",
+            &mut cargo(&[
+                "bench",
+                "-p",
+                "capture-core",
+                "--features",
+                "bench-internals",
+            ]),
+        )?;
+    }
+    Ok(())
+}
+
+fn step(name: &str, command: &mut Command) -> Result<()> {
+    println!("xtask: {name}");
+    let status = command
+        .status()
+        .with_context(|| format!("starting {name}"))?;
+    if !status.success() {
+        bail!("{name} failed ({status})");
+    }
+    Ok(())
+}
