@@ -23,7 +23,9 @@
 //!   [`ServerError::Unwritten`], naming the failure, its cause and the chain of skipped
 //!   launches behind it.
 //!
-//! This crate has no features.
+//! One feature, off by default: `bench-internals` exposes the crate-private bookkeeping
+//! (the taint ledger, the order tracks) to the microbenchmarks in `benches/`, as the
+//! hidden module `internals`. It is not an API.
 
 #![forbid(unsafe_code)]
 
@@ -35,6 +37,9 @@ mod drop_queue;
 mod error;
 mod ids;
 mod info_cache;
+#[cfg(feature = "bench-internals")]
+#[doc(hidden)]
+pub mod internals;
 mod kernel;
 mod lock_order;
 mod memory;

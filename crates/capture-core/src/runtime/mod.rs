@@ -20,6 +20,10 @@ pub use device::Device;
 pub use launch::KernelHandle;
 pub use report::{DeviceReport, StreamReport};
 
+/// For the microbenchmarks only (`crate::internals`).
+#[cfg(feature = "bench-internals")]
+pub(crate) use order::Tracks;
+
 // The files import one way: `device` (the `Device` type and its eager calls), then
 // `launch` and `lifecycle` (more `Device` calls), all over `inner` (the shared state and
 // its helpers), `order`, `registry`, `pooled`, `cell`, `buffer`, `config` and `report`.
