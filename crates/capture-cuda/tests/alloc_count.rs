@@ -8,7 +8,6 @@
 //! `CAPTURE_REQUIRE_CUDA=1`.
 
 use std::alloc::System;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use capture_core::{Device, DeviceConfig};
 use capture_cuda::CudaBackend;
@@ -37,37 +36,11 @@ fn main() {
         }
     };
     println!("cuda device: {}", backend.device_name());
-    let mut passed = 0;
-    let mut failed = 0;
-    for (name, check) in hot_paths::checks::<CudaBackend>() {
-        let label = format!("cuda::{name}");
-        let outcome = catch_unwind(AssertUnwindSafe(|| {
-            let config = DeviceConfig::new().streams(1).expect("one stream");
-            let dev = Device::new(backend.clone(), config).expect("the device opens");
-            check(&dev, &allocations_during)
-        }));
-        match outcome {
-            Ok(Ok(measured)) if measured.amortised() => {
-                println!("  {measured}");
-                println!("test {label} ... ok");
-                passed += 1;
-            }
-            Ok(Ok(measured)) => {
-                println!("  {measured}: over budget");
-                println!("test {label} ... FAILED");
-                failed += 1;
-            }
-            Ok(Err(error)) => {
-                println!("  the device failed: {}", capture_core::Chain(&error));
-                println!("test {label} ... FAILED");
-                failed += 1;
-            }
-            Err(_) => {
-                println!("test {label} ... FAILED (panicked)");
-                failed += 1;
-            }
-        }
-    }
+    let open = || {
+        let config = DeviceConfig::new().streams(1).expect("one stream");
+        Device::new(backend.clone(), config).expect("the device opens")
+    };
+    let (passed, failed) = hot_paths::run_all("cuda", &open, &allocations_during);
     println!();
     println!("alloc_count: {passed} passed, {failed} failed");
     if failed > 0 {

@@ -227,3 +227,43 @@ pub fn checks<B: Builtins>() -> [Check<B>; 3] {
         ("replays", replays::<B>),
     ]
 }
+
+/// Runs every check on a fresh device from `open`, printing each measurement and a
+/// libtest-style `test {label}::{name} ... ok|FAILED` line; returns (passed, failed).
+/// A check over budget, a device error and a panic each fail it.
+pub fn run_all<B: Builtins>(
+    label: &str,
+    open: &dyn Fn() -> Device<B>,
+    count: Counter<'_>,
+) -> (usize, usize) {
+    let (mut passed, mut failed) = (0, 0);
+    for (name, check) in checks::<B>() {
+        let outcome =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(&open(), count)));
+        let verdict = match outcome {
+            Ok(Ok(measured)) if measured.amortised() => {
+                println!("  {measured}");
+                "ok"
+            }
+            Ok(Ok(measured)) => {
+                println!("  {measured}: over budget");
+                "FAILED"
+            }
+            Ok(Err(error)) => {
+                println!(
+                    "  {name}: the device failed: {}",
+                    capture_core::Chain(&error)
+                );
+                "FAILED"
+            }
+            Err(_) => "FAILED (panicked)",
+        };
+        println!("test {label}::{name} ... {verdict}");
+        if verdict == "ok" {
+            passed += 1;
+        } else {
+            failed += 1;
+        }
+    }
+    (passed, failed)
+}

@@ -9,7 +9,6 @@
 //! in Rust.) Without a Vulkan device it says `SKIP:`, unless `CAPTURE_REQUIRE_VULKAN=1`.
 
 use std::alloc::System;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use capture_core::{Device, DeviceConfig};
 use capture_suite::hot_paths;
@@ -49,35 +48,13 @@ fn main() {
             backend.device_name(),
             backend.memory_choice()
         );
-        for (name, check) in hot_paths::checks::<VulkanBackend>() {
-            let label = format!("vulkan_{memory:?}::{name}");
-            let outcome = catch_unwind(AssertUnwindSafe(|| {
-                let config = DeviceConfig::new().streams(1).expect("one stream");
-                let dev = Device::new(backend.clone(), config).expect("the device opens");
-                check(&dev, &allocations_during)
-            }));
-            match outcome {
-                Ok(Ok(measured)) if measured.amortised() => {
-                    println!("  {measured}");
-                    println!("test {label} ... ok");
-                    passed += 1;
-                }
-                Ok(Ok(measured)) => {
-                    println!("  {measured}: over budget");
-                    println!("test {label} ... FAILED");
-                    failed += 1;
-                }
-                Ok(Err(error)) => {
-                    println!("  the device failed: {}", capture_core::Chain(&error));
-                    println!("test {label} ... FAILED");
-                    failed += 1;
-                }
-                Err(_) => {
-                    println!("test {label} ... FAILED (panicked)");
-                    failed += 1;
-                }
-            }
-        }
+        let open = || {
+            let config = DeviceConfig::new().streams(1).expect("one stream");
+            Device::new(backend.clone(), config).expect("the device opens")
+        };
+        let (p, f) = hot_paths::run_all(&format!("vulkan_{memory:?}"), &open, &allocations_during);
+        passed += p;
+        failed += f;
     }
     println!();
     println!("alloc_count: {passed} passed, {failed} failed");
