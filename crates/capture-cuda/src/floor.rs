@@ -97,6 +97,8 @@ pub struct Floor {
     kernels: usize,
     grid: [u32; 3],
     output: Vec<f32>,
+    /// A's bytes as the last pass copied them back.
+    readback: Vec<u8>,
 }
 
 impl std::fmt::Debug for Floor {
@@ -152,6 +154,7 @@ impl Floor {
             kernels,
             grid: [blocks as u32, 1, 1],
             output: vec![0.0; elements as usize],
+            readback: vec![0; elements as usize * 4],
         };
         // From here an error drops `floor`, which frees what was made.
         floor.build()?;
@@ -197,11 +200,12 @@ impl Floor {
             });
         }
         let _current = raw::Current::enter(self.gpu.context).map_err(at(step))?;
-        raw::copy_floats_to_device(self.a, values, self.stream).map_err(at(step))?;
-        raw::copy_floats_to_device(self.b, &vec![0.0; values.len()], self.stream)
-            .map_err(at(step))?;
+        let a: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        raw::copy_bytes_to_device(self.a, &a, self.stream).map_err(at(step))?;
+        raw::copy_bytes_to_device(self.b, &vec![0; a.len()], self.stream).map_err(at(step))?;
         let info = Builtin::AddScalar.info(self.elements, ONE);
-        raw::copy_words_to_device(self.info, &info, self.stream).map_err(at(step))
+        let info: Vec<u8> = info.iter().flat_map(|w| w.to_le_bytes()).collect();
+        raw::copy_bytes_to_device(self.info, &info, self.stream).map_err(at(step))
     }
 
     /// The eager floor: `kernels` launches on the floor's stream, `cuStreamSynchronize`,
@@ -226,7 +230,10 @@ impl Floor {
         }
         let enqueue = start.elapsed();
         raw::stream_sync(self.stream).map_err(at(step))?;
-        raw::copy_floats_to_host(&mut self.output, self.a, self.stream).map_err(at(step))?;
+        raw::copy_to_host(&mut self.readback, self.a, self.stream).map_err(at(step))?;
+        for (v, b) in self.output.iter_mut().zip(self.readback.chunks_exact(4)) {
+            *v = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        }
         Ok(FloorPass {
             enqueue,
             total: start.elapsed(),

@@ -460,60 +460,22 @@ pub(crate) fn copy_to_host(out: &mut [u8], src: u64, stream: usize) -> Result<()
     stream_sync(stream)
 }
 
-/// Copies `values` from (pageable) host memory to the device at `dst` on `stream`, and
-/// waits for it.
-pub(crate) fn copy_floats_to_device(
+/// Copies `bytes` from (pageable) host memory to the device at `dst` on `stream`, and
+/// waits for it (the benchmark floor's untimed resets; the runtime stages through pinned
+/// pages instead, [`copy_to_device`]).
+pub(crate) fn copy_bytes_to_device(
     dst: u64,
-    values: &[f32],
+    bytes: &[u8],
     stream: usize,
 ) -> Result<(), ServerError> {
-    // SAFETY: the destination is a live allocation of at least `size_of_val(values)`
-    // bytes the caller owns; `values` outlives the copy because the stream is
-    // synchronised before returning.
+    // SAFETY: the destination is a live allocation of at least `bytes.len()` bytes the
+    // caller owns; `bytes` outlives the copy because the stream is synchronised before
+    // returning.
     check("cuMemcpyHtoDAsync", unsafe {
         (api().cuMemcpyHtoDAsync_v2)(
             dst,
-            values.as_ptr() as *const c_void,
-            std::mem::size_of_val(values),
-            stream as Handle,
-        )
-    })?;
-    stream_sync(stream)
-}
-
-/// Copies `words` from (pageable) host memory to the device at `dst` on `stream`, and
-/// waits for it.
-pub(crate) fn copy_words_to_device(
-    dst: u64,
-    words: &[u64],
-    stream: usize,
-) -> Result<(), ServerError> {
-    // SAFETY: as for `copy_floats_to_device`.
-    check("cuMemcpyHtoDAsync", unsafe {
-        (api().cuMemcpyHtoDAsync_v2)(
-            dst,
-            words.as_ptr() as *const c_void,
-            std::mem::size_of_val(words),
-            stream as Handle,
-        )
-    })?;
-    stream_sync(stream)
-}
-
-/// Copies device memory at `src` into the floats of `out` on `stream`, and waits for it.
-pub(crate) fn copy_floats_to_host(
-    out: &mut [f32],
-    src: u64,
-    stream: usize,
-) -> Result<(), ServerError> {
-    // SAFETY: the source is a live allocation of at least `size_of_val(out)` bytes; every
-    // bit pattern is an `f32`; `out` outlives the copy because the stream is synchronised
-    // before returning.
-    check("cuMemcpyDtoHAsync", unsafe {
-        (api().cuMemcpyDtoHAsync_v2)(
-            out.as_mut_ptr() as *mut c_void,
-            src,
-            std::mem::size_of_val(out),
+            bytes.as_ptr() as *const c_void,
+            bytes.len(),
             stream as Handle,
         )
     })?;

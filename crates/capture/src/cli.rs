@@ -226,18 +226,9 @@ pub(crate) fn parse_bench(args: &[String]) -> Result<Bench, UsageError> {
         device: None,
         json: false,
     };
-    let mut rest = args.iter();
-    while let Some(arg) = rest.next() {
-        let (name, inline) = match arg.split_once('=') {
-            Some((name, value)) if name.starts_with("--") => (name, Some(value.to_owned())),
-            _ => (arg.as_str(), None),
-        };
-        let mut value = |name: &str| {
-            inline
-                .clone()
-                .or_else(|| rest.next().cloned())
-                .ok_or_else(|| UsageError(format!("{name} needs a value")))
-        };
+    let mut options = Options(args.iter());
+    while let Some((name, inline)) = options.next_option() {
+        let mut value = |name: &str| options.value(name, inline.clone());
         match name {
             "-h" | "--help" => return Ok(Bench::Help),
             "--json" => parsed.json = true,
@@ -328,18 +319,9 @@ pub(crate) fn parse_bench(args: &[String]) -> Result<Bench, UsageError> {
 /// Parses `capture demo`'s arguments (those after `demo`).
 pub(crate) fn parse_demo(args: &[String]) -> Result<Demo, UsageError> {
     let mut parsed = DemoArgs::default();
-    let mut rest = args.iter();
-    while let Some(arg) = rest.next() {
-        let (name, inline) = match arg.split_once('=') {
-            Some((name, value)) if name.starts_with("--") => (name, Some(value.to_owned())),
-            _ => (arg.as_str(), None),
-        };
-        let mut value = |name: &str| {
-            inline
-                .clone()
-                .or_else(|| rest.next().cloned())
-                .ok_or_else(|| UsageError(format!("{name} needs a value")))
-        };
+    let mut options = Options(args.iter());
+    while let Some((name, inline)) = options.next_option() {
+        let mut value = |name: &str| options.value(name, inline.clone());
         match name {
             "-h" | "--help" => return Ok(Demo::Help),
             "--backend" => {
@@ -382,6 +364,27 @@ pub(crate) fn parse_demo(args: &[String]) -> Result<Demo, UsageError> {
         )));
     }
     Ok(Demo::Run(parsed))
+}
+
+/// A command's arguments, option by option: `--name value` or `--name=value`.
+struct Options<'a>(std::slice::Iter<'a, String>);
+
+impl<'a> Options<'a> {
+    /// The next option's name, and its value when given inline.
+    fn next_option(&mut self) -> Option<(&'a str, Option<String>)> {
+        let arg = self.0.next()?;
+        Some(match arg.split_once('=') {
+            Some((name, value)) if name.starts_with("--") => (name, Some(value.to_owned())),
+            _ => (arg.as_str(), None),
+        })
+    }
+
+    /// Option `name`'s value: the inline one, else the next argument.
+    fn value(&mut self, name: &str, inline: Option<String>) -> Result<String, UsageError> {
+        inline
+            .or_else(|| self.0.next().cloned())
+            .ok_or_else(|| UsageError(format!("{name} needs a value")))
+    }
 }
 
 /// `value` of option `name` as a whole number within `range` (inclusive).

@@ -64,6 +64,14 @@ fn rows<B: Builtins + Clone>(
     run
 }
 
+/// A floor's pass as the benchmark takes it, its error as text.
+#[cfg(any(feature = "vulkan", feature = "cuda"))]
+fn timed<P: Into<bench::Pass>, E: std::fmt::Display>(
+    pass: Result<P, E>,
+) -> Result<bench::Pass, String> {
+    pass.map(Into::into).map_err(|e| e.to_string())
+}
+
 /// Measures `backend` (named on the command line, or one of [`built`]).
 pub(crate) fn bench(backend: BenchBackend, named: bool, args: &BenchArgs) -> BackendRun {
     match backend {
@@ -147,29 +155,25 @@ fn vulkan(named: bool, args: &BenchArgs) -> BackendRun {
 struct VulkanFloor(capture_vulkan::Floor);
 
 #[cfg(feature = "vulkan")]
+impl From<capture_vulkan::FloorPass> for bench::Pass {
+    fn from(p: capture_vulkan::FloorPass) -> Self {
+        Self {
+            enqueue: p.enqueue,
+            total: p.total,
+        }
+    }
+}
+
+#[cfg(feature = "vulkan")]
 impl bench::Floor for VulkanFloor {
     fn reset(&mut self, values: &[f32]) -> Result<(), String> {
         self.0.reset(values).map_err(|e| e.to_string())
     }
     fn eager_pass(&mut self) -> Result<bench::Pass, String> {
-        self.0
-            .eager_pass()
-            .map(|p| bench::Pass {
-                enqueue: p.enqueue,
-                total: p.total,
-            })
-            .map_err(|e| e.to_string())
+        timed(self.0.eager_pass())
     }
     fn replay_pass(&mut self) -> Option<Result<bench::Pass, String>> {
-        Some(
-            self.0
-                .replay_pass()
-                .map(|p| bench::Pass {
-                    enqueue: p.enqueue,
-                    total: p.total,
-                })
-                .map_err(|e| e.to_string()),
-        )
+        Some(timed(self.0.replay_pass()))
     }
     fn output(&self) -> &[f32] {
         self.0.output()
@@ -219,18 +223,22 @@ fn cuda(named: bool, args: &BenchArgs) -> BackendRun {
 struct CudaFloor(capture_cuda::Floor);
 
 #[cfg(feature = "cuda")]
+impl From<capture_cuda::FloorPass> for bench::Pass {
+    fn from(p: capture_cuda::FloorPass) -> Self {
+        Self {
+            enqueue: p.enqueue,
+            total: p.total,
+        }
+    }
+}
+
+#[cfg(feature = "cuda")]
 impl bench::Floor for CudaFloor {
     fn reset(&mut self, values: &[f32]) -> Result<(), String> {
         self.0.reset(values).map_err(|e| e.to_string())
     }
     fn eager_pass(&mut self) -> Result<bench::Pass, String> {
-        self.0
-            .eager_pass()
-            .map(|p| bench::Pass {
-                enqueue: p.enqueue,
-                total: p.total,
-            })
-            .map_err(|e| e.to_string())
+        timed(self.0.eager_pass())
     }
     fn replay_pass(&mut self) -> Option<Result<bench::Pass, String>> {
         None

@@ -13,20 +13,27 @@ const S: StreamId = StreamId::new(0);
 const PER_POOL: u32 = 2;
 const LAUNCHES: u32 = 7;
 
+/// The backend with [`PER_POOL`] sets a pool, or `None` after saying why it cannot be had.
+fn small_pools(memory: MemoryMode) -> Option<capture_vulkan::VulkanBackend> {
+    match support::with(VulkanOptions {
+        memory,
+        sets_per_pool: PER_POOL,
+        ..VulkanOptions::from_env()
+    }) {
+        Ok(b) => Some(b),
+        Err(why) => {
+            println!("SKIP: descriptor pools: {why}");
+            None
+        }
+    }
+}
+
 #[test]
 fn a_capture_of_more_launches_than_a_pool_holds_grows_its_pools_and_replays_right() {
     let _suite = suite_lock();
     for memory in [MemoryMode::HostVisible, MemoryMode::ForcedStaging] {
-        let backend = match support::with(VulkanOptions {
-            memory,
-            sets_per_pool: PER_POOL,
-            ..VulkanOptions::from_env()
-        }) {
-            Ok(b) => b,
-            Err(why) => {
-                println!("SKIP: descriptor pools: {why}");
-                return;
-            }
+        let Some(backend) = small_pools(memory) else {
+            return;
         };
         let keep = backend.clone();
         let h = Harness::new(backend).expect("device");
@@ -75,15 +82,8 @@ fn a_capture_of_more_launches_than_a_pool_holds_grows_its_pools_and_replays_righ
 #[test]
 fn launches_that_bind_the_same_buffers_share_one_set() {
     let _suite = suite_lock();
-    let backend = match support::with(VulkanOptions {
-        sets_per_pool: PER_POOL,
-        ..VulkanOptions::from_env()
-    }) {
-        Ok(b) => b,
-        Err(why) => {
-            println!("SKIP: descriptor pools: {why}");
-            return;
-        }
+    let Some(backend) = small_pools(VulkanOptions::from_env().memory) else {
+        return;
     };
     let keep = backend.clone();
     let h = Harness::new(backend).expect("device");
