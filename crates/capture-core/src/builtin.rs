@@ -5,7 +5,11 @@
 //! It lives in the core, not in a test crate, so a backend and the programs built on it
 //! depend on no test tooling to reach it.
 
+use std::fmt;
+use std::str::FromStr;
+
 use crate::driver::Backend;
+use crate::error::ServerError;
 use crate::kernel::KernelSignature;
 
 /// The kernels every backend provides, elementwise over `f32`. Each reads how many
@@ -52,6 +56,16 @@ impl Builtin {
             Builtin::Copy => "copy",
             Builtin::RowBias => "row_bias",
         }
+    }
+
+    /// The builtin named `name` (as [`name`](Self::name) spells it), if there is one.
+    pub fn from_name(name: &str) -> Option<Builtin> {
+        Self::ALL.into_iter().find(|b| b.name() == name)
+    }
+
+    /// Its position in [`ALL`](Self::ALL).
+    pub(crate) const fn index(self) -> usize {
+        self as usize
     }
 
     /// What the kernel takes: its buffers and its [`INFO_WORDS`](Self::INFO_WORDS) info
@@ -106,6 +120,29 @@ impl Builtin {
     }
 }
 
+impl fmt::Display for Builtin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Builtin {
+    type Err = ServerError;
+
+    /// Parses a builtin's [`name`](Builtin::name); an unknown name is refused with the
+    /// list of known ones.
+    fn from_str(name: &str) -> Result<Self, ServerError> {
+        Self::from_name(name).ok_or_else(|| {
+            let known: Vec<&str> = Self::ALL.iter().map(|b| b.name()).collect();
+            ServerError::invalid(
+                "builtin",
+                name,
+                format!("no such builtin; known: {}", known.join(", ")),
+            )
+        })
+    }
+}
+
 /// A backend that provides the builtin kernels: what the scenario suite and the demo
 /// need of a backend.
 pub trait Builtins: Backend {
@@ -129,6 +166,19 @@ mod tests {
         let mut bufs = vec![vec![0.0; 6], vec![9.0; 6]];
         Builtin::RowBias.model(&mut bufs, &Builtin::RowBias.info(2, 3.0));
         assert_eq!(bufs[1], vec![0.0, 0.0, 0.0, 1.0, 1.0, 1.0]);
+    }
+
+    #[test]
+    fn builtins_are_found_by_name_and_an_unknown_name_lists_the_known_ones() {
+        for b in Builtin::ALL {
+            assert_eq!(b.name().parse::<Builtin>().unwrap(), b);
+            assert_eq!(Builtin::ALL[b.index()], b);
+        }
+        let err = "add".parse::<Builtin>().unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid builtin add: no such builtin; known: fill, add_scalar, mul_scalar, axpy, copy, row_bias"
+        );
     }
 
     #[test]

@@ -155,6 +155,63 @@ impl ServerError {
     }
 }
 
+impl ServerError {
+    /// The error to match on, one step away however it was wrapped: a post-mortem's
+    /// cause (a doomed window's failure), or the deciding (first) failure of
+    /// [`Several`](Self::Several), followed down to a variant that wraps no other.
+    ///
+    /// ```
+    /// use capture_core::{ServerError, StreamId};
+    ///
+    /// let cause = ServerError::invalid("grid", "[0, 1, 1]", "empty");
+    /// let doomed = ServerError::doomed(StreamId::new(0), "launch", StreamId::new(0), 3, cause);
+    /// assert!(matches!(doomed.root_cause(), ServerError::InvalidArgument { what: "grid", .. }));
+    /// ```
+    pub fn root_cause(&self) -> &ServerError {
+        let mut error = self;
+        loop {
+            error = match error {
+                Self::Doomed(pm) => &pm.cause,
+                Self::Several(all) if !all.is_empty() => &all[0],
+                _ => return error,
+            };
+        }
+    }
+
+    /// The post-mortem of a doomed window, when this is one.
+    pub fn post_mortem(&self) -> Option<&PostMortem> {
+        match self {
+            Self::Doomed(pm) => Some(pm),
+            _ => None,
+        }
+    }
+
+    /// The refused read, when this error (or its [root cause](Self::root_cause)) is one:
+    /// which bytes, which failure, and the launches skipped because of it.
+    pub fn unwritten(&self) -> Option<&Unwritten> {
+        match self.root_cause() {
+            Self::Unwritten(u) => Some(u),
+            _ => None,
+        }
+    }
+
+    /// Every failure this error carries, outermost first: itself, then a post-mortem's
+    /// cause and each failure of [`Several`](Self::Several), depth first.
+    pub fn failures(&self) -> Vec<&ServerError> {
+        let mut out = Vec::new();
+        let mut stack = vec![self];
+        while let Some(e) = stack.pop() {
+            out.push(e);
+            match e {
+                Self::Doomed(pm) => stack.push(&pm.cause),
+                Self::Several(all) => stack.extend(all.iter().rev()),
+                _ => {}
+            }
+        }
+        out
+    }
+}
+
 /// Renders an error followed by each of its sources, `: `-separated: how a failure
 /// nested in another (a claim's cause, a post-mortem's) is shown in full.
 pub struct Chain<'a>(pub &'a (dyn Error + 'static));
@@ -401,6 +458,28 @@ mod tests {
             e.to_string(),
             "capture window of stream#0 abandoned: ended by stream#1; then end: doomed"
         );
+    }
+
+    #[test]
+    fn the_root_cause_is_one_step_away_however_deep_it_is_wrapped() {
+        let cause = ServerError::UnknownGraph(GraphId::new(7));
+        let wrapped = ServerError::doomed(
+            StreamId::new(0),
+            "end",
+            StreamId::new(1),
+            2,
+            ServerError::Several(vec![cause, ServerError::graph_state("end", "then")]),
+        );
+        assert!(matches!(wrapped.root_cause(), ServerError::UnknownGraph(g) if g.index() == 7));
+        assert_eq!(wrapped.post_mortem().map(|pm| pm.launches), Some(2));
+        let kinds: Vec<String> = wrapped.failures().iter().map(|e| e.to_string()).collect();
+        assert_eq!(kinds.len(), 4, "{kinds:?}");
+        assert_eq!(kinds[2], "unknown graph graph#7");
+        assert_eq!(kinds[3], "end: then");
+        // Something that wraps nothing is its own root cause.
+        let flat = ServerError::UnknownMemory(MemoryId::new(3));
+        assert!(std::ptr::eq(flat.root_cause(), &flat));
+        assert!(flat.unwritten().is_none());
     }
 
     #[test]

@@ -65,7 +65,10 @@ pub use memory::{
 };
 pub use range::ByteRange;
 pub use report::GraphLedger;
-pub use runtime::{Arg, Buffer, Device, DeviceConfig, DeviceReport, KernelHandle, StreamReport};
+pub use runtime::{
+    Arg, Buffer, CapturePhase, Capturing, Device, DeviceConfig, DeviceReport, KernelHandle,
+    StreamReport,
+};
 pub use trace::{Event, KernelId, Trace};
 
 /// What every fallible call of this crate returns.

@@ -100,10 +100,20 @@ impl<const AFFINE: bool> Mock<AFFINE> {
             MemoryKind::Device => &self.shared.dev,
             MemoryKind::Host => &self.shared.host,
         };
-        MockStorage {
-            pages: Arc::clone(pages),
-            context: Arc::clone(&self.shared.context),
-        }
+        MockStorage::over(pages, &self.shared.context)
+    }
+
+    /// How many pages of `kind` the driver holds right now, over every device built on
+    /// this backend: the ground truth the core's [`DeviceReport::pages`] is checked
+    /// against.
+    ///
+    /// [`DeviceReport::pages`]: capture_core::DeviceReport::pages
+    pub fn live_pages(&self, kind: MemoryKind) -> usize {
+        let pages = match kind {
+            MemoryKind::Device => &self.shared.dev,
+            MemoryKind::Host => &self.shared.host,
+        };
+        lock(pages).pages.len()
     }
 
     /// Named fault: the next graph instantiated holds a memory allocation node, as CUDA
@@ -281,14 +291,8 @@ impl<const AFFINE: bool> Backend for Mock<AFFINE> {
         }
         Ok(MockStream {
             state: setup.state(
-                MockStorage {
-                    pages: Arc::clone(&self.shared.dev),
-                    context: Arc::clone(&self.shared.context),
-                },
-                MockStorage {
-                    pages: Arc::clone(&self.shared.host),
-                    context: Arc::clone(&self.shared.context),
-                },
+                MockStorage::over(&self.shared.dev, &self.shared.context),
+                MockStorage::over(&self.shared.host, &self.shared.context),
             ),
             queue,
             signal,

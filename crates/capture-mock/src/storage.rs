@@ -46,17 +46,26 @@ pub struct MockResource {
 /// One stream's view of one kind of memory (device, or pinned host).
 #[derive(Debug)]
 pub struct MockStorage {
-    pub(crate) pages: Arc<Mutex<Pages>>,
-    pub(crate) context: Arc<Context>,
+    pages: Arc<Mutex<Pages>>,
+    context: Arc<Context>,
+    /// The pages this storage allocated and has not freed: given back when it drops,
+    /// as a real driver frees a device's memory when the device goes.
+    owned: Vec<u64>,
 }
 
 impl MockStorage {
+    /// A storage over `pages`, on driver context `context`.
+    pub(crate) fn over(pages: &Arc<Mutex<Pages>>, context: &Arc<Context>) -> Self {
+        Self {
+            pages: Arc::clone(pages),
+            context: Arc::clone(context),
+            owned: Vec::new(),
+        }
+    }
+
     /// A storage of its own, not shared with any device (for tests of the memory layer).
     pub fn standalone() -> Self {
-        Self {
-            pages: Arc::new(Mutex::new(Pages::default())),
-            context: Context::new(),
-        }
+        Self::over(&Arc::new(Mutex::new(Pages::default())), &Context::new())
     }
 
     /// The bytes behind `resource` as they are now, without running anything: what a
@@ -79,12 +88,14 @@ impl ComputeStorage for MockStorage {
         let id = pages.next;
         pages.next += 1;
         pages.pages.insert(id, vec![FRESH; size as usize]);
+        self.owned.push(id);
         Ok(StorageId(id))
     }
 
     fn dealloc(&mut self, id: StorageId) {
         self.context.conflicts_with_all("a free");
         lock(&self.pages).pages.remove(&id.0);
+        self.owned.retain(|&p| p != id.0);
     }
 
     fn resource(&mut self, id: StorageId, bytes: ByteRange) -> MockResource {
@@ -95,6 +106,16 @@ impl ComputeStorage for MockStorage {
         let mut pages = lock(&self.pages);
         if pages.pages.contains_key(&id.0) {
             pages.slice_mut(id.0, bytes).fill(POISON);
+        }
+    }
+}
+
+impl Drop for MockStorage {
+    fn drop(&mut self) {
+        // The stream finished its work before its storages drop.
+        let mut pages = lock(&self.pages);
+        for id in self.owned.drain(..) {
+            pages.pages.remove(&id);
         }
     }
 }

@@ -144,7 +144,7 @@ pub fn recorded_launches<B: Builtins>(
         Ok(())
     };
     // One capture to size every vector, then count the recording pass of a second.
-    let g = dev.capture(S, chain)?;
+    let g = dev.capture(S, |d| chain(d))?;
     dev.drop_graph(g)?;
     dev.sync(S)?;
     dev.prepare(S)?;

@@ -153,12 +153,14 @@ impl<'a, D: GraphDriver> Window<'a, D> {
             }
             (CaptureEnd::Abandoned { owner, by }, result) => {
                 self.stream.info_cache().capture_discard();
-                let mut errors = vec![ServerError::Abandoned { owner, by }];
-                errors.extend(result.err());
-                return Err(Refused {
-                    error: ServerError::Several(errors),
-                    written,
-                });
+                // Flat when closing went well, so the ender matches it in one step; a
+                // failure of the close itself follows it.
+                let abandoned = ServerError::Abandoned { owner, by };
+                let error = match result {
+                    Ok(_) => abandoned,
+                    Err(error) => ServerError::Several(vec![abandoned, error]),
+                };
+                return Err(Refused { error, written });
             }
         };
         let info = self.stream.info_cache().capture_commit(id).unwrap_or(0);

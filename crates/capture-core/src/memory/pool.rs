@@ -63,6 +63,10 @@ pub(crate) struct Pool {
     pub(crate) name: PoolName,
     /// Index = page number. `None` is a released page's hole, until renumbering.
     pub(crate) pages: Vec<Option<Page>>,
+    /// Pages ever allocated from the storage (one driver allocation each).
+    allocations: u64,
+    /// Pages ever given back to the storage.
+    frees: u64,
 }
 
 impl Pool {
@@ -70,6 +74,8 @@ impl Pool {
         Self {
             name,
             pages: Vec::new(),
+            allocations: 0,
+            frees: 0,
         }
     }
 
@@ -159,6 +165,7 @@ impl Pool {
             slots: Vec::new(),
             carved: 0,
         };
+        self.allocations += 1;
         match self.pages.iter().position(Option::is_none) {
             Some(hole) => {
                 self.pages[hole] = Some(page);
@@ -206,7 +213,9 @@ impl Pool {
 
     /// Removes page `index`, leaving a hole so no other page's number changes.
     pub(crate) fn release_page(&mut self, index: usize) -> Option<Page> {
-        self.pages.get_mut(index)?.take()
+        let page = self.pages.get_mut(index)?.take();
+        self.frees += u64::from(page.is_some());
+        page
     }
 
     /// Closes the holes: pages keep their order, numbers become dense. Returns, for each
@@ -241,6 +250,8 @@ impl Pool {
             reserved: 0,
             in_use: 0,
             slices_in_use: 0,
+            allocations: self.allocations,
+            frees: self.frees,
         };
         for page in self.pages.iter().flatten() {
             usage.pages += 1;

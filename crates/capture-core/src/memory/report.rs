@@ -9,7 +9,7 @@ use super::location::PoolName;
 pub struct PoolUsage {
     /// The pool.
     pub pool: PoolName,
-    /// Pages the pool holds.
+    /// Pages the pool holds: its live driver allocations (one per page).
     pub pages: u64,
     /// Bytes of storage the pool holds (the sum of its page sizes).
     pub reserved: u64,
@@ -17,14 +17,25 @@ pub struct PoolUsage {
     pub in_use: u64,
     /// Slices currently handed out.
     pub slices_in_use: u64,
+    /// Driver allocations the pool ever made (pages it grew by), over its life.
+    pub allocations: u64,
+    /// Driver allocations it gave back (pages released by cleanup); `allocations -
+    /// frees` is `pages`.
+    pub frees: u64,
 }
 
 impl fmt::Display for PoolUsage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{}: {} pages, {} B reserved, {} B in use in {} slices",
-            self.pool, self.pages, self.reserved, self.in_use, self.slices_in_use
+            "{}: {} pages, {} B reserved, {} B in use in {} slices; {} driver allocations, {} freed",
+            self.pool,
+            self.pages,
+            self.reserved,
+            self.in_use,
+            self.slices_in_use,
+            self.allocations,
+            self.frees
         )
     }
 }
@@ -45,6 +56,26 @@ impl MemoryReport {
     /// Bytes handed out by all pools.
     pub fn in_use(&self) -> u64 {
         self.pools.iter().map(|p| p.in_use).sum()
+    }
+
+    /// Pages held by all pools: live driver allocations.
+    pub fn pages(&self) -> u64 {
+        self.pools.iter().map(|p| p.pages).sum()
+    }
+
+    /// Slices handed out by all pools.
+    pub fn slices_in_use(&self) -> u64 {
+        self.pools.iter().map(|p| p.slices_in_use).sum()
+    }
+
+    /// Driver allocations all pools ever made.
+    pub fn allocations(&self) -> u64 {
+        self.pools.iter().map(|p| p.allocations).sum()
+    }
+
+    /// Driver allocations all pools gave back.
+    pub fn frees(&self) -> u64 {
+        self.pools.iter().map(|p| p.frees).sum()
     }
 }
 

@@ -119,7 +119,16 @@ impl Arg {
         }
     }
 
-    /// Only `len` bytes at `offset` (checked when the launch is issued).
+    /// Only `len` bytes at `offset`, checked when the launch is issued.
+    ///
+    /// `offset` must be a multiple of the device's binding alignment
+    /// ([`Device::binding_alignment`](crate::Device::binding_alignment): a Vulkan
+    /// device's `minStorageBufferOffsetAlignment`, often 16 to 256 bytes; 16 on CUDA and
+    /// the mock), and `len` at most what one binding covers. A launch with a range that
+    /// breaks either is refused with [`ServerError::InvalidBinding`](crate::ServerError)
+    /// naming the alignment or the limit, before any backend sees it. Every buffer
+    /// starts aligned ([`SLICE_ALIGNMENT`](crate::SLICE_ALIGNMENT) is a multiple of
+    /// every device's alignment), so a whole buffer always binds.
     pub fn range(mut self, offset: u64, len: u64) -> Self {
         self.offset = offset;
         self.len = Some(len);

@@ -275,6 +275,18 @@ impl<B: Backend> Device<B> {
         }
     }
 
+    /// The multiple of bytes a launch's buffer range must start at on this device
+    /// ([`Arg::range`](crate::Arg::range)); a launch that breaks it is refused with the
+    /// alignment in the error.
+    pub fn binding_alignment(&self) -> u64 {
+        self.inner.limits.binding_alignment()
+    }
+
+    /// The longest range one launch argument may bind on this device.
+    pub fn max_binding_bytes(&self) -> u64 {
+        self.inner.limits.max_binding_bytes()
+    }
+
     /// What graph `id` holds, while it lives.
     pub fn graph(&self, id: GraphId) -> Option<GraphLedger> {
         self.inner.registry().live.get(&id).map(|(_, l)| *l)

@@ -9,6 +9,8 @@ use super::buffer::Arg;
 use super::device::Device;
 use super::inner::Inner;
 use super::pooled::PooledStream;
+use super::registry::KernelRegistry;
+use crate::builtin::{Builtin, Builtins};
 use crate::capture::Recording;
 use crate::driver::{Backend, DeviceResource, DeviceStream, LaunchBuffer};
 use crate::error::ServerError;
@@ -47,10 +49,50 @@ impl<B: Backend> Device<B> {
     /// Registers a kernel with the signature its source declares; it is loaded on its
     /// first launch.
     pub fn kernel(&self, source: B::KernelSource) -> KernelHandle {
-        let name = B::kernel_name(&source);
         let mut kernels = self.inner.kernel_registry();
+        self.register(&mut kernels, source)
+    }
+
+    /// The handle of `builtin`, registered on first use: every later call returns the
+    /// same handle, so a program need not keep them.
+    ///
+    /// ```
+    /// # use capture_core::{Builtin, Device, DeviceConfig};
+    /// # use capture_mock::MockBackend;
+    /// let dev = Device::new(MockBackend::new(), DeviceConfig::new())?;
+    /// let add = dev.builtin(Builtin::AddScalar);
+    /// assert_eq!(dev.builtin("add_scalar".parse()?), add);
+    /// assert_eq!(dev.kernel_by_name("add_scalar"), Some(add));
+    /// # Ok::<(), capture_core::ServerError>(())
+    /// ```
+    pub fn builtin(&self, builtin: Builtin) -> KernelHandle
+    where
+        B: Builtins,
+    {
+        let mut kernels = self.inner.kernel_registry();
+        if let Some((id, signature)) = kernels.builtin(builtin) {
+            return self.handle(id, signature);
+        }
+        let handle = self.register(&mut kernels, B::builtin(builtin));
+        kernels.set_builtin(builtin, handle.id);
+        handle
+    }
+
+    /// The first kernel registered under `name` (the name its source gives it, as
+    /// [`kernel_name`](Self::kernel_name) reports it), if any.
+    pub fn kernel_by_name(&self, name: &str) -> Option<KernelHandle> {
+        let (id, signature) = self.inner.kernel_registry().find(name)?;
+        Some(self.handle(id, signature))
+    }
+
+    fn register(&self, kernels: &mut KernelRegistry<B>, source: B::KernelSource) -> KernelHandle {
+        let name = B::kernel_name(&source);
         let id = self.inner.trace.kernel(name.clone());
         let signature = kernels.register(source, name);
+        self.handle(id, signature)
+    }
+
+    fn handle(&self, id: KernelId, signature: KernelSignature) -> KernelHandle {
         KernelHandle {
             id,
             device: self.inner.serial,

@@ -4,6 +4,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use super::capturing::{CapturePhase, Capturing};
 use super::device::Device;
 use super::inner::Inner;
 use super::pooled::PooledStream;
@@ -133,7 +134,9 @@ impl<B: Backend> Device<B> {
     /// Captures what `record` does on `stream` into a graph.
     ///
     /// `record` is called exactly twice: once as warmup (executed, with the pools armed
-    /// so the recording finds everything warm), then inside the window (recorded). After
+    /// so the recording finds everything warm), then inside the window (recorded); the
+    /// [`Capturing`] it is handed derefs to this device and says which call it is in
+    /// ([`Capturing::phase`]). After
     /// `Ok`, the outputs hold warmup's results. No stream lock is held while `record`
     /// runs. If `record` panics, a guard aborts the window (its written ranges claimed)
     /// and the panic continues.
@@ -145,7 +148,7 @@ impl<B: Backend> Device<B> {
     pub fn capture(
         &self,
         stream: StreamId,
-        mut record: impl FnMut(&Self) -> Result<(), ServerError>,
+        mut record: impl FnMut(&Capturing<'_, B>) -> Result<(), ServerError>,
     ) -> Result<GraphId, ServerError> {
         self.prepare(stream)?;
         let guard = AbortOnPanic {
@@ -153,7 +156,7 @@ impl<B: Backend> Device<B> {
             stream,
             armed: true,
         };
-        if let Err(error) = record(self) {
+        if let Err(error) = record(&Capturing::new(self, CapturePhase::Warmup)) {
             guard.defuse();
             let _ = self.abort(stream);
             return Err(error);
@@ -163,7 +166,7 @@ impl<B: Backend> Device<B> {
             let _ = self.abort(stream);
             return Err(error);
         }
-        if let Err(error) = record(self) {
+        if let Err(error) = record(&Capturing::new(self, CapturePhase::Record)) {
             guard.defuse();
             let _ = self.abort(stream);
             return Err(error);
@@ -330,8 +333,12 @@ impl<B: Backend> Inner<B> {
                 }
                 let error = match (recording_owner, error) {
                     // A window that recorded and sealed nothing: its error is a
-                    // post-mortem (a doomed window's already is).
-                    (Some(owner), error) if !matches!(error, ServerError::Doomed(_)) => {
+                    // post-mortem (a doomed window's already is; an abandoned window's
+                    // stays flat, naming both streams).
+                    (Some(owner), error)
+                        if !matches!(error, ServerError::Doomed(_))
+                            && !matches!(error.root_cause(), ServerError::Abandoned { .. }) =>
+                    {
                         let op = if owner == stream {
                             "instantiate"
                         } else {

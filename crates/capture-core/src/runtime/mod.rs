@@ -3,6 +3,7 @@
 //! capture lifecycle, replays, graph drops, cleanup and memory reports.
 
 mod buffer;
+mod capturing;
 mod cell;
 mod config;
 mod device;
@@ -15,6 +16,7 @@ mod registry;
 mod report;
 
 pub use buffer::{Arg, Buffer};
+pub use capturing::{CapturePhase, Capturing};
 pub use config::DeviceConfig;
 pub use device::Device;
 pub use launch::KernelHandle;
@@ -25,5 +27,6 @@ pub use report::{DeviceReport, StreamReport};
 pub(crate) use order::Tracks;
 
 // The files import one way: `device` (the `Device` type and its eager calls), then
-// `launch` and `lifecycle` (more `Device` calls), all over `inner` (the shared state and
+// `launch` and `lifecycle` (more `Device` calls; `lifecycle` hands the capture closure a
+// `capturing` view), all over `inner` (the shared state and
 // its helpers), `order`, `registry`, `pooled`, `cell`, `buffer`, `config` and `report`.

@@ -5,6 +5,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use crate::builtin::Builtin;
 use crate::driver::Backend;
 use crate::error::ServerError;
 use crate::kernel::KernelSignature;
@@ -14,18 +15,23 @@ use crate::trace::KernelId;
 pub(crate) struct KernelEntry<B: Backend> {
     pub(crate) source: Arc<B::KernelSource>,
     pub(crate) name: Cow<'static, str>,
+    pub(crate) signature: KernelSignature,
     pub(crate) loaded: Option<Arc<B::Kernel>>,
 }
 
 /// Every kernel a device knows, indexed by its [`KernelId`].
 pub(crate) struct KernelRegistry<B: Backend> {
     entries: Vec<KernelEntry<B>>,
+    /// The id each builtin was registered under by `Device::builtin`, in
+    /// [`Builtin::ALL`] order.
+    builtins: [Option<KernelId>; Builtin::ALL.len()],
 }
 
 impl<B: Backend> KernelRegistry<B> {
     pub(crate) fn new() -> Self {
         Self {
             entries: Vec::new(),
+            builtins: [None; Builtin::ALL.len()],
         }
     }
 
@@ -39,9 +45,28 @@ impl<B: Backend> KernelRegistry<B> {
         self.entries.push(KernelEntry {
             source: Arc::new(source),
             name,
+            signature,
             loaded: None,
         });
         signature
+    }
+
+    /// The first kernel registered under `name`, and its signature.
+    pub(crate) fn find(&self, name: &str) -> Option<(KernelId, KernelSignature)> {
+        self.entries
+            .iter()
+            .position(|e| e.name == name)
+            .map(|i| (KernelId(i as u32), self.entries[i].signature))
+    }
+
+    /// The id `builtin` was registered under, if it was.
+    pub(crate) fn builtin(&self, builtin: Builtin) -> Option<(KernelId, KernelSignature)> {
+        self.builtins[builtin.index()].map(|id| (id, self.entries[id.index() as usize].signature))
+    }
+
+    /// Remembers that `builtin` is kernel `id`.
+    pub(crate) fn set_builtin(&mut self, builtin: Builtin, id: KernelId) {
+        self.builtins[builtin.index()] = Some(id);
     }
 
     /// The kernel `id` names.

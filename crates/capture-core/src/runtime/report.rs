@@ -27,6 +27,55 @@ pub struct DeviceReport {
     pub graphs: Vec<GraphLedger>,
 }
 
+impl StreamReport {
+    /// Pages held in its device and host pools: its live driver allocations.
+    pub fn pages(&self) -> u64 {
+        self.device.pages() + self.host.pages()
+    }
+}
+
+impl DeviceReport {
+    /// Pages held by every pool of every pooled stream: the device's live driver
+    /// allocations of memory (one per page; executables and kernels are not counted).
+    pub fn pages(&self) -> u64 {
+        self.streams.iter().map(StreamReport::pages).sum()
+    }
+
+    /// Driver allocations every pool ever made, and how many of them were given back:
+    /// `allocations - frees` is [`pages`](Self::pages).
+    pub fn driver_allocations(&self) -> (u64, u64) {
+        self.streams.iter().fold((0, 0), |(a, f), s| {
+            (
+                a + s.device.allocations() + s.host.allocations(),
+                f + s.device.frees() + s.host.frees(),
+            )
+        })
+    }
+
+    /// Slices still handed out (live buffers, staging, info entries, and what graphs
+    /// and queued work hold).
+    pub fn slices_in_use(&self) -> u64 {
+        self.streams
+            .iter()
+            .map(|s| s.device.slices_in_use() + s.host.slices_in_use())
+            .sum()
+    }
+
+    /// Values waiting in drop queues for the device to finish with them.
+    pub fn pending_drops(&self) -> usize {
+        self.streams.iter().map(|s| s.pending_drops).sum()
+    }
+
+    /// Whether everything was freed: no slice handed out, no pending drop, no live
+    /// graph, and no page left (after [`Device::cleanup`](crate::Device::cleanup)).
+    pub fn is_empty(&self) -> bool {
+        self.pages() == 0
+            && self.slices_in_use() == 0
+            && self.pending_drops() == 0
+            && self.graphs.is_empty()
+    }
+}
+
 impl fmt::Display for DeviceReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for s in &self.streams {
@@ -42,6 +91,13 @@ impl fmt::Display for DeviceReport {
         for g in &self.graphs {
             writeln!(f, "{g}")?;
         }
-        Ok(())
+        let (allocations, frees) = self.driver_allocations();
+        writeln!(
+            f,
+            "total: {} pages (live driver allocations), {allocations} allocated, {frees} freed, {} slices in use, {} live graphs",
+            self.pages(),
+            self.slices_in_use(),
+            self.graphs.len()
+        )
     }
 }

@@ -6,6 +6,7 @@
 // Test helpers are shared across this binary's modules, not a public API.
 #![allow(missing_docs, unreachable_pub, clippy::missing_errors_doc)]
 
+mod api;
 mod bad_input;
 mod contexts;
 mod reliability;

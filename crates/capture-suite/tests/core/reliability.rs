@@ -675,7 +675,7 @@ fn captures_on_s0_while(
     std::thread::scope(|s| {
         s.spawn(|| other(&dev, &x1, &y1, &done));
         for _ in 0..rounds {
-            match dev.capture(S0, run) {
+            match dev.capture(S0, |d| run(d)) {
                 Ok(g) => dev.drop_graph(g).unwrap(),
                 Err(e) => failures.push(text(&e)),
             }

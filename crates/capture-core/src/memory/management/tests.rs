@@ -469,10 +469,27 @@ fn the_report_counts_reserved_and_in_use_per_pool() {
     let report = m.report();
     assert_eq!(
         report.to_string(),
-        "device.dynamic: 1 pages, 1048576 B reserved, 256 B in use in 1 slices\n\
-         device.persistent: 1 pages, 1048576 B reserved, 1024 B in use in 1 slices"
+        "device.dynamic: 1 pages, 1048576 B reserved, 256 B in use in 1 slices; 1 driver allocations, 0 freed\n\
+         device.persistent: 1 pages, 1048576 B reserved, 1024 B in use in 1 slices; 1 driver allocations, 0 freed"
     );
     assert_eq!(report.in_use(), 1280);
+    assert_eq!(
+        (report.pages(), report.allocations(), report.frees()),
+        (2, 2, 0)
+    );
+    // Freed and cleaned up, every page goes back, and the counts say so.
+    drop((_a, _b));
+    m.cleanup(PageUpdate::Free).unwrap();
+    let report = m.report();
+    assert_eq!(
+        (
+            report.pages(),
+            report.slices_in_use(),
+            report.allocations(),
+            report.frees()
+        ),
+        (0, 0, 2, 2)
+    );
 }
 
 #[test]
