@@ -16,4 +16,5 @@
 pub mod hot_paths;
 pub mod launch_check;
 pub mod model;
+pub mod reuse;
 pub mod scenarios;

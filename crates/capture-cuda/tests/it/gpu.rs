@@ -177,3 +177,12 @@ fn a_capture_begun_on_one_thread_ends_on_another_with_no_context_made_current() 
     .unwrap();
     assert_eq!(floats(&bytes), vec![5.0; 64]);
 }
+
+#[test]
+fn one_backend_value_hosts_devices_one_after_another_and_side_by_side() {
+    let Some(b) = backend("devices one after another") else {
+        return;
+    };
+    let results = capture_suite::reuse::devices_one_after_another(&b, 2).unwrap();
+    assert_eq!(results, [3.0; 5]);
+}

@@ -193,38 +193,15 @@ fn the_memory_report_counts_pages_and_driver_allocations_as_the_driver_sees_them
 #[test]
 fn one_backend_value_hosts_devices_one_after_another_and_side_by_side() {
     let backend = MockBackend::new();
-    let s = StreamId::new(0);
-    let config = || DeviceConfig::new().streams(2).unwrap();
-    let run = |dev: &Device<MockBackend>| -> Result<f32, ServerError> {
-        let add = dev.builtin(Builtin::AddScalar);
-        let x = dev.alloc(s, 16)?;
-        let y = dev.alloc(s, 16)?;
-        dev.write(s, &x, 0, vec![0u8; 16])?;
-        let g = dev.capture(s, |d| {
-            d.launch(
-                s,
-                &add,
-                [1, 1, 1],
-                &[Arg::read(&x), Arg::write(&y)],
-                &Builtin::AddScalar.info(4, 3.0),
-            )
-        })?;
-        dev.replay(s, g, 1)?;
-        let out = dev.read(s, &y)?;
-        dev.drop_graph(g)?;
-        Ok(f32::from_le_bytes(out[..4].try_into().unwrap()))
-    };
-    for round in 0..3 {
-        let dev = Device::new(backend.clone(), config()).unwrap();
-        assert_eq!(run(&dev).unwrap(), 3.0, "device {round}");
-    }
+    let results = capture_suite::reuse::devices_one_after_another(&backend, 3).unwrap();
+    assert_eq!(results, [3.0; 6]);
+    drop(results);
     assert_eq!(
         backend.live_pages(MemoryKind::Device),
         0,
         "each device freed its pages"
     );
-    let a = Device::new(backend.clone(), config()).unwrap();
-    let b = Device::new(backend.clone(), config()).unwrap();
-    assert_eq!(run(&a).unwrap(), 3.0);
-    assert_eq!(run(&b).unwrap(), 3.0);
+    let affine = capture_mock::AffineMock::new();
+    let results = capture_suite::reuse::devices_one_after_another(&affine, 2).unwrap();
+    assert_eq!(results, [3.0; 5]);
 }

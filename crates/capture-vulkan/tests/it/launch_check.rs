@@ -24,3 +24,17 @@ fn the_core_refuses_a_launch_that_does_not_fit_before_vulkan_sees_it() {
     );
     support::assert_no_validation_messages(&handle);
 }
+
+#[test]
+fn one_backend_value_hosts_devices_one_after_another_and_side_by_side() {
+    let backend = match support::backend(MemoryMode::Auto) {
+        Ok(b) => b,
+        Err(why) => {
+            println!("SKIP: devices one after another: {why}");
+            return;
+        }
+    };
+    let results = capture_suite::reuse::devices_one_after_another(&backend, 2).unwrap();
+    assert_eq!(results, [3.0; 5]);
+    support::assert_no_validation_messages(&backend);
+}
