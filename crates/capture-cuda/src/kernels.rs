@@ -271,6 +271,22 @@ pub fn compile_builtins(arch: &str) -> Result<String, ServerError> {
     })
 }
 
+/// Compiles a user's CUDA C (`source`, named `file` in NVRTC's messages) to PTX for
+/// `arch` (`compute_80`, `compute_90`) with NVRTC, as the builtins are compiled
+/// (`--fmad=false`, no headers): what a program ships beside its kernel source and hands
+/// to [`CudaKernelSource::ptx`]. Runs without a GPU.
+///
+/// # Errors
+///
+/// [`ServerError::InvalidArgument`] naming `file`: NVRTC cannot be loaded, or refused
+/// the source (its log is in the error), or gave PTX that is not UTF-8.
+pub fn compile_ptx(source: &str, file: &str, arch: &str) -> Result<String, ServerError> {
+    let bytes = raw::compile(source, arch, file, raw::Output::Ptx)?;
+    String::from_utf8(bytes).map_err(|_| {
+        ServerError::invalid("CUDA C kernels", file, "NVRTC gave PTX that is not UTF-8")
+    })
+}
+
 /// Compiles the builtins' CUDA C to a cubin for `arch` (`sm_80`, `sm_90`) with NVRTC,
 /// as the shipped cubins were made.
 ///

@@ -49,7 +49,7 @@ pub use floor::{FLOOR_ELEMENTS_PER_BLOCK, Floor, FloorError, FloorPass};
 pub use kernels::{
     BUILTINS_CU, BUILTINS_SM80, BUILTINS_SM80_CUBIN, BUILTINS_SM90, BUILTINS_SM90_CUBIN,
     CudaKernel, CudaKernelSource, MIN_DRIVER, NVRTC_RELEASE, PTX_ISA, SHIPPED, SHIPPED_CUBINS,
-    compile_builtins, compile_builtins_cubin, nvrtc_present, nvrtc_version,
+    compile_builtins, compile_builtins_cubin, compile_ptx, nvrtc_present, nvrtc_version,
 };
 pub use storage::{CudaSlice, CudaStorage};
 pub use stream::{CudaFence, CudaStream};
