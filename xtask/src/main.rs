@@ -16,6 +16,7 @@
 
 mod bench;
 mod cargo;
+mod examples;
 mod gpu_bundle;
 mod libs;
 mod manifest;

@@ -1,9 +1,10 @@
 //! `cargo xtask test`: the README's test command, and what CI runs.
 //!
 //! Installs what the tests need when it is missing, runs the gate (fmt, clippy, docs,
-//! tidy), then every test of the workspace, and ends with a summary: one row per backend
-//! (core, mock, vulkan, cuda, nvrtc) saying whether it ran, was skipped and why, or
-//! FAILED, each read from its own test binaries' results (see `results`).
+//! tidy), then every test of the workspace and every example (`examples`), and ends with
+//! a summary: one row per backend (core, mock, vulkan, cuda, nvrtc) and one for the
+//! examples, saying whether it ran, was skipped and why, or FAILED, each read from its own
+//! test binaries' results (see `results`) or the examples' runs.
 
 use std::process::Command;
 
@@ -18,7 +19,8 @@ const HELP: &str = "usage: cargo xtask test [--no-gate]
 
 Runs the gate (cargo fmt --check, clippy -D warnings, rustdoc -D warnings, tidy), then
 `cargo test --workspace --no-fail-fast -- --show-output` with CI=true (so a missing or
-changed insta snapshot fails), then prints which backends ran and which were skipped and
+changed insta snapshot fails), then builds and runs every example (the facade's with
+the vulkan and cuda features, capture-vulkan's floor), then prints which backends ran and which were skipped and
 why, each test binary's `test result:` line, and `N passed, M failed`.
 
 Installs lavapipe and the Vulkan validation layer with apt, and fetches NVRTC (the
@@ -59,6 +61,20 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             ]),
         )?;
         step(
+            "cargo clippy (capture-graphs with every backend)",
+            &mut cargo(&[
+                "clippy",
+                "-p",
+                "capture-graphs",
+                "--all-targets",
+                "--features",
+                "vulkan,cuda",
+                "--",
+                "-D",
+                "warnings",
+            ]),
+        )?;
+        step(
             "cargo doc",
             cargo(&["doc", "--workspace", "--no-deps"]).env("RUSTDOCFLAGS", "-D warnings"),
         )?;
@@ -76,23 +92,21 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     let nvrtc_lib = crate::nvrtc::ensure()?;
     let ld_path =
         crate::nvrtc::prepend_path(&nvrtc_lib, std::env::var("LD_LIBRARY_PATH").ok().as_deref());
-    let results = run_tests(
-        &["--workspace", "--no-fail-fast"],
-        &["--show-output"],
-        |test| {
-            test.env("CI", "true")
-                .env("INSTA_UPDATE", "no")
-                .env("CAPTURE_REQUIRE_VULKAN", "1")
-                .env("CAPTURE_REQUIRE_NVRTC", "1")
-                .env("LD_LIBRARY_PATH", &ld_path)
-                // The pinned library by path: a system libnvrtc.so cannot stand in.
-                .env("CAPTURE_NVRTC", nvrtc_lib.join(crate::nvrtc::LIB))
-                .env("LP_NUM_THREADS", "0")
-                // lavapipe by name: the Vulkan backend would otherwise take the
-                // best-ranked device, and CI's tests are meant for lavapipe.
-                .env("CAPTURE_VULKAN_DEVICE", "llvmpipe");
-        },
-    )?;
+    let env = |test: &mut Command| {
+        test.env("CI", "true")
+            .env("INSTA_UPDATE", "no")
+            .env("CAPTURE_REQUIRE_VULKAN", "1")
+            .env("CAPTURE_REQUIRE_NVRTC", "1")
+            .env("LD_LIBRARY_PATH", &ld_path)
+            // The pinned library by path: a system libnvrtc.so cannot stand in.
+            .env("CAPTURE_NVRTC", nvrtc_lib.join(crate::nvrtc::LIB))
+            .env("LP_NUM_THREADS", "0")
+            // lavapipe by name: the Vulkan backend would otherwise take the
+            // best-ranked device, and CI's tests are meant for lavapipe.
+            .env("CAPTURE_VULKAN_DEVICE", "llvmpipe");
+    };
+    let results = run_tests(&["--workspace", "--no-fail-fast"], &["--show-output"], env)?;
+    let examples = crate::examples::run(env)?;
 
     let backends = vec![
         core_row(&results),
@@ -100,6 +114,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         vulkan_row(&results),
         cuda_row(&results),
         nvrtc_row(&results),
+        examples,
     ];
     let summary = Summary { results, backends };
     summary.print();
