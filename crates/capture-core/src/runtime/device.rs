@@ -52,6 +52,16 @@ pub struct Device<B: Backend> {
 impl<B: Backend> Device<B> {
     /// A device over `backend` with `config`'s pooled streams.
     ///
+    /// ```
+    /// use capture_core::{Device, DeviceConfig};
+    /// use capture_mock::MockBackend;
+    ///
+    /// // Two pooled streams; logical streams fold onto them (stream#2 shares #0's).
+    /// let dev = Device::new(MockBackend::new(), DeviceConfig::new().streams(2)?)?;
+    /// assert_eq!(dev.pooled_index(capture_core::StreamId::new(2)), 0);
+    /// # Ok::<(), capture_core::ServerError>(())
+    /// ```
+    ///
     /// # Errors
     ///
     /// The backend's refusal to create a stream.
@@ -138,6 +148,20 @@ impl<B: Backend> Device<B> {
     /// Allocates `size` bytes of device memory owned by `stream`. The new buffer reads
     /// as never written until something writes it.
     ///
+    /// ```
+    /// # use capture_core::{Arg, Builtin, Device, DeviceConfig, StreamId};
+    /// # use capture_mock::MockBackend;
+    /// # let dev = Device::new(MockBackend::new(), DeviceConfig::new())?;
+    /// let s = StreamId::new(0);
+    /// let x = dev.alloc(s, 1024)?;
+    /// assert_eq!(x.size(), 1024);
+    /// // Nothing wrote it yet: a read fails instead of returning stale bytes.
+    /// assert!(dev.read(s, &x).unwrap_err().unwritten().is_some());
+    /// // A zero size is refused, and the stream goes on.
+    /// assert!(dev.alloc(s, 0).is_err());
+    /// # Ok::<(), capture_core::ServerError>(())
+    /// ```
+    ///
     /// # Errors
     ///
     /// - [`ServerError::InvalidArgument`] for a size of zero or above the maximum.
@@ -154,6 +178,20 @@ impl<B: Backend> Device<B> {
     /// Writes `bytes` into `buffer` at `offset`, staged through pinned host memory.
     /// Outside a window the written bytes become readable; inside the caller's window the
     /// copy is recorded: the graph keeps the bytes and re-copies them on every replay.
+    ///
+    /// ```
+    /// # use capture_core::{Arg, Builtin, Device, DeviceConfig, StreamId};
+    /// # use capture_mock::MockBackend;
+    /// # let dev = Device::new(MockBackend::new(), DeviceConfig::new())?;
+    /// # let s = StreamId::new(0);
+    /// let x = dev.alloc(s, 8)?;
+    /// dev.write(s, &x, 0, vec![1u8; 8])?;
+    /// dev.write(s, &x, 4, vec![2u8; 4])?; // part of it, in place
+    /// assert_eq!(dev.read(s, &x)?, [1, 1, 1, 1, 2, 2, 2, 2]);
+    /// // Past the end: refused, naming the buffer; nothing was written.
+    /// assert!(dev.write(s, &x, 6, vec![0u8; 4]).is_err());
+    /// # Ok::<(), capture_core::ServerError>(())
+    /// ```
     ///
     /// # Errors
     ///
@@ -180,6 +218,19 @@ impl<B: Backend> Device<B> {
 
     /// Reads all of `buffer` back to the host, after everything enqueued before it.
     ///
+    /// ```
+    /// # use capture_core::{Arg, Builtin, Device, DeviceConfig, StreamId};
+    /// # use capture_mock::MockBackend;
+    /// # let dev = Device::new(MockBackend::new(), DeviceConfig::new())?;
+    /// # let s = StreamId::new(0);
+    /// let y = dev.alloc(s, 16)?;
+    /// let fill = dev.builtin(Builtin::Fill);
+    /// dev.launch(s, &fill, [1, 1, 1], &[Arg::write(&y)], &Builtin::Fill.info(4, 0.5))?;
+    /// // The read waits for the launch.
+    /// assert_eq!(dev.read(s, &y)?, [0.5f32; 4].map(f32::to_le_bytes).concat());
+    /// # Ok::<(), capture_core::ServerError>(())
+    /// ```
+    ///
     /// # Errors
     ///
     /// [`ServerError::Unwritten`] when any byte read carries a failure (or was never
@@ -191,6 +242,17 @@ impl<B: Backend> Device<B> {
     }
 
     /// Reads `len` bytes of `buffer` at `offset` back to the host.
+    ///
+    /// ```
+    /// # use capture_core::{Arg, Builtin, Device, DeviceConfig, StreamId};
+    /// # use capture_mock::MockBackend;
+    /// # let dev = Device::new(MockBackend::new(), DeviceConfig::new())?;
+    /// # let s = StreamId::new(0);
+    /// let x = dev.alloc(s, 8)?;
+    /// dev.write(s, &x, 0, vec![1, 2, 3, 4, 5, 6, 7, 8])?;
+    /// assert_eq!(dev.read_range(s, &x, 2, 3)?, [3, 4, 5]);
+    /// # Ok::<(), capture_core::ServerError>(())
+    /// ```
     ///
     /// # Errors
     ///
@@ -220,6 +282,18 @@ impl<B: Backend> Device<B> {
 
     /// Waits for everything enqueued on `stream`'s pooled stream.
     ///
+    /// ```
+    /// # use capture_core::{Arg, Builtin, Device, DeviceConfig, StreamId};
+    /// # use capture_mock::MockBackend;
+    /// # let dev = Device::new(MockBackend::new(), DeviceConfig::new())?;
+    /// # let s = StreamId::new(0);
+    /// let y = dev.alloc(s, 16)?;
+    /// let fill = dev.builtin(Builtin::Fill);
+    /// dev.launch(s, &fill, [1, 1, 1], &[Arg::write(&y)], &Builtin::Fill.info(4, 1.0))?;
+    /// dev.sync(s)?; // the launch has run; a failure it met would be reported here
+    /// # Ok::<(), capture_core::ServerError>(())
+    /// ```
+    ///
     /// # Errors
     ///
     /// [`ServerError::GraphState`] when the stream records (not a failure of the
@@ -232,6 +306,20 @@ impl<B: Backend> Device<B> {
 
     /// Frees what the drop queues hold once the device is done with it, drops unpinned
     /// info-cache entries, and gives empty pages back to the storage.
+    ///
+    /// ```
+    /// # use capture_core::{Arg, Builtin, Device, DeviceConfig, StreamId};
+    /// # use capture_mock::MockBackend;
+    /// # let dev = Device::new(MockBackend::new(), DeviceConfig::new())?;
+    /// # let s = StreamId::new(0);
+    /// let x = dev.alloc(s, 4096)?;
+    /// drop(x);
+    /// dev.sync(s)?;
+    /// let released = dev.cleanup()?;
+    /// assert_eq!(released.pages_released, 1);
+    /// assert!(dev.memory_report().is_empty(), "everything was freed");
+    /// # Ok::<(), capture_core::ServerError>(())
+    /// ```
     ///
     /// # Errors
     ///
@@ -258,7 +346,23 @@ impl<B: Backend> Device<B> {
         Ok(total)
     }
 
-    /// Every pooled stream's memory, and what each live graph holds.
+    /// Every pooled stream's memory, and what each live graph holds: pages (live driver
+    /// allocations), bytes reserved and in use, slices, pending drops, and each graph's
+    /// ledger.
+    ///
+    /// ```
+    /// # use capture_core::{Arg, Builtin, Device, DeviceConfig, StreamId};
+    /// # use capture_mock::MockBackend;
+    /// # let dev = Device::new(MockBackend::new(), DeviceConfig::new())?;
+    /// # let s = StreamId::new(0);
+    /// let x = dev.alloc(s, 100)?;
+    /// let report = dev.memory_report();
+    /// assert_eq!(report.pages(), 1);
+    /// assert_eq!(report.slices_in_use(), 1);
+    /// assert_eq!(report.driver_allocations(), (1, 0));
+    /// # drop(x);
+    /// # Ok::<(), capture_core::ServerError>(())
+    /// ```
     pub fn memory_report(&self) -> DeviceReport {
         let mut streams = Vec::with_capacity(self.inner.cells.len());
         for index in 0..self.inner.cells.len() {

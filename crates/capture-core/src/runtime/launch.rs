@@ -48,6 +48,22 @@ pub(crate) struct Foreign<R> {
 impl<B: Backend> Device<B> {
     /// Registers a kernel with the signature its source declares; it is loaded on its
     /// first launch.
+    ///
+    /// ```
+    /// # use capture_core::{Device, DeviceConfig, KernelSignature};
+    /// use capture_mock::{MockBackend, MockKernel};
+    ///
+    /// // A mock kernel is a Rust function over the launch's buffers and info words.
+    /// const NEGATE: MockKernel = MockKernel {
+    ///     name: "negate",
+    ///     signature: KernelSignature::new(1, 0),
+    ///     f: |bufs, _info| bufs[0].iter_mut().for_each(|b| *b = !*b),
+    /// };
+    /// let dev = Device::new(MockBackend::new(), DeviceConfig::new())?;
+    /// let k = dev.kernel(NEGATE);
+    /// assert_eq!(dev.kernel_name(&k), "negate");
+    /// # Ok::<(), capture_core::ServerError>(())
+    /// ```
     pub fn kernel(&self, source: B::KernelSource) -> KernelHandle {
         let mut kernels = self.inner.kernel_registry();
         self.register(&mut kernels, source)
@@ -110,6 +126,22 @@ impl<B: Backend> Device<B> {
     ///
     /// A launch whose input carries a failure is skipped and passes the failure on to its
     /// outputs. Buffers of other pooled streams are waited for first (rule 18).
+    ///
+    /// ```
+    /// # use capture_core::{Arg, Builtin, Device, DeviceConfig, StreamId};
+    /// # use capture_mock::MockBackend;
+    /// # let dev = Device::new(MockBackend::new(), DeviceConfig::new())?;
+    /// # let s = StreamId::new(0);
+    /// let (x, y) = (dev.alloc(s, 16)?, dev.alloc(s, 16)?);
+    /// dev.write(s, &x, 0, [3.0f32; 4].map(f32::to_le_bytes).concat())?;
+    /// let mul = dev.builtin(Builtin::MulScalar);
+    /// let args = [Arg::read(&x), Arg::write(&y)];
+    /// dev.launch(s, &mul, [1, 1, 1], &args, &Builtin::MulScalar.info(4, 2.0))?;
+    /// assert_eq!(dev.read(s, &y)?, [6.0f32; 4].map(f32::to_le_bytes).concat());
+    /// // One buffer short of the kernel's signature: refused before any backend sees it.
+    /// assert!(dev.launch(s, &mul, [1, 1, 1], &args[..1], &Builtin::MulScalar.info(4, 2.0)).is_err());
+    /// # Ok::<(), capture_core::ServerError>(())
+    /// ```
     ///
     /// # Errors
     ///

@@ -105,6 +105,28 @@ impl<B: Backend> Device<B> {
     /// Closes the window on `stream` and seals what it recorded into a graph. Ended by a
     /// stream that did not open it, the window is abandoned: closed, with no graph.
     ///
+    /// ```
+    /// # use capture_core::{Arg, Builtin, Device, DeviceConfig, StreamId};
+    /// # use capture_mock::MockBackend;
+    /// # let dev = Device::new(MockBackend::new(), DeviceConfig::new())?;
+    /// # let s = StreamId::new(0);
+    /// let y = dev.alloc(s, 16)?;
+    /// let fill = dev.builtin(Builtin::Fill);
+    /// let step = |d: &Device<MockBackend>| {
+    ///     d.launch(s, &fill, [1, 1, 1], &[Arg::write(&y)], &Builtin::Fill.info(4, 7.0))
+    /// };
+    /// // By hand, what `capture` does: prepare, warmup, begin, record, end.
+    /// dev.prepare(s)?;
+    /// step(&dev)?;
+    /// dev.begin(s)?;
+    /// step(&dev)?;
+    /// let graph = dev.end(s)?;
+    /// dev.replay(s, graph, 1)?;
+    /// // An end with nothing open is refused and changes nothing.
+    /// assert!(dev.end(s).is_err());
+    /// # Ok::<(), capture_core::ServerError>(())
+    /// ```
+    ///
     /// # Errors
     ///
     /// No graph comes out of a window that never opened (a prepared one is disarmed),
@@ -140,6 +162,29 @@ impl<B: Backend> Device<B> {
     /// `Ok`, the outputs hold warmup's results. No stream lock is held while `record`
     /// runs. If `record` panics, a guard aborts the window (its written ranges claimed)
     /// and the panic continues.
+    ///
+    /// ```
+    /// # use capture_core::{Arg, Builtin, Device, DeviceConfig, StreamId};
+    /// # use capture_mock::MockBackend;
+    /// # let dev = Device::new(MockBackend::new(), DeviceConfig::new())?;
+    /// # let s = StreamId::new(0);
+    /// use capture_core::CapturePhase;
+    ///
+    /// let (x, y) = (dev.alloc(s, 16)?, dev.alloc(s, 16)?);
+    /// dev.write(s, &x, 0, [1.0f32; 4].map(f32::to_le_bytes).concat())?;
+    /// let add = dev.builtin(Builtin::AddScalar);
+    /// let mut phases = Vec::new();
+    /// let graph = dev.capture(s, |d| {
+    ///     phases.push(d.phase());
+    ///     let args = [Arg::read(&x), Arg::write(&y)];
+    ///     d.launch(s, &add, [1, 1, 1], &args, &Builtin::AddScalar.info(4, 1.0))
+    /// })?;
+    /// assert_eq!(phases, [CapturePhase::Warmup, CapturePhase::Record]);
+    /// // After `Ok`, the outputs hold warmup's results.
+    /// assert_eq!(dev.read(s, &y)?, [2.0f32; 4].map(f32::to_le_bytes).concat());
+    /// assert_eq!(dev.graph(graph).map(|l| l.launches), Some(1));
+    /// # Ok::<(), capture_core::ServerError>(())
+    /// ```
     ///
     /// # Errors
     ///
@@ -180,6 +225,28 @@ impl<B: Backend> Device<B> {
     /// Its inputs are checked first: if one carries a failure the replay is skipped and
     /// passes it on to everything the graph writes. A replay that fails to enqueue claims
     /// what the graph writes; a later successful replay settles it.
+    ///
+    /// ```
+    /// # use capture_core::{Arg, Builtin, Device, DeviceConfig, StreamId};
+    /// # use capture_mock::MockBackend;
+    /// # let dev = Device::new(MockBackend::new(), DeviceConfig::new())?;
+    /// # let s = StreamId::new(0);
+    /// let y = dev.alloc(s, 16)?;
+    /// dev.write(s, &y, 0, vec![0u8; 16])?;
+    /// let axpy = dev.builtin(Builtin::Axpy);
+    /// let (x, info) = (dev.alloc(s, 16)?, Builtin::Axpy.info(4, 1.0));
+    /// dev.write(s, &x, 0, [1.0f32; 4].map(f32::to_le_bytes).concat())?;
+    /// // y += x, in place: warmup makes y 1.
+    /// let graph = dev.capture(s, |d| {
+    ///     d.launch(s, &axpy, [1, 1, 1], &[Arg::read(&x), Arg::read_write(&y)], &info)
+    /// })?;
+    /// dev.replay(s, graph, 3)?; // three times, one submission
+    /// assert_eq!(dev.read(s, &y)?, [4.0f32; 4].map(f32::to_le_bytes).concat());
+    /// assert!(dev.replay(s, graph, 0).is_err()); // refused; the graph lives on
+    /// dev.drop_graph(graph)?;
+    /// assert!(dev.replay(s, graph, 1).is_err()); // UnknownGraph
+    /// # Ok::<(), capture_core::ServerError>(())
+    /// ```
     ///
     /// # Errors
     ///
