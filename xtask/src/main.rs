@@ -21,6 +21,7 @@ mod gpu_bundle;
 mod libs;
 mod manifest;
 mod nvrtc;
+mod package;
 mod results;
 mod summary;
 mod test;

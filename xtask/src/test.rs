@@ -17,7 +17,8 @@ use crate::{tidy, workspace_root};
 
 const HELP: &str = "usage: cargo xtask test [--no-gate]
 
-Runs the gate (cargo fmt --check, clippy -D warnings, rustdoc -D warnings, tidy), then
+Runs the gate (cargo fmt --check, clippy -D warnings, rustdoc -D warnings, tidy, the
+published crates' metadata and `cargo package` of each), then
 `cargo test --workspace --no-fail-fast -- --show-output` with CI=true (so a missing or
 changed insta snapshot fails), then builds and runs every example (the facade's with
 the vulkan and cuda features, capture-vulkan's floor), then prints which backends ran and which were skipped and
@@ -86,6 +87,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             bail!("tidy found {} problem(s)", problems.len());
         }
         println!("xtask: tidy ok");
+        crate::package::run(&root)?;
     }
 
     crate::vulkan::ensure()?;

@@ -21,5 +21,9 @@ fn the_readme_and_the_guide_quote_the_quick_start_example() {
 
 #[test]
 fn the_quick_start_is_at_most_25_lines() {
-    assert!(QUICK_START.lines().count() <= 25, "{}", QUICK_START.lines().count());
+    assert!(
+        QUICK_START.lines().count() <= 25,
+        "{}",
+        QUICK_START.lines().count()
+    );
 }

@@ -1,0 +1,149 @@
+//! The packaging step of `cargo xtask test`: every published crate (each workspace
+//! member without `publish = false`) must carry full metadata and package, workspace
+//! aware, with `cargo package` building each from its packaged files, so a missing file
+//! or field fails CI rather than a release.
+
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+
+use crate::cargo::cargo;
+use crate::manifest::workspace_members;
+
+/// The fields every published crate must set, itself or through the workspace.
+const REQUIRED: [&str; 8] = [
+    "description",
+    "license",
+    "readme",
+    "keywords",
+    "categories",
+    "documentation",
+    "rust-version",
+    "[package.metadata.docs.rs]",
+];
+
+/// A published member: its package name and its manifest's text.
+pub(crate) struct Published {
+    pub(crate) name: String,
+    manifest: String,
+}
+
+/// The workspace members that publish, in the workspace's order.
+pub(crate) fn published(root: &Path) -> Result<Vec<Published>> {
+    let text =
+        std::fs::read_to_string(root.join("Cargo.toml")).context("the workspace manifest")?;
+    let mut out = Vec::new();
+    for member in workspace_members(&text) {
+        let path = root.join(&member).join("Cargo.toml");
+        let manifest = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
+        if manifest.lines().any(|l| l.trim() == "publish = false") {
+            continue;
+        }
+        let name = manifest
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("name = \""))
+            .and_then(|rest| rest.strip_suffix('"'))
+            .with_context(|| format!("{member}: no package name"))?
+            .to_string();
+        out.push(Published { name, manifest });
+    }
+    Ok(out)
+}
+
+/// What a published manifest lacks or gets wrong.
+pub(crate) fn problems(crate_: &Published) -> Vec<String> {
+    let mut out = Vec::new();
+    for field in REQUIRED {
+        let set = crate_.manifest.lines().any(|l| {
+            let l = l.trim();
+            l == field || l.starts_with(&format!("{field} ")) || l.starts_with(&format!("{field}."))
+        });
+        if !set {
+            out.push(format!("{}: no `{field}`", crate_.name));
+        }
+    }
+    if crate_.manifest.contains(".invalid") || crate_.manifest.contains("example.com") {
+        out.push(format!("{}: a placeholder URL", crate_.name));
+    }
+    out
+}
+
+/// Checks every published crate's metadata, then packages them all.
+pub(crate) fn run(root: &Path) -> Result<()> {
+    let crates = published(root)?;
+    let workspace = std::fs::read_to_string(root.join("Cargo.toml"))?;
+    if workspace.contains(".invalid") || workspace.contains("example.com") {
+        bail!("the workspace manifest holds a placeholder URL");
+    }
+    let problems: Vec<String> = crates.iter().flat_map(problems).collect();
+    if !problems.is_empty() {
+        bail!(
+            "published crates lack metadata:\n  {}",
+            problems.join("\n  ")
+        );
+    }
+    let mut args = vec!["package", "--allow-dirty"];
+    for c in &crates {
+        args.extend(["-p", c.name.as_str()]);
+    }
+    println!(
+        "xtask: cargo package ({})",
+        crates
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let status = cargo(&args).status().context("starting cargo package")?;
+    if !status.success() {
+        bail!("cargo package failed ({status})");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_published_crate_needs_every_field_and_no_placeholder_url() {
+        let full = Published {
+            name: "x".into(),
+            manifest: "description = \"d\"\nlicense.workspace = true\nreadme = \"README.md\"\n\
+                keywords = []\ncategories = []\ndocumentation = \"https://docs.rs/x\"\n\
+                rust-version.workspace = true\n[package.metadata.docs.rs]\n"
+                .into(),
+        };
+        assert!(problems(&full).is_empty(), "{:?}", problems(&full));
+        let lacking = Published {
+            name: "y".into(),
+            manifest: "description = \"d\"\nrepository = \"https://example.invalid/y\"\n".into(),
+        };
+        let found = problems(&lacking);
+        assert!(found.contains(&"y: no `readme`".to_string()), "{found:?}");
+        assert!(
+            found.contains(&"y: a placeholder URL".to_string()),
+            "{found:?}"
+        );
+    }
+
+    #[test]
+    fn this_workspace_publishes_the_facade_the_core_and_the_backends() {
+        let crates = published(&crate::workspace_root()).unwrap();
+        let names: Vec<&str> = crates.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "capture-core",
+                "capture-mock",
+                "capture-vulkan",
+                "capture-cuda",
+                "capture-graphs"
+            ]
+        );
+        for c in &crates {
+            assert!(problems(c).is_empty(), "{:?}", problems(c));
+        }
+    }
+}
