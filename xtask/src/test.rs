@@ -16,7 +16,8 @@ use crate::{tidy, workspace_root};
 
 const HELP: &str = "usage: cargo xtask test [--no-gate]
 
-Runs the gate (cargo fmt --check, clippy -D warnings, rustdoc -D warnings, tidy), then
+Runs the gate (cargo fmt --check, clippy -D warnings over the workspace and over
+capture-cuda with its `cudarc` feature, rustdoc -D warnings, tidy), then
 `cargo test --workspace --no-fail-fast -- --show-output` with CI=true (so a missing or
 changed insta snapshot fails), then prints which backends ran and which were skipped and
 why, each test binary's `test result:` line, and `N passed, M failed`.
@@ -53,6 +54,22 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
                 "clippy",
                 "--workspace",
                 "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ]),
+        )?;
+        // The optional cudarc adapter builds only with its feature: one more clippy run
+        // of capture-cuda (and its tests) with it, so CI builds it without a GPU.
+        step(
+            "cargo clippy -p capture-cuda --features cudarc",
+            &mut cargo(&[
+                "clippy",
+                "-p",
+                "capture-cuda",
+                "--all-targets",
+                "--features",
+                "cudarc",
                 "--",
                 "-D",
                 "warnings",
