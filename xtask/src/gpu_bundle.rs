@@ -20,7 +20,8 @@ Builds, here, what a GPU machine with no Rust and no network needs to run the GP
 into DIR (default target/gpu-bundle, replaced when it holds an earlier bundle):
 
   capture-cuda-it, capture-vulkan-it
-               the backends' release `it` test binaries (CUDA 12.9 bindings)
+               the backends' release `it` test binaries (CUDA 12.9 bindings; capture-cuda's
+               with its `cudarc` feature)
   capture-cuda-alloc-count
                the hot paths' allocation counts on CUDA
   torch_graph.py
@@ -160,6 +161,8 @@ fn build_tests() -> Result<Vec<(PathBuf, &'static str)>> {
             }
         }
     }
+    // capture-cuda's `it` with the cudarc adapter's test (a cudarc context handed over).
+    args.extend(["--features", "capture-cuda/cudarc"]);
     let (ok, messages) = json_messages(&format!("cargo {}", args.join(" ")), cargo(&args))?;
     if !ok {
         bail!(

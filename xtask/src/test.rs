@@ -17,12 +17,13 @@ use crate::{tidy, workspace_root};
 
 const HELP: &str = "usage: cargo xtask test [--no-gate]
 
-Runs the gate (cargo fmt --check, clippy -D warnings, rustdoc -D warnings, tidy, the
-published crates' metadata and `cargo package` of each), then
+Runs the gate (cargo fmt --check, clippy -D warnings over the workspace and over the
+facade and capture-cuda with every backend feature, cudarc's included, rustdoc -D
+warnings, tidy, the published crates' metadata and `cargo package` of each), then
 `cargo test --workspace --no-fail-fast -- --show-output` with CI=true (so a missing or
 changed insta snapshot fails), then builds and runs every example (the facade's with
-the vulkan and cuda features, capture-vulkan's floor), then prints which backends ran and which were skipped and
-why, each test binary's `test result:` line, and `N passed, M failed`.
+the vulkan and cuda features, capture-vulkan's floor), then prints which backends ran
+and which were skipped and why, each test binary's `test result:` line, and `N passed, M failed`.
 
 Installs lavapipe and the Vulkan validation layer with apt, and fetches NVRTC (the
 nvidia-cuda-nvrtc-cu12 wheel, with pip, into target/nvrtc) when missing. Vulkan and NVRTC
@@ -61,15 +62,20 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
                 "warnings",
             ]),
         )?;
+        // The backends behind features (the facade's vulkan and cuda, capture-cuda's
+        // cudarc adapter) build only with them: one more clippy run, so CI builds them
+        // without a GPU.
         step(
-            "cargo clippy (capture-graphs with every backend)",
+            "cargo clippy (capture-graphs and capture-cuda with every feature)",
             &mut cargo(&[
                 "clippy",
                 "-p",
                 "capture-graphs",
+                "-p",
+                "capture-cuda",
                 "--all-targets",
                 "--features",
-                "vulkan,cuda",
+                "capture-graphs/vulkan,capture-graphs/cudarc",
                 "--",
                 "-D",
                 "warnings",

@@ -17,7 +17,8 @@ const HELP: &str = "usage: cargo xtask test-gpu
 For a machine with an NVIDIA GPU and its driver. In order:
   1. fails at once when the CUDA driver (libcuda.so.1) is not installed;
   2. prints the device, driver and CUDA versions (nvidia-smi, when present);
-  3. cargo test -p capture-cuda -- --show-output with CAPTURE_REQUIRE_CUDA=1 (a missing
+  3. cargo test -p capture-cuda --features cudarc -- --show-output with
+     CAPTURE_REQUIRE_CUDA=1 (a missing
      driver or device fails instead of saying SKIP), CI=true and INSTA_UPDATE=no; NVRTC
      is fetched into target/nvrtc when pip can, and then required too;
   4. when the Vulkan loader (libvulkan.so.1) is present: cargo test -p capture-vulkan,
@@ -81,7 +82,9 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             None
         }
     };
-    let results = run_tests(&["-p", "capture-cuda"], &["--show-output"], |cuda| {
+    // With the cudarc adapter, so its test (a cudarc context handed over) runs too.
+    let cuda_args = ["-p", "capture-cuda", "--features", "cudarc"];
+    let results = run_tests(&cuda_args, &["--show-output"], |cuda| {
         cuda.env("CAPTURE_REQUIRE_CUDA", "1")
             .env("CI", "true")
             .env("INSTA_UPDATE", "no");
@@ -164,7 +167,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
 /// The capture-cuda step: every test passed, the suite ran under `cuda::` in
 /// capture-cuda's `it`, and nothing there said `SKIP:` for CUDA.
 fn cuda_step(results: &Results) -> Step {
-    let name = "cargo test -p capture-cuda";
+    let name = "cargo test -p capture-cuda --features cudarc";
     let Some(it) = results.get(&CUDA) else {
         return Step::new(name, false, format!("{CUDA} did not run"));
     };

@@ -2,10 +2,12 @@
 //! relaxed mode, so the core calls the driver from whatever thread its user calls on
 //! (under each stream's lock); every call makes the device's context current first.
 //! One `Gpu` per device ordinal in the process: every backend value on it shares the
-//! retained primary context and its capture domain.
+//! retained primary context and its capture domain. A context of the caller's
+//! (`from_raw_context`, in `raw.rs`) gets a `Gpu` of its own that never releases it,
+//! sharing the capture domain of any other `Gpu` on the same context.
 
 use std::borrow::Cow;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use capture_core::backend::{
     Backend, Builtins, CaptureDomain, GraphDriver, Grid, KernelSignature, LaunchBuffer,
@@ -23,27 +25,86 @@ use crate::stream::{CudaFence, CudaStream};
 /// Threads per block of every launch.
 pub(crate) const BLOCK: u32 = 64;
 
-/// An opened device: its retained primary context, what the driver says of it, and the
-/// capture domain of every device the core builds on that context.
+/// What keeps a caller's context (and stream) alive while the backend uses them:
+/// cudarc's handles, for [`CudaBackend::from_cudarc`].
+pub(crate) type Keep = Box<dyn std::any::Any + Send + Sync>;
+
+/// Who owns the context.
 #[derive(Debug)]
+enum Owner {
+    /// [`CudaBackend::new`] retained the device's primary context once; the last handle
+    /// releases it once.
+    Retained { device: i32 },
+    /// The caller's ([`CudaBackend::from_raw_context`]): never retained, released or
+    /// destroyed by the backend.
+    Caller,
+}
+
+/// An opened device: its context, what the driver says of it, and the capture domain
+/// of every device the core builds on that context.
 pub(crate) struct Gpu {
     pub(crate) context: usize,
-    device: i32,
+    owner: Owner,
     ordinal: i32,
     name: String,
     pub(crate) compute: (i32, i32),
     driver: i32,
     domain: CaptureDomain,
+    /// A stream of the caller's that pooled stream 0 of a device runs on: `Some` while
+    /// no pooled stream holds it, `None` while one does or when none was handed over.
+    pub(crate) lent: Mutex<Option<usize>>,
+    /// What keeps the caller's context and stream alive (cudarc's handles); dropped
+    /// last, after everything the backend made in the context.
+    _keep: Option<Keep>,
 }
 
-/// The devices open in the process, by ordinal: a second backend on an ordinal shares the
-/// first one's `Gpu` (the primary context is one per device anyway).
-static OPEN: Mutex<Vec<(i32, Weak<Gpu>)>> = Mutex::new(Vec::new());
+impl std::fmt::Debug for Gpu {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gpu")
+            .field("ordinal", &self.ordinal)
+            .field("name", &self.name)
+            .field("owner", &self.owner)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The devices open in the process: a second backend on an ordinal shares the first
+/// one's `Gpu` (the primary context is one per device anyway), and every `Gpu` on one
+/// context (a primary context retained here and also handed over by a caller, say) shares
+/// its capture domain.
+static OPEN: Mutex<Vec<Weak<Gpu>>> = Mutex::new(Vec::new());
+
+/// The open devices, the gone ones forgotten.
+fn open_devices() -> MutexGuard<'static, Vec<Weak<Gpu>>> {
+    let mut open = OPEN.lock().unwrap_or_else(|p| p.into_inner());
+    open.retain(|gpu| gpu.strong_count() > 0);
+    open
+}
+
+/// The capture domain of `context`: a live device's on it, else a new one.
+fn domain_of(open: &[Weak<Gpu>], context: usize) -> CaptureDomain {
+    open.iter()
+        .filter_map(Weak::upgrade)
+        .find(|gpu| gpu.context == context)
+        .map_or_else(CaptureDomain::new, |gpu| gpu.domain.clone())
+}
 
 impl Drop for Gpu {
     fn drop(&mut self) {
-        raw::release(self.device);
+        match self.owner {
+            Owner::Retained { device } => raw::release(device),
+            Owner::Caller => {}
+        }
     }
+}
+
+/// Refuses before any driver call when the driver library does not load.
+pub(crate) fn driver_present() -> Result<(), Unavailable> {
+    raw::present().map_err(|why| {
+        unavailable(format!(
+            "the CUDA driver library cannot be loaded (no NVIDIA driver?): {why}"
+        ))
+    })
 }
 
 /// A CUDA device. Cloning gives another handle on the same device.
@@ -53,40 +114,68 @@ pub struct CudaBackend {
 }
 
 impl CudaBackend {
-    /// Opens CUDA device `ordinal`. Nothing calls into the driver before the driver
-    /// library is known to load.
+    /// Opens CUDA device `ordinal`, retaining its primary context. Nothing calls into
+    /// the driver before the driver library is known to load.
     ///
     /// # Errors
     ///
     /// [`Unavailable`] saying why: no driver library, no device, the driver refused to
     /// start.
     pub fn new(ordinal: i32) -> Result<Self, Unavailable> {
-        if let Err(why) = raw::present() {
-            return Err(unavailable(format!(
-                "the CUDA driver library cannot be loaded (no NVIDIA driver?): {why}"
-            )));
-        }
-        let mut open = OPEN.lock().unwrap_or_else(|p| p.into_inner());
-        open.retain(|(_, gpu)| gpu.strong_count() > 0);
+        driver_present()?;
+        let mut open = open_devices();
         if let Some(gpu) = open
             .iter()
-            .find(|(o, _)| *o == ordinal)
-            .and_then(|(_, gpu)| gpu.upgrade())
+            .filter_map(Weak::upgrade)
+            .find(|gpu| matches!(gpu.owner, Owner::Retained { .. }) && gpu.ordinal == ordinal)
         {
             return Ok(Self { gpu });
         }
         let opened = raw::open(ordinal)?;
         let gpu = Arc::new(Gpu {
             context: opened.context,
-            device: opened.device,
+            owner: Owner::Retained {
+                device: opened.device,
+            },
             ordinal,
             name: opened.name,
             compute: opened.compute,
             driver: opened.driver,
-            domain: CaptureDomain::new(),
+            domain: domain_of(&open, opened.context),
+            lent: Mutex::new(None),
+            _keep: None,
         });
-        open.push((ordinal, Arc::downgrade(&gpu)));
+        open.push(Arc::downgrade(&gpu));
         Ok(Self { gpu })
+    }
+
+    /// The backend in a context of the caller's, `opened` by `raw::external`, with
+    /// `stream` (checked there) to lend to pooled stream 0, and what keeps them alive.
+    pub(crate) fn in_callers_context(
+        opened: raw::Opened,
+        stream: Option<usize>,
+        keep: Option<Keep>,
+    ) -> Self {
+        let mut open = open_devices();
+        let gpu = Arc::new(Gpu {
+            context: opened.context,
+            owner: Owner::Caller,
+            ordinal: opened.ordinal,
+            name: opened.name,
+            compute: opened.compute,
+            driver: opened.driver,
+            domain: domain_of(&open, opened.context),
+            lent: Mutex::new(stream),
+            _keep: keep,
+        });
+        open.push(Arc::downgrade(&gpu));
+        Self { gpu }
+    }
+
+    /// Whether the context is the caller's (handed over) rather than retained by
+    /// [`CudaBackend::new`].
+    pub fn context_is_callers(&self) -> bool {
+        matches!(self.gpu.owner, Owner::Caller)
     }
 
     /// The device's ordinal.
@@ -199,12 +288,27 @@ impl Backend for CudaBackend {
     type KernelSource = CudaKernelSource;
     type Kernel = CudaKernel;
 
+    /// Pooled stream 0 runs on the caller's stream, if one was handed over and no other
+    /// pooled stream holds it; every other stream is a new non-blocking one.
     fn create_stream(&self, setup: &StreamSetup) -> Result<CudaStream, ServerError> {
         let _current = raw::Current::enter(self.gpu.context)?;
-        let stream = raw::stream_create()?;
+        let lent = match setup.index() {
+            0 => self
+                .gpu
+                .lent
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take(),
+            _ => None,
+        };
+        let stream = match lent {
+            Some(stream) => stream,
+            None => raw::stream_create()?,
+        };
         Ok(CudaStream {
             gpu: Arc::clone(&self.gpu),
             stream,
+            lent: lent.is_some(),
             state: setup.state(
                 CudaStorage::new(Arc::clone(&self.gpu), MemoryKind::Device),
                 CudaStorage::new(Arc::clone(&self.gpu), MemoryKind::Host),

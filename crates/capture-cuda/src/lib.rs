@@ -29,9 +29,22 @@
 //!   typed error.
 //! - **The benchmark's eager floor** ([`Floor`]): a bare `cuLaunchKernel` loop of the
 //!   builtin add-one chain on its own stream, with no runtime in between.
+//! - **A context of the caller's**: [`CudaBackend::from_raw_context`] (an `unsafe fn`
+//!   whose `# Safety` list says what the caller guarantees) runs the backend in a CUDA
+//!   context a runtime already owns instead of retaining the primary context, and never
+//!   retains, releases or destroys it; a non-blocking stream of the caller's may be lent
+//!   to pooled stream 0 (checked: not a default stream, of that context, non-blocking,
+//!   not capturing; refused as [`Unavailable`] otherwise). Every backend on one context
+//!   shares its capture domain. With the `cudarc` feature, `CudaBackend::from_cudarc`
+//!   takes cudarc's `Arc<CudaContext>` (and `from_cudarc_stream` its `Arc<CudaStream>`),
+//!   kept alive until the backend's last handle is gone.
 //! - Unsafe code lives in `raw.rs` only, each block with a `// SAFETY:` line.
 //!
-//! This crate has no features.
+//! Features:
+//! - `cudarc` (off by default): `CudaBackend::from_cudarc` and
+//!   `CudaBackend::from_cudarc_stream`, over cudarc 0.19 (runtime-loaded, no toolkit
+//!   needed; it enables cudarc's `cuda-12090` declarations, and cudarc takes the newest
+//!   version feature any crate enables, which this crate's handle-only use allows).
 
 mod driver;
 mod error;

@@ -22,6 +22,7 @@ use capture_core::PoolName;
 use capture_core::ServerError;
 use libloading::Library;
 
+use crate::driver::CudaBackend;
 use crate::error::{CudaError, Unavailable, cu_error, out_of_memory, unavailable};
 
 type Handle = *mut c_void;
@@ -74,7 +75,10 @@ driver_api! {
     cuDevicePrimaryCtxRelease_v2(c_int);
     cuCtxGetCurrent(*mut Handle);
     cuCtxSetCurrent(Handle);
+    cuCtxGetDevice(*mut c_int);
     cuStreamCreate(*mut Handle, c_uint);
+    cuStreamGetFlags(Handle, *mut c_uint);
+    cuStreamGetCtx(Handle, *mut Handle);
     cuStreamDestroy_v2(Handle);
     cuStreamSynchronize(Handle);
     cuStreamWaitEvent(Handle, Handle, c_uint);
@@ -205,7 +209,8 @@ impl Current {
         if current as usize == context {
             return Ok(Self { previous: None });
         }
-        // SAFETY: the context is retained for the backend's life.
+        // SAFETY: the context lives as long as the backend: retained by it, or the
+        // caller's, kept alive by the caller (`CudaBackend::from_raw_context`'s contract).
         check("cuCtxSetCurrent", unsafe {
             (api().cuCtxSetCurrent)(context as Handle)
         })?;
@@ -233,51 +238,89 @@ impl Drop for Current {
 pub(crate) struct Opened {
     pub(crate) context: usize,
     pub(crate) device: i32,
+    pub(crate) ordinal: i32,
     pub(crate) name: String,
     pub(crate) compute: (i32, i32),
     pub(crate) driver: i32,
 }
 
-/// Initialises the driver and retains device `ordinal`'s primary context.
-pub(crate) fn open(ordinal: i32) -> Result<Opened, Unavailable> {
-    let api = api();
-    let fail = |op: &str, code: c_int| {
-        unavailable(format!(
-            "{op} failed: {}",
-            CudaError::new(code, error_name(code))
-        ))
-    };
+/// `Unavailable` for driver call `op` failing with `code`.
+fn fail(op: &str, code: c_int) -> Unavailable {
+    unavailable(format!(
+        "{op} failed: {}",
+        CudaError::new(code, error_name(code))
+    ))
+}
+
+/// Initialises the driver (again, harmlessly, where a caller already did).
+fn init() -> Result<(), Unavailable> {
     // SAFETY: `present()` was checked by the caller; cuInit takes no pointers.
-    let code = unsafe { (api.cuInit)(0) };
+    let code = unsafe { (api().cuInit)(0) };
     match code {
-        consts::SUCCESS => {}
-        consts::STUB_LIBRARY => {
-            return Err(unavailable(
-                "the libcuda.so the loader found is the CUDA toolkit's stub library \
-                 (CUDA_ERROR_STUB_LIBRARY), not an NVIDIA driver: remove the toolkit's \
-                 stubs directory from LD_LIBRARY_PATH",
-            ));
-        }
-        consts::NO_DEVICE => return Err(unavailable("the driver found no CUDA device")),
-        code => return Err(fail("cuInit", code)),
+        consts::SUCCESS => Ok(()),
+        consts::STUB_LIBRARY => Err(unavailable(
+            "the libcuda.so the loader found is the CUDA toolkit's stub library \
+             (CUDA_ERROR_STUB_LIBRARY), not an NVIDIA driver: remove the toolkit's \
+             stubs directory from LD_LIBRARY_PATH",
+        )),
+        consts::NO_DEVICE => Err(unavailable("the driver found no CUDA device")),
+        code => Err(fail("cuInit", code)),
     }
+}
+
+/// How many devices the driver lists.
+fn device_count() -> Result<i32, Unavailable> {
     let mut count = 0;
     // SAFETY: `count` is a valid out-pointer.
-    let code = unsafe { (api.cuDeviceGetCount)(&mut count) };
+    let code = unsafe { (api().cuDeviceGetCount)(&mut count) };
     if code != consts::SUCCESS {
         return Err(fail("cuDeviceGetCount", code));
     }
+    Ok(count)
+}
+
+/// The device of `ordinal`, which is below the count.
+fn device_of(ordinal: i32) -> Result<i32, Unavailable> {
+    let mut device = 0;
+    // SAFETY: `device` is a valid out-pointer; the ordinal is below the count.
+    let code = unsafe { (api().cuDeviceGet)(&mut device, ordinal) };
+    if code != consts::SUCCESS {
+        return Err(fail("cuDeviceGet", code));
+    }
+    Ok(device)
+}
+
+/// Initialises the driver and retains device `ordinal`'s primary context.
+pub(crate) fn open(ordinal: i32) -> Result<Opened, Unavailable> {
+    init()?;
+    let count = device_count()?;
     if ordinal < 0 || count <= ordinal {
         return Err(unavailable(format!(
             "no CUDA device {ordinal} ({count} found)"
         )));
     }
-    let mut device = 0;
-    // SAFETY: `device` is a valid out-pointer; the ordinal is below the count.
-    let code = unsafe { (api.cuDeviceGet)(&mut device, ordinal) };
+    let device = device_of(ordinal)?;
+    let (name, compute, driver) = describe(device)?;
+    let mut context = std::ptr::null_mut();
+    // SAFETY: `context` is a valid out-pointer; the device is valid.
+    let code = unsafe { (api().cuDevicePrimaryCtxRetain)(&mut context, device) };
     if code != consts::SUCCESS {
-        return Err(fail("cuDeviceGet", code));
+        return Err(fail("cuDevicePrimaryCtxRetain", code));
     }
+    Ok(Opened {
+        context: context as usize,
+        device,
+        ordinal,
+        name,
+        compute,
+        driver,
+    })
+}
+
+/// What the driver says of `device`: its name, its compute capability, and the CUDA
+/// version the driver supports.
+fn describe(device: i32) -> Result<(String, (i32, i32), i32), Unavailable> {
+    let api = api();
     let mut name = [0 as c_char; 256];
     // SAFETY: the buffer is 256 bytes long, as passed.
     let code = unsafe { (api.cuDeviceGetName)(name.as_mut_ptr(), 256, device) };
@@ -309,19 +352,234 @@ pub(crate) fn open(ordinal: i32) -> Result<Opened, Unavailable> {
     if code != consts::SUCCESS {
         return Err(fail("cuDriverGetVersion", code));
     }
-    let mut context = std::ptr::null_mut();
-    // SAFETY: `context` is a valid out-pointer; the device is valid.
-    let code = unsafe { (api.cuDevicePrimaryCtxRetain)(&mut context, device) };
-    if code != consts::SUCCESS {
-        return Err(fail("cuDevicePrimaryCtxRetain", code));
+    Ok((name, compute, driver))
+}
+
+/// `CU_STREAM_LEGACY` (also null) and `CU_STREAM_PER_THREAD`: the default streams'
+/// handles.
+const DEFAULT_STREAMS: [usize; 3] = [0, 1, 2];
+
+/// What the driver says of a context the caller owns and of the device it runs on, after
+/// checking that it can be made current; with `stream`, also that the stream is one the
+/// backend can run a pooled stream on: not a default stream, of that context,
+/// non-blocking (as the backend's own), not capturing. Retains and releases nothing.
+///
+/// # Safety
+///
+/// [`present`] said the driver loads; `context` is null or a live context of that
+/// driver; `stream`, if any, a default stream's handle or a live stream.
+// SAFETY: the contract is that list; the blocks below and `lendable` rest on it.
+unsafe fn external(context: usize, stream: Option<usize>) -> Result<Opened, Unavailable> {
+    init()?;
+    if context == 0 {
+        return Err(unavailable("the context handed over is null"));
     }
+    let current = Current::enter(context).map_err(|e| {
+        unavailable(format!(
+            "the context handed over cannot be made current: {e}"
+        ))
+    })?;
+    let mut device = 0;
+    // SAFETY: `device` is a valid out-pointer; the caller's context is current.
+    let code = unsafe { (api().cuCtxGetDevice)(&mut device) };
+    if code != consts::SUCCESS {
+        return Err(fail("cuCtxGetDevice", code));
+    }
+    let count = device_count()?;
+    let mut ordinal = None;
+    for o in 0..count {
+        if device_of(o)? == device {
+            ordinal = Some(o);
+            break;
+        }
+    }
+    let Some(ordinal) = ordinal else {
+        return Err(unavailable(format!(
+            "the context's device {device} is none of the {count} the driver lists"
+        )));
+    };
+    if let Some(stream) = stream {
+        lendable(context, stream)?;
+    }
+    drop(current);
+    let (name, compute, driver) = describe(device)?;
     Ok(Opened {
-        context: context as usize,
+        context,
         device,
+        ordinal,
         name,
         compute,
         driver,
     })
+}
+
+/// Whether `stream` can be a pooled stream of the backend on `context` (current): see
+/// [`external`], whose caller guarantees the stream is live.
+fn lendable(context: usize, stream: usize) -> Result<(), Unavailable> {
+    if DEFAULT_STREAMS.contains(&stream) {
+        return Err(unavailable(
+            "the stream handed over is a default stream (legacy or per-thread), which no \
+             capture of the backend's may use: hand over a non-blocking stream",
+        ));
+    }
+    let mut owner: Handle = std::ptr::null_mut();
+    // SAFETY: the stream is live (the caller's guarantee, see `external`); `owner` is a
+    // valid out-pointer.
+    let code = unsafe { (api().cuStreamGetCtx)(stream as Handle, &mut owner) };
+    if code != consts::SUCCESS {
+        return Err(fail("cuStreamGetCtx", code));
+    }
+    if owner as usize != context {
+        return Err(unavailable(
+            "the stream handed over belongs to another context than the one handed over",
+        ));
+    }
+    let mut flags: c_uint = 0;
+    // SAFETY: as above; `flags` is a valid out-pointer.
+    let code = unsafe { (api().cuStreamGetFlags)(stream as Handle, &mut flags) };
+    if code != consts::SUCCESS {
+        return Err(fail("cuStreamGetFlags", code));
+    }
+    if flags & consts::STREAM_NON_BLOCKING == 0 {
+        return Err(unavailable(
+            "the stream handed over is a blocking stream (it waits for the legacy default \
+             stream, so the caller's work there could join a capture): hand over a \
+             non-blocking one, as the backend's own streams are",
+        ));
+    }
+    match is_capturing(stream) {
+        Ok(false) => Ok(()),
+        Ok(true) => Err(unavailable("the stream handed over is capturing")),
+        Err(e) => Err(unavailable(format!(
+            "the stream's capture state is unknown: {e}"
+        ))),
+    }
+}
+
+impl CudaBackend {
+    /// Runs the backend in a CUDA context the caller owns, instead of retaining the
+    /// device's primary context as [`CudaBackend::new`] does; with `stream`, pooled
+    /// stream 0 of a `Device` built over the backend runs on that stream of the
+    /// caller's (while no other pooled stream holds it: the first `Device`'s, or a later
+    /// one's once that one is gone), every other pooled stream on one of the backend's
+    /// own.
+    ///
+    /// The backend never retains, releases, destroys, pushes or pops the context: each
+    /// call makes it current on the calling thread and puts the caller's current context
+    /// back, as with its own. It destroys only what it made in it (streams, events,
+    /// memory, modules, graphs), and never the lent stream, which it finishes
+    /// (`cuStreamSynchronize`) when the pooled stream on it is dropped. Every backend on
+    /// one context (this one handed over twice, or a primary context also retained by
+    /// [`CudaBackend::new`]) shares one capture domain, so the core's relaxed-mode guards
+    /// see each other's windows.
+    ///
+    /// Nothing calls into the driver before the driver library is known to load.
+    ///
+    /// # Errors
+    ///
+    /// [`Unavailable`] saying why: no driver library, the driver refused to start, a null
+    /// context or one that cannot be made current, a device the driver does not list;
+    /// for `stream`, a default stream (legacy or per-thread), a stream of another
+    /// context, a blocking stream (one that waits for the legacy default stream), a
+    /// stream that is capturing.
+    ///
+    /// # Safety
+    ///
+    /// From the call until the backend's last handle is gone (every clone, every
+    /// `Device` over one, with its buffers, kernels and graphs), the caller guarantees:
+    ///
+    /// - `context` is a valid context of the NVIDIA driver this process has loaded (the
+    ///   one `libcuda.so.1` names), and stays alive: the caller neither destroys it
+    ///   (`cuCtxDestroy`, the last `cuDevicePrimaryCtxRelease` of a primary context) nor
+    ///   resets it (`cuDevicePrimaryCtxReset`), which would free what the backend made;
+    /// - `stream`, if given, is a valid stream (or a default stream's handle), and stays
+    ///   alive; while a pooled stream runs on it, the caller enqueues nothing on it (no
+    ///   launch, copy, memset, free, event record or event wait, of its own or of a
+    ///   library's on its behalf), and neither synchronises it nor begins or ends a
+    ///   capture on it: the core counts on the stream's queue holding its work alone,
+    ///   and a capture would record the caller's work into the backend's graph.
+    ///
+    /// The caller's own work in the context, on its own streams, is not constrained;
+    /// as CUDA's relaxed capture mode allows, it may run while a window records (a
+    /// context-wide `cuCtxSynchronize` then fails the capture, which the core reports as
+    /// the window's error).
+    // SAFETY: the contract is the `# Safety` list above, which is `external`'s.
+    pub unsafe fn from_raw_context(
+        context: *mut c_void,
+        stream: Option<*mut c_void>,
+    ) -> Result<Self, Unavailable> {
+        // SAFETY: the caller's guarantees are `adopt`'s; nothing is kept alive for it.
+        unsafe { Self::adopt(context as usize, stream.map(|s| s as usize), None) }
+    }
+
+    /// [`CudaBackend::from_raw_context`] keeping `keep` (what keeps the context and the
+    /// stream alive) until the backend's last handle is gone.
+    ///
+    /// # Safety
+    ///
+    /// [`CudaBackend::from_raw_context`]'s.
+    // SAFETY: the contract is that list.
+    unsafe fn adopt(
+        context: usize,
+        stream: Option<usize>,
+        keep: Option<crate::driver::Keep>,
+    ) -> Result<Self, Unavailable> {
+        crate::driver::driver_present()?;
+        // SAFETY: the driver loads (checked above), and the caller guarantees the context
+        // and the stream are live objects of it.
+        let opened = unsafe { external(context, stream) }?;
+        Ok(Self::in_callers_context(opened, stream, keep))
+    }
+
+    /// Runs the backend in cudarc's context `context`, shared rather than retained again:
+    /// [`CudaBackend::from_raw_context`] over `context.cu_ctx()`, lending no stream,
+    /// keeping the `Arc` until the backend's last handle is gone (so cudarc releases the
+    /// context only after everything the backend made in it). Safe, as cudarc keeps its
+    /// context alive while an `Arc` of it lives, and destroys or resets it only then.
+    ///
+    /// # Errors
+    ///
+    /// As [`CudaBackend::from_raw_context`]: no driver library for this crate's loader
+    /// (checked before any driver call), a context the driver refuses.
+    #[cfg(feature = "cudarc")]
+    pub fn from_cudarc(
+        context: std::sync::Arc<cudarc::driver::CudaContext>,
+    ) -> Result<Self, Unavailable> {
+        let raw = context.cu_ctx() as usize;
+        // SAFETY: a `CudaContext` is a live context of the process's NVIDIA driver (cudarc
+        // and this crate load the same `libcuda`), alive while the `Arc` kept here lives;
+        // no stream is lent.
+        unsafe { Self::adopt(raw, None, Some(Box::new(context))) }
+    }
+
+    /// As [`CudaBackend::from_cudarc`] over `stream.context()`, also lending `stream`
+    /// to pooled stream 0 (see [`CudaBackend::from_raw_context`]); both `Arc`s are kept
+    /// until the backend's last handle is gone. Hand over a stream made for it
+    /// (`CudaContext::new_stream`, which is non-blocking), not one the runtime's own
+    /// slices live on: cudarc records events on a slice's stream when the slice is used
+    /// and frees it there when it drops.
+    ///
+    /// # Errors
+    ///
+    /// As [`CudaBackend::from_raw_context`], the stream's refusals included.
+    ///
+    /// # Safety
+    ///
+    /// The stream item of [`CudaBackend::from_raw_context`]'s list: while a pooled
+    /// stream runs on `stream`, the caller enqueues nothing on it, through cudarc or
+    /// otherwise, and neither synchronises it nor captures on it.
+    #[cfg(feature = "cudarc")]
+    // SAFETY: the contract is the `# Safety` list above.
+    pub unsafe fn from_cudarc_stream(
+        stream: std::sync::Arc<cudarc::driver::CudaStream>,
+    ) -> Result<Self, Unavailable> {
+        let context = std::sync::Arc::clone(stream.context());
+        let raw = (context.cu_ctx() as usize, stream.cu_stream() as usize);
+        // SAFETY: as in `from_cudarc` for the context; the stream is a live stream (or
+        // default stream handle) of it, alive while the `Arc` kept here lives, and the
+        // caller guarantees the rest of the stream's item.
+        unsafe { Self::adopt(raw.0, Some(raw.1), Some(Box::new((context, stream)))) }
+    }
 }
 
 /// Releases the primary context retained by [`open`].

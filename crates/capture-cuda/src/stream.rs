@@ -1,5 +1,5 @@
-//! `CudaStream`: the core's per-stream state beside a non-blocking CUDA stream, and
-//! `CudaFence`, an event recorded on it.
+//! `CudaStream`: the core's per-stream state beside a non-blocking CUDA stream (the
+//! backend's own, or one a caller lent), and `CudaFence`, an event recorded on it.
 
 use std::sync::Arc;
 
@@ -14,12 +14,16 @@ use crate::storage::CudaStorage;
 pub struct CudaStream {
     pub(crate) gpu: Arc<Gpu>,
     pub(crate) stream: usize,
+    /// The stream is the caller's, lent by `from_raw_context`: finished, not destroyed,
+    /// at drop, and handed back for the next pooled stream 0.
+    pub(crate) lent: bool,
     pub(crate) state: StreamState<CudaStorage, CudaStorage>,
 }
 
 impl Drop for CudaStream {
     /// Ends a capture still open on the stream (its graph destroyed), waits for the
-    /// stream, then destroys it; a failure on the way is logged, as nobody can take it.
+    /// stream, then destroys it (a lent stream: hands it back); a failure on the way is
+    /// logged, as nobody can take it.
     fn drop(&mut self) {
         let _current = match raw::Current::enter(self.gpu.context) {
             Ok(current) => current,
@@ -43,7 +47,11 @@ impl Drop for CudaStream {
         if let Err(error) = raw::stream_sync(self.stream) {
             tracing::warn!(target: "capture", %error, "a CUDA stream failed to finish at teardown");
         }
-        raw::stream_destroy(self.stream);
+        if self.lent {
+            *self.gpu.lent.lock().unwrap_or_else(|p| p.into_inner()) = Some(self.stream);
+        } else {
+            raw::stream_destroy(self.stream);
+        }
     }
 }
 

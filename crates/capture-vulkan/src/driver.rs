@@ -4,7 +4,7 @@
 //! submission, made at the end of the call).
 
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use ash::vk;
 use capture_core::backend::{
@@ -106,6 +106,80 @@ impl VulkanOptions {
     }
 }
 
+/// Vulkan objects a caller already owns, handed to [`VulkanBackend::from_external`]: the
+/// backend runs on them and never destroys them. Its `# Safety` list says what the caller
+/// guarantees about each.
+#[derive(Clone)]
+pub struct ExternalDevice {
+    /// The loader the instance and the device were loaded through; the backend keeps a
+    /// clone, so the library stays loaded while it lives.
+    pub entry: ash::Entry,
+    /// The instance.
+    pub instance: ash::Instance,
+    /// The `VkApplicationInfo::apiVersion` the instance was created with
+    /// ([`vk::API_VERSION_1_2`] or later). Vulkan cannot be asked for it afterwards, and
+    /// a device offers its version's functions only up to it.
+    pub instance_api_version: u32,
+    /// The physical device the device was created on.
+    pub physical_device: vk::PhysicalDevice,
+    /// The device.
+    pub device: ash::Device,
+    /// The queue family of the queue the backend submits to; it must support compute.
+    pub queue_family: u32,
+    /// The queue's index in its family.
+    pub queue_index: u32,
+    /// The lock the caller submits to that queue under, to share with the backend; `None`
+    /// for a lock of the backend's own, which the caller takes through
+    /// [`VulkanBackend::with_queue`].
+    pub queue_lock: Option<Arc<Mutex<vk::Queue>>>,
+}
+
+impl std::fmt::Debug for ExternalDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExternalDevice")
+            .field("instance", &self.instance.handle())
+            .field("instance_api_version", &self.instance_api_version)
+            .field("physical_device", &self.physical_device)
+            .field("device", &self.device.handle())
+            .field("queue_family", &self.queue_family)
+            .field("queue_index", &self.queue_index)
+            .field("queue_lock", &self.queue_lock.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Refuses a zero cadence or pool size.
+pub(crate) fn check_options(options: &VulkanOptions) -> Result<(), Unavailable> {
+    for (name, value) in [
+        ("submit_every", options.submit_every),
+        ("sets_per_pool", options.sets_per_pool),
+    ] {
+        if value == 0 {
+            return Err(crate::error::unavailable(format!(
+                "VulkanOptions::{name} must be at least 1"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses, for a device the caller hands over, the options that only say what
+/// [`VulkanBackend::new`] opens: rather than ignore them.
+pub(crate) fn check_external_options(options: &VulkanOptions) -> Result<(), Unavailable> {
+    let named = [
+        ("loader", options.loader.is_some()),
+        ("validation", options.validation),
+        ("device", options.device.is_some()),
+    ];
+    match named.iter().find(|(_, set)| *set) {
+        Some((name, _)) => Err(crate::error::unavailable(format!(
+            "VulkanOptions::{name} says what VulkanBackend::new opens; a device handed over \
+             is the caller's as it is"
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// A device's validation messages, held apart from the device (test hook).
 #[doc(hidden)]
 #[derive(Debug, Clone)]
@@ -149,22 +223,18 @@ impl VulkanBackend {
     /// the selector names (listing the devices seen), a zero `submit_every` or
     /// `sets_per_pool`.
     pub fn new(options: VulkanOptions) -> Result<Self, Unavailable> {
-        for (name, value) in [
-            ("submit_every", options.submit_every),
-            ("sets_per_pool", options.sets_per_pool),
-        ] {
-            if value == 0 {
-                return Err(crate::error::unavailable(format!(
-                    "VulkanOptions::{name} must be at least 1"
-                )));
-            }
-        }
+        check_options(&options)?;
         let gpu = Gpu::open(Open {
             validation: options.validation,
-            loader: options.loader,
+            loader: options.loader.clone(),
             max_allocations: options.max_allocations,
-            device: options.device,
+            device: options.device.clone(),
         })?;
+        Self::over(gpu, &options)
+    }
+
+    /// The backend over an opened or handed-over `gpu`, as `options` ask.
+    pub(crate) fn over(gpu: Arc<Gpu>, options: &VulkanOptions) -> Result<Self, Unavailable> {
         let limits = launch_limits(&gpu.limits)?;
         let choice = memory::choose(&gpu.memory, options.memory)
             .map_err(|why| crate::error::unavailable(format!("{}: {why}", gpu.name)))?;
@@ -178,6 +248,16 @@ impl VulkanBackend {
             },
             limits,
         })
+    }
+
+    /// Runs `f` with the backend's queue while holding the queue lock, under which the
+    /// backend makes every submission and queue wait: how a caller that handed its
+    /// device over ([`VulkanBackend::from_external`]) submits work of its own to the same
+    /// queue. The lock is the innermost of the backend's locks: `f` must not call into
+    /// this backend or a `Device` over it (a call that submits would wait for the lock
+    /// `f` holds). A panic in `f` leaves the lock usable.
+    pub fn with_queue<R>(&self, f: impl FnOnce(vk::Queue) -> R) -> R {
+        self.gpu.with_queue(f)
     }
 
     /// The device's name.
@@ -195,7 +275,8 @@ impl VulkanBackend {
         )
     }
 
-    /// Whether the validation layer is enabled.
+    /// Whether this backend enabled the validation layer (never for a device handed
+    /// over by [`VulkanBackend::from_external`], whose instance is the caller's).
     pub fn validation_enabled(&self) -> bool {
         self.gpu.validation
     }
@@ -255,7 +336,8 @@ impl VulkanBackend {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// The validation layer's warnings and errors since the last call.
+    /// The validation layer's warnings and errors since the last call (none for a
+    /// device handed over: the caller's own messenger hears them).
     pub fn take_validation_messages(&self) -> Vec<String> {
         self.gpu.take_messages()
     }

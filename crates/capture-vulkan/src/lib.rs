@@ -27,6 +27,13 @@
 //! - **The benchmark's floor** ([`Floor`]): the add-one chain by hand on its own device,
 //!   recorded and submitted per pass (eager) or recorded once and resubmitted (replay),
 //!   with no runtime in between.
+//! - **A device of the caller's** ([`VulkanBackend::from_external`], an `unsafe fn`
+//!   whose `# Safety` list says what the caller guarantees): a runtime that already owns
+//!   an instance, a device and a compute queue hands them over in an [`ExternalDevice`];
+//!   what can be checked (Vulkan 1.2, timeline-semaphore support, a compute family, the
+//!   queue index) is refused as [`Unavailable`]. The backend destroys only what it made
+//!   and shares the queue lock with the caller ([`VulkanBackend::with_queue`], or the
+//!   caller's own lock handed over). The crate re-exports the [`ash`] it is built on.
 //! - Unsafe code lives in `raw.rs` only, each block with a `// SAFETY:` line.
 //!
 //! This crate has no features.
@@ -45,11 +52,13 @@ mod sets;
 mod storage;
 mod stream;
 
+pub use ash;
 pub use device::DeviceSelector;
 #[doc(hidden)]
 pub use driver::ValidationLog;
 pub use driver::{
-    DEFAULT_SETS_PER_POOL, DEFAULT_SUBMIT_EVERY, DEVICE_ENV, VulkanBackend, VulkanOptions,
+    DEFAULT_SETS_PER_POOL, DEFAULT_SUBMIT_EVERY, DEVICE_ENV, ExternalDevice, VulkanBackend,
+    VulkanOptions,
 };
 pub use error::{Unavailable, VulkanError};
 pub use executable::VulkanExecutable;

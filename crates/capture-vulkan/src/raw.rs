@@ -6,7 +6,8 @@
 //! - every child object is created from, and destroyed before, the [`Gpu`] it holds an
 //!   `Arc` of;
 //! - a command pool and the buffers allocated from it are used under the pool's lock;
-//! - the queue is used under [`Gpu::queue`]'s lock (the documented queue lock);
+//! - the queue is used under [`Gpu::queue`]'s lock (the documented queue lock), which
+//!   the caller of [`VulkanBackend::from_external`] shares;
 //! - an object is destroyed only once nothing submitted still uses it (the core frees
 //!   through its drop queue behind a timeline value).
 
@@ -17,6 +18,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use ash::vk;
 
 use crate::device::{self, DeviceSelector, Seen};
+use crate::driver::{
+    ExternalDevice, VulkanBackend, VulkanOptions, check_external_options, check_options,
+};
 use crate::error::{Unavailable, unavailable, vk_error};
 use crate::fault::{Faults, VulkanCall};
 use crate::memory::MemoryUse;
@@ -42,14 +46,27 @@ type Debug = Option<(ash::ext::debug_utils::Instance, vk::DebugUtilsMessengerEXT
 /// instance's functions live in it) and why.
 type Failed = (ash::Entry, ash::Instance, Debug, Unavailable);
 
+/// Who destroys the instance and the device.
+enum Ownership {
+    /// Opened by [`Gpu::open`]: when the last handle drops, the device, the messenger and
+    /// the instance are destroyed, in that order (the loader is unloaded after them).
+    Owned(Box<(ash::Instance, Debug)>),
+    /// Handed over by [`VulkanBackend::from_external`]: the caller owns the instance and
+    /// the device, and the backend destroys neither (only what it created from them).
+    Borrowed,
+}
+
 /// The instance, device and queue, shared by every object made from them.
 pub(crate) struct Gpu {
+    /// The loader, kept loaded while the backend lives (the instance's and the device's
+    /// functions live in it), the caller's too; dropped after everything else is gone.
     _entry: ash::Entry,
-    instance: ash::Instance,
-    debug: Debug,
+    owner: Ownership,
     pub(crate) messages: Arc<Messages>,
     pub(crate) device: ash::Device,
-    pub(crate) queue: Mutex<vk::Queue>,
+    /// The queue lock: every submission and queue wait of the backend, and of a caller
+    /// that handed the device over, happens under it.
+    pub(crate) queue: Arc<Mutex<vk::Queue>>,
     pub(crate) family: u32,
     pub(crate) memory: vk::PhysicalDeviceMemoryProperties,
     pub(crate) limits: vk::PhysicalDeviceLimits,
@@ -324,11 +341,10 @@ impl Gpu {
             let memory = unsafe { instance.get_physical_device_memory_properties(physical) };
             return Ok(Gpu {
                 _entry: entry,
-                instance,
-                debug,
+                owner: Ownership::Owned(Box::new((instance, debug))),
                 messages,
                 device,
-                queue: Mutex::new(queue),
+                queue: Arc::new(Mutex::new(queue)),
                 family,
                 memory,
                 limits: props.limits,
@@ -341,14 +357,122 @@ impl Gpu {
                 descriptor_pools: AtomicU64::new(0),
                 command_buffers: AtomicU64::new(0),
                 allocations: AtomicU32::new(0),
-                allocation_limit: open
-                    .max_allocations
-                    .map_or(props.limits.max_memory_allocation_count, |cap| {
-                        cap.min(props.limits.max_memory_allocation_count)
-                    }),
+                allocation_limit: allocation_limit(&props.limits, open.max_allocations),
             });
         }
         Err(Box::new((entry, instance, debug, unavailable(why))))
+    }
+
+    /// Runs on a device the caller made and keeps owning (see
+    /// [`VulkanBackend::from_external`], whose checks these are).
+    ///
+    /// # Safety
+    ///
+    /// [`VulkanBackend::from_external`]'s `# Safety` list.
+    // SAFETY: the contract is that list; each block below names the item it rests on.
+    unsafe fn adopt(
+        external: ExternalDevice,
+        max_allocations: Option<u32>,
+    ) -> Result<Gpu, Unavailable> {
+        let ExternalDevice {
+            entry,
+            instance,
+            instance_api_version,
+            physical_device,
+            device,
+            queue_family,
+            queue_index,
+            queue_lock,
+        } = external;
+        let version = |v: u32| format!("{}.{}", vk::api_version_major(v), vk::api_version_minor(v));
+        if instance_api_version < vk::API_VERSION_1_2 {
+            return Err(unavailable(format!(
+                "the instance was created for Vulkan {}, 1.2 is needed",
+                version(instance_api_version)
+            )));
+        }
+        // SAFETY: the caller guarantees `physical_device` is a live device of the live
+        // `instance`.
+        let props = unsafe { instance.get_physical_device_properties(physical_device) };
+        let name = props
+            .device_name_as_c_str()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|_| "unnamed device".into());
+        if props.api_version < vk::API_VERSION_1_2 {
+            return Err(unavailable(format!(
+                "{name}: the device is Vulkan {}, 1.2 is needed",
+                version(props.api_version)
+            )));
+        }
+        let mut v12 = vk::PhysicalDeviceVulkan12Features::default();
+        let mut features = vk::PhysicalDeviceFeatures2::default().push_next(&mut v12);
+        // SAFETY: as above, and the instance is Vulkan 1.2 (checked), which has the
+        // query; `features` and its chain live across the call.
+        unsafe { instance.get_physical_device_features2(physical_device, &mut features) };
+        if v12.timeline_semaphore != vk::TRUE {
+            return Err(unavailable(format!(
+                "{name}: the device lacks timeline semaphores, so no device of it has them \
+                 enabled"
+            )));
+        }
+        // SAFETY: as above.
+        let families =
+            unsafe { instance.get_physical_device_queue_family_properties(physical_device) };
+        let Some(family) = families.get(queue_family as usize) else {
+            return Err(unavailable(format!(
+                "{name}: there is no queue family {queue_family} (the device has {})",
+                families.len()
+            )));
+        };
+        if !family.queue_flags.contains(vk::QueueFlags::COMPUTE) {
+            return Err(unavailable(format!(
+                "{name}: queue family {queue_family} does not support compute"
+            )));
+        }
+        if queue_index >= family.queue_count {
+            return Err(unavailable(format!(
+                "{name}: queue family {queue_family} has {} queue(s), so no queue {queue_index}",
+                family.queue_count
+            )));
+        }
+        // SAFETY: the caller guarantees the device was created from `physical_device`
+        // with at least `queue_index + 1` queues in the family (both checked against
+        // what the family offers).
+        let queue = unsafe { device.get_device_queue(queue_family, queue_index) };
+        let queue = match queue_lock {
+            Some(shared) => {
+                if *lock(&shared) != queue {
+                    return Err(unavailable(format!(
+                        "{name}: the queue lock holds another queue than queue {queue_index} \
+                         of family {queue_family}"
+                    )));
+                }
+                shared
+            }
+            None => Arc::new(Mutex::new(queue)),
+        };
+        // SAFETY: as for the properties above.
+        let memory = unsafe { instance.get_physical_device_memory_properties(physical_device) };
+        Ok(Gpu {
+            _entry: entry,
+            owner: Ownership::Borrowed,
+            messages: Arc::new(Messages::default()),
+            device,
+            queue,
+            family: queue_family,
+            memory,
+            limits: props.limits,
+            name,
+            kind: props.device_type,
+            api_version: props.api_version,
+            validation: false,
+            faults: Faults::default(),
+            submissions: AtomicU64::new(0),
+            descriptor_pools: AtomicU64::new(0),
+            command_buffers: AtomicU64::new(0),
+            allocations: AtomicU32::new(0),
+            allocation_limit: allocation_limit(&props.limits, max_allocations),
+        })
     }
 
     /// The memory type for `use_`: the chosen one when `bits` allows it, else the first
@@ -383,26 +507,157 @@ impl Gpu {
         self.messages.take()
     }
 
-    /// Waits until the device is idle (teardown only).
+    /// Waits until the device is idle (teardown only): the whole device when the
+    /// backend owns it (it has one queue), the backend's queue when the device is the
+    /// caller's (whose other queues the backend never locks).
     pub(crate) fn idle(&self) {
-        let _queue = lock(&self.queue);
-        // SAFETY: the queue lock is held, so no submission races the wait.
-        let _ = unsafe { self.device.device_wait_idle() };
+        let queue = lock(&self.queue);
+        match self.owner {
+            Ownership::Owned(_) => {
+                // SAFETY: the queue lock is held, and the device has no other queue, so
+                // no submission races the wait.
+                let _ = unsafe { self.device.device_wait_idle() };
+            }
+            Ownership::Borrowed => {
+                // SAFETY: the queue lock is held, so no submission to this queue races
+                // the wait (the caller submits to it only under this lock).
+                let _ = unsafe { self.device.queue_wait_idle(*queue) };
+            }
+        }
+    }
+
+    /// Runs `f` with the queue, under the queue lock.
+    pub(crate) fn with_queue<R>(&self, f: impl FnOnce(vk::Queue) -> R) -> R {
+        let queue = lock(&self.queue);
+        f(*queue)
     }
 }
 
 impl Drop for Gpu {
     fn drop(&mut self) {
-        // SAFETY: every child object holds an `Arc<Gpu>`, so all of them are gone; the
-        // messenger goes before the instance that made it.
-        unsafe {
-            let _ = self.device.device_wait_idle();
-            self.device.destroy_device(None);
-            if let Some((utils, m)) = self.debug.take() {
-                utils.destroy_debug_utils_messenger(m, None);
+        match &mut self.owner {
+            Ownership::Owned(owned) => {
+                let (instance, debug) = &mut **owned;
+                // SAFETY: every child object holds an `Arc<Gpu>`, so all of them are gone;
+                // the backend created the device and the instance, and nothing else holds
+                // them; the messenger goes before the instance that made it.
+                unsafe {
+                    let _ = self.device.device_wait_idle();
+                    self.device.destroy_device(None);
+                    if let Some((utils, m)) = debug.take() {
+                        utils.destroy_debug_utils_messenger(m, None);
+                    }
+                    instance.destroy_instance(None);
+                }
             }
-            self.instance.destroy_instance(None);
+            // The caller's: every object the backend made from them is gone (each holds
+            // an `Arc<Gpu>`, and each waited for its queue work), and they stay alive.
+            Ownership::Borrowed => {}
         }
+    }
+}
+
+/// The most live allocations: the device's `maxMemoryAllocationCount`, or `cap` below it.
+fn allocation_limit(limits: &vk::PhysicalDeviceLimits, cap: Option<u32>) -> u32 {
+    cap.map_or(limits.max_memory_allocation_count, |cap| {
+        cap.min(limits.max_memory_allocation_count)
+    })
+}
+
+impl VulkanBackend {
+    /// Runs the backend on a device the caller made and keeps owning: a runtime that
+    /// already has an instance, a device and a compute queue hands them over instead of
+    /// letting [`VulkanBackend::new`] open its own.
+    ///
+    /// The backend destroys only what it creates on the device (pages, staging,
+    /// pipelines, descriptor pools, command pools, semaphores), each once no work of its
+    /// own uses it; never the device or the instance. Its submissions and queue waits
+    /// take the queue lock ([`ExternalDevice::queue_lock`], or the backend's own, reached
+    /// through [`VulkanBackend::with_queue`]); at teardown it waits for that queue
+    /// (`vkQueueWaitIdle`), never for the whole device. `options` sets the memory mode,
+    /// the cadence, the descriptor pool size and the allocation cap; validation is what
+    /// the caller's instance enabled, seen by the caller's own messenger
+    /// ([`VulkanBackend::validation_enabled`] is `false`, and
+    /// [`VulkanBackend::take_validation_messages`] has nothing to say).
+    ///
+    /// # Errors
+    ///
+    /// [`Unavailable`] saying why, with nothing created: an `instance_api_version` or a
+    /// physical device below Vulkan 1.2; a physical device without timeline semaphores
+    /// (so no device of it has them enabled); a queue family that does not exist or does
+    /// not support compute; a queue index past the family's queue count; a `queue_lock`
+    /// holding another queue than the one named; `options` naming what only
+    /// [`VulkanBackend::new`] opens (a loader, validation, a device selector); a zero
+    /// `submit_every` or `sets_per_pool`; device limits or memory types the backend
+    /// cannot use.
+    ///
+    /// # Safety
+    ///
+    /// The caller guarantees, from the call until the backend's last handle is gone
+    /// (every clone, and every `Device` built over one, with its buffers, kernels and
+    /// graphs):
+    ///
+    /// - `instance`, `physical_device` and `device` are valid and stay alive: `device`
+    ///   was created from `physical_device`, a physical device of `instance`, and both
+    ///   were loaded through `entry`;
+    /// - the instance was created with `instance_api_version` as its
+    ///   `VkApplicationInfo::apiVersion`;
+    /// - the device was created with the `timelineSemaphore` feature enabled
+    ///   (`VkPhysicalDeviceVulkan12Features` or
+    ///   `VkPhysicalDeviceTimelineSemaphoreFeatures`), the one feature the backend's own
+    ///   devices enable (it needs no extension, and storage buffers are core Vulkan 1.0).
+    ///   Vulkan cannot be asked which features a device was created with, so this is
+    ///   not checked: only that the physical device supports it;
+    /// - the device was created with at least `queue_index + 1` queues of
+    ///   `queue_family` (only the family's capacity is checked);
+    /// - the caller submits to that queue, waits for it (`vkQueueWaitIdle`) and waits for
+    ///   the whole device (`vkDeviceWaitIdle`) only while holding the queue lock, and a
+    ///   `queue_lock` it hands over holds that queue;
+    /// - the caller destroys, resets, frees or waits on no object the backend created:
+    ///   they are the backend's (nothing hands them out, so this holds unless the caller
+    ///   goes looking for them).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::sync::{Arc, Mutex};
+    /// use capture_vulkan::ash::{self, vk};
+    /// use capture_vulkan::{ExternalDevice, VulkanBackend, VulkanOptions};
+    ///
+    /// # fn run(entry: ash::Entry, instance: ash::Instance, physical: vk::PhysicalDevice,
+    /// #        device: ash::Device, family: u32) -> Result<(), capture_vulkan::Unavailable> {
+    /// // The runtime's own queue lock, shared with the backend.
+    /// // SAFETY: the device was created with one queue of `family`.
+    /// let queue = Arc::new(Mutex::new(unsafe { device.get_device_queue(family, 0) }));
+    /// // SAFETY: the instance (API 1.2) and the device (timeline semaphores on) outlive
+    /// // the backend, and the runtime submits only under `queue`'s lock.
+    /// let backend = unsafe {
+    ///     VulkanBackend::from_external(
+    ///         ExternalDevice {
+    ///             entry,
+    ///             instance,
+    ///             instance_api_version: vk::API_VERSION_1_2,
+    ///             physical_device: physical,
+    ///             device,
+    ///             queue_family: family,
+    ///             queue_index: 0,
+    ///             queue_lock: Some(Arc::clone(&queue)),
+    ///         },
+    ///         VulkanOptions::default(),
+    ///     )?
+    /// };
+    /// # drop(backend); Ok(()) }
+    /// ```
+    // SAFETY: the contract is the `# Safety` list above, which is `Gpu::adopt`'s.
+    pub unsafe fn from_external(
+        external: ExternalDevice,
+        options: VulkanOptions,
+    ) -> Result<Self, Unavailable> {
+        check_options(&options)?;
+        check_external_options(&options)?;
+        // SAFETY: the caller's guarantees are `Gpu::adopt`'s (the same list).
+        let gpu = unsafe { Gpu::adopt(external, options.max_allocations) }?;
+        Self::over(Arc::new(gpu), &options)
     }
 }
 

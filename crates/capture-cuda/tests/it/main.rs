@@ -1,6 +1,6 @@
 //! capture-cuda integration tests: the whole scenario suite on a GPU, the benchmark's
-//! hand-written eager floor, the builtins compiled by NVRTC (no GPU needed), and the
-//! missing-driver path.
+//! hand-written eager floor, the builtins compiled by NVRTC (no GPU needed), the
+//! missing-driver path, and (feature `cudarc`) a cudarc context handed over.
 //!
 //! Without a driver the suite prints `SKIP:` and why, unless `CAPTURE_REQUIRE_CUDA=1`
 //! (`cargo xtask test-gpu` sets it): then it fails. Without NVRTC the compile test skips
@@ -19,4 +19,6 @@ mod cuda {
 mod floor;
 mod gpu;
 mod nvrtc;
+#[cfg(feature = "cudarc")]
+mod shared_context;
 mod unavailable;

@@ -20,3 +20,22 @@ fn a_device_that_does_not_exist_is_a_typed_error() {
         Err(e) => assert!(e.to_string().starts_with("CUDA unavailable: "), "{e}"),
     }
 }
+
+#[test]
+fn a_null_context_handed_over_is_a_typed_error() {
+    let usable = CudaBackend::new(0).is_ok();
+    // SAFETY: a null context is refused before the driver sees it (and without a driver,
+    // before any call at all).
+    match unsafe { CudaBackend::from_raw_context(std::ptr::null_mut(), None) } {
+        Ok(_) => panic!("a null context was taken"),
+        Err(e) => {
+            assert!(e.to_string().starts_with("CUDA unavailable: "), "{e}");
+            if usable {
+                assert_eq!(e.why(), "the context handed over is null");
+            } else {
+                // The driver's own absence comes first, as for `CudaBackend::new`.
+                assert_eq!(e.why(), CudaBackend::new(0).unwrap_err().why(), "{e}");
+            }
+        }
+    }
+}

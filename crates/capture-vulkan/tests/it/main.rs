@@ -1,9 +1,11 @@
 //! capture-vulkan integration tests: the whole scenario suite in both memory modes, with
 //! the validation layer judging every scenario (the canary that proves it watches is a
-//! unit test of the driver), user kernels and their SPIR-V check, the launch check, a
-//! missing loader, device and memory choice, the submission cadence, failures at the
-//! backend's own Vulkan calls (its fault hook) and what they leave alive, the allocation
-//! count limit, descriptor-pool growth, and the benchmark's hand-written floor.
+//! unit test of the driver), and once more on a device the test made itself and handed
+//! over (`external`; `adopted` checks what the caller keeps), user kernels and their
+//! SPIR-V check, the launch check, a missing loader, device and memory choice, the
+//! submission cadence, failures at the backend's own Vulkan calls (its fault hook) and
+//! what they leave alive, the allocation count limit, descriptor-pool growth, and the
+//! benchmark's hand-written floor.
 //!
 //! Without Vulkan the tests print `SKIP:` and why, unless `CAPTURE_REQUIRE_VULKAN=1`
 //! (which the README's test command sets after installing lavapipe): then they fail.
@@ -21,6 +23,14 @@ mod forced_staging {
     capture_suite::suite!(
         fallible: crate::support::backend(capture_vulkan::MemoryMode::ForcedStaging),
         after: crate::support::assert_no_validation_messages
+    );
+}
+
+mod adopted;
+mod external {
+    capture_suite::suite!(
+        fallible: crate::adopted::shared_backend(),
+        after: crate::adopted::assert_shared_quiet
     );
 }
 
