@@ -19,6 +19,7 @@ Run `capture <command> --help` for a command's options.";
 /// `capture demo`'s help: what it runs, its options and its exit statuses.
 pub(crate) const DEMO_HELP: &str =
     "usage: capture demo [--backend mock|vulkan|cuda] [--device D] [--kernels N] [--replays R]
+                    [--log LEVEL]
 
 Runs a decode-shaped chain of N small dependent kernels (add_scalar, mul_scalar, axpy,
 row_bias and copy over ping-pong f32 buffers of 1024 elements) eagerly for R steps, then
@@ -36,6 +37,10 @@ options:
                    500 or more, fewer is allowed for quick checks)
   --replays R      timed steps per mode, 1 to 100000 (default 20), each mode after one
                    untimed warmup step
+  --log LEVEL      log to stderr: a level (info, debug, trace) or any env-filter
+                   directive list (capture=debug,capture_mock=trace); RUST_LOG when
+                   absent. The core logs under target `capture`: spans and routine
+                   events at debug, refusals, dooms, taints and faults at info
   -h, --help       this help
 
 Options also take the form --name=value.
@@ -91,6 +96,8 @@ pub(crate) struct DemoArgs {
     pub(crate) kernels: usize,
     /// Timed steps per mode.
     pub(crate) replays: u32,
+    /// `--log`'s directives.
+    pub(crate) log: Option<String>,
 }
 
 impl Default for DemoArgs {
@@ -100,6 +107,7 @@ impl Default for DemoArgs {
             device: None,
             kernels: DEFAULT_KERNELS,
             replays: DEFAULT_REPLAYS,
+            log: None,
         }
     }
 }
@@ -126,7 +134,7 @@ impl fmt::Display for UsageError {
 /// `capture bench`'s help.
 pub(crate) const BENCH_HELP: &str =
     "usage: capture bench [--backend B[,B...]] [--rows R[,R...]] [--rounds N]
-                     [--passes P] [--competitors C] [--device D] [--json]
+                     [--passes P] [--competitors C] [--device D] [--json] [--log LEVEL]
 
 The benchmark matrix. Each row is a chain of dependent add-one launches over f32
 buffers, ping-ponging between two of them, with a full readback of the first after
@@ -154,6 +162,8 @@ options:
                    (default 0)
   --device D       with vulkan: the device to open (index or piece of its name)
   --json           print the results as JSON instead of tables
+  --log LEVEL      log to stderr, as `capture demo --log` (a subscriber costs time on
+                   every span: figures measured with it are not the library's)
   -h, --help       this help
 
 Settings that matter are printed with the results: the build profile, the device and
@@ -201,6 +211,8 @@ pub(crate) struct BenchArgs {
     pub(crate) device: Option<String>,
     /// JSON instead of tables.
     pub(crate) json: bool,
+    /// `--log`'s directives.
+    pub(crate) log: Option<String>,
 }
 
 /// What `capture bench`'s arguments ask for.
@@ -225,6 +237,7 @@ pub(crate) fn parse_bench(args: &[String]) -> Result<Bench, UsageError> {
         competitors: 0,
         device: None,
         json: false,
+        log: None,
     };
     let mut options = Options(args.iter());
     while let Some((name, inline)) = options.next_option() {
@@ -232,6 +245,7 @@ pub(crate) fn parse_bench(args: &[String]) -> Result<Bench, UsageError> {
         match name {
             "-h" | "--help" => return Ok(Bench::Help),
             "--json" => parsed.json = true,
+            "--log" => parsed.log = Some(log(name, value(name)?)?),
             "--backend" => {
                 for v in value(name)?.split(',') {
                     let b = match v.trim() {
@@ -354,6 +368,7 @@ pub(crate) fn parse_demo(args: &[String]) -> Result<Demo, UsageError> {
                 let n = number(name, &v, REPLAYS, "timed steps per mode")?;
                 parsed.replays = u32::try_from(n).map_err(|_| out_of_range(name, &v))?;
             }
+            "--log" => parsed.log = Some(log(name, value(name)?)?),
             other => return Err(UsageError(format!("unknown option {other:?}"))),
         }
     }
@@ -364,6 +379,14 @@ pub(crate) fn parse_demo(args: &[String]) -> Result<Demo, UsageError> {
         )));
     }
     Ok(Demo::Run(parsed))
+}
+
+/// `--log`'s value: a directive list, checked when the subscriber is built.
+fn log(name: &str, value: String) -> Result<String, UsageError> {
+    if value.trim().is_empty() {
+        return Err(UsageError(format!("invalid value {value:?} for {name}")));
+    }
+    Ok(value)
 }
 
 /// A command's arguments, option by option: `--name value` or `--name=value`.
@@ -428,6 +451,7 @@ mod tests {
                 device: None,
                 kernels: 512,
                 replays: 20,
+                log: None,
             }))
         );
     }
@@ -441,6 +465,7 @@ mod tests {
                 device: None,
                 kernels: 64,
                 replays: 3,
+                log: None,
             }))
         );
     }
@@ -525,6 +550,25 @@ mod tests {
         ] {
             let error = bench(args).expect_err("refused");
             assert!(error.0.contains(named), "{args:?}: {error}");
+        }
+    }
+
+    #[test]
+    fn demo_and_bench_take_a_log_directive() {
+        assert_eq!(
+            parse(&["--log", "capture=debug"]),
+            Ok(Demo::Run(DemoArgs {
+                log: Some("capture=debug".into()),
+                ..DemoArgs::default()
+            }))
+        );
+        let Ok(Bench::Run(args)) = bench(&["--log=info"]) else {
+            panic!("parsed")
+        };
+        assert_eq!(args.log.as_deref(), Some("info"));
+        for args in [&["--log", ""][..], &["--log", " "], &["--log"]] {
+            let error = parse(args).expect_err("refused");
+            assert!(error.0.contains("--log"), "{error}");
         }
     }
 

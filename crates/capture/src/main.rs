@@ -5,6 +5,9 @@
 //! checks that both give the same bytes, and prints the cost per kernel of each mode,
 //! their ratio, the capture time and the graph's ledger. The mock runs by default; Vulkan
 //! and CUDA in builds with the `vulkan` and `cuda` features.
+//!
+//! `capture bench` runs the benchmark matrix. `--log LEVEL` (demo, bench) logs the
+//! core's spans and events to stderr.
 
 #![forbid(unsafe_code)]
 
@@ -15,6 +18,7 @@ mod cli;
 mod competitors;
 mod demo;
 mod floors;
+mod logging;
 mod table;
 
 use std::process::ExitCode;
@@ -50,17 +54,27 @@ fn demo_command(args: &[String]) -> ExitCode {
             println!("{}", cli::DEMO_HELP);
             ExitCode::SUCCESS
         }
-        Ok(Demo::Run(args)) => match args.backend {
-            BackendName::Mock => run_mock(args),
-            BackendName::Vulkan => run_vulkan(args),
-            BackendName::Cuda => run_cuda(args),
-        },
-        Err(error) => {
-            let usage = cli::DEMO_HELP.lines().next().unwrap_or_default();
-            eprintln!("capture demo: {error}\n{usage}\nRun `capture demo --help` for the options.");
-            ExitCode::from(USAGE_EXIT)
+        Ok(Demo::Run(args)) => {
+            if let Err(error) = logging::start(args.log.as_deref()) {
+                return usage("demo", cli::DEMO_HELP, &error);
+            }
+            match args.backend {
+                BackendName::Mock => run_mock(args),
+                BackendName::Vulkan => run_vulkan(args),
+                BackendName::Cuda => run_cuda(args),
+            }
         }
+        Err(error) => usage("demo", cli::DEMO_HELP, &error),
     }
+}
+
+/// A usage error of `capture <command>`: the error, the usage line, where the help is.
+fn usage(command: &str, help: &str, error: &dyn std::fmt::Display) -> ExitCode {
+    let line = help.lines().next().unwrap_or_default();
+    eprintln!(
+        "capture {command}: {error}\n{line}\nRun `capture {command} --help` for the options."
+    );
+    ExitCode::from(USAGE_EXIT)
 }
 
 /// `capture bench`: every backend named (or built), each row, then the tables or JSON.
@@ -71,14 +85,11 @@ fn bench_command(args: &[String]) -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Ok(cli::Bench::Run(args)) => args,
-        Err(error) => {
-            let usage = cli::BENCH_HELP.lines().next().unwrap_or_default();
-            eprintln!(
-                "capture bench: {error}\n{usage}\nRun `capture bench --help` for the options."
-            );
-            return ExitCode::from(USAGE_EXIT);
-        }
+        Err(error) => return usage("bench", cli::BENCH_HELP, &error),
     };
+    if let Err(error) = logging::start(args.log.as_deref()) {
+        return usage("bench", cli::BENCH_HELP, &error);
+    }
     let competitors = competitors::Competitors::start(args.competitors);
     let named = !args.backends.is_empty();
     let backends = if named {
