@@ -6,8 +6,10 @@
 //! their ratio, the capture time and the graph's ledger. The mock runs by default; Vulkan
 //! and CUDA in builds with the `vulkan` and `cuda` features.
 //!
-//! `capture bench` runs the benchmark matrix. `--log LEVEL` (demo, bench) logs the
-//! core's spans and events to stderr.
+//! `capture bench` runs the benchmark matrix. `capture trace SCENARIO` runs one of the
+//! program's named multi-stream scenarios on the mock and prints its trace lines.
+//! `--log LEVEL` (demo, bench, trace) logs the core's spans and events to stderr;
+//! `--timeline PATH` (demo, trace) writes the run's timeline as Chrome trace-event JSON.
 
 #![forbid(unsafe_code)]
 
@@ -19,7 +21,11 @@ mod competitors;
 mod demo;
 mod floors;
 mod logging;
+#[cfg(feature = "mock")]
+mod scenarios;
 mod table;
+mod timeline;
+mod trace_event;
 
 use std::process::ExitCode;
 
@@ -33,6 +39,7 @@ fn main() -> ExitCode {
     match args.first().map(String::as_str) {
         Some("demo") => demo_command(&args[1..]),
         Some("bench") => bench_command(&args[1..]),
+        Some("trace") => trace_command(&args[1..]),
         Some("-h" | "--help" | "help") => {
             println!("{}", cli::USAGE);
             ExitCode::SUCCESS
@@ -55,14 +62,16 @@ fn demo_command(args: &[String]) -> ExitCode {
             ExitCode::SUCCESS
         }
         Ok(Demo::Run(args)) => {
-            if let Err(error) = logging::start(args.log.as_deref()) {
-                return usage("demo", cli::DEMO_HELP, &error);
-            }
-            match args.backend {
+            let session = match logging::start(args.log.as_deref(), args.timeline.as_deref()) {
+                Ok(session) => session,
+                Err(error) => return usage("demo", cli::DEMO_HELP, &error),
+            };
+            let code = match args.backend {
                 BackendName::Mock => run_mock(args),
                 BackendName::Vulkan => run_vulkan(args),
                 BackendName::Cuda => run_cuda(args),
-            }
+            };
+            finish("demo", session, code)
         }
         Err(error) => usage("demo", cli::DEMO_HELP, &error),
     }
@@ -77,6 +86,87 @@ fn usage(command: &str, help: &str, error: &dyn std::fmt::Display) -> ExitCode {
     ExitCode::from(USAGE_EXIT)
 }
 
+/// Writes the session's timeline (also after a failed run, which it may explain);
+/// a timeline that cannot be written fails a run that succeeded.
+fn finish(command: &str, session: logging::Session, code: ExitCode) -> ExitCode {
+    match session.finish() {
+        Ok(()) => code,
+        Err(error) => {
+            eprintln!("capture {command}: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `capture trace`: a named scenario's trace lines, and its timeline.
+fn trace_command(args: &[String]) -> ExitCode {
+    match cli::parse_trace(args) {
+        Ok(cli::Trace::Help) => {
+            println!("{}", cli::TRACE_HELP);
+            ExitCode::SUCCESS
+        }
+        Ok(cli::Trace::List) => list_scenarios(),
+        Ok(cli::Trace::Run(args)) => run_scenario(args),
+        Err(error) => usage("trace", cli::TRACE_HELP, &error),
+    }
+}
+
+#[cfg(feature = "mock")]
+fn list_scenarios() -> ExitCode {
+    let width = scenarios::ALL
+        .iter()
+        .map(|s| s.name.len())
+        .max()
+        .unwrap_or(0);
+    for s in scenarios::ALL {
+        println!("{:width$}  {}", s.name, s.about);
+    }
+    ExitCode::SUCCESS
+}
+
+#[cfg(feature = "mock")]
+fn run_scenario(args: cli::TraceArgs) -> ExitCode {
+    let Some(scenario) = scenarios::find(&args.scenario) else {
+        let names: Vec<_> = scenarios::ALL.iter().map(|s| s.name).collect();
+        let error = format!(
+            "unknown scenario {:?} ({})",
+            args.scenario,
+            names.join(", ")
+        );
+        return usage("trace", cli::TRACE_HELP, &error);
+    };
+    let session = match logging::start(args.log.as_deref(), args.timeline.as_deref()) {
+        Ok(session) => session,
+        Err(error) => return usage("trace", cli::TRACE_HELP, &error),
+    };
+    let ran = match args.backend {
+        cli::TraceBackend::Mock => scenario.run(capture_mock::MockBackend::new()),
+        cli::TraceBackend::AffineMock => scenario.run(capture_mock::AffineMock::new()),
+    };
+    let code = match ran {
+        Ok(trace) => {
+            print!("{trace}");
+            ExitCode::SUCCESS
+        }
+        Err(scenarios::Failed(why)) => {
+            eprintln!("capture trace {}: {why}", scenario.name);
+            ExitCode::FAILURE
+        }
+    };
+    finish("trace", session, code)
+}
+
+#[cfg(not(feature = "mock"))]
+fn list_scenarios() -> ExitCode {
+    eprintln!("capture trace: this build has no mock backend, which the scenarios run on");
+    ExitCode::from(USAGE_EXIT)
+}
+
+#[cfg(not(feature = "mock"))]
+fn run_scenario(_: cli::TraceArgs) -> ExitCode {
+    list_scenarios()
+}
+
 /// `capture bench`: every backend named (or built), each row, then the tables or JSON.
 fn bench_command(args: &[String]) -> ExitCode {
     let args = match cli::parse_bench(args) {
@@ -87,9 +177,10 @@ fn bench_command(args: &[String]) -> ExitCode {
         Ok(cli::Bench::Run(args)) => args,
         Err(error) => return usage("bench", cli::BENCH_HELP, &error),
     };
-    if let Err(error) = logging::start(args.log.as_deref()) {
-        return usage("bench", cli::BENCH_HELP, &error);
-    }
+    let session = match logging::start(args.log.as_deref(), None) {
+        Ok(session) => session,
+        Err(error) => return usage("bench", cli::BENCH_HELP, &error),
+    };
     let competitors = competitors::Competitors::start(args.competitors);
     let named = !args.backends.is_empty();
     let backends = if named {
@@ -117,11 +208,12 @@ fn bench_command(args: &[String]) -> ExitCode {
     } else {
         print!("{}", bench_table::render(&run));
     }
-    if run.failed() {
+    let code = if run.failed() {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
-    }
+    };
+    finish("bench", session, code)
 }
 
 /// The demo on CUDA device 0.

@@ -67,9 +67,39 @@ fn rust_log_is_honoured_when_log_is_absent_and_log_wins_over_it() {
     assert!(stderr.is_empty(), "{stderr}");
 }
 
+#[cfg(feature = "mock")]
+#[test]
+fn log_info_shows_refusals_and_taints_but_not_the_routine() {
+    let out = capture(&["trace", "fault", "--log", "info"], None);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    for kind in [
+        "kind=\"refuse\"",
+        "kind=\"taint\"",
+        "kind=\"doom\"",
+        "kind=\"fault\"",
+    ] {
+        assert!(
+            stderr
+                .lines()
+                .any(|l| l.contains(" INFO ") && l.contains(kind)),
+            "no {kind} at info:\n{stderr}"
+        );
+    }
+    assert!(!stderr.contains("DEBUG"), "{stderr}");
+    assert!(!stderr.contains("replay graph#0 x1"), "{stderr}");
+    // The trace lines on stdout are the same as without a log.
+    let quiet = capture(&["trace", "fault"], None);
+    assert_eq!(text(&out.stdout), text(&quiet.stdout));
+}
+
 #[test]
 fn a_directive_that_is_not_one_is_a_usage_error() {
-    for command in [&["demo"][..], &["bench"]] {
+    let mut commands = vec![&["demo"][..], &["bench"]];
+    if cfg!(feature = "mock") {
+        commands.push(&["trace", "fault"]);
+    }
+    for command in commands {
         let args: Vec<&str> = command
             .iter()
             .chain(&["--log", "capture=loud"])
