@@ -1,6 +1,6 @@
 //! The command line: the program's and each command's help, and the parsing of each
 //! command's options (`demo` into [`DemoArgs`], `bench` into [`BenchArgs`], `trace`
-//! into [`TraceArgs`]) or a [`UsageError`].
+//! into [`TraceArgs`], `timeline-svg` into [`SvgArgs`]) or a [`UsageError`].
 
 use std::fmt;
 use std::path::PathBuf;
@@ -13,6 +13,7 @@ commands:
   bench         the benchmark matrix: launch-bound to execution-bound rows, eager
                 against replayed, beside a hand-written floor where the backend has one
   trace         a named multi-stream scenario: its trace lines, and its timeline
+  timeline-svg  a timeline JSON file drawn as an SVG picture
 
 options:
   -h, --help   this help
@@ -411,6 +412,16 @@ options:
 exit status: 0 when the scenario ran as expected; 1 when it did not; 2 for a usage
 error or a build without the mock.";
 
+/// `capture timeline-svg`'s help.
+pub(crate) const SVG_HELP: &str = "usage: capture timeline-svg IN.json OUT.svg
+
+Draws a timeline that `--timeline` wrote (Chrome trace-event JSON) as an SVG picture:
+a lane per track, spans as labelled boxes on one time axis (a nested span a row below
+its parent), instants as ticks; every box and tick has a tooltip with its arguments.
+
+exit status: 0 when the picture was written; 1 when IN.json cannot be read or drawn,
+or OUT.svg cannot be written; 2 for a usage error.";
+
 /// The backends `capture trace` runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum TraceBackend {
@@ -493,6 +504,45 @@ pub(crate) fn parse_trace(args: &[String]) -> Result<Trace, UsageError> {
     parsed.scenario = scenario
         .ok_or_else(|| UsageError("name a scenario (`capture trace --list` names them)".into()))?;
     Ok(Trace::Run(parsed))
+}
+
+/// `capture timeline-svg`'s arguments.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct SvgArgs {
+    /// The timeline JSON to read.
+    pub(crate) input: PathBuf,
+    /// The SVG file to write.
+    pub(crate) output: PathBuf,
+}
+
+/// What `capture timeline-svg`'s arguments ask for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Svg {
+    /// Print the help.
+    Help,
+    /// Draw the picture.
+    Run(SvgArgs),
+}
+
+/// Parses `capture timeline-svg`'s arguments: `IN.json OUT.svg`.
+pub(crate) fn parse_svg(args: &[String]) -> Result<Svg, UsageError> {
+    let mut files = Vec::new();
+    for arg in args {
+        match arg.as_str() {
+            "-h" | "--help" => return Ok(Svg::Help),
+            other if other.starts_with('-') && other.len() > 1 => {
+                return Err(UsageError(format!("unknown option {other:?}")));
+            }
+            other => files.push(path("a file name", other.to_owned())?),
+        }
+    }
+    match <[PathBuf; 2]>::try_from(files) {
+        Ok([input, output]) => Ok(Svg::Run(SvgArgs { input, output })),
+        Err(files) => Err(UsageError(format!(
+            "expected two files, IN.json and OUT.svg; got {}",
+            files.len()
+        ))),
+    }
 }
 
 /// `--log`'s value: a directive list, checked when the subscriber is built.
@@ -746,6 +796,23 @@ mod tests {
         ] {
             let error = trace(args).expect_err("refused");
             assert!(error.0.contains(named), "{args:?}: {error}");
+        }
+    }
+
+    #[test]
+    fn timeline_svg_takes_two_files() {
+        let svg =
+            |args: &[&str]| parse_svg(&args.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>());
+        assert_eq!(
+            svg(&["in.json", "out.svg"]),
+            Ok(Svg::Run(SvgArgs {
+                input: PathBuf::from("in.json"),
+                output: PathBuf::from("out.svg"),
+            }))
+        );
+        assert_eq!(svg(&["in.json", "--help"]), Ok(Svg::Help));
+        for args in [&["in.json"][..], &["a", "b", "c"], &["--width", "3"]] {
+            assert!(svg(args).is_err(), "{args:?}");
         }
     }
 

@@ -9,7 +9,8 @@
 //! `capture bench` runs the benchmark matrix. `capture trace SCENARIO` runs one of the
 //! program's named multi-stream scenarios on the mock and prints its trace lines.
 //! `--log LEVEL` (demo, bench, trace) logs the core's spans and events to stderr;
-//! `--timeline PATH` (demo, trace) writes the run's timeline as Chrome trace-event JSON.
+//! `--timeline PATH` (demo, trace) writes the run's timeline as Chrome trace-event JSON,
+//! which `capture timeline-svg IN.json OUT.svg` draws as a picture.
 
 #![forbid(unsafe_code)]
 
@@ -25,6 +26,7 @@ mod logging;
 mod scenarios;
 mod table;
 mod timeline;
+mod timeline_svg;
 mod trace_event;
 
 use std::process::ExitCode;
@@ -40,6 +42,7 @@ fn main() -> ExitCode {
         Some("demo") => demo_command(&args[1..]),
         Some("bench") => bench_command(&args[1..]),
         Some("trace") => trace_command(&args[1..]),
+        Some("timeline-svg") => svg_command(&args[1..]),
         Some("-h" | "--help" | "help") => {
             println!("{}", cli::USAGE);
             ExitCode::SUCCESS
@@ -165,6 +168,39 @@ fn list_scenarios() -> ExitCode {
 #[cfg(not(feature = "mock"))]
 fn run_scenario(_: cli::TraceArgs) -> ExitCode {
     list_scenarios()
+}
+
+/// `capture timeline-svg IN.json OUT.svg`.
+fn svg_command(args: &[String]) -> ExitCode {
+    let args = match cli::parse_svg(args) {
+        Ok(cli::Svg::Help) => {
+            println!("{}", cli::SVG_HELP);
+            return ExitCode::SUCCESS;
+        }
+        Ok(cli::Svg::Run(args)) => args,
+        Err(error) => return usage("timeline-svg", cli::SVG_HELP, &error),
+    };
+    let drawn = std::fs::read_to_string(&args.input)
+        .map_err(|e| format!("cannot read {}: {e}", args.input.display()))
+        .and_then(|text| {
+            serde_json::from_str(&text)
+                .map_err(|e| format!("{} is not JSON: {e}", args.input.display()))
+        })
+        .and_then(|json| {
+            timeline_svg::render(&json)
+                .map_err(|e| format!("{} is not a timeline: {}", args.input.display(), e.0))
+        })
+        .and_then(|svg| {
+            std::fs::write(&args.output, svg)
+                .map_err(|e| format!("cannot write {}: {e}", args.output.display()))
+        });
+    match drawn {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("capture timeline-svg: {error}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// `capture bench`: every backend named (or built), each row, then the tables or JSON.

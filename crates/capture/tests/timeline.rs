@@ -1,7 +1,8 @@
 //! `--timeline` as a user runs it: `capture demo` and every `capture trace` scenario
 //! write Chrome trace-event JSON whose structure Perfetto and `chrome://tracing` rely
 //! on: the fields each phase needs, a name for every track, spans that nest per track,
-//! the lifecycle's spans where they belong and the instants a scenario promises.
+//! the lifecycle's spans where they belong and the instants a scenario promises; and
+//! `capture timeline-svg` draws it.
 
 #![cfg(feature = "mock")]
 
@@ -399,6 +400,36 @@ fn check_lifecycle_spans_only(checked: &Checked) {
     for name in ["capture", "prepare", "warmup", "window", "seal", "replay"] {
         assert!(!checked.named(name).is_empty(), "no {name} span");
     }
+}
+
+#[test]
+fn timeline_svg_draws_a_real_timeline() {
+    let (_, _) = timeline("svg-input", &["trace", "two-streams"]);
+    let input = scratch("svg-input.json");
+    let output = scratch("svg-output.svg");
+    let out = capture(&[
+        "timeline-svg",
+        input.to_str().expect("UTF-8"),
+        output.to_str().expect("UTF-8"),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let svg = std::fs::read_to_string(&output).expect("the picture was written");
+    for expected in [
+        "<svg xmlns=\"http://www.w3.org/2000/svg\"",
+        ">pooled streams<",
+        ">pooled#0 (stream#0, stream#2)<",
+        ">thread 2 (worker)<",
+        "<title>refuse launch stream#2: at ",
+    ] {
+        assert!(svg.contains(expected), "{expected} missing");
+    }
+    let bad = capture(&["timeline-svg", output.to_str().expect("UTF-8"), "/dev/null"]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(
+        text(&bad.stderr).contains("is not JSON"),
+        "{}",
+        text(&bad.stderr)
+    );
 }
 
 #[test]
