@@ -17,8 +17,10 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+#[cfg(feature = "mock")]
 const DEMO: &[&str] = &["demo", "--kernels", "2", "--replays", "1"];
 
+#[cfg(feature = "mock")]
 fn demo_with(extra: &[&str], rust_log: Option<&str>) -> (String, String) {
     let args: Vec<&str> = DEMO.iter().chain(extra).copied().collect();
     let out = capture(&args, rust_log);
