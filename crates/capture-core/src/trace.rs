@@ -5,7 +5,16 @@
 //! a scenario's trace is the same on every backend and every run, and snapshots of it
 //! need no filters. Hot-path events (launch, write, replay) allocate nothing beyond the
 //! log's own amortised growth: their bindings go to a shared arena and kernel names are
-//! interned. Every event is mirrored to `tracing` at debug level.
+//! interned.
+//!
+//! Every event is mirrored to `tracing` (target `capture`, the rendered line in field
+//! `event`). Outcomes a caller is told about through an error as well (refusals,
+//! dooms, windows that sealed nothing, taints, skips, asynchronous faults) are mirrored
+//! at `info`, so `info` shows what went wrong without the routine; everything else
+//! (transitions, launches, replays, pins, graph drops) at `debug`. `warn` stays for
+//! leaks and teardown failures. The notable events (those at `info`, and pins and graph
+//! drops) also carry a `kind` field and their logical ids as fields (`stream`, `graph`,
+//! `memory`, `op`, `failure`), so a subscriber can place them without parsing the line.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -228,7 +237,7 @@ impl Trace {
     /// Appends an event (and mirrors it to `tracing`).
     pub(crate) fn push(&self, event: Event) {
         let mut log = self.lock();
-        tracing::debug!(target: "capture", event = %Line { log: &log, event: &event });
+        mirror(&log, &event);
         if log.enabled {
             log.events.push(event);
         }
@@ -255,7 +264,7 @@ impl Trace {
             args: start..end,
             recorded,
         };
-        tracing::debug!(target: "capture", event = %Line { log: &log, event: &event });
+        mirror(&log, &event);
         log.events.push(event);
     }
 
@@ -289,6 +298,52 @@ impl Trace {
         let mut log = self.lock();
         log.events.clear();
         log.args.clear();
+    }
+}
+
+/// Mirrors `event` to `tracing`, at the level the module docs give its kind.
+fn mirror(log: &Log, event: &Event) {
+    let line = Line { log, event };
+    match event {
+        Event::Refused { stream, op, .. } => {
+            tracing::info!(target: "capture", kind = "refuse", %stream, op, event = %line);
+        }
+        Event::Doomed { stream, op, .. } => {
+            tracing::info!(target: "capture", kind = "doom", %stream, op = %op, event = %line);
+        }
+        Event::NotSealed { stream, .. } => {
+            tracing::info!(target: "capture", kind = "not sealed", %stream, event = %line);
+        }
+        Event::Taint { key, failure } => {
+            tracing::info!(
+                target: "capture", kind = "taint", memory = %key.memory, %failure, event = %line
+            );
+        }
+        Event::Skip {
+            stream, failure, ..
+        } => {
+            tracing::info!(target: "capture", kind = "skip", %stream, %failure, event = %line);
+        }
+        Event::Fault {
+            stream, failure, ..
+        } => {
+            tracing::info!(target: "capture", kind = "fault", %stream, %failure, event = %line);
+        }
+        Event::Pin { graph, .. } => {
+            tracing::debug!(target: "capture", kind = "pin", %graph, event = %line);
+        }
+        Event::DropGraph { stream, graph } => {
+            tracing::debug!(target: "capture", kind = "drop", %stream, %graph, event = %line);
+        }
+        Event::Alloc { .. }
+        | Event::Write { .. }
+        | Event::Read { .. }
+        | Event::Load { .. }
+        | Event::Launch { .. }
+        | Event::Lifecycle { .. }
+        | Event::Sealed { .. }
+        | Event::Replay { .. }
+        | Event::Sync { .. } => tracing::debug!(target: "capture", event = %line),
     }
 }
 

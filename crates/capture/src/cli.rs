@@ -1,15 +1,19 @@
-//! The command line: the program's and each command's help, and the parsing of
-//! `capture demo`'s options into [`DemoArgs`] or a [`UsageError`].
+//! The command line: the program's and each command's help, and the parsing of each
+//! command's options (`demo` into [`DemoArgs`], `bench` into [`BenchArgs`], `trace`
+//! into [`TraceArgs`], `timeline-svg` into [`SvgArgs`]) or a [`UsageError`].
 
 use std::fmt;
+use std::path::PathBuf;
 
 /// The program's help: its commands.
 pub(crate) const USAGE: &str = "usage: capture <command> [options]
 
 commands:
-  demo    a decode-shaped kernel chain, run eagerly and as a replayed graph
-  bench   the benchmark matrix: launch-bound to execution-bound rows, eager against
-          replayed, beside a hand-written floor where the backend has one
+  demo          a decode-shaped kernel chain, run eagerly and as a replayed graph
+  bench         the benchmark matrix: launch-bound to execution-bound rows, eager
+                against replayed, beside a hand-written floor where the backend has one
+  trace         a named multi-stream scenario: its trace lines, and its timeline
+  timeline-svg  a timeline JSON file drawn as an SVG picture
 
 options:
   -h, --help   this help
@@ -19,6 +23,7 @@ Run `capture <command> --help` for a command's options.";
 /// `capture demo`'s help: what it runs, its options and its exit statuses.
 pub(crate) const DEMO_HELP: &str =
     "usage: capture demo [--backend mock|vulkan|cuda] [--device D] [--kernels N] [--replays R]
+                    [--log LEVEL] [--timeline PATH]
 
 Runs a decode-shaped chain of N small dependent kernels (add_scalar, mul_scalar, axpy,
 row_bias and copy over ping-pong f32 buffers of 1024 elements) eagerly for R steps, then
@@ -36,6 +41,12 @@ options:
                    500 or more, fewer is allowed for quick checks)
   --replays R      timed steps per mode, 1 to 100000 (default 20), each mode after one
                    untimed warmup step
+  --log LEVEL      log to stderr: a level (info, debug, trace) or any env-filter
+                   directive list (capture=debug,capture_mock=trace); RUST_LOG when
+                   absent. The core logs under target `capture`: spans and routine
+                   events at debug, refusals, dooms, taints and faults at info
+  --timeline PATH  write the run's timeline to PATH as Chrome trace-event JSON, for
+                   ui.perfetto.dev (\"Open trace file\") or chrome://tracing
   -h, --help       this help
 
 Options also take the form --name=value.
@@ -91,6 +102,10 @@ pub(crate) struct DemoArgs {
     pub(crate) kernels: usize,
     /// Timed steps per mode.
     pub(crate) replays: u32,
+    /// `--log`'s directives.
+    pub(crate) log: Option<String>,
+    /// Where `--timeline` writes the timeline.
+    pub(crate) timeline: Option<PathBuf>,
 }
 
 impl Default for DemoArgs {
@@ -100,6 +115,8 @@ impl Default for DemoArgs {
             device: None,
             kernels: DEFAULT_KERNELS,
             replays: DEFAULT_REPLAYS,
+            log: None,
+            timeline: None,
         }
     }
 }
@@ -126,7 +143,7 @@ impl fmt::Display for UsageError {
 /// `capture bench`'s help.
 pub(crate) const BENCH_HELP: &str =
     "usage: capture bench [--backend B[,B...]] [--rows R[,R...]] [--rounds N]
-                     [--passes P] [--competitors C] [--device D] [--json]
+                     [--passes P] [--competitors C] [--device D] [--json] [--log LEVEL]
 
 The benchmark matrix. Each row is a chain of dependent add-one launches over f32
 buffers, ping-ponging between two of them, with a full readback of the first after
@@ -154,6 +171,8 @@ options:
                    (default 0)
   --device D       with vulkan: the device to open (index or piece of its name)
   --json           print the results as JSON instead of tables
+  --log LEVEL      log to stderr, as `capture demo --log` (a subscriber costs time on
+                   every span: figures measured with it are not the library's)
   -h, --help       this help
 
 Settings that matter are printed with the results: the build profile, the device and
@@ -201,6 +220,8 @@ pub(crate) struct BenchArgs {
     pub(crate) device: Option<String>,
     /// JSON instead of tables.
     pub(crate) json: bool,
+    /// `--log`'s directives.
+    pub(crate) log: Option<String>,
 }
 
 /// What `capture bench`'s arguments ask for.
@@ -225,6 +246,7 @@ pub(crate) fn parse_bench(args: &[String]) -> Result<Bench, UsageError> {
         competitors: 0,
         device: None,
         json: false,
+        log: None,
     };
     let mut options = Options(args.iter());
     while let Some((name, inline)) = options.next_option() {
@@ -232,6 +254,7 @@ pub(crate) fn parse_bench(args: &[String]) -> Result<Bench, UsageError> {
         match name {
             "-h" | "--help" => return Ok(Bench::Help),
             "--json" => parsed.json = true,
+            "--log" => parsed.log = Some(log(name, value(name)?)?),
             "--backend" => {
                 for v in value(name)?.split(',') {
                     let b = match v.trim() {
@@ -354,6 +377,8 @@ pub(crate) fn parse_demo(args: &[String]) -> Result<Demo, UsageError> {
                 let n = number(name, &v, REPLAYS, "timed steps per mode")?;
                 parsed.replays = u32::try_from(n).map_err(|_| out_of_range(name, &v))?;
             }
+            "--log" => parsed.log = Some(log(name, value(name)?)?),
+            "--timeline" => parsed.timeline = Some(path(name, value(name)?)?),
             other => return Err(UsageError(format!("unknown option {other:?}"))),
         }
     }
@@ -364,6 +389,176 @@ pub(crate) fn parse_demo(args: &[String]) -> Result<Demo, UsageError> {
         )));
     }
     Ok(Demo::Run(parsed))
+}
+
+/// `capture trace`'s help.
+pub(crate) const TRACE_HELP: &str =
+    "usage: capture trace SCENARIO [--backend mock|affine-mock] [--timeline PATH] [--log LEVEL]
+       capture trace --list
+
+Runs a named multi-stream scenario (`--list` names them) on the mock, under the fault
+wrapper, with two pooled streams (logical streams 0 and 2 share pooled stream 0,
+stream 1 is on pooled stream 1). Checks its bytes and the refusals it expects, then
+prints the core's trace, one event per line, as the snapshot tests see it.
+
+options:
+  --backend NAME   mock (default; every call on the caller's thread) or affine-mock
+                   (thread-affine streams: captures open and close on a worker)
+  --timeline PATH  write the scenario's timeline to PATH as Chrome trace-event JSON
+  --log LEVEL      log to stderr, as `capture demo --log`
+  --list           the scenarios, one a line, with what each shows
+  -h, --help       this help
+
+exit status: 0 when the scenario ran as expected; 1 when it did not; 2 for a usage
+error or a build without the mock.";
+
+/// `capture timeline-svg`'s help.
+pub(crate) const SVG_HELP: &str = "usage: capture timeline-svg IN.json OUT.svg
+
+Draws a timeline that `--timeline` wrote (Chrome trace-event JSON) as an SVG picture:
+a lane per track, spans as labelled boxes on one time axis (a nested span a row below
+its parent), instants as ticks; every box and tick has a tooltip with its arguments.
+
+exit status: 0 when the picture was written; 1 when IN.json cannot be read or drawn,
+or OUT.svg cannot be written; 2 for a usage error.";
+
+/// The backends `capture trace` runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TraceBackend {
+    /// The mock, every call on the caller's thread.
+    Mock,
+    /// The mock with thread-affine streams.
+    AffineMock,
+}
+
+/// `capture trace`'s options.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct TraceArgs {
+    /// The scenario's name (checked when it is looked up).
+    pub(crate) scenario: String,
+    /// The backend.
+    pub(crate) backend: TraceBackend,
+    /// `--log`'s directives.
+    pub(crate) log: Option<String>,
+    /// Where `--timeline` writes the timeline.
+    pub(crate) timeline: Option<PathBuf>,
+}
+
+/// What `capture trace`'s arguments ask for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Trace {
+    /// Print the help.
+    Help,
+    /// List the scenarios.
+    List,
+    /// Run a scenario.
+    Run(TraceArgs),
+}
+
+/// Parses `capture trace`'s arguments (those after `trace`).
+pub(crate) fn parse_trace(args: &[String]) -> Result<Trace, UsageError> {
+    let mut scenario = None;
+    let mut parsed = TraceArgs {
+        scenario: String::new(),
+        backend: TraceBackend::Mock,
+        log: None,
+        timeline: None,
+    };
+    let mut list = false;
+    let mut options = Options(args.iter());
+    while let Some((name, inline)) = options.next_option() {
+        let mut value = |name: &str| options.value(name, inline.clone());
+        match name {
+            "-h" | "--help" => return Ok(Trace::Help),
+            "--list" => list = true,
+            "--backend" => {
+                let v = value(name)?;
+                parsed.backend = match v.as_str() {
+                    "mock" => TraceBackend::Mock,
+                    "affine-mock" => TraceBackend::AffineMock,
+                    _ => {
+                        return Err(UsageError(format!(
+                            "unknown backend {v:?} for --backend (mock or affine-mock)"
+                        )));
+                    }
+                };
+            }
+            "--log" => parsed.log = Some(log(name, value(name)?)?),
+            "--timeline" => parsed.timeline = Some(path(name, value(name)?)?),
+            other if other.starts_with('-') => {
+                return Err(UsageError(format!("unknown option {other:?}")));
+            }
+            other => match scenario {
+                None => scenario = Some(other.to_owned()),
+                Some(first) => {
+                    return Err(UsageError(format!(
+                        "one scenario at a time: {first:?} and {other:?}"
+                    )));
+                }
+            },
+        }
+    }
+    if list {
+        return Ok(Trace::List);
+    }
+    parsed.scenario = scenario
+        .ok_or_else(|| UsageError("name a scenario (`capture trace --list` names them)".into()))?;
+    Ok(Trace::Run(parsed))
+}
+
+/// `capture timeline-svg`'s arguments.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct SvgArgs {
+    /// The timeline JSON to read.
+    pub(crate) input: PathBuf,
+    /// The SVG file to write.
+    pub(crate) output: PathBuf,
+}
+
+/// What `capture timeline-svg`'s arguments ask for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Svg {
+    /// Print the help.
+    Help,
+    /// Draw the picture.
+    Run(SvgArgs),
+}
+
+/// Parses `capture timeline-svg`'s arguments: `IN.json OUT.svg`.
+pub(crate) fn parse_svg(args: &[String]) -> Result<Svg, UsageError> {
+    let mut files = Vec::new();
+    for arg in args {
+        match arg.as_str() {
+            "-h" | "--help" => return Ok(Svg::Help),
+            other if other.starts_with('-') && other.len() > 1 => {
+                return Err(UsageError(format!("unknown option {other:?}")));
+            }
+            other => files.push(path("a file name", other.to_owned())?),
+        }
+    }
+    match <[PathBuf; 2]>::try_from(files) {
+        Ok([input, output]) => Ok(Svg::Run(SvgArgs { input, output })),
+        Err(files) => Err(UsageError(format!(
+            "expected two files, IN.json and OUT.svg; got {}",
+            files.len()
+        ))),
+    }
+}
+
+/// `--log`'s value: a directive list, checked when the subscriber is built.
+fn log(name: &str, value: String) -> Result<String, UsageError> {
+    if value.trim().is_empty() {
+        return Err(UsageError(format!("invalid value {value:?} for {name}")));
+    }
+    Ok(value)
+}
+
+/// A file name option's value.
+fn path(name: &str, value: String) -> Result<PathBuf, UsageError> {
+    if value.is_empty() {
+        return Err(UsageError(format!("invalid value {value:?} for {name}")));
+    }
+    Ok(PathBuf::from(value))
 }
 
 /// A command's arguments, option by option: `--name value` or `--name=value`.
@@ -428,6 +623,8 @@ mod tests {
                 device: None,
                 kernels: 512,
                 replays: 20,
+                log: None,
+                timeline: None,
             }))
         );
     }
@@ -441,6 +638,8 @@ mod tests {
                 device: None,
                 kernels: 64,
                 replays: 3,
+                log: None,
+                timeline: None,
             }))
         );
     }
@@ -525,6 +724,95 @@ mod tests {
         ] {
             let error = bench(args).expect_err("refused");
             assert!(error.0.contains(named), "{args:?}: {error}");
+        }
+    }
+
+    #[test]
+    fn demo_and_bench_take_a_log_directive_and_demo_a_timeline_file() {
+        assert_eq!(
+            parse(&["--log", "capture=debug", "--timeline=out.json"]),
+            Ok(Demo::Run(DemoArgs {
+                log: Some("capture=debug".into()),
+                timeline: Some(PathBuf::from("out.json")),
+                ..DemoArgs::default()
+            }))
+        );
+        let Ok(Bench::Run(args)) = bench(&["--log=info"]) else {
+            panic!("parsed")
+        };
+        assert_eq!(args.log.as_deref(), Some("info"));
+        for args in [&["--log", ""][..], &["--timeline="], &["--timeline"]] {
+            let error = parse(args).expect_err("refused");
+            assert!(
+                error.0.contains(args[0].split('=').next().unwrap_or("")),
+                "{error}"
+            );
+        }
+        assert!(
+            bench(&["--timeline", "x.json"]).is_err(),
+            "bench draws no timeline"
+        );
+    }
+
+    fn trace(args: &[&str]) -> Result<Trace, UsageError> {
+        let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
+        parse_trace(&args)
+    }
+
+    #[test]
+    fn trace_takes_one_scenario_a_backend_a_timeline_and_a_log() {
+        assert_eq!(
+            trace(&[
+                "fault",
+                "--backend",
+                "affine-mock",
+                "--timeline",
+                "t.json",
+                "--log=debug"
+            ]),
+            Ok(Trace::Run(TraceArgs {
+                scenario: "fault".into(),
+                backend: TraceBackend::AffineMock,
+                log: Some("debug".into()),
+                timeline: Some(PathBuf::from("t.json")),
+            }))
+        );
+        assert_eq!(
+            trace(&["--backend=mock", "two-streams"]),
+            Ok(Trace::Run(TraceArgs {
+                scenario: "two-streams".into(),
+                backend: TraceBackend::Mock,
+                log: None,
+                timeline: None,
+            }))
+        );
+        assert_eq!(trace(&["--list"]), Ok(Trace::List));
+        assert_eq!(trace(&["fault", "-h"]), Ok(Trace::Help));
+        for (args, named) in [
+            (&[][..], "name a scenario"),
+            (&["a", "b"], "one scenario at a time"),
+            (&["fault", "--backend", "vulkan"], "\"vulkan\""),
+            (&["fault", "--kernels", "3"], "\"--kernels\""),
+        ] {
+            let error = trace(args).expect_err("refused");
+            assert!(error.0.contains(named), "{args:?}: {error}");
+        }
+    }
+
+    #[test]
+    fn timeline_svg_takes_two_files() {
+        let svg =
+            |args: &[&str]| parse_svg(&args.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>());
+        assert_eq!(
+            svg(&["in.json", "out.svg"]),
+            Ok(Svg::Run(SvgArgs {
+                input: PathBuf::from("in.json"),
+                output: PathBuf::from("out.svg"),
+            }))
+        );
+        assert_eq!(svg(&["in.json", "--help"]), Ok(Svg::Help));
+        for args in [&["in.json"][..], &["a", "b", "c"], &["--width", "3"]] {
+            assert!(svg(args).is_err(), "{args:?}");
         }
     }
 

@@ -5,6 +5,12 @@
 //! checks that both give the same bytes, and prints the cost per kernel of each mode,
 //! their ratio, the capture time and the graph's ledger. The mock runs by default; Vulkan
 //! and CUDA in builds with the `vulkan` and `cuda` features.
+//!
+//! `capture bench` runs the benchmark matrix. `capture trace SCENARIO` runs one of the
+//! program's named multi-stream scenarios on the mock and prints its trace lines.
+//! `--log LEVEL` (demo, bench, trace) logs the core's spans and events to stderr;
+//! `--timeline PATH` (demo, trace) writes the run's timeline as Chrome trace-event JSON,
+//! which `capture timeline-svg IN.json OUT.svg` draws as a picture.
 
 #![forbid(unsafe_code)]
 
@@ -15,7 +21,13 @@ mod cli;
 mod competitors;
 mod demo;
 mod floors;
+mod logging;
+#[cfg(feature = "mock")]
+mod scenarios;
 mod table;
+mod timeline;
+mod timeline_svg;
+mod trace_event;
 
 use std::process::ExitCode;
 
@@ -29,6 +41,8 @@ fn main() -> ExitCode {
     match args.first().map(String::as_str) {
         Some("demo") => demo_command(&args[1..]),
         Some("bench") => bench_command(&args[1..]),
+        Some("trace") => trace_command(&args[1..]),
+        Some("timeline-svg") => svg_command(&args[1..]),
         Some("-h" | "--help" | "help") => {
             println!("{}", cli::USAGE);
             ExitCode::SUCCESS
@@ -50,15 +64,141 @@ fn demo_command(args: &[String]) -> ExitCode {
             println!("{}", cli::DEMO_HELP);
             ExitCode::SUCCESS
         }
-        Ok(Demo::Run(args)) => match args.backend {
-            BackendName::Mock => run_mock(args),
-            BackendName::Vulkan => run_vulkan(args),
-            BackendName::Cuda => run_cuda(args),
-        },
+        Ok(Demo::Run(args)) => {
+            let session = match logging::start(args.log.as_deref(), args.timeline.as_deref()) {
+                Ok(session) => session,
+                Err(error) => return usage("demo", cli::DEMO_HELP, &error),
+            };
+            let code = match args.backend {
+                BackendName::Mock => run_mock(args),
+                BackendName::Vulkan => run_vulkan(args),
+                BackendName::Cuda => run_cuda(args),
+            };
+            finish("demo", session, code)
+        }
+        Err(error) => usage("demo", cli::DEMO_HELP, &error),
+    }
+}
+
+/// A usage error of `capture <command>`: the error, the usage line, where the help is.
+fn usage(command: &str, help: &str, error: &dyn std::fmt::Display) -> ExitCode {
+    let line = help.lines().next().unwrap_or_default();
+    eprintln!(
+        "capture {command}: {error}\n{line}\nRun `capture {command} --help` for the options."
+    );
+    ExitCode::from(USAGE_EXIT)
+}
+
+/// Writes the session's timeline (also after a failed run, which it may explain);
+/// a timeline that cannot be written fails a run that succeeded.
+fn finish(command: &str, session: logging::Session, code: ExitCode) -> ExitCode {
+    match session.finish() {
+        Ok(()) => code,
         Err(error) => {
-            let usage = cli::DEMO_HELP.lines().next().unwrap_or_default();
-            eprintln!("capture demo: {error}\n{usage}\nRun `capture demo --help` for the options.");
-            ExitCode::from(USAGE_EXIT)
+            eprintln!("capture {command}: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `capture trace`: a named scenario's trace lines, and its timeline.
+fn trace_command(args: &[String]) -> ExitCode {
+    match cli::parse_trace(args) {
+        Ok(cli::Trace::Help) => {
+            println!("{}", cli::TRACE_HELP);
+            ExitCode::SUCCESS
+        }
+        Ok(cli::Trace::List) => list_scenarios(),
+        Ok(cli::Trace::Run(args)) => run_scenario(args),
+        Err(error) => usage("trace", cli::TRACE_HELP, &error),
+    }
+}
+
+#[cfg(feature = "mock")]
+fn list_scenarios() -> ExitCode {
+    let width = scenarios::ALL
+        .iter()
+        .map(|s| s.name.len())
+        .max()
+        .unwrap_or(0);
+    for s in scenarios::ALL {
+        println!("{:width$}  {}", s.name, s.about);
+    }
+    ExitCode::SUCCESS
+}
+
+#[cfg(feature = "mock")]
+fn run_scenario(args: cli::TraceArgs) -> ExitCode {
+    let Some(scenario) = scenarios::find(&args.scenario) else {
+        let names: Vec<_> = scenarios::ALL.iter().map(|s| s.name).collect();
+        let error = format!(
+            "unknown scenario {:?} ({})",
+            args.scenario,
+            names.join(", ")
+        );
+        return usage("trace", cli::TRACE_HELP, &error);
+    };
+    let session = match logging::start(args.log.as_deref(), args.timeline.as_deref()) {
+        Ok(session) => session,
+        Err(error) => return usage("trace", cli::TRACE_HELP, &error),
+    };
+    let ran = match args.backend {
+        cli::TraceBackend::Mock => scenario.run(capture_mock::MockBackend::new()),
+        cli::TraceBackend::AffineMock => scenario.run(capture_mock::AffineMock::new()),
+    };
+    let code = match ran {
+        Ok(trace) => {
+            print!("{trace}");
+            ExitCode::SUCCESS
+        }
+        Err(scenarios::Failed(why)) => {
+            eprintln!("capture trace {}: {why}", scenario.name);
+            ExitCode::FAILURE
+        }
+    };
+    finish("trace", session, code)
+}
+
+#[cfg(not(feature = "mock"))]
+fn list_scenarios() -> ExitCode {
+    eprintln!("capture trace: this build has no mock backend, which the scenarios run on");
+    ExitCode::from(USAGE_EXIT)
+}
+
+#[cfg(not(feature = "mock"))]
+fn run_scenario(_: cli::TraceArgs) -> ExitCode {
+    list_scenarios()
+}
+
+/// `capture timeline-svg IN.json OUT.svg`.
+fn svg_command(args: &[String]) -> ExitCode {
+    let args = match cli::parse_svg(args) {
+        Ok(cli::Svg::Help) => {
+            println!("{}", cli::SVG_HELP);
+            return ExitCode::SUCCESS;
+        }
+        Ok(cli::Svg::Run(args)) => args,
+        Err(error) => return usage("timeline-svg", cli::SVG_HELP, &error),
+    };
+    let drawn = std::fs::read_to_string(&args.input)
+        .map_err(|e| format!("cannot read {}: {e}", args.input.display()))
+        .and_then(|text| {
+            serde_json::from_str(&text)
+                .map_err(|e| format!("{} is not JSON: {e}", args.input.display()))
+        })
+        .and_then(|json| {
+            timeline_svg::render(&json)
+                .map_err(|e| format!("{} is not a timeline: {}", args.input.display(), e.0))
+        })
+        .and_then(|svg| {
+            std::fs::write(&args.output, svg)
+                .map_err(|e| format!("cannot write {}: {e}", args.output.display()))
+        });
+    match drawn {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("capture timeline-svg: {error}");
+            ExitCode::FAILURE
         }
     }
 }
@@ -71,13 +211,11 @@ fn bench_command(args: &[String]) -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Ok(cli::Bench::Run(args)) => args,
-        Err(error) => {
-            let usage = cli::BENCH_HELP.lines().next().unwrap_or_default();
-            eprintln!(
-                "capture bench: {error}\n{usage}\nRun `capture bench --help` for the options."
-            );
-            return ExitCode::from(USAGE_EXIT);
-        }
+        Err(error) => return usage("bench", cli::BENCH_HELP, &error),
+    };
+    let session = match logging::start(args.log.as_deref(), None) {
+        Ok(session) => session,
+        Err(error) => return usage("bench", cli::BENCH_HELP, &error),
     };
     let competitors = competitors::Competitors::start(args.competitors);
     let named = !args.backends.is_empty();
@@ -106,11 +244,12 @@ fn bench_command(args: &[String]) -> ExitCode {
     } else {
         print!("{}", bench_table::render(&run));
     }
-    if run.failed() {
+    let code = if run.failed() {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
-    }
+    };
+    finish("bench", session, code)
 }
 
 /// The demo on CUDA device 0.

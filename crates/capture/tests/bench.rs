@@ -6,6 +6,7 @@ use std::process::{Command, Output};
 fn capture(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_capture"))
         .args(args)
+        .env_remove("RUST_LOG")
         .output()
         .expect("the capture binary starts")
 }

@@ -265,6 +265,10 @@ impl<B: Backend> Device<B> {
         offset: u64,
         len: u64,
     ) -> Result<Vec<u8>, ServerError> {
+        let _span = tracing::debug_span!(
+            target: "capture", "read", %stream, pooled = buffer.pooled, buffer = %buffer.id()
+        )
+        .entered();
         self.inner.check_buffer(buffer)?;
         let range = buffer.range(offset, Some(len))?;
         if self.inner.pooled(stream) != buffer.pooled {
@@ -300,6 +304,10 @@ impl<B: Backend> Device<B> {
     /// capture); [`ServerError::NeighbourRefused`]; an asynchronous error the wait
     /// reported, which taints what the stream wrote since its last good fence.
     pub fn sync(&self, stream: StreamId) -> Result<(), ServerError> {
+        let _span = tracing::debug_span!(
+            target: "capture", "sync", %stream, pooled = self.inner.pooled(stream)
+        )
+        .entered();
         self.inner
             .on_stream(stream, |ps| self.inner.sync_on(ps, stream))
     }

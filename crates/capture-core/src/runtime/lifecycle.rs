@@ -1,5 +1,12 @@
 //! The capture lifecycle as users drive it: `prepare`, `begin`, `end`, `abort`, the
 //! `capture` closure form, replays and graph drops.
+//!
+//! Each call runs in a `debug` span (target `capture`) named after its step, with the
+//! logical ids as fields (`stream`, `pooled` the pooled stream's index, `graph`):
+//! `prepare`, `begin`, `seal` (`end`), `abort`, `replay`; `capture` wraps a whole
+//! `Device::capture`, with `warmup` (the first call of its closure) and `window`
+//! (`begin`, the recorded call and the seal) inside. With no subscriber a span is a
+//! disabled handle: no allocation, no field evaluated.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -26,6 +33,10 @@ impl<B: Backend> Device<B> {
     /// Nothing is changed.
     pub fn prepare(&self, stream: StreamId) -> Result<(), ServerError> {
         let inner = &self.inner;
+        let _span = tracing::debug_span!(
+            target: "capture", "prepare", %stream, pooled = inner.pooled(stream)
+        )
+        .entered();
         inner.on_stream(stream, |ps| {
             inner.neighbour(ps, stream, "prepare")?;
             match Window::<B>::on(&mut ps.stream, &mut ps.drops).prepare(stream) {
@@ -56,6 +67,10 @@ impl<B: Backend> Device<B> {
     /// begin, after which the stream is back to no capture, its pools disarmed, and
     /// prepare → begin can be retried.
     pub fn begin(&self, stream: StreamId) -> Result<(), ServerError> {
+        let _span = tracing::debug_span!(
+            target: "capture", "begin", %stream, pooled = self.inner.pooled(stream)
+        )
+        .entered();
         let inner = Arc::clone(&self.inner);
         self.inner.on_capture_stream(stream, move |ps| {
             inner.neighbour(ps, stream, "begin")?;
@@ -135,6 +150,10 @@ impl<B: Backend> Device<B> {
     /// later `end`). The ranges the recording would have written are claimed with the
     /// error, so a later read fails rather than see bytes nothing wrote.
     pub fn end(&self, stream: StreamId) -> Result<GraphId, ServerError> {
+        let _span = tracing::debug_span!(
+            target: "capture", "seal", %stream, pooled = self.inner.pooled(stream)
+        )
+        .entered();
         let inner = Arc::clone(&self.inner);
         self.inner
             .on_capture_stream(stream, move |ps| inner.end_on(ps, stream))
@@ -148,6 +167,10 @@ impl<B: Backend> Device<B> {
     ///
     /// [`ServerError::NeighbourRefused`] when another stream owns the window.
     pub fn abort(&self, stream: StreamId) -> Result<(), ServerError> {
+        let _span = tracing::debug_span!(
+            target: "capture", "abort", %stream, pooled = self.inner.pooled(stream)
+        )
+        .entered();
         let inner = Arc::clone(&self.inner);
         self.inner
             .on_capture_stream(stream, move |ps| inner.abort_on(ps, stream))
@@ -195,17 +218,25 @@ impl<B: Backend> Device<B> {
         stream: StreamId,
         mut record: impl FnMut(&Capturing<'_, B>) -> Result<(), ServerError>,
     ) -> Result<GraphId, ServerError> {
+        let pooled = self.inner.pooled(stream);
+        let span = tracing::debug_span!(
+            target: "capture", "capture", %stream, pooled, graph = tracing::field::Empty
+        )
+        .entered();
         self.prepare(stream)?;
         let guard = AbortOnPanic {
             device: self,
             stream,
             armed: true,
         };
+        let warmup = tracing::debug_span!(target: "capture", "warmup", %stream, pooled).entered();
         if let Err(error) = record(&Capturing::new(self, CapturePhase::Warmup)) {
             guard.defuse();
             let _ = self.abort(stream);
             return Err(error);
         }
+        drop(warmup);
+        let _window = tracing::debug_span!(target: "capture", "window", %stream, pooled).entered();
         if let Err(error) = self.begin(stream) {
             guard.defuse();
             let _ = self.abort(stream);
@@ -217,7 +248,9 @@ impl<B: Backend> Device<B> {
             return Err(error);
         }
         guard.defuse();
-        self.end(stream)
+        let graph = self.end(stream)?;
+        span.record("graph", tracing::field::display(graph));
+        Ok(graph)
     }
 
     /// Replays `graph` `times` times, in one submission, on the stream that captured it.
@@ -255,6 +288,10 @@ impl<B: Backend> Device<B> {
     /// a window; [`ServerError::NeighbourRefused`]; [`ServerError::Unwritten`] when
     /// skipped; the driver's refusal to enqueue.
     pub fn replay(&self, stream: StreamId, graph: GraphId, times: u32) -> Result<(), ServerError> {
+        let _span = tracing::debug_span!(
+            target: "capture", "replay", %stream, pooled = self.inner.pooled(stream), %graph, times
+        )
+        .entered();
         if times == 0 {
             return Err(ServerError::invalid(
                 "replay count",
