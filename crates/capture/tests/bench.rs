@@ -1,19 +1,9 @@
 //! `capture bench` as a user runs it: the matrix on both mock modes as tables and as
 //! JSON a machine can read, and its usage errors.
 
-use std::process::{Command, Output};
+mod program;
 
-fn capture(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_capture"))
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("the capture binary starts")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+use program::{capture, text};
 
 #[cfg(feature = "mock")]
 #[test]

@@ -1,19 +1,9 @@
 //! The `capture` program as a user runs it: `capture demo` on the mock, the help of
 //! each level, a backend this build was made without, and bad options.
 
-use std::process::{Command, Output};
+mod program;
 
-fn capture(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_capture"))
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("the capture binary starts")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+use program::{capture, text};
 
 #[cfg(feature = "mock")]
 #[test]

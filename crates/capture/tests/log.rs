@@ -2,20 +2,9 @@
 //! the level asked for, the tables on stdout untouched, nothing logged when neither is
 //! given, and a directive that is not one refused.
 
-use std::process::{Command, Output};
+mod program;
 
-fn capture(args: &[&str], rust_log: Option<&str>) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_capture"));
-    command.args(args).env_remove("RUST_LOG");
-    if let Some(directives) = rust_log {
-        command.env("RUST_LOG", directives);
-    }
-    command.output().expect("the capture binary starts")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+use program::{capture_logged as capture, text};
 
 #[cfg(feature = "mock")]
 const DEMO: &[&str] = &["demo", "--kernels", "2", "--replays", "1"];

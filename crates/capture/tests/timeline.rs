@@ -8,21 +8,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
 
-fn capture(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_capture"))
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("the capture binary starts")
-}
+mod program;
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+use program::{capture, text};
 
 /// A file in the test's scratch directory.
 fn scratch(name: &str) -> PathBuf {
