@@ -93,7 +93,11 @@ pub fn render(r: &DecodeReport) -> String {
         kib(s.graph_only)
     );
     if s.other > 0 {
-        let _ = writeln!(out, "    other            {}", kib(s.other));
+        let _ = writeln!(
+            out,
+            "    other: {} B (the info-word buffers of the {} info entries)",
+            s.other, l.info_entries
+        );
     }
     let _ = writeln!(
         out,

@@ -178,7 +178,8 @@ impl DeviceModel {
         Ok(model)
     }
 
-    /// Zeroes the caches, the histories and the attention scores: a fresh sequence.
+    /// Zeroes the caches and the histories, and sets the state to position 0: a fresh
+    /// sequence.
     /// (The step reads only rows it wrote, but every byte a launch binds must have
     /// been written once.)
     ///
@@ -193,9 +194,6 @@ impl DeviceModel {
         }
         zero(&self.logit_history)?;
         zero(&self.id_history)?;
-        if let Some(s) = &self.scratch {
-            zero(&s.scores)?;
-        }
         self.set_state(dev, 0, 0)
     }
 
