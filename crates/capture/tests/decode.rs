@@ -27,6 +27,7 @@ fn all_checks_hold<B: DecodeBackend>(backend: B) -> DecodeReport {
     let text = render(&report);
     assert_eq!(report.eager.ids.len(), 16, "{text}");
     assert_eq!(report.eager.ids, report.replayed.ids, "{text}");
+    assert_eq!(report.eager.ids, report.one_call.ids, "{text}");
     let bits = |l: &[f32]| l.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
     assert_eq!(report.replayed.logits.len(), 16 * 512, "{text}");
     assert_eq!(
@@ -80,6 +81,16 @@ fn each_check_fails_on_a_report_that_breaks_it() {
     let mut ids = good.clone();
     ids.replayed.ids[7] ^= 1;
     assert_eq!(failing(&ids), ["eager and replayed ids identical"]);
+
+    let mut one_call = good.clone();
+    one_call.one_call.ids.pop();
+    assert_eq!(failing(&one_call), ["eager and replayed ids identical"]);
+    let mut one_call = good.clone();
+    one_call.one_call.logits[0] = -one_call.one_call.logits[0];
+    assert_eq!(
+        failing(&one_call),
+        ["logits of every step bit for bit, eager against replayed"]
+    );
 
     let mut bits = good.clone();
     bits.replayed.logits[3 * 512 + 5] =
@@ -140,6 +151,8 @@ fn the_program_prints_both_modes_the_ledger_and_the_checks() {
         "capture decode: backend mock, dim 64 x 2 layers",
         "35 kernels per step",
         "  µs per token  ",
+        "one call (x16)",
+        "  ratio (eager / mode)  ",
         "  tokens/s  ",
         "\ncapture\n  time (ms)  ",
         "graph ledger (held while the graph lives)\n  launches                   35\n",

@@ -37,26 +37,38 @@ pub fn render(r: &DecodeReport) -> String {
     );
     let _ = writeln!(
         out,
-        "\nper token                 eager     replayed       ratio"
+        "\nper token                 eager     replayed   one call (x{})",
+        r.options.tokens
+    );
+    let (e, p, o) = (&r.eager, &r.replayed, &r.one_call);
+    let _ = writeln!(
+        out,
+        "  µs per token     {:>12.1} {:>12.1} {:>12.1}",
+        e.us_per_token(),
+        p.us_per_token(),
+        o.us_per_token()
     );
     let _ = writeln!(
         out,
-        "  µs per token     {:>12.1} {:>12.1} {:>10.2}x",
-        r.eager.us_per_token(),
-        r.replayed.us_per_token(),
-        r.eager.us_per_token() / r.replayed.us_per_token()
+        "  tokens/s         {:>12.1} {:>12.1} {:>12.1}",
+        e.tokens_per_second(),
+        p.tokens_per_second(),
+        o.tokens_per_second()
+    );
+    let k = r.kernels_per_step as f64;
+    let _ = writeln!(
+        out,
+        "  µs per kernel    {:>12.2} {:>12.2} {:>12.2}",
+        e.us_per_token() / k,
+        p.us_per_token() / k,
+        o.us_per_token() / k
     );
     let _ = writeln!(
         out,
-        "  tokens/s         {:>12.1} {:>12.1}",
-        r.eager.tokens_per_second(),
-        r.replayed.tokens_per_second()
-    );
-    let _ = writeln!(
-        out,
-        "  µs per kernel    {:>12.2} {:>12.2}",
-        r.eager.us_per_token() / r.kernels_per_step as f64,
-        r.replayed.us_per_token() / r.kernels_per_step as f64
+        "{:<29}{:>13}{:>13}",
+        "  ratio (eager / mode)",
+        format!("{:.2}x", e.seconds / p.seconds),
+        format!("{:.2}x", e.seconds / o.seconds)
     );
     if r.host_only {
         let _ = writeln!(
