@@ -113,7 +113,23 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             // best-ranked device, and CI's tests are meant for lavapipe.
             .env("CAPTURE_VULKAN_DEVICE", "llvmpipe");
     };
-    let results = run_tests(&["--workspace", "--no-fail-fast"], &["--show-output"], env)?;
+    let mut results = run_tests(&["--workspace", "--no-fail-fast"], &["--show-output"], env)?;
+    // The decoder's test on Vulkan needs the facade's `vulkan` feature, which the
+    // workspace run leaves off.
+    let decode = run_tests(
+        &[
+            "-p",
+            "capture-graphs",
+            "--features",
+            "vulkan",
+            "--test",
+            "decode",
+        ],
+        &["--show-output"],
+        env,
+    )?;
+    results.binaries.extend(decode.binaries);
+    results.other_failures.extend(decode.other_failures);
     let examples = crate::examples::run(env)?;
 
     let backends = vec![

@@ -1,6 +1,6 @@
 //! `cargo xtask test-gpu`: the GPU tests, for a machine with an NVIDIA GPU and its driver
 //! (the self-hosted `gpu` runners of `.github/workflows/gpu.yml`): CUDA required, Vulkan
-//! when a loader is present, and the demo on each GPU backend.
+//! when a loader is present, and the demo and the decoder on each GPU backend.
 
 use std::process::Command;
 
@@ -23,9 +23,9 @@ For a machine with an NVIDIA GPU and its driver. In order:
      is fetched into target/nvrtc when pip can, and then required too;
   4. when the Vulkan loader (libvulkan.so.1) is present: cargo test -p capture-vulkan,
      with CAPTURE_REQUIRE_VULKAN=1 when the Khronos validation layer is installed;
-  5. the demo on each GPU backend:
+  5. the demo and the decoder on each GPU backend:
      cargo run --release -p capture-graphs --features cuda,vulkan -- demo --backend cuda
-     (and --backend vulkan when the loader is present);
+     and -- decode --backend cuda (and --backend vulkan when the loader is present);
 then prints a summary, and fails if any step failed.";
 
 /// The CUDA driver library cudarc loads.
@@ -120,8 +120,13 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         ));
     }
 
-    for backend in ["cuda", "vulkan"] {
-        let name = format!("demo --backend {backend}");
+    for (command, backend) in [
+        ("demo", "cuda"),
+        ("demo", "vulkan"),
+        ("decode", "cuda"),
+        ("decode", "vulkan"),
+    ] {
+        let name = format!("{command} --backend {backend}");
         if backend == "vulkan" && !vulkan {
             steps.push(Step::skipped(
                 &name,
@@ -138,7 +143,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             "--features",
             "cuda,vulkan",
             "--",
-            "demo",
+            command,
             "--backend",
             backend,
         ])

@@ -10,6 +10,7 @@ pub(crate) const USAGE: &str = "usage: capture <command> [options]
 
 commands:
   demo          a decode-shaped kernel chain, run eagerly and as a replayed graph
+  decode        a llama-shaped decoder's step captured once and replayed per token
   bench         the benchmark matrix: launch-bound to execution-bound rows, eager
                 against replayed, beside a hand-written floor where the backend has one
   trace         a named multi-stream scenario: its trace lines, and its timeline
@@ -561,6 +562,123 @@ fn path(name: &str, value: String) -> Result<PathBuf, UsageError> {
     Ok(PathBuf::from(value))
 }
 
+/// `capture decode`'s help: what it runs, its options and its exit statuses.
+pub(crate) const DECODE_HELP: &str =
+    "usage: capture decode [--backend mock|vulkan|cuda] [--device D] [--tokens T] [--dim D]
+       [--layers L] [--heads H] [--vocab V] [--context C] [--seed S]
+
+A llama-shaped decoder with seeded random weights (no download): prefills a short
+prompt eagerly, generates T tokens eagerly, then captures the decode step once and
+generates them again by replaying it, the position and token advancing on the device.
+Prints tokens/s and µs per token for each mode, their ratio, kernels per step, the
+capture time, the graph's ledger and the generated ids. Checks that both modes give
+the same ids and bit-identical logits at every step, and that the logits match a
+plain-Rust reference of the model within the stated tolerance.
+
+options:
+  --backend NAME   mock (default), vulkan or cuda (builds with `--features vulkan`,
+                   `--features cuda`)
+  --device D       with --backend vulkan: the device to open (index or piece of its name)
+  --tokens T       tokens generated per mode, 1 to 65536 (default 64)
+  --dim D          model width, 2 to 8192 (default 256)
+  --layers L       transformer layers, 1 to 256 (default 4)
+  --heads H        attention heads, 1 to 256, dividing dim into even widths (default 4)
+  --vocab V        vocabulary size, 2 to 1048576 (default 512)
+  --context C      KV-cache rows, 2 to 65536 (default 256); the 4-token prompt and T
+                   tokens need T + 3 rows
+  --seed S         the weights' and prompt's seed (default 14)
+  -h, --help       this help
+
+Options also take the form --name=value.
+
+exit status: 0 when every check holds (or CUDA has no GPU: SKIP); 1 when a check
+fails or the runtime fails; 2 for a usage error or a backend this build was made
+without.";
+
+/// `capture decode`'s options.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct DecodeArgs {
+    /// Where it runs.
+    pub(crate) backend: BackendName,
+    /// The Vulkan device to open.
+    pub(crate) device: Option<String>,
+    /// What it runs.
+    pub(crate) options: capture_graphs::decode::DecodeOptions,
+}
+
+/// What `capture decode`'s arguments ask for.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Decode {
+    /// Print the help.
+    Help,
+    /// Run the decoder.
+    Run(DecodeArgs),
+}
+
+/// Parses `capture decode`'s arguments (those after `decode`).
+pub(crate) fn parse_decode(args: &[String]) -> Result<Decode, UsageError> {
+    let mut parsed = DecodeArgs {
+        backend: BackendName::Mock,
+        device: None,
+        options: capture_graphs::decode::DecodeOptions::default(),
+    };
+    let mut options = Options(args.iter());
+    while let Some((name, inline)) = options.next_option() {
+        let mut value = |name: &str| options.value(name, inline.clone());
+        let o = &mut parsed.options;
+        let mut sized = |name: &str, range: (u64, u64), what: &str| -> Result<u32, UsageError> {
+            let v = value(name)?;
+            let n = number(name, &v, range, what)?;
+            u32::try_from(n).map_err(|_| out_of_range(name, &v))
+        };
+        match name {
+            "-h" | "--help" => return Ok(Decode::Help),
+            "--backend" => {
+                let v = value(name)?;
+                parsed.backend = match v.as_str() {
+                    "mock" => BackendName::Mock,
+                    "vulkan" => BackendName::Vulkan,
+                    "cuda" => BackendName::Cuda,
+                    _ => {
+                        return Err(UsageError(format!(
+                            "unknown backend {v:?} for --backend (mock, vulkan or cuda)"
+                        )));
+                    }
+                };
+            }
+            "--device" => {
+                let v = value(name)?;
+                if v.trim().is_empty() {
+                    return Err(UsageError(format!("invalid value {v:?} for --device")));
+                }
+                parsed.device = Some(v);
+            }
+            "--tokens" => o.tokens = sized(name, (1, 65_536), "tokens")?,
+            "--dim" => o.config.dim = sized(name, (2, 8192), "model width")?,
+            "--layers" => o.config.layers = sized(name, (1, 256), "layers")?,
+            "--heads" => o.config.heads = sized(name, (1, 256), "heads")?,
+            "--vocab" => o.config.vocab = sized(name, (2, 1 << 20), "vocabulary entries")?,
+            "--context" => o.config.context = sized(name, (2, 65_536), "cache rows")?,
+            "--seed" => {
+                let v = value(name)?;
+                o.seed = number(name, &v, (0, u64::MAX), "seed")?;
+            }
+            other => return Err(UsageError(format!("unknown option {other:?}"))),
+        }
+    }
+    if parsed.device.is_some() && parsed.backend != BackendName::Vulkan {
+        return Err(UsageError(format!(
+            "--device is for --backend vulkan, not {}",
+            parsed.backend
+        )));
+    }
+    parsed
+        .options
+        .check()
+        .map_err(|e| UsageError(e.to_string()))?;
+    Ok(Decode::Run(parsed))
+}
+
 /// A command's arguments, option by option: `--name value` or `--name=value`.
 struct Options<'a>(std::slice::Iter<'a, String>);
 
@@ -834,5 +952,35 @@ mod tests {
             let error = parse(args).expect_err("refused");
             assert!(error.0.contains(named), "{args:?}: {error}");
         }
+    }
+
+    fn decode(args: &[&str]) -> Result<Decode, UsageError> {
+        let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
+        parse_decode(&args)
+    }
+
+    #[test]
+    fn decode_takes_sizes_and_refuses_what_does_not_fit() {
+        let Ok(Decode::Run(args)) = decode(&["--dim=64", "--layers", "2", "--tokens", "16"]) else {
+            panic!("parsed")
+        };
+        assert_eq!(
+            (args.backend, args.options.config.dim),
+            (BackendName::Mock, 64)
+        );
+        assert_eq!((args.options.config.layers, args.options.tokens), (2, 16));
+        assert_eq!(args.options.config.heads, 4);
+        for (args, named) in [
+            (&["--dim", "30"][..], "even head width"),
+            (&["--tokens", "300"], "cache rows"),
+            (&["--tokens", "0"], "\"0\""),
+            (&["--seed", "x"], "\"x\""),
+            (&["--device", "0"], "--device"),
+            (&["--backend", "metal"], "\"metal\""),
+        ] {
+            let error = decode(args).expect_err("refused");
+            assert!(error.0.contains(named), "{args:?}: {error}");
+        }
+        assert_eq!(decode(&["--dim", "7", "-h"]), Ok(Decode::Help));
     }
 }

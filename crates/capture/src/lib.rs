@@ -53,6 +53,8 @@
 
 #![forbid(unsafe_code)]
 
+pub mod decode;
+
 pub use capture_core::*;
 #[cfg(feature = "cuda")]
 pub use capture_cuda as cuda;

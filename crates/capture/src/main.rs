@@ -6,7 +6,8 @@
 //! their ratio, the capture time and the graph's ledger. The mock runs by default; Vulkan
 //! and CUDA in builds with the `vulkan` and `cuda` features.
 //!
-//! `capture bench` runs the benchmark matrix. `capture trace SCENARIO` runs one of the
+//! `capture decode` runs a llama-shaped decoder eagerly and as one replayed graph per
+//! token (docs/decode.md). `capture bench` runs the benchmark matrix. `capture trace SCENARIO` runs one of the
 //! program's named multi-stream scenarios on the mock and prints its trace lines.
 //! `--log LEVEL` (demo, bench, trace) logs the core's spans and events to stderr;
 //! `--timeline PATH` (demo, trace) writes the run's timeline as Chrome trace-event JSON,
@@ -19,6 +20,7 @@ mod bench_table;
 mod chain;
 mod cli;
 mod competitors;
+mod decode_cmd;
 mod demo;
 mod floors;
 mod logging;
@@ -41,6 +43,7 @@ fn main() -> ExitCode {
     match args.first().map(String::as_str) {
         Some("demo") => demo_command(&args[1..]),
         Some("bench") => bench_command(&args[1..]),
+        Some("decode") => decode_cmd::command(&args[1..]),
         Some("trace") => trace_command(&args[1..]),
         Some("timeline-svg") => svg_command(&args[1..]),
         Some("-h" | "--help" | "help") => {

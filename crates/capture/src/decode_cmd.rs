@@ -1,0 +1,143 @@
+//! `capture decode`: opens the backend named, runs [`capture_graphs::decode::run`],
+//! prints its report and turns the checks into the exit status.
+
+use std::process::ExitCode;
+
+use capture_graphs::Chain;
+use capture_graphs::decode::{DecodeBackend, render, run};
+
+use crate::USAGE_EXIT;
+use crate::cli::{self, BackendName, Decode, DecodeArgs};
+
+/// Parses the arguments after `decode` and runs it.
+pub(crate) fn command(args: &[String]) -> ExitCode {
+    match cli::parse_decode(args) {
+        Ok(Decode::Help) => {
+            println!("{}", cli::DECODE_HELP);
+            ExitCode::SUCCESS
+        }
+        Ok(Decode::Run(args)) => match args.backend {
+            BackendName::Mock => mock(&args),
+            BackendName::Vulkan => vulkan(&args),
+            BackendName::Cuda => cuda(&args),
+        },
+        Err(error) => {
+            let usage = cli::DECODE_HELP.lines().next().unwrap_or_default();
+            eprintln!(
+                "capture decode: {error}\n{usage}\nRun `capture decode --help` for the options."
+            );
+            ExitCode::from(USAGE_EXIT)
+        }
+    }
+}
+
+/// Runs on an opened backend, prints the report, and fails when a check does.
+#[cfg_attr(
+    not(any(feature = "mock", feature = "vulkan", feature = "cuda")),
+    allow(dead_code)
+)]
+fn decode<B: DecodeBackend>(backend: B, args: &DecodeArgs) -> ExitCode {
+    match run(backend, args.options) {
+        Ok(report) => {
+            print!("{}", render(&report));
+            let failed: Vec<_> = report.checks().into_iter().filter(|c| !c.passed).collect();
+            if failed.is_empty() {
+                println!("all checks hold");
+                ExitCode::SUCCESS
+            } else {
+                for check in failed {
+                    eprintln!(
+                        "capture decode: check failed: {}: {}",
+                        check.name, check.detail
+                    );
+                }
+                ExitCode::FAILURE
+            }
+        }
+        Err(error) => {
+            eprintln!(
+                "capture decode --backend {}: the runtime failed: {}",
+                args.backend,
+                Chain(&error)
+            );
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(feature = "mock")]
+fn mock(args: &DecodeArgs) -> ExitCode {
+    decode(capture_graphs::mock::MockBackend::new(), args)
+}
+
+#[cfg(not(feature = "mock"))]
+fn mock(args: &DecodeArgs) -> ExitCode {
+    not_built(args, "mock")
+}
+
+#[cfg(feature = "vulkan")]
+fn vulkan(args: &DecodeArgs) -> ExitCode {
+    use capture_graphs::vulkan::{DeviceSelector, VulkanBackend, VulkanOptions};
+    let mut options = VulkanOptions::from_env();
+    if let Some(device) = &args.device {
+        options.device = Some(DeviceSelector::parse(device));
+    }
+    match VulkanBackend::new(options) {
+        Ok(backend) => {
+            let (major, minor, patch) = backend.api_version();
+            println!(
+                "device: {} ({}, Vulkan {major}.{minor}.{patch})",
+                backend.device_name(),
+                backend.device_kind()
+            );
+            decode(backend, args)
+        }
+        Err(e) => {
+            eprintln!("capture decode --backend vulkan: {e}. Nothing was run.");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(not(feature = "vulkan"))]
+fn vulkan(args: &DecodeArgs) -> ExitCode {
+    not_built(args, "vulkan")
+}
+
+/// CUDA device 0; without a driver or GPU, `SKIP:` and success, as the other CUDA
+/// paths do.
+#[cfg(feature = "cuda")]
+fn cuda(args: &DecodeArgs) -> ExitCode {
+    match capture_graphs::cuda::CudaBackend::new(0) {
+        Ok(backend) => {
+            let (major, minor) = backend.compute_capability();
+            println!(
+                "device: {} (compute {major}.{minor}), driver CUDA {}",
+                backend.device_name(),
+                backend.driver_version()
+            );
+            decode(backend, args)
+        }
+        Err(e) => {
+            println!("SKIP: capture decode --backend cuda: {e}");
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda(args: &DecodeArgs) -> ExitCode {
+    not_built(args, "cuda")
+}
+
+/// A backend this build was made without: says which feature brings it, runs nothing.
+#[cfg(any(not(feature = "mock"), not(feature = "vulkan"), not(feature = "cuda")))]
+fn not_built(args: &DecodeArgs, feature: &str) -> ExitCode {
+    eprintln!(
+        "capture decode: this build has no {} backend; build with `--features {feature}` \
+         (`cargo run --release -p capture-graphs --features {feature} -- decode --backend \
+         {feature}`). Nothing was run.",
+        args.backend
+    );
+    ExitCode::from(USAGE_EXIT)
+}

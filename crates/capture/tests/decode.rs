@@ -1,0 +1,169 @@
+//! `capture decode`'s three checks on a tiny configuration (2 layers, dim 64, 16
+//! tokens): on the mock, and on Vulkan (lavapipe in CI; `SKIP:` without a Vulkan
+//! device unless `CAPTURE_REQUIRE_VULKAN=1`; the facade's `vulkan` feature, which
+//! `cargo xtask test` turns on for this binary). The full-size workload is the
+//! program's (`capture decode`), not a test's.
+
+use capture_graphs::decode::{Config, DecodeBackend, DecodeOptions, DecodeReport, render, run};
+
+/// The tiny configuration.
+fn tiny() -> DecodeOptions {
+    DecodeOptions {
+        config: Config {
+            dim: 64,
+            layers: 2,
+            heads: 4,
+            vocab: 512,
+            context: 64,
+        },
+        tokens: 16,
+        ..DecodeOptions::default()
+    }
+}
+
+/// Runs the tiny configuration and asserts every check, each by name.
+fn all_checks_hold<B: DecodeBackend>(backend: B) -> DecodeReport {
+    let report = run(backend, tiny()).expect("the decoder runs");
+    let text = render(&report);
+    assert_eq!(report.eager.ids.len(), 16, "{text}");
+    assert_eq!(report.eager.ids, report.replayed.ids, "{text}");
+    assert_eq!(report.eager.ids, report.one_call.ids, "{text}");
+    let bits = |l: &[f32]| l.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    assert_eq!(report.replayed.logits.len(), 16 * 512, "{text}");
+    assert_eq!(
+        bits(&report.eager.logits),
+        bits(&report.replayed.logits),
+        "{text}"
+    );
+    assert!(report.host.passed(), "{:?}\n{text}", report.host);
+    for check in report.checks() {
+        assert!(check.passed, "{}: {}\n{text}", check.name, check.detail);
+    }
+    // The step is one graph of every kernel, holding the user's weights and cache.
+    assert_eq!(report.ledger.launches, report.kernels_per_step, "{text}");
+    assert_eq!(report.kernels_per_step, 1 + 15 * 2 + 4);
+    let s = report.split;
+    assert!(
+        s.user.weights > 0 && s.user.cache == 2 * 2 * 64 * 64 * 4,
+        "{text}"
+    );
+    assert!(s.graph_only > 0, "{text}");
+    assert!(
+        s.user.weights + s.user.cache + s.user.io + s.graph_only <= report.ledger.device_bytes,
+        "the ledger holds every buffer the step binds:\n{text}"
+    );
+    report
+}
+
+#[cfg(feature = "mock")]
+#[test]
+fn decode_on_the_mock_passes_all_three_checks() {
+    let report = all_checks_hold(capture_graphs::mock::MockBackend::new());
+    // The mock's kernels and the host reference sum in the same order.
+    assert_eq!(report.host.worst, 0.0, "{}", render(&report));
+}
+
+#[cfg(feature = "mock")]
+#[test]
+fn each_check_fails_on_a_report_that_breaks_it() {
+    use capture_graphs::decode::{Weights, host_check};
+    let options = tiny();
+    let good = run(capture_graphs::mock::MockBackend::new(), options).expect("runs");
+    let failing = |r: &DecodeReport| -> Vec<&'static str> {
+        r.checks()
+            .into_iter()
+            .filter(|c| !c.passed)
+            .map(|c| c.name)
+            .collect()
+    };
+    assert!(failing(&good).is_empty());
+
+    let mut ids = good.clone();
+    ids.replayed.ids[7] ^= 1;
+    assert_eq!(failing(&ids), ["eager and replayed ids identical"]);
+
+    let mut one_call = good.clone();
+    one_call.one_call.ids.pop();
+    assert_eq!(failing(&one_call), ["eager and replayed ids identical"]);
+    let mut one_call = good.clone();
+    one_call.one_call.logits[0] = -one_call.one_call.logits[0];
+    assert_eq!(
+        failing(&one_call),
+        ["logits of every step bit for bit, eager against replayed"]
+    );
+
+    let mut bits = good.clone();
+    bits.replayed.logits[3 * 512 + 5] =
+        f32::from_bits(bits.replayed.logits[3 * 512 + 5].to_bits() ^ 1);
+    assert_eq!(
+        failing(&bits),
+        ["logits of every step bit for bit, eager against replayed"]
+    );
+
+    // The host reference refuses a logit off by 1% and an id it disagrees with.
+    let weights = Weights::random(&options.config, options.seed);
+    let mut off = good.replayed.clone();
+    off.logits[9 * 512 + 100] *= 1.01;
+    off.logits[9 * 512 + 100] += 0.01;
+    let verdict = host_check(&options, &weights, &good.prompt, &off);
+    assert!(!verdict.passed() && verdict.worst_step == 9, "{verdict:?}");
+    let mut wrong = good.replayed.clone();
+    wrong.ids[0] = (wrong.ids[0] + 1) % 512;
+    let verdict = host_check(&options, &weights, &good.prompt, &wrong);
+    assert_eq!(
+        verdict.id_mismatches.first().map(|m| m.0),
+        Some(0),
+        "{verdict:?}"
+    );
+}
+
+#[cfg(feature = "vulkan")]
+#[test]
+fn decode_on_vulkan_passes_all_three_checks() {
+    use capture_graphs::vulkan::{VulkanBackend, VulkanOptions};
+    let required = std::env::var("CAPTURE_REQUIRE_VULKAN").is_ok_and(|v| v == "1");
+    match VulkanBackend::new(VulkanOptions::from_env()) {
+        Ok(backend) => {
+            let report = all_checks_hold(backend);
+            println!("{}", render(&report));
+        }
+        Err(why) => {
+            assert!(!required, "CAPTURE_REQUIRE_VULKAN=1 but {why}");
+            println!("SKIP: decode on vulkan: {why}");
+        }
+    }
+}
+
+#[cfg(feature = "mock")]
+#[test]
+fn the_program_prints_both_modes_the_ledger_and_the_checks() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_capture"))
+        .args(["decode", "--dim", "64", "--layers", "2", "--tokens", "16"])
+        .args(["--context", "64"])
+        .output()
+        .expect("the capture binary starts");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    for expected in [
+        "capture decode: backend mock, dim 64 x 2 layers",
+        "35 kernels per step",
+        "  µs per token  ",
+        "one call (x16)",
+        "  ratio (eager / mode)  ",
+        "  tokens/s  ",
+        "\ncapture\n  time (ms)  ",
+        "graph ledger (held while the graph lives)\n  launches                   35\n",
+        "graph only (intermediates, handles dropped after capture)",
+        "generated ids (16): [",
+        "ok   eager and replayed ids identical",
+        "ok   logits of every step bit for bit",
+        "ok   host reference within tolerance",
+        "all checks hold",
+    ] {
+        assert!(stdout.contains(expected), "{expected:?} missing:\n{stdout}");
+    }
+    assert!(stderr.is_empty(), "{stderr}");
+}
