@@ -18,6 +18,7 @@ use crate::info_cache::CacheMode;
 use crate::memory::{
     BufferBinding, ClaimKey, ManagedMemoryBinding, MemoryLocation, PageUpdate, PoolName,
 };
+use crate::range::ByteRange;
 
 /// Where a pooled stream is in the capture lifecycle.
 ///
@@ -246,21 +247,28 @@ impl StreamCapture {
         merged
     }
 
-    /// The ranges the recording reads before recorded launches wrote all of their bytes,
-    /// in first-read order, each named once: what a replay must find
-    /// written before it runs. Call before [`take_recorded`](Self::take_recorded).
+    /// The bytes the recording reads before recorded launches (or copies) wrote them, in
+    /// first-read order, each named once: what a replay must find written before it
+    /// runs. A read the window partly wrote first leaves only its unwritten parts as
+    /// inputs: a replay rewrites the rest before it reads them. Call before
+    /// [`take_recorded`](Self::take_recorded).
     pub fn recorded_inputs(&self) -> Vec<ClaimKey> {
-        let mut inputs: Vec<(u64, ClaimKey)> = self
-            .recorded
-            .iter()
-            .filter_map(|c| {
-                let read = c.first_read?;
-                let key = c.binding.claim_key();
-                (!self.covered(key, Some(read))).then_some((read, key))
-            })
-            .collect();
-        inputs.sort_unstable();
+        let mut inputs: Vec<(u64, ClaimKey)> = Vec::new();
+        for c in &self.recorded {
+            let Some(read) = c.first_read else { continue };
+            self.each_uncovered(c.binding.claim_key(), Some(read), |part| {
+                inputs.push((read, part));
+            });
+        }
+        inputs.sort_by_key(|&(read, key)| (read, key));
         inputs.into_iter().map(|(_, key)| key).collect()
+    }
+
+    /// The parts of `key` that no claim recorded so far in this window writes, appended
+    /// to `out` in order: what a launch recorded now reads from before the window (rules
+    /// 11 and 14). Empty when the window wrote every byte of `key`.
+    pub fn unwritten_parts(&self, key: ClaimKey, out: &mut Vec<ClaimKey>) {
+        self.each_uncovered(key, None, |part| out.push(part));
     }
 
     /// Whether launches recorded earlier in this window write every byte of `key`: a
@@ -294,6 +302,50 @@ impl StreamCapture {
                 Some(end) => reached = end,
                 None => return false,
             }
+        }
+    }
+
+    /// Calls `f` on each maximal part of `key` that no claim recorded before launch
+    /// `before` (every claim, for `None`) writes, in address order. Allocates nothing.
+    fn each_uncovered(&self, key: ClaimKey, before: Option<u64>, mut f: impl FnMut(ClaimKey)) {
+        let writes = || {
+            self.recorded
+                .iter()
+                .filter(move |c| {
+                    c.first_write
+                        .is_some_and(|wrote| before.is_none_or(|read| wrote < read))
+                        && c.binding.memory() == key.memory
+                })
+                .map(|c| c.binding.range())
+        };
+        let end = key.range.end();
+        let mut at = key.range.start();
+        while at < end {
+            // The written run starting at `at`, if any.
+            let mut reached = at;
+            while let Some(e) = writes()
+                .filter(|r| r.start() <= reached && r.end() > reached)
+                .map(|r| r.end())
+                .max()
+            {
+                reached = e;
+            }
+            if reached > at {
+                at = reached;
+                continue;
+            }
+            // An unwritten run, up to the next write that starts inside `key`.
+            let stop = writes()
+                .map(|r| r.start())
+                .filter(|&s| s > at)
+                .min()
+                .map_or(end, |s| s.min(end));
+            let range = ByteRange::new(at, stop - at).expect("a non-empty run inside the key");
+            f(ClaimKey {
+                memory: key.memory,
+                range,
+            });
+            at = stop;
         }
     }
 

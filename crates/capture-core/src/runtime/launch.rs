@@ -454,15 +454,19 @@ impl<B: Backend> Inner<B> {
             }
         };
         if recording {
-            // Nothing runs inside the window: the ledger is left alone. An input the
-            // window did not write itself must be readable, or the window is doomed.
+            // Nothing runs inside the window: the ledger is left alone. The bytes of an
+            // input the window did not write itself must be readable, or the window is
+            // doomed; bytes it wrote first are rewritten by every replay before the read.
             for i in 0..ps.inputs.len() {
                 let key = ps.inputs[i];
-                if ps.stream.capturing().writes_before(key) {
-                    continue;
-                }
-                if let Err(error) = self.taint().check_read(key) {
-                    return Err(self.doom(ps, stream, name, error));
+                ps.unwritten.clear();
+                ps.stream
+                    .capturing()
+                    .unwritten_parts(key, &mut ps.unwritten);
+                for j in 0..ps.unwritten.len() {
+                    if let Err(error) = self.taint().check_read(ps.unwritten[j]) {
+                        return Err(self.doom(ps, stream, name, error));
+                    }
                 }
             }
         } else if let Err(error) = self.taint().propagate(

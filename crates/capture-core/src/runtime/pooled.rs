@@ -29,6 +29,8 @@ pub(crate) struct PooledStream<B: Backend> {
     pub(crate) buffers: Vec<LaunchBuffer<DeviceResource<B::Stream>>>,
     pub(crate) bindings: Vec<BufferBinding>,
     pub(crate) inputs: Vec<ClaimKey>,
+    /// The parts of one recorded launch's input its window did not write first.
+    pub(crate) unwritten: Vec<ClaimKey>,
     pub(crate) outputs: Vec<ClaimKey>,
 }
 
@@ -83,6 +85,7 @@ impl<B: Backend> PooledStream<B> {
             buffers: Vec::new(),
             bindings: Vec::new(),
             inputs: Vec::new(),
+            unwritten: Vec::new(),
             outputs: Vec::new(),
         }
     }

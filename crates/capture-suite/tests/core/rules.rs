@@ -491,6 +491,54 @@ fn rule_14_a_replay_checks_its_inputs_and_a_failed_enqueue_is_settled_by_a_later
 }
 
 #[test]
+fn rule_14_bytes_the_graph_writes_before_it_reads_them_are_not_its_inputs() {
+    let _suite = crate::suite_lock();
+    let (dev, world) = device();
+    let k = kernels(&dev);
+    // x: eight u32; the graph first rewrites its upper half from the host, then reads all
+    // of it.
+    let x = filled(&dev, S0, &[1; 8]);
+    let y = dev.alloc(S0, 32).unwrap();
+    let upper = bytes_of(&[7; 4]);
+    let g = dev
+        .capture(S0, |d| {
+            d.write(S0, &x, 16, upper.clone())?;
+            add_one(d, &k, S0, &x, &y)
+        })
+        .unwrap();
+    // A failed launch claims only the upper half of x.
+    let z = filled(&dev, S0, &[0; 4]);
+    world.fail(FaultOp::Launch, 1);
+    dev.launch(
+        S0,
+        &k.add_one,
+        [1, 1, 1],
+        &[Arg::read(&z), Arg::write(&x).range(16, 16)],
+        &[],
+    )
+    .unwrap_err();
+    assert!(read(&dev, S0, &x).is_err(), "x's upper half is claimed");
+    // The replay rewrites those bytes before it reads them: it runs, and what it wrote
+    // reads back.
+    dev.replay(S0, g, 1).unwrap();
+    assert_eq!(read(&dev, S0, &y).unwrap(), [2, 2, 2, 2, 8, 8, 8, 8]);
+    // The lower half is still an input: claimed, the replay is skipped.
+    world.fail(FaultOp::Launch, 1);
+    dev.launch(
+        S0,
+        &k.add_one,
+        [1, 1, 1],
+        &[Arg::read(&z), Arg::write(&x).range(0, 16)],
+        &[],
+    )
+    .unwrap_err();
+    assert!(matches!(
+        dev.replay(S0, g, 1).unwrap_err(),
+        ServerError::Unwritten(_)
+    ));
+}
+
+#[test]
 fn rule_15_an_asynchronous_error_taints_everything_written_since_the_last_good_fence() {
     let _suite = crate::suite_lock();
     let (dev, world) = device();

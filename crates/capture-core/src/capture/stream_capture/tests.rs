@@ -365,9 +365,13 @@ type Launch = Vec<(usize, u64, u64, Access)>;
     vec![vec![(1, 0, 32, Access::Write)], vec![(1, 8, 16, Access::Read)]],
     vec![]
 )]
-#[case::a_partly_covering_write_keeps_the_read(
+#[case::a_partly_covering_write_leaves_the_rest_an_input(
     vec![vec![(1, 0, 16, Access::Write)], vec![(1, 8, 16, Access::Read)]],
-    vec![(1, 8, 16)]
+    vec![(1, 16, 8)]
+)]
+#[case::a_write_inside_the_read_leaves_both_ends_inputs(
+    vec![vec![(1, 8, 8, Access::Write)], vec![(1, 0, 32, Access::Read)]],
+    vec![(1, 0, 8), (1, 16, 16)]
 )]
 #[case::writes_covering_together_exclude_the_read(
     vec![vec![(1, 0, 12, Access::Write)], vec![(1, 12, 20, Access::Write)], vec![(1, 8, 16, Access::Read)]],
