@@ -186,6 +186,19 @@ else
     skip "bench --backend vulkan" "libvulkan.so.1 not found"
 fi
 
+# The decoder: a llama-shaped decode step captured once and replayed per token, its
+# three checks (ids, logits bit for bit, the host reference) on each backend.
+if [ -z "$NO_CUDA_DEMO" ]; then
+    step "decode --backend cuda" ./capture decode --backend cuda
+else
+    skip "decode --backend cuda" "$NO_CUDA_DEMO"
+fi
+if [ "$vulkan" = 1 ]; then
+    step "decode --backend vulkan" ./capture decode --backend vulkan
+else
+    skip "decode --backend vulkan" "libvulkan.so.1 not found"
+fi
+
 echo
 if [ "$failed" -gt 0 ]; then
     echo "failed: ${failures#, }"

@@ -347,6 +347,9 @@ It prints nvidia-smi, then runs
   torch_graph.py                 the same chain eagerly and as torch.cuda.CUDAGraph
                                  replays, where PyTorch is installed
   capture bench --backend vulkan the launch-bound rows on Vulkan, beside the ash floor
+  capture decode --backend cuda  the llama-shaped decoder captured once and replayed per
+                                 token, its ids, logits and host reference checked
+  capture decode --backend vulkan the same, when libvulkan.so.1 is present
 and ends with `bundle: N passed, M failed` (exit status non-zero on any failure).
 {note}
 run.sh reads what is particular to this build from bundle.env.
@@ -580,6 +583,7 @@ mod tests {
         assert!(calls.contains("capture demo --backend cuda\n"), "{calls}");
         assert!(calls.contains("cuda-alloc 1\n"), "{calls}");
         assert!(calls.contains("capture bench --backend cuda\n"), "{calls}");
+        assert!(calls.contains("capture decode --backend cuda\n"), "{calls}");
         assert_eq!(tally(&text).1, 0, "{text}");
         fs::remove_dir_all(&dir).unwrap();
         fs::remove_dir_all(&source).unwrap();
@@ -601,6 +605,7 @@ mod tests {
         );
         assert!(text.contains("== demo --backend cuda: skipped: no CUDA in this build\n"));
         assert!(!calls.contains("capture demo --backend cuda"), "{calls}");
+        assert!(text.contains("== decode --backend cuda: skipped: no CUDA in this build\n"));
         assert!(text.contains("== bench --backend cuda: skipped: no CUDA in this build\n"));
         assert!(text.contains("no cuda:: scenario test ran\n"), "{text}");
         assert!(text.contains("\nfailed: capture-cuda tests\n"), "{text}");
