@@ -251,7 +251,13 @@ pub trait Backend: GraphDriver {
     /// `fence`, recorded on another stream of the same device (CUDA: an event wait;
     /// Vulkan: a timeline-semaphore wait in the next submit). The host does not block.
     /// This is how the core orders a stream's work after another stream's writes and
-    /// reads of the same memory (rule 18). The core never calls it while `stream`
+    /// reads of the same memory (rule 18).
+    ///
+    /// The wait is itself enqueued work: a later [`fence`](DeviceStream::fence),
+    /// [`sync`](Self::sync) or [`read`](Self::read) of `stream` is behind it even when
+    /// nothing else was enqueued after it. The core relies on that: a stream that waits
+    /// for another counts as following it, so a host read on it (after `begin`'s waits,
+    /// say) waits for its own fence only. The core never calls it while `stream`
     /// records: inside a window nothing runs, and each replay is ordered instead.
     ///
     /// # Errors

@@ -724,6 +724,52 @@ mod staged_write {
 }
 
 #[cfg(test)]
+mod wait_only {
+    use super::*;
+
+    /// A lane told to wait for another lane's timeline, with no work enqueued after the
+    /// wait (what `begin` leaves behind: the core then counts the stream as following
+    /// the other one, and a host read on it waits for its own fence only). The fence
+    /// taken next must be behind the wait. The other lane is signalled from the host, so
+    /// nothing here depends on timing: before the host signals it, the fence is not
+    /// reached, and after the fence's wait returns, the other lane's value is.
+    #[test]
+    fn a_fence_after_a_wait_with_no_work_is_behind_the_wait() {
+        let Some((backend, _)) = super::test_backend("wait-only fence") else {
+            return;
+        };
+        let gpu = &backend.gpu;
+        let lane = Lane::new(Arc::clone(gpu), backend.lanes).expect("lane");
+        let other = Lane::new(Arc::clone(gpu), backend.lanes).expect("other lane");
+        lane.wait_for(&other, 1);
+        let before = backend.submissions();
+        let value = lane.flush().expect("flush");
+        assert!(
+            value > lane.reached().expect("reached"),
+            "the fence after the wait names timeline value {value}, which the lane has \
+             already reached: the wait was never submitted, so nothing orders the fence \
+             after the other lane"
+        );
+        assert_eq!(
+            backend.submissions(),
+            before + 1,
+            "the wait went out on its own"
+        );
+        other.signal_from_host(1).expect("signal");
+        lane.wait(value).expect("the wait is satisfied");
+        assert!(other.reached().expect("reached") >= 1);
+        assert_eq!(
+            lane.flush().expect("flush"),
+            value,
+            "a wait is submitted once"
+        );
+        drop((lane, other));
+        let messages = backend.take_validation_messages();
+        assert!(messages.is_empty(), "{}", messages.join("\n"));
+    }
+}
+
+#[cfg(test)]
 mod options {
     use super::*;
 

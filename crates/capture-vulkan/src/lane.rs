@@ -1,7 +1,9 @@
 //! `Lane`: one stream's command submission. Eager work goes into the stream's open
 //! primary command buffer, submitted every [`LaneConfig::submit_every`] eager commands,
 //! at the end of every replay call and by every fence (which then names its timeline
-//! value). While a capture records, work goes into the window's secondary command buffer
+//! value). Waits for other lanes ride in the next submission; a fence with waits but no
+//! work pending submits them in a batch of their own, so a fence is always behind every
+//! wait enqueued before it. While a capture records, work goes into the window's secondary command buffer
 //! instead. Barriers sit at every boundary.
 //!
 //! A submission that fails (`vkEndCommandBuffer` or `vkQueueSubmit`) drops its batch:
@@ -129,6 +131,11 @@ impl Lane {
         if let Some(w) = &b.window {
             return Ok(w.secondary);
         }
+        self.primary(b)
+    }
+
+    /// The open primary, begun if needed (freed again if it cannot begin).
+    fn primary(&self, b: &mut Batch) -> Result<vk::CommandBuffer, ServerError> {
         if let Some(open) = b.open {
             return Ok(open);
         }
@@ -241,11 +248,25 @@ impl Lane {
         }
     }
 
-    /// Ends and submits the open batch, if it holds work. On an error the batch is
-    /// dropped: its command buffer freed (it never became pending), its descriptor pools
-    /// reset for reuse; the waits stay for the next submission.
+    /// Ends and submits the open batch, if it holds work or waits. On an error the batch
+    /// is dropped: its command buffer freed (it never became pending), its descriptor
+    /// pools reset for reuse; the waits stay for the next submission.
     fn submit(&self, b: &mut Batch) -> Result<(), ServerError> {
-        let (Some(cmd), true) = (b.open, b.dirty) else {
+        if !(b.open.is_some() && b.dirty) {
+            if b.waits.is_empty() {
+                return Ok(());
+            }
+            // A wait with no work after it is still this stream's work: the core counts
+            // the stream as following what it waits for, so the fence, sync or read that
+            // flushes here must come after it (rule 18). It goes out in a batch of its
+            // own, a barrier the wait holds back and the timeline signal after it;
+            // otherwise the fence would name the last value submitted, which nothing
+            // orders after the other stream.
+            let cmd = self.primary(b)?;
+            raw::barrier(&self.gpu, cmd);
+            b.dirty = true;
+        }
+        let Some(cmd) = b.open else {
             return Ok(());
         };
         let value = b.submitted + 1;
@@ -270,8 +291,8 @@ impl Lane {
         }
     }
 
-    /// Submits the open batch, if it holds work, and returns the timeline value after
-    /// which everything enqueued so far has run; or the error of this submission or of
+    /// Submits the open batch, if it holds work or waits, and returns the timeline value
+    /// after which everything enqueued so far (waits included) has run; or the error of this submission or of
     /// an earlier one no caller was told of.
     pub(crate) fn flush(&self) -> Result<u64, ServerError> {
         let mut b = self.batch();
@@ -283,7 +304,9 @@ impl Lane {
     }
 
     /// Makes this lane's next submission wait, on the device, for `other`'s timeline to
-    /// reach `value` (already submitted there: `other`'s fence flushed it).
+    /// reach `value` (already submitted there: `other`'s fence flushed it). The wait
+    /// counts as enqueued work: the next flush submits it even with no work after it, so
+    /// every later fence of this lane is behind it.
     pub(crate) fn wait_for(&self, other: &Lane, value: u64) {
         if std::ptr::eq(self, other) {
             return;
@@ -362,6 +385,19 @@ impl Lane {
         for &pool in window.sets.pools() {
             raw::destroy_descriptor_pool(&self.gpu, pool);
         }
+    }
+
+    /// The value this lane's timeline has reached.
+    #[cfg(test)]
+    pub(crate) fn reached(&self) -> Result<u64, ServerError> {
+        raw::reached(&self.gpu, self.batch().semaphore)
+    }
+
+    /// Signals this lane's timeline from the host, standing in for a submission of a
+    /// lane that submits none itself.
+    #[cfg(test)]
+    pub(crate) fn signal_from_host(&self, value: u64) -> Result<(), ServerError> {
+        raw::signal(&self.gpu, self.batch().semaphore, value)
     }
 
     /// The open batch's command pool, for a one-off command buffer outside the batch

@@ -839,6 +839,19 @@ pub(crate) fn reached(gpu: &Gpu, semaphore: vk::Semaphore) -> Result<u64, Server
         .map_err(|e| vk_error("vkGetSemaphoreCounterValue", e))
 }
 
+/// Signals `semaphore` to `value` from the host (a test standing in for another lane's
+/// submission it controls).
+#[cfg(test)]
+pub(crate) fn signal(gpu: &Gpu, semaphore: vk::Semaphore, value: u64) -> Result<(), ServerError> {
+    let info = vk::SemaphoreSignalInfo::default()
+        .semaphore(semaphore)
+        .value(value);
+    // SAFETY: the semaphore is a live timeline semaphore; `value` is above its current
+    // value and every value pending on it (the caller's lane submitted none); `info`
+    // lives across the call.
+    unsafe { gpu.device.signal_semaphore(&info) }.map_err(|e| vk_error("vkSignalSemaphore", e))
+}
+
 /// Destroys a semaphore nothing waits on or signals any more.
 pub(crate) fn destroy_semaphore(gpu: &Gpu, semaphore: vk::Semaphore) {
     // SAFETY: the caller waited for every submission that signals it.

@@ -3,7 +3,8 @@
 //! unit test of the driver), and once more on a device the test made itself and handed
 //! over (`external`; `adopted` checks what the caller keeps), user kernels and their
 //! SPIR-V check, the launch check, a missing loader, device and memory choice, the
-//! submission cadence, failures at the backend's own Vulkan calls (its fault hook) and
+//! submission cadence, cross-stream order when only a wait follows another stream's
+//! write, failures at the backend's own Vulkan calls (its fault hook) and
 //! what they leave alive, the allocation count limit, descriptor-pool growth, and the
 //! benchmark's hand-written floor.
 //!
@@ -36,6 +37,7 @@ mod external {
 
 mod allocation_limit;
 mod cadence;
+mod cross_stream;
 mod descriptor_pools;
 mod device_choice;
 mod error_leaks;
