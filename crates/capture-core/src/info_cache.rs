@@ -387,6 +387,11 @@ impl<H> MetadataInfoCache<H> {
         self.graphs.get(&graph).map(Vec::len)
     }
 
+    /// Every cached value, pinned or not, in no particular order.
+    pub fn values(&self) -> impl Iterator<Item = &H> {
+        self.slots.iter().flatten().map(|e| &e.value)
+    }
+
     /// How many entries the open window has pinned.
     pub fn window_len(&self) -> usize {
         self.window.len()

@@ -1,18 +1,35 @@
 //! `GraphLedger`: what one live graph holds, as memory reports and out-of-memory errors
-//! show it.
+//! show it; and `LiveLedger`, what it is computed from when asked.
 
 use std::fmt;
+use std::sync::Arc;
 
 use crate::ids::GraphId;
+use crate::memory::ManagedMemoryBinding;
 
 /// What one live graph holds for its life.
+///
+/// Its device bytes split three ways, `device_bytes = user_bytes + graph_only_bytes +
+/// info_bytes`, read when the ledger is asked for ([`Device::graph`](crate::Device::graph),
+/// [`Device::memory_report`](crate::Device::memory_report)): a buffer whose last handle
+/// the user drops after the seal moves from `user_bytes` to `graph_only_bytes`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GraphLedger {
     /// The graph.
     pub graph: GraphId,
     /// Device bytes pinned by the graph (every slice a recorded launch touched).
     pub device_bytes: u64,
-    /// Host staging bytes the graph's recorded copies read on every replay.
+    /// Of those, the user's buffers a [`Buffer`](crate::Buffer) still owns: weights,
+    /// caches, inputs and outputs the caller kept. Freed only when both the graph and
+    /// every clone of the buffer are gone.
+    pub user_bytes: u64,
+    /// Of those, the bytes nothing but the graph keeps alive: intermediates whose
+    /// buffers were dropped (inside the window or after it). Freed with the graph.
+    pub graph_only_bytes: u64,
+    /// Of those, the graph's info-word buffers (its metadata info-cache entries).
+    pub info_bytes: u64,
+    /// Host bytes the graph's recorded copies read on every replay: its staging slices
+    /// and the host buffers it retains.
     pub host_bytes: u64,
     /// Metadata info-cache entries pinned to the graph.
     pub info_entries: u64,
@@ -24,8 +41,63 @@ impl fmt::Display for GraphLedger {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{}: device {} B, host staging {} B, {} info entries, {} launches",
-            self.graph, self.device_bytes, self.host_bytes, self.info_entries, self.launches
+            "{}: device {} B (user {} B, graph only {} B, info {} B), host staging {} B, {} info entries, {} launches",
+            self.graph,
+            self.device_bytes,
+            self.user_bytes,
+            self.graph_only_bytes,
+            self.info_bytes,
+            self.host_bytes,
+            self.info_entries,
+            self.launches
         )
+    }
+}
+
+/// One device slice a graph pins.
+#[derive(Debug)]
+pub(crate) struct DevicePin {
+    pub(crate) binding: ManagedMemoryBinding,
+    /// Whether it is one of the graph's info-word buffers (an info-cache entry when the
+    /// graph was sealed), which the cache owns, not the user.
+    pub(crate) info: bool,
+}
+
+/// What a live graph's [`GraphLedger`] is computed from: the figures fixed at its seal,
+/// and the device slices it pins, shared with the graph itself. Cloning shares the pins.
+#[derive(Debug, Clone)]
+pub(crate) struct LiveLedger {
+    pub(crate) graph: GraphId,
+    /// In id order.
+    pub(crate) device: Arc<[DevicePin]>,
+    pub(crate) host_bytes: u64,
+    pub(crate) info_entries: u64,
+    pub(crate) launches: u64,
+}
+
+impl LiveLedger {
+    /// The ledger as the handles stand now. Walks the pins; allocates nothing.
+    pub(crate) fn now(&self) -> GraphLedger {
+        let (mut user, mut graph_only, mut info) = (0, 0, 0);
+        for pin in self.device.iter() {
+            let size = pin.binding.size();
+            if pin.info {
+                info += size;
+            } else if pin.binding.user_held() {
+                user += size;
+            } else {
+                graph_only += size;
+            }
+        }
+        GraphLedger {
+            graph: self.graph,
+            device_bytes: user + graph_only + info,
+            user_bytes: user,
+            graph_only_bytes: graph_only,
+            info_bytes: info,
+            host_bytes: self.host_bytes,
+            info_entries: self.info_entries,
+            launches: self.launches,
+        }
     }
 }

@@ -115,6 +115,9 @@ mod tests {
             ledger: GraphLedger {
                 graph: GraphId::new(0),
                 device_bytes: 12_288,
+                user_bytes: 12_112,
+                graph_only_bytes: 0,
+                info_bytes: 176,
                 host_bytes: 0,
                 info_entries: 11,
                 launches: 512,

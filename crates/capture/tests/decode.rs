@@ -42,15 +42,18 @@ fn all_checks_hold<B: DecodeBackend>(backend: B) -> DecodeReport {
     // The step is one graph of every kernel, holding the user's weights and cache.
     assert_eq!(report.ledger.launches, report.kernels_per_step, "{text}");
     assert_eq!(report.kernels_per_step, 1 + 15 * 2 + 4);
-    let s = report.split;
-    assert!(
-        s.user.weights > 0 && s.user.cache == 2 * 2 * 64 * 64 * 4,
+    // The core's split, cross-checked against the program's own count: the user's
+    // buffers it kept, and the intermediates whose handles it dropped after capture.
+    let (l, f) = (report.ledger, report.footprint);
+    assert!(f.weights > 0 && f.cache == 2 * 2 * 64 * 64 * 4, "{text}");
+    assert_eq!(l.user_bytes, f.weights + f.cache + f.io, "{text}");
+    assert!(f.scratch > 0, "{text}");
+    assert_eq!(l.graph_only_bytes, f.scratch, "{text}");
+    assert!(l.info_bytes > 0 && l.info_bytes % 8 == 0, "{text}");
+    assert_eq!(
+        l.user_bytes + l.graph_only_bytes + l.info_bytes,
+        l.device_bytes,
         "{text}"
-    );
-    assert!(s.graph_only > 0, "{text}");
-    assert!(
-        s.user.weights + s.user.cache + s.user.io + s.graph_only <= report.ledger.device_bytes,
-        "the ledger holds every buffer the step binds:\n{text}"
     );
     report
 }
@@ -157,6 +160,7 @@ fn the_program_prints_both_modes_the_ledger_and_the_checks() {
         "\ncapture\n  time (ms)  ",
         "graph ledger (held while the graph lives)\n  launches                   35\n",
         "graph only (intermediates, handles dropped after capture)",
+        "info words (",
         "generated ids (16): [",
         "ok   eager and replayed ids identical",
         "ok   logits of every step bit for bit",

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
+use std::sync::Arc;
 
 use bytes::Bytes;
 
@@ -12,8 +13,8 @@ use crate::drop_queue::PendingDropQueue;
 use crate::error::ServerError;
 use crate::ids::{GraphId, MemoryId, StreamId};
 use crate::info_cache::CacheMode;
-use crate::memory::{BufferBinding, ClaimKey, ManagedMemoryBinding};
-use crate::report::GraphLedger;
+use crate::memory::{BufferBinding, ClaimKey, ManagedMemoryBinding, ManagedMemoryHandle};
+use crate::report::{DevicePin, GraphLedger, LiveLedger};
 
 /// A capture window on one stream: arming the pools before it opens, opening it, and
 /// instantiating what it recorded. The stream refuses the steps out of order.
@@ -40,13 +41,13 @@ pub struct Graph<D: GraphDriver> {
     id: GraphId,
     owner: StreamId,
     executable: D::Executable,
-    device: Vec<ManagedMemoryBinding>,
     staging: Vec<ManagedMemoryBinding>,
     host: Vec<Bytes>,
     inputs: Vec<ClaimKey>,
     written: Vec<ClaimKey>,
     touched: Vec<TouchedPage>,
-    ledger: GraphLedger,
+    /// The device pins, and the figures fixed at the seal.
+    ledger: LiveLedger,
 }
 
 impl<'a, D: GraphDriver> Window<'a, D> {
@@ -185,9 +186,24 @@ impl<'a, D: GraphDriver> Window<'a, D> {
             }
         }
         device.sort_by_key(ManagedMemoryBinding::id);
-        let ledger = GraphLedger {
+        // The info cache owns its entries' buffers: they are the graph's info words,
+        // not the user's, whatever their handles say.
+        let info_buffers: BTreeSet<MemoryId> = self
+            .stream
+            .info_cache()
+            .values()
+            .map(ManagedMemoryHandle::id)
+            .collect();
+        let device: Arc<[DevicePin]> = device
+            .into_iter()
+            .map(|binding| DevicePin {
+                info: info_buffers.contains(&binding.id()),
+                binding,
+            })
+            .collect();
+        let ledger = LiveLedger {
             graph: id,
-            device_bytes: device.iter().map(ManagedMemoryBinding::size).sum(),
+            device,
             host_bytes: staging.iter().map(ManagedMemoryBinding::size).sum::<u64>()
                 + host.iter().map(|b| b.len() as u64).sum::<u64>(),
             info_entries: info as u64,
@@ -197,7 +213,6 @@ impl<'a, D: GraphDriver> Window<'a, D> {
             id,
             owner: stream_id,
             executable,
-            device,
             staging,
             host,
             inputs,
@@ -266,7 +281,7 @@ impl<D: GraphDriver> Graph<D> {
 
     /// The device buffers the graph pins, in id order.
     pub fn pinned_device(&self) -> impl Iterator<Item = MemoryId> + '_ {
-        self.device.iter().map(ManagedMemoryBinding::id)
+        self.ledger.device.iter().map(|pin| pin.binding.id())
     }
 
     /// The host staging buffers the graph pins, in id order.
@@ -279,9 +294,15 @@ impl<D: GraphDriver> Graph<D> {
         self.host.len()
     }
 
-    /// What the graph holds.
+    /// What the graph holds, with its device bytes split as the handles stand now.
     pub fn ledger(&self) -> GraphLedger {
-        self.ledger
+        self.ledger.now()
+    }
+
+    /// What its ledger is computed from, sharing its device pins: for the device's
+    /// registry, which answers for the graph without reaching its stream.
+    pub(crate) fn live_ledger(&self) -> LiveLedger {
+        self.ledger.clone()
     }
 }
 
@@ -290,7 +311,7 @@ impl<D: GraphDriver> fmt::Debug for Graph<D> {
         f.debug_struct("Graph")
             .field("id", &self.id)
             .field("owner", &self.owner)
-            .field("ledger", &self.ledger)
+            .field("ledger", &self.ledger.now())
             .finish()
     }
 }

@@ -7,17 +7,24 @@
 //!   Bindings keep a slice allocated without counting as an owner, which is how a
 //!   capture's priming and a graph's pins hold memory without turning every in-place
 //!   kernel of warmup into an out-of-place one (the bug burn #5772 reported).
+//!
+//! A binding can still ask whether any owner remains
+//! ([`ManagedMemoryBinding::user_held`]): it reaches its handle through a weak
+//! reference, which neither keeps the handle alive nor counts as an owner.
 
 use std::fmt;
 use std::sync::{Arc, Weak};
 
 use crate::ids::MemoryId;
 
-/// The shared part of one allocation: its id and usable size. Held by bindings.
+/// The shared part of one allocation: its id and usable size, and the way back to its
+/// handle. Held by bindings.
 #[derive(Debug)]
 pub(crate) struct BindingInner {
     pub(crate) id: MemoryId,
     pub(crate) size: u64,
+    /// The allocation's handle, not kept alive by this reference.
+    handle: Weak<HandleInner>,
 }
 
 /// The ownership token of one allocation. Holds a binding, so any handle also keeps the
@@ -36,8 +43,12 @@ pub struct ManagedMemoryHandle(pub(crate) Arc<HandleInner>);
 
 impl ManagedMemoryHandle {
     pub(crate) fn fresh(id: MemoryId, size: u64) -> Self {
-        Self(Arc::new(HandleInner {
-            binding: Arc::new(BindingInner { id, size }),
+        Self(Arc::new_cyclic(|handle| HandleInner {
+            binding: Arc::new(BindingInner {
+                id,
+                size,
+                handle: handle.clone(),
+            }),
         }))
     }
 
@@ -84,6 +95,16 @@ impl ManagedMemoryBinding {
     /// The usable size in bytes.
     pub fn size(&self) -> u64 {
         self.0.size
+    }
+
+    /// Whether an owning handle is still held outside the memory manager (by whoever the
+    /// manager handed it to: a user's buffer, or another owner such as an info cache),
+    /// as [`ManagedMemoryHandle::can_mut`] counts them. False once only the manager's own
+    /// handle is left, and for a slice nobody ever owned (a graph's placeholder): then
+    /// the bindings alone keep the slice allocated.
+    pub fn user_held(&self) -> bool {
+        // One count is the manager's own while the slice is handed out.
+        self.0.handle.strong_count() >= 2
     }
 
     pub(crate) fn downgrade(&self) -> Weak<BindingInner> {

@@ -399,9 +399,10 @@ impl<B: Backend> Device<B> {
         self.inner.limits.max_binding_bytes()
     }
 
-    /// What graph `id` holds, while it lives.
+    /// What graph `id` holds, while it lives, with its device bytes split as the handles
+    /// stand now: a buffer dropped since the seal counts as the graph's own.
     pub fn graph(&self, id: GraphId) -> Option<GraphLedger> {
-        self.inner.registry().live.get(&id).map(|(_, l)| *l)
+        self.inner.registry().live.get(&id).map(|(_, l)| l.now())
     }
 }
 

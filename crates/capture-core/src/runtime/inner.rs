@@ -23,15 +23,16 @@ use crate::kernel::LaunchLimits;
 use crate::lock_order::{Level, Ordered};
 use crate::memory::{ClaimKey, ManagedMemoryBinding, ManagedMemoryHandle};
 use crate::range::ByteRange;
-use crate::report::GraphLedger;
+use crate::report::{GraphLedger, LiveLedger};
 use crate::taint::TaintLedger;
 use crate::trace::{Event, Trace};
 
 #[derive(Debug, Default)]
 pub(crate) struct GraphRegistry {
     pub(crate) next: u64,
-    /// Live graphs: the pooled stream each lives on, and its ledger.
-    pub(crate) live: BTreeMap<GraphId, (usize, GraphLedger)>,
+    /// Live graphs: the pooled stream each lives on, and what its ledger is computed
+    /// from (its pins are shared with the graph, so the split is read when asked).
+    pub(crate) live: BTreeMap<GraphId, (usize, LiveLedger)>,
 }
 
 pub(crate) struct Inner<B: Backend> {
@@ -108,7 +109,11 @@ impl<B: Backend> Inner<B> {
     }
 
     pub(crate) fn ledgers(&self) -> Vec<GraphLedger> {
-        self.registry().live.values().map(|(_, l)| *l).collect()
+        self.registry()
+            .live
+            .values()
+            .map(|(_, l)| l.now())
+            .collect()
     }
 
     /// Refuses a neighbour of an active window on this pooled stream (rule 13).

@@ -412,7 +412,9 @@ impl<B: Backend> Inner<B> {
         let outcome = match result {
             Ok(graph) => {
                 let ledger = graph.ledger();
-                self.registry().live.insert(id, (ps.index, ledger));
+                self.registry()
+                    .live
+                    .insert(id, (ps.index, graph.live_ledger()));
                 self.trace.push(Event::Sealed {
                     stream,
                     graph: id,

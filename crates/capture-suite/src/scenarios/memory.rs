@@ -201,6 +201,20 @@ pub(super) fn memory_report_and_ledger<B: Builtins>(h: &Harness<B>) -> Result<()
     let ledger = h.dev.graph(g).expect("live graph");
     assert_eq!(ledger.launches, 3, "a recorded write and two launches");
     assert_eq!(ledger.info_entries, 1, "both launches share one info entry");
+    // x and y are the user's, tmp only the graph's; the entry holds two info words.
+    assert_eq!(
+        (
+            ledger.user_bytes,
+            ledger.graph_only_bytes,
+            ledger.info_bytes
+        ),
+        (2 * N * 4, N * 4, 2 * 8),
+        "{ledger}"
+    );
+    assert_eq!(
+        ledger.user_bytes + ledger.graph_only_bytes + ledger.info_bytes,
+        ledger.device_bytes
+    );
     let report = h.dev.memory_report();
     assert_eq!(report.graphs, vec![ledger]);
     h.dev.drop_graph(g)?;

@@ -9,6 +9,7 @@
 mod api;
 mod bad_input;
 mod contexts;
+mod ledger;
 mod reliability;
 mod replay_order;
 mod rules;

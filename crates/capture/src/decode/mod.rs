@@ -49,8 +49,7 @@ pub use backend::DecodeBackend;
 pub use model::{Config, Kernel};
 pub use report::render;
 pub use run::{
-    Check, DecodeOptions, DecodeReport, Generation, HostCheck, LedgerSplit, TOLERANCE, host_check,
-    run,
+    Check, DecodeOptions, DecodeReport, Generation, HostCheck, TOLERANCE, host_check, run,
 };
 pub use step::{DeviceModel, Footprint};
 pub use weights::Weights;

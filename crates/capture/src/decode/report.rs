@@ -82,7 +82,7 @@ pub fn render(r: &DecodeReport) -> String {
         r.capture_seconds * 1e3
     );
     let l = &r.ledger;
-    let s = &r.split;
+    let f = &r.footprint;
     let _ = writeln!(out, "\ngraph ledger (held while the graph lives)");
     let _ = writeln!(out, "  launches         {:>12}", l.launches);
     let _ = writeln!(out, "  info entries     {:>12}", l.info_entries);
@@ -90,27 +90,22 @@ pub fn render(r: &DecodeReport) -> String {
     let _ = writeln!(out, "  device           {:>12}", kib(l.device_bytes));
     let _ = writeln!(
         out,
-        "    user's, held and updated in place (the program's accounting):"
+        "    user's, held and updated in place: {}",
+        kib(l.user_bytes)
     );
-    let _ = writeln!(out, "      weights      {:>12}", kib(s.user.weights));
-    let _ = writeln!(out, "      KV cache     {:>12}", kib(s.user.cache));
-    let _ = writeln!(
-        out,
-        "      state, logit and id histories {}",
-        kib(s.user.io)
-    );
+    let _ = writeln!(out, "      weights      {:>12}", kib(f.weights));
+    let _ = writeln!(out, "      KV cache     {:>12}", kib(f.cache));
+    let _ = writeln!(out, "      state, logit and id histories {}", kib(f.io));
     let _ = writeln!(
         out,
         "    graph only (intermediates, handles dropped after capture): {}",
-        kib(s.graph_only)
+        kib(l.graph_only_bytes)
     );
-    if s.other > 0 {
-        let _ = writeln!(
-            out,
-            "    other: {} B (the info-word buffers of the {} info entries)",
-            s.other, l.info_entries
-        );
-    }
+    let _ = writeln!(
+        out,
+        "    info words ({} info entries): {} B",
+        l.info_entries, l.info_bytes
+    );
     let _ = writeln!(
         out,
         "  nothing is copied per replay: the host writes 16 B of state before a \

@@ -128,19 +128,6 @@ impl HostCheck {
     }
 }
 
-/// Bytes in the graph's ledger, by whom they belong to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LedgerSplit {
-    /// The user's buffers the graph holds and reads or writes in place: weights, KV
-    /// cache, state and histories (handles still live).
-    pub user: Footprint,
-    /// The step's intermediates, whose handles were dropped after capture: only the
-    /// graph keeps them alive.
-    pub graph_only: u64,
-    /// What else the ledger counts as device bytes (neither of the above).
-    pub other: u64,
-}
-
 /// Everything a run found.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DecodeReport {
@@ -164,10 +151,15 @@ pub struct DecodeReport {
     pub one_call: Generation,
     /// Wall time of `Device::capture` (warmup, record, seal).
     pub capture_seconds: f64,
-    /// The graph's ledger, as the core reports it.
+    /// The graph's ledger, as the core reports it once the intermediates' handles are
+    /// dropped: `user_bytes` are the weights, caches, state and histories the program
+    /// keeps, `graph_only_bytes` the intermediates only the graph holds.
     pub ledger: GraphLedger,
-    /// The ledger's device bytes, split by the program's own accounting.
-    pub split: LedgerSplit,
+    /// The program's own count of the buffers the step binds, by kind: the user's
+    /// (weights, cache, io) break the ledger's `user_bytes` down, and `scratch` is the
+    /// intermediates it dropped after capture. The decode test checks the ledger against
+    /// it.
+    pub footprint: Footprint,
     /// The host reference's verdict on the replayed logits.
     pub host: HostCheck,
 }
@@ -415,11 +407,8 @@ pub fn run<B: DecodeBackend>(backend: B, options: DecodeOptions) -> Result<Decod
     // Replayed: the same prefill (eager, so it still needs the intermediates), then
     // T replays, then one read.
     prefill(&dev, &model, &prompt)?;
-    let user = Footprint {
-        scratch: 0,
-        ..model.footprint()
-    };
-    let graph_only = model.drop_scratch();
+    let footprint = model.footprint();
+    model.drop_scratch();
     let ledger = dev.graph(graph).ok_or(ServerError::UnknownGraph(graph))?;
     let start = Instant::now();
     for _ in 0..options.tokens {
@@ -429,12 +418,6 @@ pub fn run<B: DecodeBackend>(backend: B, options: DecodeOptions) -> Result<Decod
     let replayed = collect(&dev, &model, &options, start.elapsed().as_secs_f64())?;
     dev.drop_graph(graph)?;
 
-    let held = user.weights + user.cache + user.io + graph_only;
-    let split = LedgerSplit {
-        user,
-        graph_only,
-        other: ledger.device_bytes.saturating_sub(held),
-    };
     let host = host_check(&options, &weights, &prompt, &replayed);
     Ok(DecodeReport {
         backend: B::NAME,
@@ -448,7 +431,7 @@ pub fn run<B: DecodeBackend>(backend: B, options: DecodeOptions) -> Result<Decod
         one_call,
         capture_seconds,
         ledger,
-        split,
+        footprint,
         host,
     })
 }

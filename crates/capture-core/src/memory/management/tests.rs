@@ -151,6 +151,42 @@ fn a_handle_counts_towards_ownership_and_a_binding_does_not() {
 }
 
 #[test]
+fn a_binding_knows_whether_a_handle_still_owns_its_allocation() {
+    let (mut m, _) = manager();
+    let h = reserve(&mut m, 64);
+    let b = h.binding();
+    assert!(b.user_held(), "the handle the manager handed out");
+    let h2 = h.clone();
+    drop(h);
+    assert!(
+        b.user_held() && b.clone().user_held(),
+        "a clone still owns it"
+    );
+    drop(h2);
+    assert!(!b.user_held(), "only the manager's own handle is left");
+    m.reclaim();
+    assert!(
+        m.is_live(b.id()) && !b.user_held(),
+        "the binding alone keeps it"
+    );
+
+    // A placeholder pinned for a slice nobody holds was never handed out.
+    m.capture_begin();
+    m.capture_priming_end();
+    let tmp = reserve(&mut m, 1024);
+    m.bind(tmp.id()).unwrap();
+    drop(tmp);
+    m.reclaim();
+    let retained = m.capture_end();
+    assert_eq!(retained.len(), 1);
+    assert!(!retained[0].user_held());
+    let ids = [b.id(), retained[0].id()];
+    drop((retained, b));
+    m.reclaim();
+    assert!(ids.iter().all(|&id| !m.is_live(id)));
+}
+
+#[test]
 fn a_slice_goes_back_to_its_pool_only_when_nothing_holds_it() {
     let (mut m, log) = manager();
     let h = reserve(&mut m, 64);

@@ -1,0 +1,86 @@
+//! A graph's ledger splits the device bytes it pins, as the handles stand when asked:
+//! the user's buffers it holds, the bytes only it keeps alive, and its info words.
+
+use capture_core::{Arg, GraphLedger};
+
+use crate::{S0, add_one, device, filled, kernels, read};
+
+/// The device-byte split of `ledger`, checked to add up.
+fn split(ledger: GraphLedger) -> (u64, u64, u64) {
+    assert_eq!(
+        ledger.user_bytes + ledger.graph_only_bytes + ledger.info_bytes,
+        ledger.device_bytes,
+        "{ledger}"
+    );
+    (
+        ledger.user_bytes,
+        ledger.graph_only_bytes,
+        ledger.info_bytes,
+    )
+}
+
+#[test]
+fn the_ledger_tells_the_user_s_buffers_from_what_only_the_graph_keeps_alive() {
+    let _suite = crate::suite_lock();
+    let (dev, _) = device();
+    let k = kernels(&dev);
+    let weight = filled(&dev, S0, &[1; 16]);
+    let mid = dev.alloc(S0, 64).unwrap();
+    let out = dev.alloc(S0, 64).unwrap();
+    let kept = out.clone();
+    let g = dev
+        .capture(S0, |d| {
+            // Dropped inside the window: only the graph holds it from the start.
+            let scratch = d.alloc(S0, 64)?;
+            add_one(d, &k, S0, &weight, &scratch)?;
+            add_one(d, &k, S0, &scratch, &mid)?;
+            // One info word (8 B), an entry of the info cache pinned to the graph.
+            d.launch(S0, &k.add_scalar, [1, 1, 1], &[Arg::read_write(&mid)], &[5])?;
+            d.launch(
+                S0,
+                &k.add,
+                [1, 1, 1],
+                &[Arg::read(&weight), Arg::read(&mid), Arg::write(&out)],
+                &[],
+            )
+        })
+        .unwrap();
+
+    // Weight, intermediate and output are still the user's; the scratch is not.
+    let sealed = dev.graph(g).unwrap();
+    assert_eq!(split(sealed), (3 * 64, 64, 8), "{sealed}");
+    // The info word's recorded upload reads its staging on every replay.
+    assert_eq!((sealed.host_bytes, sealed.info_entries), (8, 1));
+    assert_eq!(sealed.launches, 4);
+    assert_eq!(dev.memory_report().graphs, vec![sealed]);
+    assert_eq!(
+        sealed.to_string(),
+        "graph#0: device 264 B (user 192 B, graph only 64 B, info 8 B), host staging 8 B, \
+         1 info entries, 4 launches"
+    );
+
+    // The intermediate's handle goes after the capture: its bytes become the graph's.
+    drop(mid);
+    let now = dev.graph(g).unwrap();
+    assert_eq!(split(now), (2 * 64, 2 * 64, 8), "{now}");
+    assert_eq!(now.device_bytes, sealed.device_bytes);
+    assert_eq!(dev.memory_report().graphs, vec![now]);
+
+    // One clone of the output dropped: the other still owns it.
+    drop(out);
+    assert_eq!(split(dev.graph(g).unwrap()), (2 * 64, 2 * 64, 8));
+
+    // The graph still replays over what it alone holds.
+    dev.replay(S0, g, 1).unwrap();
+    assert_eq!(
+        read(&dev, S0, &kept).unwrap(),
+        vec![1 + (1 + 1 + 1 + 5); 16]
+    );
+
+    drop(weight);
+    assert_eq!(split(dev.graph(g).unwrap()), (64, 3 * 64, 8));
+    drop(kept);
+    assert_eq!(split(dev.graph(g).unwrap()), (0, 4 * 64, 8));
+    dev.drop_graph(g).unwrap();
+    assert!(dev.graph(g).is_none());
+}
