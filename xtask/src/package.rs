@@ -83,6 +83,7 @@ pub(crate) fn run(root: &Path) -> Result<()> {
             problems.join("\n  ")
         );
     }
+    forget_earlier_packages(&crates)?;
     let mut args = vec!["package", "--allow-dirty"];
     for c in &crates {
         args.extend(["-p", c.name.as_str()]);
@@ -100,6 +101,50 @@ pub(crate) fn run(root: &Path) -> Result<()> {
         bail!("cargo package failed ({status})");
     }
     Ok(())
+}
+
+/// Removes what earlier `cargo package` runs left extracted in cargo's home: cargo
+/// unpacks the workspace's own packages from its temporary local registry into
+/// `registry/src/-<hash>/<name>-<version>` and reuses an extraction of the same version
+/// even when the package changed, so a later verification would build stale sources.
+/// Only those local registries' directories (named from `-`) are touched.
+fn forget_earlier_packages(crates: &[Published]) -> Result<()> {
+    let home = match std::env::var_os("CARGO_HOME") {
+        Some(home) => std::path::PathBuf::from(home),
+        None => match std::env::var_os("HOME") {
+            Some(home) => std::path::PathBuf::from(home).join(".cargo"),
+            None => return Ok(()),
+        },
+    };
+    let src = home.join("registry").join("src");
+    let Ok(registries) = std::fs::read_dir(&src) else {
+        return Ok(());
+    };
+    for registry in registries.flatten() {
+        if !registry.file_name().to_string_lossy().starts_with('-') {
+            continue;
+        }
+        let Ok(entries) = std::fs::read_dir(registry.path()) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if stale(&name, crates) {
+                std::fs::remove_dir_all(entry.path())
+                    .with_context(|| format!("removing {}", entry.path().display()))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether `dir` (`<name>-<version>`) is an extraction of one of `crates`.
+fn stale(dir: &str, crates: &[Published]) -> bool {
+    crates.iter().any(|c| {
+        dir.strip_prefix(c.name.as_str())
+            .and_then(|rest| rest.strip_prefix('-'))
+            .is_some_and(|version| version.starts_with(|ch: char| ch.is_ascii_digit()))
+    })
 }
 
 #[cfg(test)]
@@ -126,6 +171,17 @@ mod tests {
             found.contains(&"y: a placeholder URL".to_string()),
             "{found:?}"
         );
+    }
+
+    #[test]
+    fn only_this_workspace_s_extractions_are_stale() {
+        let crates = [Published {
+            name: "capture-core".into(),
+            manifest: String::new(),
+        }];
+        assert!(stale("capture-core-0.1.0", &crates));
+        assert!(!stale("capture-core-extra-0.1.0", &crates));
+        assert!(!stale("capture-mock-0.1.0", &crates));
     }
 
     #[test]
