@@ -96,7 +96,15 @@ pub(crate) fn run(root: &Path) -> Result<()> {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    let status = cargo(&args).status().context("starting cargo package")?;
+    // A target directory of its own, with the workspace's own crates forgotten: cargo
+    // takes a registry package of the same version as unchanged and would reuse what it
+    // built of an earlier package.
+    let target = root.join("target").join("package-verify");
+    forget_built(&target, &crates)?;
+    let status = cargo(&args)
+        .env("CARGO_TARGET_DIR", &target)
+        .status()
+        .context("starting cargo package")?;
     if !status.success() {
         bail!("cargo package failed ({status})");
     }
@@ -138,6 +146,44 @@ fn forget_earlier_packages(crates: &[Published]) -> Result<()> {
     Ok(())
 }
 
+/// Removes what an earlier verification built of `crates` under `target`: entries
+/// named `<name>-<hash>` (fingerprints, build-script outputs) and `lib<ident>-<hash>.*`
+/// or `<ident>-<hash>.*` (libraries, dep-info); third-party builds stay.
+fn forget_built(target: &Path, crates: &[Published]) -> Result<()> {
+    for dir in [".fingerprint", "build", "deps"] {
+        let dir = target.join("debug").join(dir);
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !crates.iter().any(|c| built_of(&name, &c.name)) {
+                continue;
+            }
+            let path = entry.path();
+            let removed = if path.is_dir() {
+                std::fs::remove_dir_all(&path)
+            } else {
+                std::fs::remove_file(&path)
+            };
+            removed.with_context(|| format!("removing {}", path.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether a target-directory entry `entry` was built of the package `package`.
+fn built_of(entry: &str, package: &str) -> bool {
+    let ident = package.replace('-', "_");
+    let stem = entry.split('.').next().unwrap_or(entry);
+    let stem = stem.strip_prefix("lib").unwrap_or(stem);
+    [package, ident.as_str()].iter().any(|p| {
+        stem.strip_prefix(p)
+            .and_then(|rest| rest.strip_prefix('-'))
+            .is_some_and(|hash| !hash.is_empty() && hash.chars().all(|ch| ch.is_ascii_hexdigit()))
+    })
+}
+
 /// Whether `dir` (`<name>-<version>`) is an extraction of one of `crates`.
 fn stale(dir: &str, crates: &[Published]) -> bool {
     crates.iter().any(|c| {
@@ -171,6 +217,15 @@ mod tests {
             found.contains(&"y: a placeholder URL".to_string()),
             "{found:?}"
         );
+    }
+
+    #[test]
+    fn only_what_was_built_of_the_package_is_forgotten() {
+        assert!(built_of("capture-core-0123abcd", "capture-core"));
+        assert!(built_of("libcapture_core-0123abcd.rlib", "capture-core"));
+        assert!(built_of("capture_core-0123abcd.d", "capture-core"));
+        assert!(!built_of("capture-core-extra-0123abcd", "capture-core"));
+        assert!(!built_of("libash-0123abcd.rlib", "capture-core"));
     }
 
     #[test]
