@@ -340,6 +340,26 @@ pub(crate) fn parse_bench(args: &[String]) -> Result<Bench, UsageError> {
     Ok(Bench::Run(parsed))
 }
 
+/// The backend `--backend` names.
+fn backend_name(v: &str) -> Result<BackendName, UsageError> {
+    match v {
+        "mock" => Ok(BackendName::Mock),
+        "vulkan" => Ok(BackendName::Vulkan),
+        "cuda" => Ok(BackendName::Cuda),
+        _ => Err(UsageError(format!(
+            "unknown backend {v:?} for --backend (mock, vulkan or cuda)"
+        ))),
+    }
+}
+
+/// The device `--device` names: anything but blank.
+fn device_name(v: String) -> Result<String, UsageError> {
+    if v.trim().is_empty() {
+        return Err(UsageError(format!("invalid value {v:?} for --device")));
+    }
+    Ok(v)
+}
+
 /// Parses `capture demo`'s arguments (those after `demo`).
 pub(crate) fn parse_demo(args: &[String]) -> Result<Demo, UsageError> {
     let mut parsed = DemoArgs::default();
@@ -348,26 +368,8 @@ pub(crate) fn parse_demo(args: &[String]) -> Result<Demo, UsageError> {
         let mut value = |name: &str| options.value(name, inline.clone());
         match name {
             "-h" | "--help" => return Ok(Demo::Help),
-            "--backend" => {
-                let v = value(name)?;
-                parsed.backend = match v.as_str() {
-                    "mock" => BackendName::Mock,
-                    "vulkan" => BackendName::Vulkan,
-                    "cuda" => BackendName::Cuda,
-                    _ => {
-                        return Err(UsageError(format!(
-                            "unknown backend {v:?} for --backend (mock, vulkan or cuda)"
-                        )));
-                    }
-                };
-            }
-            "--device" => {
-                let v = value(name)?;
-                if v.trim().is_empty() {
-                    return Err(UsageError(format!("invalid value {v:?} for --device")));
-                }
-                parsed.device = Some(v);
-            }
+            "--backend" => parsed.backend = backend_name(&value(name)?)?,
+            "--device" => parsed.device = Some(device_name(value(name)?)?),
             "--kernels" => {
                 let v = value(name)?;
                 let n = number(name, &v, KERNELS, "kernels in the chain")?;
@@ -633,26 +635,8 @@ pub(crate) fn parse_decode(args: &[String]) -> Result<Decode, UsageError> {
         };
         match name {
             "-h" | "--help" => return Ok(Decode::Help),
-            "--backend" => {
-                let v = value(name)?;
-                parsed.backend = match v.as_str() {
-                    "mock" => BackendName::Mock,
-                    "vulkan" => BackendName::Vulkan,
-                    "cuda" => BackendName::Cuda,
-                    _ => {
-                        return Err(UsageError(format!(
-                            "unknown backend {v:?} for --backend (mock, vulkan or cuda)"
-                        )));
-                    }
-                };
-            }
-            "--device" => {
-                let v = value(name)?;
-                if v.trim().is_empty() {
-                    return Err(UsageError(format!("invalid value {v:?} for --device")));
-                }
-                parsed.device = Some(v);
-            }
+            "--backend" => parsed.backend = backend_name(&value(name)?)?,
+            "--device" => parsed.device = Some(device_name(value(name)?)?),
             "--tokens" => o.tokens = sized(name, (1, 65_536), "tokens")?,
             "--dim" => o.config.dim = sized(name, (2, 8192), "model width")?,
             "--layers" => o.config.layers = sized(name, (1, 256), "layers")?,
