@@ -64,6 +64,9 @@ pub(crate) fn render(report: &Report, backend: &str, host_overhead_only: bool) -
     for (label, value) in [
         ("graph id", l.graph.to_string()),
         ("device bytes", l.device_bytes.to_string()),
+        ("  user's buffers", l.user_bytes.to_string()),
+        ("  graph only", l.graph_only_bytes.to_string()),
+        ("  info words", l.info_bytes.to_string()),
         ("host staging bytes", l.host_bytes.to_string()),
         ("info entries pinned", l.info_entries.to_string()),
         ("launches", l.launches.to_string()),
@@ -158,6 +161,10 @@ mod tests {
         let bytes = a.lines().find(|l| l.starts_with("  device bytes"));
         assert_eq!(bytes.map(width), Some(eager_column), "{a}");
         assert!(bytes.is_some_and(|l| l.ends_with(" 12288")), "{a}");
+        let user = a.lines().find(|l| l.starts_with("    user's buffers"));
+        assert!(user.is_some_and(|l| l.ends_with(" 12112")), "{a}");
+        let info = a.lines().find(|l| l.starts_with("    info words"));
+        assert!(info.is_some_and(|l| l.ends_with(" 176")), "{a}");
     }
 
     #[test]
