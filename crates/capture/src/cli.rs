@@ -568,6 +568,7 @@ fn path(name: &str, value: String) -> Result<PathBuf, UsageError> {
 pub(crate) const DECODE_HELP: &str =
     "usage: capture decode [--backend mock|vulkan|cuda] [--device D] [--tokens T] [--dim D]
        [--layers L] [--heads H] [--vocab V] [--context C] [--seed S]
+       [--log LEVEL] [--timeline PATH]
 
 A llama-shaped decoder with seeded random weights (no download): prefills a short
 prompt eagerly, generates T tokens eagerly, then captures the decode step once and
@@ -589,6 +590,8 @@ options:
   --context C      KV-cache rows, 2 to 65536 (default 256); the 4-token prompt and T
                    tokens need T + 3 rows
   --seed S         the weights' and prompt's seed (default 14)
+  --log LEVEL      log the core's spans and events to stderr, as `capture demo --log`
+  --timeline PATH  write the run's timeline to PATH as Chrome trace-event JSON
   -h, --help       this help
 
 Options also take the form --name=value.
@@ -606,6 +609,10 @@ pub(crate) struct DecodeArgs {
     pub(crate) device: Option<String>,
     /// What it runs.
     pub(crate) options: capture_graphs::decode::DecodeOptions,
+    /// `--log`'s directives.
+    pub(crate) log: Option<String>,
+    /// Where `--timeline` writes the timeline.
+    pub(crate) timeline: Option<PathBuf>,
 }
 
 /// What `capture decode`'s arguments ask for.
@@ -623,9 +630,22 @@ pub(crate) fn parse_decode(args: &[String]) -> Result<Decode, UsageError> {
         backend: BackendName::Mock,
         device: None,
         options: capture_graphs::decode::DecodeOptions::default(),
+        log: None,
+        timeline: None,
     };
     let mut options = Options(args.iter());
     while let Some((name, inline)) = options.next_option() {
+        match name {
+            "--log" => {
+                parsed.log = Some(log(name, options.value(name, inline)?)?);
+                continue;
+            }
+            "--timeline" => {
+                parsed.timeline = Some(path(name, options.value(name, inline)?)?);
+                continue;
+            }
+            _ => {}
+        }
         let mut value = |name: &str| options.value(name, inline.clone());
         let o = &mut parsed.options;
         let mut sized = |name: &str, range: (u64, u64), what: &str| -> Result<u32, UsageError> {
@@ -966,5 +986,17 @@ mod tests {
             assert!(error.0.contains(named), "{args:?}: {error}");
         }
         assert_eq!(decode(&["--dim", "7", "-h"]), Ok(Decode::Help));
+    }
+
+    #[test]
+    fn decode_takes_log_and_timeline_like_demo() {
+        let Ok(Decode::Run(args)) = decode(&["--log", "debug", "--timeline=t.json", "--dim", "64"])
+        else {
+            panic!("parsed")
+        };
+        assert_eq!(args.log.as_deref(), Some("debug"));
+        assert_eq!(args.timeline, Some(PathBuf::from("t.json")));
+        assert_eq!(args.options.config.dim, 64);
+        assert!(decode(&["--timeline"]).is_err(), "--timeline needs a path");
     }
 }

@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use capture_graphs::Chain;
 use capture_graphs::decode::{DecodeBackend, render, run};
 
-use crate::USAGE_EXIT;
 use crate::cli::{self, BackendName, Decode, DecodeArgs};
+use crate::{USAGE_EXIT, logging};
 
 /// Parses the arguments after `decode` and runs it.
 pub(crate) fn command(args: &[String]) -> ExitCode {
@@ -16,18 +16,19 @@ pub(crate) fn command(args: &[String]) -> ExitCode {
             println!("{}", cli::DECODE_HELP);
             ExitCode::SUCCESS
         }
-        Ok(Decode::Run(args)) => match args.backend {
-            BackendName::Mock => mock(&args),
-            BackendName::Vulkan => vulkan(&args),
-            BackendName::Cuda => cuda(&args),
-        },
-        Err(error) => {
-            let usage = cli::DECODE_HELP.lines().next().unwrap_or_default();
-            eprintln!(
-                "capture decode: {error}\n{usage}\nRun `capture decode --help` for the options."
-            );
-            ExitCode::from(USAGE_EXIT)
+        Ok(Decode::Run(args)) => {
+            let session = match logging::start(args.log.as_deref(), args.timeline.as_deref()) {
+                Ok(session) => session,
+                Err(error) => return crate::usage("decode", cli::DECODE_HELP, &error),
+            };
+            let code = match args.backend {
+                BackendName::Mock => mock(&args),
+                BackendName::Vulkan => vulkan(&args),
+                BackendName::Cuda => cuda(&args),
+            };
+            crate::finish("decode", session, code)
         }
+        Err(error) => crate::usage("decode", cli::DECODE_HELP, &error),
     }
 }
 

@@ -9,8 +9,8 @@
 //! `capture decode` runs a llama-shaped decoder eagerly and as one replayed graph per
 //! token (docs/decode.md). `capture bench` runs the benchmark matrix. `capture trace SCENARIO` runs one of the
 //! program's named multi-stream scenarios on the mock and prints its trace lines.
-//! `--log LEVEL` (demo, bench, trace) logs the core's spans and events to stderr;
-//! `--timeline PATH` (demo, trace) writes the run's timeline as Chrome trace-event JSON,
+//! `--log LEVEL` (demo, bench, trace, decode) logs the core's spans and events to stderr;
+//! `--timeline PATH` (demo, trace, decode) writes the run's timeline as Chrome trace-event JSON,
 //! which `capture timeline-svg IN.json OUT.svg` draws as a picture.
 
 #![forbid(unsafe_code)]

@@ -255,6 +255,32 @@ fn demo_writes_a_timeline_of_its_lifecycle() {
 }
 
 #[test]
+fn decode_writes_a_timeline_of_its_capture_and_replays() {
+    let tokens = 4;
+    let (out, json) = timeline(
+        "decode",
+        &[
+            "decode", "--dim", "64", "--layers", "2", "--vocab", "128", "--tokens", "4",
+        ],
+    );
+    assert!(text(&out.stdout).contains("all checks hold"));
+    let checked = check(&json);
+    check_lifecycle(&checked);
+    let pooled = checked.track("pooled#0 (stream#0)");
+    // One replay per token, then one call replaying all of them.
+    let replays = checked.named("replay");
+    assert_eq!(
+        replays.iter().filter(|r| r.track == pooled).count(),
+        tokens + 1
+    );
+    assert_eq!(
+        checked.named("capture").len(),
+        2,
+        "one capture, on two tracks"
+    );
+}
+
+#[test]
 fn each_trace_scenario_writes_its_timeline_and_prints_its_trace() {
     for (scenario, kinds, tracks) in [
         (
