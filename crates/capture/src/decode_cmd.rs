@@ -7,7 +7,7 @@ use capture_graphs::Chain;
 use capture_graphs::decode::{DecodeBackend, render, run};
 
 use crate::cli::{self, BackendName, Decode, DecodeArgs};
-use crate::{USAGE_EXIT, logging};
+use crate::logging;
 
 /// Parses the arguments after `decode` and runs it.
 pub(crate) fn command(args: &[String]) -> ExitCode {
@@ -140,5 +140,5 @@ fn not_built(args: &DecodeArgs, feature: &str) -> ExitCode {
          {feature}`). Nothing was run.",
         args.backend
     );
-    ExitCode::from(USAGE_EXIT)
+    ExitCode::from(crate::USAGE_EXIT)
 }
