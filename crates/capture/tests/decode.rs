@@ -3,6 +3,7 @@
 //! device unless `CAPTURE_REQUIRE_VULKAN=1`; the facade's `vulkan` feature, which
 //! `cargo xtask test` turns on for this binary). The full-size workload is the
 //! program's (`capture decode`), not a test's.
+#![cfg(any(feature = "mock", feature = "vulkan"))]
 
 use capture_graphs::decode::{Config, DecodeBackend, DecodeOptions, DecodeReport, render, run};
 
