@@ -82,6 +82,19 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             ]),
         )?;
         step(
+            "cargo clippy (capture-graphs without a backend)",
+            &mut cargo(&[
+                "clippy",
+                "-p",
+                "capture-graphs",
+                "--all-targets",
+                "--no-default-features",
+                "--",
+                "-D",
+                "warnings",
+            ]),
+        )?;
+        step(
             "cargo doc",
             cargo(&["doc", "--workspace", "--no-deps"]).env("RUSTDOCFLAGS", "-D warnings"),
         )?;
