@@ -9,8 +9,6 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, Result};
 use serde_json::Value;
 
-use crate::workspace_root;
-
 /// `cargo <args>` in the workspace root (the `cargo` that runs xtask, when known).
 pub(crate) fn cargo(args: &[&str]) -> Command {
     let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
@@ -152,6 +150,14 @@ pub(crate) fn package_name(id: &str) -> Option<&str> {
         Some((name, _version)) => Some(name),
         None => source.rsplit('/').next().filter(|n| !n.is_empty()),
     }
+}
+
+/// The workspace root: the parent of this crate's manifest directory.
+pub(crate) fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives one level below the workspace root")
+        .to_path_buf()
 }
 
 #[cfg(test)]

@@ -11,8 +11,8 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
+use crate::cargo::workspace_root;
 use crate::cargo::{Executable, Target, cargo, executable, json_messages};
-use crate::workspace_root;
 
 const HELP: &str = "usage: cargo xtask gpu-bundle [--out DIR]
 

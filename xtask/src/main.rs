@@ -18,6 +18,7 @@ mod bench;
 mod cargo;
 mod examples;
 mod gpu_bundle;
+mod imports;
 mod libs;
 mod manifest;
 mod nvrtc;
@@ -29,7 +30,6 @@ mod test_gpu;
 mod tidy;
 mod vulkan;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Result, bail};
@@ -77,7 +77,7 @@ fn run() -> Result<()> {
             Some(other) => bail!("unknown option {other:?}\n\n{}", nvrtc::HELP),
         },
         Some("tidy") => {
-            let problems = tidy::check(&workspace_root())?;
+            let problems = tidy::check(&cargo::workspace_root())?;
             if problems.is_empty() {
                 println!("tidy: ok");
                 Ok(())
@@ -94,12 +94,4 @@ fn run() -> Result<()> {
         }
         Some(other) => bail!("unknown command {other:?}\n\n{USAGE}"),
     }
-}
-
-/// The workspace root: the parent of this crate's manifest directory.
-fn workspace_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask lives one level below the workspace root")
-        .to_path_buf()
 }

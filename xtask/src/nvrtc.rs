@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 
-use crate::workspace_root;
+use crate::cargo::workspace_root;
 
 pub(crate) const HELP: &str = "usage: cargo xtask nvrtc
 

@@ -241,7 +241,7 @@ mod tests {
 
     #[test]
     fn this_workspace_publishes_the_facade_the_core_and_the_backends() {
-        let crates = published(&crate::workspace_root()).unwrap();
+        let crates = published(&crate::cargo::workspace_root()).unwrap();
         let names: Vec<&str> = crates.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(
             names,

@@ -10,10 +10,11 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
+use crate::cargo::workspace_root;
 use crate::cargo::{Target, cargo};
 use crate::results::{Binary, Results, run_tests, skip_reason};
 use crate::summary::{Backend, Summary};
-use crate::{tidy, workspace_root};
+use crate::tidy;
 
 const HELP: &str = "usage: cargo xtask test [--no-gate]
 

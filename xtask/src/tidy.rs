@@ -5,12 +5,15 @@
 //!   no test ignored without a reason;
 //! - no unsafe code in capture-core, capture-mock or capture-suite, whose `lib.rs` each
 //!   forbid it; in the backends (capture-vulkan, capture-cuda) unsafe only in
-//!   `src/raw.rs`, each use with a `// SAFETY:` line above it;
+//!   `src/raw.rs` (the FFI) and `src/adopt.rs` (the `unsafe fn`s that take a caller's
+//!   driver objects, above the FFI), each use with a `// SAFETY:` line above it;
 //! - capture-core depends on no GPU binding (cudarc, ash, libloading);
 //! - every dependency a workspace member declares is used: a `[dependencies]` name in its
 //!   `src/` or `build.rs`, a `[build-dependencies]` name in `build.rs`, a
 //!   `[dev-dependencies]` name in `src/`, `tests/`, `benches/` or `examples/` (as its Rust
 //!   identifier, `-` read as `_`, anywhere in those files);
+//! - no two files of a crate's `src/` import each other in a circle, directly or through
+//!   others (`imports`): a backend's FFI module sits at the bottom;
 //! - the shared snapshots are in `crates/capture-suite/snapshots`; every `.snap` under
 //!   `crates/` is named by the code of its crate, and none waits for review.
 
@@ -36,8 +39,12 @@ const FORBID_UNSAFE: [&str; 3] = [
     "crates/capture-suite",
 ];
 
-/// The backends, whose unsafe code lives in `src/raw.rs` alone.
+/// The backends, whose unsafe code lives in the files `UNSAFE_FILES` name alone.
 const BACKENDS: [&str; 2] = ["crates/capture-vulkan", "crates/capture-cuda"];
+
+/// A backend's files that may hold unsafe code: its FFI at the bottom, and the `unsafe
+/// fn`s of its public API that take a caller's driver objects.
+const UNSAFE_FILES: [&str; 2] = ["/raw.rs", "/adopt.rs"];
 
 /// Every problem found, one line each; empty when the tree is tidy.
 pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
@@ -68,10 +75,13 @@ pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
             problems.push(format!("{rel}: unsafe code in a crate that forbids it"));
         }
         let backend = BACKENDS.iter().any(|c| in_crate(&format!("{c}/src")));
-        if backend && !rel.ends_with("/raw.rs") && mentions_unsafe_code(&text) {
-            problems.push(format!("{rel}: unsafe code outside the backend's raw.rs"));
+        let unsafe_file = UNSAFE_FILES.iter().any(|f| rel.ends_with(f));
+        if backend && !unsafe_file && mentions_unsafe_code(&text) {
+            problems.push(format!(
+                "{rel}: unsafe code outside the backend's raw.rs and adopt.rs"
+            ));
         }
-        if backend && rel.ends_with("/raw.rs") {
+        if backend && unsafe_file {
             for line in unsafe_without_safety(&text) {
                 problems.push(format!(
                     "{rel}:{line}: unsafe without a `// SAFETY:` line above it"
@@ -96,6 +106,27 @@ pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
     }
     problems.extend(dependency_problems(root)?);
     problems.extend(snapshot_problems(root, &sources)?);
+    problems.extend(circle_problems(root)?);
+    Ok(problems)
+}
+
+/// Files of one crate's `src/` that import each other in a circle (`imports`): every
+/// crate is layered, its lowest module (a backend's FFI in `raw.rs`) importing nothing
+/// from the modules above it.
+fn circle_problems(root: &Path) -> Result<Vec<String>> {
+    let mut problems = Vec::new();
+    let mut dirs = subdirs(&root.join("crates"))?;
+    dirs.push(root.join("xtask"));
+    for dir in dirs {
+        let src = dir.join("src");
+        if !src.is_dir() {
+            continue;
+        }
+        let graph = crate::imports::Graph::read(&src)?;
+        for circle in graph.circles(root) {
+            problems.push(format!("files import each other in a circle: {circle}"));
+        }
+    }
     Ok(problems)
 }
 
@@ -314,7 +345,7 @@ mod tests {
 
     #[test]
     fn the_workspace_is_tidy() {
-        let problems = check(&crate::workspace_root()).unwrap();
+        let problems = check(&crate::cargo::workspace_root()).unwrap();
         assert!(problems.is_empty(), "tidy:\n{}", problems.join("\n"));
     }
 
@@ -457,7 +488,7 @@ cc = "1"
             problems,
             [
                 "crates/capture-suite/tests/mock/main.rs: unsafe code in a crate that forbids it",
-                "crates/capture-vulkan/src/lane.rs: unsafe code outside the backend's raw.rs",
+                "crates/capture-vulkan/src/lane.rs: unsafe code outside the backend's raw.rs and adopt.rs",
                 "crates/capture-suite/src/lib.rs: lacks #![forbid(unsafe_code)]",
                 "crates/capture-core/Cargo.toml:2: depends on ash",
                 "crates/capture-mock/snapshots/kept.snap: no code of this crate names snapshot `kept`",

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use crate::ids::{FailureId, GraphId, MemoryId, StreamId};
 use crate::memory::{PoolName, PoolUsage};
-use crate::range::ByteRange;
+use crate::range::{ByteRange, InvalidRange};
 use crate::report::GraphLedger;
 
 /// A failure of a core operation or of a backend's driver call.
@@ -122,6 +122,23 @@ pub enum ServerError {
     /// Several failures at once, the first being the one that decided the outcome.
     #[error("{}", Several(.0))]
     Several(Vec<ServerError>),
+}
+
+impl From<InvalidRange> for ServerError {
+    fn from(e: InvalidRange) -> Self {
+        match e {
+            InvalidRange::Empty { offset } => Self::invalid(
+                "byte range",
+                format!("[{offset}..{offset})"),
+                "a range names at least one byte",
+            ),
+            InvalidRange::Overflows { offset, len } => Self::invalid(
+                "byte range",
+                format!("offset {offset} len {len}"),
+                "offset + len overflows",
+            ),
+        }
+    }
 }
 
 impl ServerError {

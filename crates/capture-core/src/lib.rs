@@ -63,7 +63,7 @@ pub use memory::{
     Access, AllocationMode, CleanupReport, MAX_ALLOCATION_BYTES, MemoryConfig, MemoryKind,
     MemoryReport, PoolKind, PoolName, PoolUsage, SLICE_ALIGNMENT,
 };
-pub use range::ByteRange;
+pub use range::{ByteRange, InvalidRange};
 pub use report::GraphLedger;
 pub use runtime::{
     Arg, Buffer, CapturePhase, Capturing, Device, DeviceConfig, DeviceReport, KernelHandle,

@@ -2,7 +2,43 @@
 
 use std::fmt;
 
-use crate::error::ServerError;
+/// Why [`ByteRange::new`] refused its bounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InvalidRange {
+    /// A range of no bytes, starting at `offset`.
+    Empty {
+        /// Where the empty range starts.
+        offset: u64,
+    },
+    /// `offset + len` does not fit in a `u64`.
+    Overflows {
+        /// The first byte.
+        offset: u64,
+        /// How many bytes were asked for.
+        len: u64,
+    },
+}
+
+impl fmt::Display for InvalidRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Empty { offset } => {
+                write!(
+                    f,
+                    "byte range [{offset}..{offset}): a range names at least one byte"
+                )
+            }
+            Self::Overflows { offset, len } => {
+                write!(
+                    f,
+                    "byte range offset {offset} len {len}: offset + len overflows"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for InvalidRange {}
 
 /// The half-open byte range `[start..end)` of one allocation.
 ///
@@ -19,23 +55,15 @@ impl ByteRange {
     ///
     /// # Errors
     ///
-    /// [`ServerError::InvalidArgument`] naming the range when `len` is zero or
-    /// `offset + len` overflows.
-    pub fn new(offset: u64, len: u64) -> Result<Self, ServerError> {
+    /// [`InvalidRange`] naming the range when `len` is zero or `offset + len`
+    /// overflows; it converts into [`ServerError::InvalidArgument`](crate::ServerError).
+    pub fn new(offset: u64, len: u64) -> Result<Self, InvalidRange> {
         if len == 0 {
-            return Err(ServerError::invalid(
-                "byte range",
-                format!("[{offset}..{offset})"),
-                "a range names at least one byte",
-            ));
+            return Err(InvalidRange::Empty { offset });
         }
-        let end = offset.checked_add(len).ok_or_else(|| {
-            ServerError::invalid(
-                "byte range",
-                format!("offset {offset} len {len}"),
-                "offset + len overflows",
-            )
-        })?;
+        let end = offset
+            .checked_add(len)
+            .ok_or(InvalidRange::Overflows { offset, len })?;
         Ok(Self { start: offset, end })
     }
 

@@ -3,11 +3,11 @@
 //! (under each stream's lock); every call makes the device's context current first.
 //! One `Gpu` per device ordinal in the process: every backend value on it shares the
 //! retained primary context and its capture domain. A context of the caller's
-//! (`from_raw_context`, in `raw.rs`) gets a `Gpu` of its own that never releases it,
+//! (`from_raw_context`, in `adopt.rs`) gets a `Gpu` of its own that never releases it,
 //! sharing the capture domain of any other `Gpu` on the same context.
 
 use std::borrow::Cow;
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::Arc;
 
 use capture_core::backend::{
     Backend, Builtins, CaptureDomain, GraphDriver, Grid, KernelSignature, LaunchBuffer,
@@ -15,97 +15,13 @@ use capture_core::backend::{
 };
 use capture_core::{Builtin, MAX_ALLOCATION_BYTES, MemoryKind, ServerError};
 
-use crate::error::{Unavailable, unavailable};
+use crate::error::Unavailable;
 use crate::executable::CudaExecutable;
-use crate::kernels::{self, CudaKernel, CudaKernelSource};
+use crate::gpu::Gpu;
+use crate::kernels::{self, BLOCK, CudaKernel, CudaKernelSource};
 use crate::raw;
 use crate::storage::{CudaSlice, CudaStorage};
 use crate::stream::{CudaFence, CudaStream};
-
-/// Threads per block of every launch.
-pub(crate) const BLOCK: u32 = 64;
-
-/// What keeps a caller's context (and stream) alive while the backend uses them:
-/// cudarc's handles, for [`CudaBackend::from_cudarc`].
-pub(crate) type Keep = Box<dyn std::any::Any + Send + Sync>;
-
-/// Who owns the context.
-#[derive(Debug)]
-enum Owner {
-    /// [`CudaBackend::new`] retained the device's primary context once; the last handle
-    /// releases it once.
-    Retained { device: i32 },
-    /// The caller's ([`CudaBackend::from_raw_context`]): never retained, released or
-    /// destroyed by the backend.
-    Caller,
-}
-
-/// An opened device: its context, what the driver says of it, and the capture domain
-/// of every device the core builds on that context.
-pub(crate) struct Gpu {
-    pub(crate) context: usize,
-    owner: Owner,
-    ordinal: i32,
-    name: String,
-    pub(crate) compute: (i32, i32),
-    driver: i32,
-    domain: CaptureDomain,
-    /// A stream of the caller's that pooled stream 0 of a device runs on: `Some` while
-    /// no pooled stream holds it, `None` while one does or when none was handed over.
-    pub(crate) lent: Mutex<Option<usize>>,
-    /// What keeps the caller's context and stream alive (cudarc's handles); dropped
-    /// last, after everything the backend made in the context.
-    _keep: Option<Keep>,
-}
-
-impl std::fmt::Debug for Gpu {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Gpu")
-            .field("ordinal", &self.ordinal)
-            .field("name", &self.name)
-            .field("owner", &self.owner)
-            .finish_non_exhaustive()
-    }
-}
-
-/// The devices open in the process: a second backend on an ordinal shares the first
-/// one's `Gpu` (the primary context is one per device anyway), and every `Gpu` on one
-/// context (a primary context retained here and also handed over by a caller, say) shares
-/// its capture domain.
-static OPEN: Mutex<Vec<Weak<Gpu>>> = Mutex::new(Vec::new());
-
-/// The open devices, the gone ones forgotten.
-fn open_devices() -> MutexGuard<'static, Vec<Weak<Gpu>>> {
-    let mut open = OPEN.lock().unwrap_or_else(|p| p.into_inner());
-    open.retain(|gpu| gpu.strong_count() > 0);
-    open
-}
-
-/// The capture domain of `context`: a live device's on it, else a new one.
-fn domain_of(open: &[Weak<Gpu>], context: usize) -> CaptureDomain {
-    open.iter()
-        .filter_map(Weak::upgrade)
-        .find(|gpu| gpu.context == context)
-        .map_or_else(CaptureDomain::new, |gpu| gpu.domain.clone())
-}
-
-impl Drop for Gpu {
-    fn drop(&mut self) {
-        match self.owner {
-            Owner::Retained { device } => raw::release(device),
-            Owner::Caller => {}
-        }
-    }
-}
-
-/// Refuses before any driver call when the driver library does not load.
-pub(crate) fn driver_present() -> Result<(), Unavailable> {
-    raw::present().map_err(|why| {
-        unavailable(format!(
-            "the CUDA driver library cannot be loaded (no NVIDIA driver?): {why}"
-        ))
-    })
-}
 
 /// A CUDA device. Cloning gives another handle on the same device.
 #[derive(Clone, Debug)]
@@ -122,70 +38,25 @@ impl CudaBackend {
     /// [`Unavailable`] saying why: no driver library, no device, the driver refused to
     /// start.
     pub fn new(ordinal: i32) -> Result<Self, Unavailable> {
-        driver_present()?;
-        let mut open = open_devices();
-        if let Some(gpu) = open
-            .iter()
-            .filter_map(Weak::upgrade)
-            .find(|gpu| matches!(gpu.owner, Owner::Retained { .. }) && gpu.ordinal == ordinal)
-        {
-            return Ok(Self { gpu });
-        }
-        let opened = raw::open(ordinal)?;
-        let gpu = Arc::new(Gpu {
-            context: opened.context,
-            owner: Owner::Retained {
-                device: opened.device,
-            },
-            ordinal,
-            name: opened.name,
-            compute: opened.compute,
-            driver: opened.driver,
-            domain: domain_of(&open, opened.context),
-            lent: Mutex::new(None),
-            _keep: None,
-        });
-        open.push(Arc::downgrade(&gpu));
-        Ok(Self { gpu })
-    }
-
-    /// The backend in a context of the caller's, `opened` by `raw::external`, with
-    /// `stream` (checked there) to lend to pooled stream 0, and what keeps them alive.
-    pub(crate) fn in_callers_context(
-        opened: raw::Opened,
-        stream: Option<usize>,
-        keep: Option<Keep>,
-    ) -> Self {
-        let mut open = open_devices();
-        let gpu = Arc::new(Gpu {
-            context: opened.context,
-            owner: Owner::Caller,
-            ordinal: opened.ordinal,
-            name: opened.name,
-            compute: opened.compute,
-            driver: opened.driver,
-            domain: domain_of(&open, opened.context),
-            lent: Mutex::new(stream),
-            _keep: keep,
-        });
-        open.push(Arc::downgrade(&gpu));
-        Self { gpu }
+        Ok(Self {
+            gpu: Gpu::retained(ordinal)?,
+        })
     }
 
     /// Whether the context is the caller's (handed over) rather than retained by
     /// [`CudaBackend::new`].
     pub fn context_is_callers(&self) -> bool {
-        matches!(self.gpu.owner, Owner::Caller)
+        self.gpu.is_callers()
     }
 
     /// The device's ordinal.
     pub fn ordinal(&self) -> i32 {
-        self.gpu.ordinal
+        self.gpu.ordinal()
     }
 
     /// The device's name.
     pub fn device_name(&self) -> &str {
-        &self.gpu.name
+        self.gpu.name()
     }
 
     /// The device's compute capability.
@@ -195,11 +66,8 @@ impl CudaBackend {
 
     /// The CUDA version the driver supports, as `major.minor`.
     pub fn driver_version(&self) -> String {
-        format!(
-            "{}.{}",
-            self.gpu.driver / 1000,
-            (self.gpu.driver % 1000) / 10
-        )
+        let driver = self.gpu.driver();
+        format!("{}.{}", driver / 1000, (driver % 1000) / 10)
     }
 }
 
@@ -333,7 +201,7 @@ impl Backend for CudaBackend {
 
     /// The context's: every device on this GPU in the process shares it.
     fn capture_domain(&self) -> CaptureDomain {
-        self.gpu.domain.clone()
+        self.gpu.domain()
     }
 
     fn load(stream: &mut CudaStream, source: &CudaKernelSource) -> Result<CudaKernel, ServerError> {

@@ -70,8 +70,8 @@ pub(crate) fn cu_error(op: &'static str, error: CudaError) -> ServerError {
             op,
             format!(
                 "the driver is older than the PTX ({}): {}",
-                crate::kernels::PTX_ISA,
-                crate::kernels::MIN_DRIVER
+                crate::version::PTX_ISA,
+                crate::version::MIN_DRIVER
             ),
         ),
         JIT_COMPILER_NOT_FOUND => ServerError::invalid(

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::driver::Gpu;
+use crate::gpu::Gpu;
 use crate::raw;
 
 /// A replayable capture.

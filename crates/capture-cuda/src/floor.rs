@@ -18,9 +18,10 @@ use std::time::{Duration, Instant};
 
 use capture_core::{Builtin, MemoryKind, PoolKind, PoolName, ServerError};
 
-use crate::driver::{BLOCK, CudaBackend, Gpu};
+use crate::driver::CudaBackend;
 use crate::error::Unavailable;
-use crate::kernels::{self, CudaKernel, CudaKernelSource};
+use crate::gpu::Gpu;
+use crate::kernels::{self, BLOCK, CudaKernel, CudaKernelSource};
 use crate::raw;
 
 /// Elements per block the floor launches: `ceil(elements / 256)` blocks (of the

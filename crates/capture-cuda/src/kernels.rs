@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use capture_core::{Builtin, KernelSignature, ServerError};
 
-use crate::driver::Gpu;
+use crate::gpu::Gpu;
 use crate::raw;
 
 /// The builtins' CUDA C source.
@@ -25,14 +25,9 @@ pub const BUILTINS_SM90: &str = include_str!("../kernels/builtins.sm_90.ptx");
 pub const BUILTINS_SM80_CUBIN: &[u8] = include_bytes!("../kernels/builtins.sm_80.cubin");
 /// The builtins' cubin for compute capability 9.0 (H100, H200).
 pub const BUILTINS_SM90_CUBIN: &[u8] = include_bytes!("../kernels/builtins.sm_90.cubin");
-/// The PTX ISA the shipped PTX declares (NVRTC 12.9).
-pub const PTX_ISA: &str = "PTX ISA 8.8, from NVRTC 12.9";
-/// The oldest driver that loads it.
-pub const MIN_DRIVER: &str = "CUDA 12.9 PTX needs an NVIDIA driver of release 575 or newer";
 
-/// The NVRTC release the shipped images come from: the byte-for-byte test runs only
-/// against this one.
-pub const NVRTC_RELEASE: (i32, i32) = (12, 9);
+/// Threads per block of every launch.
+pub(crate) const BLOCK: u32 = 64;
 
 /// The NVRTC virtual architectures the builtins ship PTX for, with their PTX.
 pub const SHIPPED: [(&str, &str); 2] =

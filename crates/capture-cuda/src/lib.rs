@@ -38,7 +38,8 @@
 //!   shares its capture domain. With the `cudarc` feature, `CudaBackend::from_cudarc`
 //!   takes cudarc's `Arc<CudaContext>` (and `from_cudarc_stream` its `Arc<CudaStream>`),
 //!   kept alive until the backend's last handle is gone.
-//! - Unsafe code lives in `raw.rs` only, each block with a `// SAFETY:` line.
+//! - Unsafe code lives in `raw.rs` (the driver and NVRTC) and `adopt.rs` (the `unsafe fn`s
+//!   that take a caller's context), each block with a `// SAFETY:` line.
 //!
 //! Features:
 //! - `cudarc` (off by default): `CudaBackend::from_cudarc` and
@@ -46,14 +47,17 @@
 //!   needed; it enables cudarc's `cuda-12090` declarations, and cudarc takes the newest
 //!   version feature any crate enables, which this crate's handle-only use allows).
 
+mod adopt;
 mod driver;
 mod error;
 mod executable;
 mod floor;
+mod gpu;
 mod kernels;
 mod raw;
 mod storage;
 mod stream;
+mod version;
 
 pub use driver::CudaBackend;
 pub use error::{CudaError, Unavailable};
@@ -61,8 +65,9 @@ pub use executable::CudaExecutable;
 pub use floor::{FLOOR_ELEMENTS_PER_BLOCK, Floor, FloorError, FloorPass};
 pub use kernels::{
     BUILTINS_CU, BUILTINS_SM80, BUILTINS_SM80_CUBIN, BUILTINS_SM90, BUILTINS_SM90_CUBIN,
-    CudaKernel, CudaKernelSource, MIN_DRIVER, NVRTC_RELEASE, PTX_ISA, SHIPPED, SHIPPED_CUBINS,
-    compile_builtins, compile_builtins_cubin, compile_ptx, nvrtc_present, nvrtc_version,
+    CudaKernel, CudaKernelSource, SHIPPED, SHIPPED_CUBINS, compile_builtins,
+    compile_builtins_cubin, compile_ptx, nvrtc_present, nvrtc_version,
 };
 pub use storage::{CudaSlice, CudaStorage};
 pub use stream::{CudaFence, CudaStream};
+pub use version::{MIN_DRIVER, NVRTC_RELEASE, PTX_ISA};

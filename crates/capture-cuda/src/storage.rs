@@ -8,7 +8,7 @@ use capture_core::ServerError;
 use capture_core::backend::{ComputeStorage, StorageId};
 use capture_core::{ByteRange, MemoryKind, PoolKind, PoolName};
 
-use crate::driver::Gpu;
+use crate::gpu::Gpu;
 use crate::raw;
 
 /// What a launch or copy is given: an address (a device pointer, or a pinned host

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use capture_core::ServerError;
 use capture_core::backend::{DeviceStream, Fence, StreamState};
 
-use crate::driver::Gpu;
+use crate::gpu::Gpu;
 use crate::raw;
 use crate::storage::CudaStorage;
 

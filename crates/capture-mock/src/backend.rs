@@ -15,10 +15,11 @@ use capture_core::backend::{
 use capture_core::{Builtin, MAX_ALLOCATION_BYTES, MemoryKind, ServerError};
 
 use crate::MockError;
+use crate::context::Context;
 use crate::kernels::MockKernel;
-use crate::queue::{MockFence, Op, Queue, Recording, lock};
+use crate::lock::lock;
+use crate::queue::{self, MockFence, Op, Queue, Recording};
 use crate::storage::{MockResource, MockStorage, Pages};
-use crate::world::{self, Context};
 
 #[derive(Debug)]
 struct Shared {
@@ -274,7 +275,7 @@ impl<const AFFINE: bool> Backend for Mock<AFFINE> {
             Arc::clone(&self.shared.host),
             Arc::clone(&self.shared.context),
         ));
-        let signal = world::register(&queue);
+        let signal = queue::register(&queue);
         {
             let mut queues = lock(&self.shared.queues);
             if setup.index() == 0 {

@@ -17,7 +17,7 @@ use capture_core::backend::{
 use capture_core::{Builtin, ServerError};
 
 use crate::MockError;
-use crate::queue::lock;
+use crate::lock::lock;
 
 /// A driver operation a fault can be injected into.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -24,11 +24,12 @@
 #![forbid(unsafe_code)]
 
 mod backend;
+mod context;
 mod fault;
 mod kernels;
+mod lock;
 mod queue;
 mod storage;
-mod world;
 
 use std::fmt;
 

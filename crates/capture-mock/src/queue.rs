@@ -3,20 +3,24 @@
 //! stream records, work goes into the recording instead.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 
 use capture_core::backend::{Fence, MAX_LAUNCH_BUFFERS};
 use capture_core::{Access, ServerError};
 
+use crate::context::Context;
 use crate::kernels::MockKernel;
+use crate::lock::lock;
 use crate::storage::{MockResource, Pages};
-use crate::world::{self, Context};
 
-/// Locks `m`, recovering the data of a poisoned lock (every write under these locks is
-/// a whole-value store or an append).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
+static NEXT_STREAM: AtomicU64 = AtomicU64::new(0);
+/// Every live queue, found by its signal (a copyable stream's index here).
+static QUEUES: Mutex<Vec<Weak<Queue>>> = Mutex::new(Vec::new());
+
+/// A process-unique number for a new mock stream.
+fn next_stream_key() -> u64 {
+    NEXT_STREAM.fetch_add(1, Ordering::Relaxed)
 }
 
 /// A recorded graph, shared by the executable and every replay still queued.
@@ -108,7 +112,7 @@ impl Queue {
             state: Mutex::new(State::default()),
             dev,
             host,
-            key: world::next_stream_key(),
+            key: next_stream_key(),
             context,
         }
     }
@@ -304,7 +308,7 @@ pub struct MockFence {
 impl MockFence {
     /// A fence on the queue `signal` names, after everything enqueued on it so far.
     pub(crate) fn on(signal: usize) -> Self {
-        let queue = world::queue(signal);
+        let queue = queue(signal);
         if let Some(q) = &queue {
             // An event recorded on a capturing stream would join the capture.
             q.conflict("a fence recorded on a capturing stream");
@@ -322,4 +326,24 @@ impl Fence for MockFence {
         queue.conflict("a host wait on a capturing stream");
         queue.run_until(self.upto)
     }
+}
+
+/// Registers a queue and returns the signal that finds it.
+pub(crate) fn register(queue: &Arc<Queue>) -> usize {
+    let mut queues = lock(&QUEUES);
+    match queues.iter().position(|q| q.strong_count() == 0) {
+        Some(free) => {
+            queues[free] = Arc::downgrade(queue);
+            free
+        }
+        None => {
+            queues.push(Arc::downgrade(queue));
+            queues.len() - 1
+        }
+    }
+}
+
+/// The queue a signal names, while it lives.
+pub(crate) fn queue(signal: usize) -> Option<Arc<Queue>> {
+    lock(&QUEUES).get(signal).and_then(Weak::upgrade)
 }

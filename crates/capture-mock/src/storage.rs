@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use capture_core::backend::{ComputeStorage, StorageId};
 use capture_core::{ByteRange, ServerError};
 
-use crate::queue::lock;
-use crate::world::Context;
+use crate::context::Context;
+use crate::lock::lock;
 
 /// The byte written over a slice when it returns to its pool.
 pub const POISON: u8 = 0xDE;

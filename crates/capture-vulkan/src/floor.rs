@@ -27,10 +27,11 @@ use std::time::{Duration, Instant};
 use ash::vk;
 use capture_core::{Builtin, ServerError};
 
-use crate::driver::{ValidationLog, VulkanOptions};
+use crate::driver::ValidationLog;
 use crate::error::Unavailable;
 use crate::kernels::{self, VulkanKernel, VulkanKernelSource};
 use crate::memory::{self, MemoryChoice};
+use crate::options::VulkanOptions;
 use crate::raw::{self, Gpu, Open, Page};
 
 /// Elements per workgroup the floor dispatches: `ceil(elements / 256)` workgroups, the

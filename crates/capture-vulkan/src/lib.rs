@@ -38,6 +38,7 @@
 //!
 //! This crate has no features.
 
+mod adopt;
 mod device;
 mod driver;
 mod error;
@@ -47,6 +48,7 @@ mod floor;
 mod kernels;
 mod lane;
 mod memory;
+mod options;
 mod raw;
 mod sets;
 mod storage;
@@ -56,10 +58,7 @@ pub use ash;
 pub use device::DeviceSelector;
 #[doc(hidden)]
 pub use driver::ValidationLog;
-pub use driver::{
-    DEFAULT_SETS_PER_POOL, DEFAULT_SUBMIT_EVERY, DEVICE_ENV, ExternalDevice, VulkanBackend,
-    VulkanOptions,
-};
+pub use driver::VulkanBackend;
 pub use error::{Unavailable, VulkanError};
 pub use executable::VulkanExecutable;
 #[doc(hidden)]
@@ -67,5 +66,8 @@ pub use fault::VulkanCall;
 pub use floor::{FLOOR_ELEMENTS_PER_WORKGROUP, Floor, FloorError, FloorPass};
 pub use kernels::{VulkanKernel, VulkanKernelSource};
 pub use memory::{MemoryChoice, MemoryMode, PagePlacement};
+pub use options::{
+    DEFAULT_SETS_PER_POOL, DEFAULT_SUBMIT_EVERY, DEVICE_ENV, ExternalDevice, VulkanOptions,
+};
 pub use storage::{VulkanSlice, VulkanStorage};
 pub use stream::{VulkanFence, VulkanStream};

@@ -1,5 +1,4 @@
-//! The driver context the mock models on CUDA's relaxed capture mode, and the registry
-//! that lets a copyable stream signal find its queue.
+//! The driver context the mock models on CUDA's relaxed capture mode.
 //!
 //! A [`Context`] is what one mock backend value (and its clones) shares: every device
 //! built on it sits on the same context, as devices on one CUDA context do. Its
@@ -15,22 +14,9 @@
 //! - another context's calls touch nothing here, and a capture may end on any thread.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex};
 
-use crate::queue::Queue;
-
-static NEXT_STREAM: AtomicU64 = AtomicU64::new(0);
-static QUEUES: Mutex<Vec<Weak<Queue>>> = Mutex::new(Vec::new());
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// A process-unique number for a new mock stream.
-pub(crate) fn next_stream_key() -> u64 {
-    NEXT_STREAM.fetch_add(1, Ordering::Relaxed)
-}
+use crate::lock::lock;
 
 /// One driver context: which of its streams record, and why a recording was
 /// invalidated.
@@ -71,24 +57,4 @@ impl Context {
             reason.get_or_insert_with(|| format!("{what} during stream capture"));
         }
     }
-}
-
-/// Registers a queue and returns the signal that finds it.
-pub(crate) fn register(queue: &Arc<Queue>) -> usize {
-    let mut queues = lock(&QUEUES);
-    match queues.iter().position(|q| q.strong_count() == 0) {
-        Some(free) => {
-            queues[free] = Arc::downgrade(queue);
-            free
-        }
-        None => {
-            queues.push(Arc::downgrade(queue));
-            queues.len() - 1
-        }
-    }
-}
-
-/// The queue a signal names, while it lives.
-pub(crate) fn queue(signal: usize) -> Option<Arc<Queue>> {
-    lock(&QUEUES).get(signal).and_then(Weak::upgrade)
 }
