@@ -12,7 +12,7 @@ use crate::vulkan::Probe;
 pub(crate) const HELP: &str = "usage: cargo xtask bench [--matrix-only | --micro-only] [-- ARGS]
 
 Builds in release and runs
-  capture bench ARGS   the matrix (package capture-graphs): both mock modes, Vulkan
+  capture bench ARGS   the matrix (package capture-cli): both mock modes, Vulkan
                        when a loader is present (LP_NUM_THREADS=0 unless set, which
                        runs lavapipe's dispatches on the calling thread), CUDA when
                        the driver is present; ARGS go to `capture bench` (see
@@ -53,7 +53,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             "run",
             "--release",
             "-p",
-            "capture-graphs",
+            "capture-cli",
             "--features",
             &features,
             "--",

@@ -83,7 +83,7 @@ pub(crate) fn run(env: impl Fn(&mut Command)) -> Result<Backend> {
         "-p",
         "capture-vulkan",
         "--features",
-        "capture-graphs/vulkan,capture-graphs/cuda",
+        "capture-graphs/vulkan,capture-graphs/cuda,capture-vulkan/floor",
         "--examples",
     ]);
     env(&mut build);

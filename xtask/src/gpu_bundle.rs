@@ -1,6 +1,6 @@
 //! `cargo xtask gpu-bundle`: the GPU tests prebuilt, for a GPU machine with no Rust and no
 //! network: the release `it` test binaries of capture-cuda and capture-vulkan and
-//! capture-suite's `mock`, the `capture` program (package capture-graphs), the shared
+//! capture-suite's `mock`, the `capture` program (package capture-cli), the shared
 //! snapshots of `crates/capture-suite/snapshots`, and `run.sh` (checked in as
 //! `xtask/gpu/run.sh`) with the `bundle.env` it reads.
 
@@ -28,7 +28,7 @@ into DIR (default target/gpu-bundle, replaced when it holds an earlier bundle):
                the same benchmark chain as a PyTorch CUDA graph (xtask/gpu/torch_graph.py)
   capture-suite-mock
                capture-suite's release `mock` test binary: the scenario suite on the mock
-  capture      the capture program (package capture-graphs), --features cuda,vulkan
+  capture      the capture program (package capture-cli), --features cuda,vulkan
                (vulkan alone if the CUDA build fails; run.sh then skips the CUDA demo and
                says so)
   snapshots/   the scenario suite's shared snapshots (CAPTURE_SNAPSHOTS points here)
@@ -60,7 +60,7 @@ const TESTS: [(Target, &str); 4] = [
 ];
 
 /// The capture program, and its name in the bundle.
-const PROGRAM: (Target, &str) = (Target::bin("capture-graphs", "capture"), "capture");
+const PROGRAM: (Target, &str) = (Target::bin("capture-cli", "capture"), "capture");
 
 /// Where the shared snapshots live in the source tree (compiled into capture-suite).
 pub(crate) const SNAPSHOTS: &str = "crates/capture-suite/snapshots";
@@ -161,8 +161,12 @@ fn build_tests() -> Result<Vec<(PathBuf, &'static str)>> {
             }
         }
     }
-    // capture-cuda's `it` with the cudarc adapter's test (a cudarc context handed over).
-    args.extend(["--features", "capture-cuda/cudarc"]);
+    // capture-cuda's `it` with the cudarc adapter's test (a cudarc context handed over),
+    // and both backends' floor tests.
+    args.extend([
+        "--features",
+        "capture-cuda/cudarc,capture-cuda/floor,capture-vulkan/floor",
+    ]);
     let (ok, messages) = json_messages(&format!("cargo {}", args.join(" ")), cargo(&args))?;
     if !ok {
         bail!(
@@ -414,7 +418,7 @@ mod tests {
                 true,
             ),
             (
-                "path+file:///w/crates/capture#capture-graphs@0.1.0",
+                "path+file:///w/crates/capture-cli#capture-cli@0.1.0",
                 "bin",
                 "capture",
                 false,

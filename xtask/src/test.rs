@@ -19,7 +19,7 @@ use crate::tidy;
 const HELP: &str = "usage: cargo xtask test [--no-gate]
 
 Runs the gate (cargo fmt --check, clippy -D warnings over the workspace and over the
-facade and capture-cuda with every backend feature, cudarc's included, rustdoc -D
+facade, the program and the backends with every feature (cudarc's and the floors'), rustdoc -D
 warnings, tidy, the published crates' metadata and `cargo package` of each), then
 `cargo test --workspace --no-fail-fast -- --show-output` with CI=true (so a missing or
 changed insta snapshot fails), then builds and runs every example (the facade's with
@@ -63,31 +63,37 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
                 "warnings",
             ]),
         )?;
-        // The backends behind features (the facade's vulkan and cuda, capture-cuda's
-        // cudarc adapter) build only with them: one more clippy run, so CI builds them
-        // without a GPU.
+        // The backends behind features (the facade's and the program's vulkan and cuda,
+        // capture-cuda's cudarc adapter, the backends' bench floors) build only with
+        // them: one more clippy run, so CI builds them without a GPU.
         step(
-            "cargo clippy (capture-graphs and capture-cuda with every feature)",
+            "cargo clippy (capture-graphs, capture-cli and the backends with every feature)",
             &mut cargo(&[
                 "clippy",
                 "-p",
                 "capture-graphs",
                 "-p",
+                "capture-cli",
+                "-p",
                 "capture-cuda",
+                "-p",
+                "capture-vulkan",
                 "--all-targets",
                 "--features",
-                "capture-graphs/vulkan,capture-graphs/cudarc",
+                EVERY_FEATURE,
                 "--",
                 "-D",
                 "warnings",
             ]),
         )?;
         step(
-            "cargo clippy (capture-graphs without a backend)",
+            "cargo clippy (capture-graphs and capture-cli without a backend)",
             &mut cargo(&[
                 "clippy",
                 "-p",
                 "capture-graphs",
+                "-p",
+                "capture-cli",
                 "--all-targets",
                 "--no-default-features",
                 "--",
@@ -99,6 +105,25 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             "cargo doc",
             cargo(&["doc", "--workspace", "--no-deps"]).env("RUSTDOCFLAGS", "-D warnings"),
         )?;
+        step(
+            "cargo doc (capture-graphs with every backend)",
+            cargo(&[
+                "doc",
+                "-p",
+                "capture-graphs",
+                "--no-deps",
+                "--features",
+                "mock,vulkan,cuda",
+            ])
+            .env("RUSTDOCFLAGS", "-D warnings"),
+        )?;
+        let missing = missing_facade_pages(&root.join("target").join("doc"));
+        if !missing.is_empty() {
+            bail!(
+                "the facade's docs lack the pages of the backends' types it re-exports: {}",
+                missing.join(", ")
+            );
+        }
         let problems = tidy::check(&root)?;
         if !problems.is_empty() {
             for p in &problems {
@@ -127,13 +152,17 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             // best-ranked device, and CI's tests are meant for lavapipe.
             .env("CAPTURE_VULKAN_DEVICE", "llvmpipe");
     };
-    let mut results = run_tests(&["--workspace", "--no-fail-fast"], &["--show-output"], env)?;
-    // The decoder's test on Vulkan needs the facade's `vulkan` feature, which the
+    let mut results = run_tests(
+        &["--workspace", "--no-fail-fast", "--features", FLOORS],
+        &["--show-output"],
+        env,
+    )?;
+    // The decoder's test on Vulkan needs the program's `vulkan` feature, which the
     // workspace run leaves off.
     let decode = run_tests(
         &[
             "-p",
-            "capture-graphs",
+            "capture-cli",
             "--features",
             "vulkan",
             "--test",
@@ -170,6 +199,13 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     }
     Ok(())
 }
+
+/// The backends' bench floors, which their own tests cover.
+pub(crate) const FLOORS: &str = "capture-vulkan/floor,capture-cuda/floor";
+
+/// Every feature of the facade, the program and the backends, for the gate's clippy.
+const EVERY_FEATURE: &str = "capture-graphs/vulkan,capture-graphs/cudarc,capture-cli/vulkan,\
+                             capture-cli/cuda,capture-vulkan/floor,capture-cuda/floor";
 
 /// capture-core's unit tests.
 const CORE_UNIT: Target = Target::lib("capture-core", "capture_core");
@@ -361,6 +397,25 @@ fn nvrtc_row(results: &Results) -> Backend {
     }
 }
 
+/// Pages a user of `capture-graphs` must find in its docs (relative to the doc root):
+/// each backend's types inlined under its module, and the bound for generic code.
+const FACADE_PAGES: [&str; 6] = [
+    "capture_graphs/trait.Backend.html",
+    "capture_graphs/mock/type.MockBackend.html",
+    "capture_graphs/mock/struct.MockKernel.html",
+    "capture_graphs/vulkan/struct.VulkanBackend.html",
+    "capture_graphs/vulkan/struct.VulkanKernelSource.html",
+    "capture_graphs/cuda/struct.CudaKernelSource.html",
+];
+
+/// The [`FACADE_PAGES`] that `doc` (a rustdoc output directory) lacks.
+fn missing_facade_pages(doc: &std::path::Path) -> Vec<&'static str> {
+    FACADE_PAGES
+        .into_iter()
+        .filter(|page| !doc.join(page).is_file())
+        .collect()
+}
+
 fn step(name: &str, command: &mut Command) -> Result<()> {
     println!("xtask: {name}");
     let status = command
@@ -376,6 +431,19 @@ fn step(name: &str, command: &mut Command) -> Result<()> {
 mod tests {
     use super::*;
     use crate::results::tests::results;
+
+    #[test]
+    fn a_facade_page_missing_from_the_docs_is_named() {
+        let doc = std::env::temp_dir().join(format!("xtask-facade-doc-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&doc);
+        for page in &FACADE_PAGES[1..] {
+            let path = doc.join(page);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, "").unwrap();
+        }
+        assert_eq!(missing_facade_pages(&doc), [FACADE_PAGES[0]]);
+        std::fs::remove_dir_all(&doc).unwrap();
+    }
 
     /// A passing run of every binary the rows read, with `cuda` as capture-cuda's output.
     fn run(cuda: &str) -> Results {

@@ -24,7 +24,7 @@ For a machine with an NVIDIA GPU and its driver. In order:
   4. when the Vulkan loader (libvulkan.so.1) is present: cargo test -p capture-vulkan,
      with CAPTURE_REQUIRE_VULKAN=1 when the Khronos validation layer is installed;
   5. the demo and the decoder on each GPU backend:
-     cargo run --release -p capture-graphs --features cuda,vulkan -- demo --backend cuda
+     cargo run --release -p capture-cli --features cuda,vulkan -- demo --backend cuda
      and -- decode --backend cuda (and --backend vulkan when the loader is present);
 then prints a summary, and fails if any step failed.";
 
@@ -83,7 +83,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         }
     };
     // With the cudarc adapter, so its test (a cudarc context handed over) runs too.
-    let cuda_args = ["-p", "capture-cuda", "--features", "cudarc"];
+    let cuda_args = ["-p", "capture-cuda", "--features", "cudarc,floor"];
     let results = run_tests(&cuda_args, &["--show-output"], |cuda| {
         cuda.env("CAPTURE_REQUIRE_CUDA", "1")
             .env("CI", "true")
@@ -106,12 +106,16 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
                  vulkan-validationlayers to have them judged)"
             );
         }
-        let results = run_tests(&["-p", "capture-vulkan"], &[], |test| {
-            test.env("CI", "true").env("INSTA_UPDATE", "no");
-            if layer {
-                test.env("CAPTURE_REQUIRE_VULKAN", "1");
-            }
-        })?;
+        let results = run_tests(
+            &["-p", "capture-vulkan", "--features", "floor"],
+            &[],
+            |test| {
+                test.env("CI", "true").env("INSTA_UPDATE", "no");
+                if layer {
+                    test.env("CAPTURE_REQUIRE_VULKAN", "1");
+                }
+            },
+        )?;
         steps.push(vulkan_step(&results, layer));
     } else {
         steps.push(Step::skipped(
@@ -139,7 +143,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             "run",
             "--release",
             "-p",
-            "capture-graphs",
+            "capture-cli",
             "--features",
             "cuda,vulkan",
             "--",

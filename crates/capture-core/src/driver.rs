@@ -159,6 +159,12 @@ pub struct LaunchBuffer<R> {
 
 /// The eager half of a driver, which the generic runtime drives: streams, kernels,
 /// launches, copies and syncs.
+///
+/// **For users** it is the bound to write on code generic over backends, re-exported
+/// at the crate root: a function `fn step<B: Backend>(dev: &Device<B>)` runs on the
+/// mock, Vulkan and CUDA alike (add [`Builtins`](crate::Builtins) to use the builtin
+/// kernels). Its methods are the backend author's: a user never calls them, and the
+/// rest of what an author implements is in [`backend`](crate::backend).
 pub trait Backend: GraphDriver {
     /// A kernel before it is loaded: what a user registers.
     type KernelSource: Send + Sync + 'static;

@@ -178,7 +178,7 @@ impl ServerError {
     /// [`Several`](Self::Several), followed down to a variant that wraps no other.
     ///
     /// ```
-    /// use capture_core::{ServerError, StreamId};
+    /// use capture_graphs::{ServerError, StreamId};
     ///
     /// let cause = ServerError::invalid("grid", "[0, 1, 1]", "empty");
     /// let doomed = ServerError::doomed(StreamId::new(0), "launch", StreamId::new(0), 3, cause);

@@ -6,8 +6,12 @@
 //! A runtime author needs what is at this crate's root: a [`Device`] over a backend,
 //! [`Buffer`]s and [`Arg`]s, [`KernelHandle`]s, the capture lifecycle on the device
 //! (`prepare`, `begin`, `end`, `abort`, [`Device::capture`]), replays, the reports and
-//! ledgers, and [`ServerError`]. A backend author also needs [`backend`]: the traits a
-//! driver implements and the per-stream state it embeds.
+//! ledgers, [`ServerError`], and [`Backend`], the bound to write on code generic over
+//! backends. A backend author also needs [`backend`]: the traits a driver implements and
+//! the per-stream state it embeds.
+//!
+//! Most users reach all of it through the facade, `capture-graphs`, which re-exports
+//! this crate's root and each enabled backend; the examples here use its paths.
 //!
 //! Design choices:
 //! - **Rules live here.** Every rule a capture keeps is enforced by this crate
@@ -52,6 +56,7 @@ mod trace;
 
 pub use builtin::{Builtin, Builtins};
 pub use capture::CaptureStatus;
+pub use driver::Backend;
 pub use drop_queue::FlushingPolicy;
 pub use error::{
     Chain, FailureCause, OutOfMemory, PostMortem, ServerError, Skipped, Unavailable, Unwritten,

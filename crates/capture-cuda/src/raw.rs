@@ -594,6 +594,7 @@ pub(crate) fn copy_to_host(out: &mut [u8], src: u64, stream: usize) -> Result<()
     stream_sync(stream)
 }
 
+#[cfg(feature = "floor")]
 /// Copies `bytes` from (pageable) host memory to the device at `dst` on `stream`, and
 /// waits for it (the benchmark floor's untimed resets; the runtime stages through pinned
 /// pages instead, [`copy_to_device`]).

@@ -24,9 +24,10 @@
 //!   checked by naga's SPIR-V front end before any driver sees it.
 //! - **Validation as a judge**: tests enable the Khronos validation layer with
 //!   synchronisation validation whenever it is installed and assert it said nothing.
-//! - **The benchmark's floor** ([`Floor`]): the add-one chain by hand on its own device,
-//!   recorded and submitted per pass (eager) or recorded once and resubmitted (replay),
-//!   with no runtime in between.
+//! - **The benchmark's floor** (`Floor`, behind the non-default `floor` feature: a bench
+//!   tool, not part of the API): the add-one chain by hand on its own device, recorded
+//!   and submitted per pass (eager) or recorded once and resubmitted (replay), with no
+//!   runtime in between.
 //! - **A device of the caller's** ([`VulkanBackend::from_external`], an `unsafe fn`
 //!   whose `# Safety` list says what the caller guarantees): a runtime that already owns
 //!   an instance, a device and a compute queue hands them over in an [`ExternalDevice`];
@@ -44,6 +45,7 @@ mod driver;
 mod error;
 mod executable;
 mod fault;
+#[cfg(feature = "floor")]
 mod floor;
 mod kernels;
 mod lane;
@@ -63,6 +65,7 @@ pub use error::{Unavailable, VulkanError};
 pub use executable::VulkanExecutable;
 #[doc(hidden)]
 pub use fault::VulkanCall;
+#[cfg(feature = "floor")]
 pub use floor::{FLOOR_ELEMENTS_PER_WORKGROUP, Floor, FloorError, FloorPass};
 pub use kernels::{VulkanKernel, VulkanKernelSource};
 pub use memory::{MemoryChoice, MemoryMode, PagePlacement};

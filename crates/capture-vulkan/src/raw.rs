@@ -693,6 +693,7 @@ pub(crate) fn read_mapped(at: usize, out: &mut [u8]) {
     unsafe { std::ptr::copy_nonoverlapping(at as *const u8, out.as_mut_ptr(), out.len()) };
 }
 
+#[cfg(feature = "floor")]
 /// Copies `values` to the mapped address `at`.
 pub(crate) fn write_floats(at: usize, values: &[f32]) {
     // SAFETY: `at` is the mapped address of a live host-visible coherent buffer of at
@@ -701,6 +702,7 @@ pub(crate) fn write_floats(at: usize, values: &[f32]) {
     unsafe { std::ptr::copy_nonoverlapping(values.as_ptr(), at as *mut f32, values.len()) };
 }
 
+#[cfg(feature = "floor")]
 /// Copies from the mapped address `at` into `out`.
 pub(crate) fn read_floats(at: usize, out: &mut [f32]) {
     // SAFETY: `at` is the mapped address of a live host-visible buffer of at least
@@ -820,6 +822,7 @@ pub(crate) fn begin_primary(gpu: &Gpu, buffer: vk::CommandBuffer) -> Result<(), 
         .map_err(|e| vk_error("vkBeginCommandBuffer", e))
 }
 
+#[cfg(feature = "floor")]
 /// Starts recording a primary buffer that is submitted again and again (the floor's
 /// replay buffer): no one-time-submit flag, and no simultaneous use (each submission is
 /// waited for before the next).
@@ -832,6 +835,7 @@ pub(crate) fn begin_reusable(gpu: &Gpu, buffer: vk::CommandBuffer) -> Result<(),
         .map_err(|e| vk_error("vkBeginCommandBuffer", e))
 }
 
+#[cfg(feature = "floor")]
 /// Puts a primary buffer back in the initial state, to be recorded again (its pool was
 /// made with `RESET_COMMAND_BUFFER`).
 pub(crate) fn reset_command_buffer(
@@ -907,6 +911,7 @@ pub(crate) fn barrier(gpu: &Gpu, buffer: vk::CommandBuffer) {
     };
 }
 
+#[cfg(feature = "floor")]
 /// A memory barrier from the accesses `from` (stages, access) to the accesses `to`,
 /// and nothing broader: the floor's exact dependencies (shader write to shader read and
 /// write between dispatches; shader write to host read, or to transfer read, at a pass's
@@ -935,6 +940,7 @@ pub(crate) fn memory_barrier(
     };
 }
 
+#[cfg(feature = "floor")]
 /// Records filling the first `len` bytes of `target` (a multiple of 4) with the 32-bit
 /// word `word`.
 pub(crate) fn fill(gpu: &Gpu, buffer: vk::CommandBuffer, target: vk::Buffer, len: u64, word: u32) {

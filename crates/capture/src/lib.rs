@@ -1,13 +1,19 @@
 //! capture-graphs: graph capture of GPU compute streams. Record a fixed sequence of
 //! kernel launches on one stream once, replay it many times as one dispatch, and keep
 //! every byte of memory honest while doing so. The facade over `capture-core` and the
-//! backends; the `capture` program lives here too.
+//! backends: depend on this crate alone.
 //!
-//! The user's view of the core is at this crate's root; each enabled backend is a
-//! module. Features pick backends, and are additive:
-//! - `mock` (default): the deterministic mock backend, CI's backend.
-//! - `vulkan`: the Vulkan backend (ash, loaded at run time).
-//! - `cuda`: the CUDA backend (the driver API, loaded at run time).
+//! The user's view of the core is at this crate's root (with [`Backend`], the bound for
+//! code generic over backends); each enabled backend is a module whose types are
+//! documented here. Features pick backends, and are additive:
+//! - `mock` (default): the deterministic mock backend, CI's backend (module `mock`).
+//! - `vulkan`: the Vulkan backend, ash loaded at run time (module `vulkan`).
+//! - `cuda`: the CUDA backend, the driver API loaded at run time (module `cuda`).
+//! - `cudarc`: `cuda` plus `cuda::CudaBackend::from_cudarc` and `from_cudarc_stream`,
+//!   the backend in a cudarc context.
+//!
+//! The `capture` program (demo, bench, decode, trace) is the `capture-cli` crate, a user
+//! of this one.
 //!
 //! A whole program on the mock: warm up and record a two-kernel chain, replay it, read
 //! the result; a read of bytes nothing wrote fails instead of returning them.
@@ -53,12 +59,30 @@
 
 #![forbid(unsafe_code)]
 
-pub mod decode;
-
 pub use capture_core::*;
-#[cfg(feature = "cuda")]
-pub use capture_cuda as cuda;
+
+/// The deterministic mock backend (feature `mock`, on by default): host memory with real
+/// bytes, deferred per-stream execution, CUDA's relaxed-mode capture legality; and
+/// [`Faulty`](mock::Faulty), which fails the Nth call of any driver operation on any
+/// backend.
 #[cfg(feature = "mock")]
-pub use capture_mock as mock;
+pub mod mock {
+    #[doc(inline)]
+    pub use capture_mock::*;
+}
+
+/// The Vulkan backend (feature `vulkan`): compute through ash, loaded at run time;
+/// graphs as simultaneous-use secondary command buffers.
 #[cfg(feature = "vulkan")]
-pub use capture_vulkan as vulkan;
+pub mod vulkan {
+    #[doc(inline)]
+    pub use capture_vulkan::*;
+}
+
+/// The CUDA backend (feature `cuda`): CUDA graphs through the driver API, loaded at run
+/// time; relaxed-mode stream capture.
+#[cfg(feature = "cuda")]
+pub mod cuda {
+    #[doc(inline)]
+    pub use capture_cuda::*;
+}

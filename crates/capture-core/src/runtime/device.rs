@@ -53,13 +53,13 @@ impl<B: Backend> Device<B> {
     /// A device over `backend` with `config`'s pooled streams.
     ///
     /// ```
-    /// use capture_core::{Device, DeviceConfig};
-    /// use capture_mock::MockBackend;
+    /// use capture_graphs::{Device, DeviceConfig};
+    /// use capture_graphs::mock::MockBackend;
     ///
     /// // Two pooled streams; logical streams fold onto them (stream#2 shares #0's).
     /// let dev = Device::new(MockBackend::new(), DeviceConfig::new().streams(2)?)?;
-    /// assert_eq!(dev.pooled_index(capture_core::StreamId::new(2)), 0);
-    /// # Ok::<(), capture_core::ServerError>(())
+    /// assert_eq!(dev.pooled_index(capture_graphs::StreamId::new(2)), 0);
+    /// # Ok::<(), capture_graphs::ServerError>(())
     /// ```
     ///
     /// # Errors
@@ -149,8 +149,8 @@ impl<B: Backend> Device<B> {
     /// as never written until something writes it.
     ///
     /// ```
-    /// # use capture_core::{Arg, Builtin, Device, DeviceConfig, StreamId};
-    /// # use capture_mock::MockBackend;
+    /// # use capture_graphs::{Arg, Builtin, Device, DeviceConfig, StreamId};
+    /// # use capture_graphs::mock::MockBackend;
     /// # let dev = Device::new(MockBackend::new(), DeviceConfig::new())?;
     /// let s = StreamId::new(0);
     /// let x = dev.alloc(s, 1024)?;
@@ -159,7 +159,7 @@ impl<B: Backend> Device<B> {
     /// assert!(dev.read(s, &x).unwrap_err().unwritten().is_some());
     /// // A zero size is refused, and the stream goes on.
     /// assert!(dev.alloc(s, 0).is_err());
-    /// # Ok::<(), capture_core::ServerError>(())
+    /// # Ok::<(), capture_graphs::ServerError>(())
     /// ```
     ///
     /// # Errors
@@ -180,8 +180,8 @@ impl<B: Backend> Device<B> {
     /// copy is recorded: the graph keeps the bytes and re-copies them on every replay.
     ///
     /// ```
-    /// # use capture_core::{Arg, Builtin, Device, DeviceConfig, StreamId};
-    /// # use capture_mock::MockBackend;
+    /// # use capture_graphs::{Arg, Builtin, Device, DeviceConfig, StreamId};
+    /// # use capture_graphs::mock::MockBackend;
     /// # let dev = Device::new(MockBackend::new(), DeviceConfig::new())?;
     /// # let s = StreamId::new(0);
     /// let x = dev.alloc(s, 8)?;
@@ -190,7 +190,7 @@ impl<B: Backend> Device<B> {
     /// assert_eq!(dev.read(s, &x)?, [1, 1, 1, 1, 2, 2, 2, 2]);
     /// // Past the end: refused, naming the buffer; nothing was written.
     /// assert!(dev.write(s, &x, 6, vec![0u8; 4]).is_err());
-    /// # Ok::<(), capture_core::ServerError>(())
+    /// # Ok::<(), capture_graphs::ServerError>(())
     /// ```
     ///
     /// # Errors
@@ -219,8 +219,8 @@ impl<B: Backend> Device<B> {
     /// Reads all of `buffer` back to the host, after everything enqueued before it.
     ///
     /// ```
-    /// # use capture_core::{Arg, Builtin, Device, DeviceConfig, StreamId};
-    /// # use capture_mock::MockBackend;
+    /// # use capture_graphs::{Arg, Builtin, Device, DeviceConfig, StreamId};
+    /// # use capture_graphs::mock::MockBackend;
     /// # let dev = Device::new(MockBackend::new(), DeviceConfig::new())?;
     /// # let s = StreamId::new(0);
     /// let y = dev.alloc(s, 16)?;
@@ -228,7 +228,7 @@ impl<B: Backend> Device<B> {
     /// dev.launch(s, &fill, [1, 1, 1], &[Arg::write(&y)], &Builtin::Fill.info(4, 0.5))?;
     /// // The read waits for the launch.
     /// assert_eq!(dev.read(s, &y)?, [0.5f32; 4].map(f32::to_le_bytes).concat());
-    /// # Ok::<(), capture_core::ServerError>(())
+    /// # Ok::<(), capture_graphs::ServerError>(())
     /// ```
     ///
     /// # Errors
@@ -244,14 +244,14 @@ impl<B: Backend> Device<B> {
     /// Reads `len` bytes of `buffer` at `offset` back to the host.
     ///
     /// ```
-    /// # use capture_core::{Arg, Builtin, Device, DeviceConfig, StreamId};
-    /// # use capture_mock::MockBackend;
+    /// # use capture_graphs::{Arg, Builtin, Device, DeviceConfig, StreamId};
+    /// # use capture_graphs::mock::MockBackend;
     /// # let dev = Device::new(MockBackend::new(), DeviceConfig::new())?;
     /// # let s = StreamId::new(0);
     /// let x = dev.alloc(s, 8)?;
     /// dev.write(s, &x, 0, vec![1, 2, 3, 4, 5, 6, 7, 8])?;
     /// assert_eq!(dev.read_range(s, &x, 2, 3)?, [3, 4, 5]);
-    /// # Ok::<(), capture_core::ServerError>(())
+    /// # Ok::<(), capture_graphs::ServerError>(())
     /// ```
     ///
     /// # Errors
@@ -287,15 +287,15 @@ impl<B: Backend> Device<B> {
     /// Waits for everything enqueued on `stream`'s pooled stream.
     ///
     /// ```
-    /// # use capture_core::{Arg, Builtin, Device, DeviceConfig, StreamId};
-    /// # use capture_mock::MockBackend;
+    /// # use capture_graphs::{Arg, Builtin, Device, DeviceConfig, StreamId};
+    /// # use capture_graphs::mock::MockBackend;
     /// # let dev = Device::new(MockBackend::new(), DeviceConfig::new())?;
     /// # let s = StreamId::new(0);
     /// let y = dev.alloc(s, 16)?;
     /// let fill = dev.builtin(Builtin::Fill);
     /// dev.launch(s, &fill, [1, 1, 1], &[Arg::write(&y)], &Builtin::Fill.info(4, 1.0))?;
     /// dev.sync(s)?; // the launch has run; a failure it met would be reported here
-    /// # Ok::<(), capture_core::ServerError>(())
+    /// # Ok::<(), capture_graphs::ServerError>(())
     /// ```
     ///
     /// # Errors
@@ -316,8 +316,8 @@ impl<B: Backend> Device<B> {
     /// info-cache entries, and gives empty pages back to the storage.
     ///
     /// ```
-    /// # use capture_core::{Arg, Builtin, Device, DeviceConfig, StreamId};
-    /// # use capture_mock::MockBackend;
+    /// # use capture_graphs::{Arg, Builtin, Device, DeviceConfig, StreamId};
+    /// # use capture_graphs::mock::MockBackend;
     /// # let dev = Device::new(MockBackend::new(), DeviceConfig::new())?;
     /// # let s = StreamId::new(0);
     /// let x = dev.alloc(s, 4096)?;
@@ -326,7 +326,7 @@ impl<B: Backend> Device<B> {
     /// let released = dev.cleanup()?;
     /// assert_eq!(released.pages_released, 1);
     /// assert!(dev.memory_report().is_empty(), "everything was freed");
-    /// # Ok::<(), capture_core::ServerError>(())
+    /// # Ok::<(), capture_graphs::ServerError>(())
     /// ```
     ///
     /// # Errors
@@ -359,8 +359,8 @@ impl<B: Backend> Device<B> {
     /// ledger.
     ///
     /// ```
-    /// # use capture_core::{Arg, Builtin, Device, DeviceConfig, StreamId};
-    /// # use capture_mock::MockBackend;
+    /// # use capture_graphs::{Arg, Builtin, Device, DeviceConfig, StreamId};
+    /// # use capture_graphs::mock::MockBackend;
     /// # let dev = Device::new(MockBackend::new(), DeviceConfig::new())?;
     /// # let s = StreamId::new(0);
     /// let x = dev.alloc(s, 100)?;
@@ -369,7 +369,7 @@ impl<B: Backend> Device<B> {
     /// assert_eq!(report.slices_in_use(), 1);
     /// assert_eq!(report.driver_allocations(), (1, 0));
     /// # drop(x);
-    /// # Ok::<(), capture_core::ServerError>(())
+    /// # Ok::<(), capture_graphs::ServerError>(())
     /// ```
     pub fn memory_report(&self) -> DeviceReport {
         let mut streams = Vec::with_capacity(self.inner.cells.len());

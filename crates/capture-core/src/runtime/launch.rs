@@ -50,8 +50,8 @@ impl<B: Backend> Device<B> {
     /// first launch.
     ///
     /// ```
-    /// # use capture_core::{Device, DeviceConfig, KernelSignature};
-    /// use capture_mock::{MockBackend, MockKernel};
+    /// # use capture_graphs::{Device, DeviceConfig, KernelSignature};
+    /// use capture_graphs::mock::{MockBackend, MockKernel};
     ///
     /// // A mock kernel is a Rust function over the launch's buffers and info words.
     /// const NEGATE: MockKernel = MockKernel {
@@ -62,7 +62,7 @@ impl<B: Backend> Device<B> {
     /// let dev = Device::new(MockBackend::new(), DeviceConfig::new())?;
     /// let k = dev.kernel(NEGATE);
     /// assert_eq!(dev.kernel_name(&k), "negate");
-    /// # Ok::<(), capture_core::ServerError>(())
+    /// # Ok::<(), capture_graphs::ServerError>(())
     /// ```
     pub fn kernel(&self, source: B::KernelSource) -> KernelHandle {
         let mut kernels = self.inner.kernel_registry();
@@ -73,13 +73,13 @@ impl<B: Backend> Device<B> {
     /// same handle, so a program need not keep them.
     ///
     /// ```
-    /// # use capture_core::{Builtin, Device, DeviceConfig};
-    /// # use capture_mock::MockBackend;
+    /// # use capture_graphs::{Builtin, Device, DeviceConfig};
+    /// # use capture_graphs::mock::MockBackend;
     /// let dev = Device::new(MockBackend::new(), DeviceConfig::new())?;
     /// let add = dev.builtin(Builtin::AddScalar);
     /// assert_eq!(dev.builtin("add_scalar".parse()?), add);
     /// assert_eq!(dev.kernel_by_name("add_scalar"), Some(add));
-    /// # Ok::<(), capture_core::ServerError>(())
+    /// # Ok::<(), capture_graphs::ServerError>(())
     /// ```
     pub fn builtin(&self, builtin: Builtin) -> KernelHandle
     where
@@ -128,8 +128,8 @@ impl<B: Backend> Device<B> {
     /// outputs. Buffers of other pooled streams are waited for first (rule 18).
     ///
     /// ```
-    /// # use capture_core::{Arg, Builtin, Device, DeviceConfig, StreamId};
-    /// # use capture_mock::MockBackend;
+    /// # use capture_graphs::{Arg, Builtin, Device, DeviceConfig, StreamId};
+    /// # use capture_graphs::mock::MockBackend;
     /// # let dev = Device::new(MockBackend::new(), DeviceConfig::new())?;
     /// # let s = StreamId::new(0);
     /// let (x, y) = (dev.alloc(s, 16)?, dev.alloc(s, 16)?);
@@ -140,7 +140,7 @@ impl<B: Backend> Device<B> {
     /// assert_eq!(dev.read(s, &y)?, [6.0f32; 4].map(f32::to_le_bytes).concat());
     /// // One buffer short of the kernel's signature: refused before any backend sees it.
     /// assert!(dev.launch(s, &mul, [1, 1, 1], &args[..1], &Builtin::MulScalar.info(4, 2.0)).is_err());
-    /// # Ok::<(), capture_core::ServerError>(())
+    /// # Ok::<(), capture_graphs::ServerError>(())
     /// ```
     ///
     /// # Errors

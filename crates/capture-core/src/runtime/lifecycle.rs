@@ -121,8 +121,8 @@ impl<B: Backend> Device<B> {
     /// stream that did not open it, the window is abandoned: closed, with no graph.
     ///
     /// ```
-    /// # use capture_core::{Arg, Builtin, Device, DeviceConfig, StreamId};
-    /// # use capture_mock::MockBackend;
+    /// # use capture_graphs::{Arg, Builtin, Device, DeviceConfig, StreamId};
+    /// # use capture_graphs::mock::MockBackend;
     /// # let dev = Device::new(MockBackend::new(), DeviceConfig::new())?;
     /// # let s = StreamId::new(0);
     /// let y = dev.alloc(s, 16)?;
@@ -139,7 +139,7 @@ impl<B: Backend> Device<B> {
     /// dev.replay(s, graph, 1)?;
     /// // An end with nothing open is refused and changes nothing.
     /// assert!(dev.end(s).is_err());
-    /// # Ok::<(), capture_core::ServerError>(())
+    /// # Ok::<(), capture_graphs::ServerError>(())
     /// ```
     ///
     /// # Errors
@@ -187,11 +187,11 @@ impl<B: Backend> Device<B> {
     /// and the panic continues.
     ///
     /// ```
-    /// # use capture_core::{Arg, Builtin, Device, DeviceConfig, StreamId};
-    /// # use capture_mock::MockBackend;
+    /// # use capture_graphs::{Arg, Builtin, Device, DeviceConfig, StreamId};
+    /// # use capture_graphs::mock::MockBackend;
     /// # let dev = Device::new(MockBackend::new(), DeviceConfig::new())?;
     /// # let s = StreamId::new(0);
-    /// use capture_core::CapturePhase;
+    /// use capture_graphs::CapturePhase;
     ///
     /// let (x, y) = (dev.alloc(s, 16)?, dev.alloc(s, 16)?);
     /// dev.write(s, &x, 0, [1.0f32; 4].map(f32::to_le_bytes).concat())?;
@@ -206,7 +206,7 @@ impl<B: Backend> Device<B> {
     /// // After `Ok`, the outputs hold warmup's results.
     /// assert_eq!(dev.read(s, &y)?, [2.0f32; 4].map(f32::to_le_bytes).concat());
     /// assert_eq!(dev.graph(graph).map(|l| l.launches), Some(1));
-    /// # Ok::<(), capture_core::ServerError>(())
+    /// # Ok::<(), capture_graphs::ServerError>(())
     /// ```
     ///
     /// # Errors
@@ -260,8 +260,8 @@ impl<B: Backend> Device<B> {
     /// what the graph writes; a later successful replay settles it.
     ///
     /// ```
-    /// # use capture_core::{Arg, Builtin, Device, DeviceConfig, StreamId};
-    /// # use capture_mock::MockBackend;
+    /// # use capture_graphs::{Arg, Builtin, Device, DeviceConfig, StreamId};
+    /// # use capture_graphs::mock::MockBackend;
     /// # let dev = Device::new(MockBackend::new(), DeviceConfig::new())?;
     /// # let s = StreamId::new(0);
     /// let y = dev.alloc(s, 16)?;
@@ -278,7 +278,7 @@ impl<B: Backend> Device<B> {
     /// assert!(dev.replay(s, graph, 0).is_err()); // refused; the graph lives on
     /// dev.drop_graph(graph)?;
     /// assert!(dev.replay(s, graph, 1).is_err()); // UnknownGraph
-    /// # Ok::<(), capture_core::ServerError>(())
+    /// # Ok::<(), capture_graphs::ServerError>(())
     /// ```
     ///
     /// # Errors

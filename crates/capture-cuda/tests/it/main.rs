@@ -16,6 +16,7 @@ mod cuda {
     );
 }
 
+#[cfg(feature = "floor")]
 mod floor;
 mod gpu;
 mod nvrtc;

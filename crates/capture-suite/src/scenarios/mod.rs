@@ -1,5 +1,5 @@
-//! The scenario suite every backend runs: each scenario drives a [`Device`] over a
-//! backend wrapped in [`Faulty`], asserts the result bytes against a host model, and
+//! The scenario suite every backend runs: each scenario drives a [`Device`](capture_core::Device) over a
+//! backend wrapped in [`Faulty`](capture_mock::Faulty), asserts the result bytes against a host model, and
 //! returns the core's trace, which [`check`] snapshots into files shared by every
 //! backend (`crates/capture-suite/snapshots/<scenario>.snap`).
 //!

@@ -41,6 +41,7 @@ mod cross_stream;
 mod descriptor_pools;
 mod device_choice;
 mod error_leaks;
+#[cfg(feature = "floor")]
 mod floor;
 mod launch_check;
 mod memory_choice;

@@ -3,8 +3,8 @@
 //! at bindings `0..n` of set 0, then the info words as `array<u32>`, two words per info
 //! word, floats as bits in the low word).
 
-use capture_core::ServerError;
-use capture_vulkan::{VulkanBackend, VulkanKernelSource};
+use capture_graphs::ServerError;
+use capture_graphs::vulkan::{VulkanBackend, VulkanKernelSource};
 
 use super::backend::DecodeBackend;
 use super::model::Kernel;

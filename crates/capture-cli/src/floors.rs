@@ -2,7 +2,7 @@
 //! and the hand-written floor each measures beside the library (Vulkan: the chain
 //! recorded by hand with ash; CUDA: a bare `cuLaunchKernel` loop).
 
-use capture_core::Builtins;
+use capture_graphs::Builtins;
 
 use crate::bench::{self, FloorMaker};
 use crate::bench_table::{BackendRun, Problem};
@@ -94,10 +94,20 @@ fn mock(backend: BenchBackend, _named: bool, args: &BenchArgs) -> BackendRun {
     if backend == BenchBackend::AffineMock {
         let device = "mock, thread-affine streams (captures open and close on each stream's \
                       worker; every other call on the caller's thread)";
-        rows(&capture_mock::AffineMock::new(), run(device), None, args)
+        rows(
+            &capture_graphs::mock::AffineMock::new(),
+            run(device),
+            None,
+            args,
+        )
     } else {
         let device = "mock, relaxed mode (every call on the caller's thread)";
-        rows(&capture_mock::MockBackend::new(), run(device), None, args)
+        rows(
+            &capture_graphs::mock::MockBackend::new(),
+            run(device),
+            None,
+            args,
+        )
     }
 }
 
@@ -112,7 +122,7 @@ fn mock(backend: BenchBackend, named: bool, _args: &BenchArgs) -> BackendRun {
 
 #[cfg(feature = "vulkan")]
 fn vulkan(named: bool, args: &BenchArgs) -> BackendRun {
-    use capture_vulkan::{DeviceSelector, VulkanBackend, VulkanOptions};
+    use capture_graphs::vulkan::{DeviceSelector, VulkanBackend, VulkanOptions};
 
     let mut options = VulkanOptions::from_env();
     if let Some(device) = &args.device {
@@ -191,7 +201,7 @@ fn vulkan(named: bool, _args: &BenchArgs) -> BackendRun {
 
 #[cfg(feature = "cuda")]
 fn cuda(named: bool, args: &BenchArgs) -> BackendRun {
-    use capture_cuda::CudaBackend;
+    use capture_graphs::cuda::CudaBackend;
 
     let backend = match CudaBackend::new(0) {
         Ok(b) => b,

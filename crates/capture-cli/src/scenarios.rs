@@ -12,11 +12,11 @@
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender, channel};
 
-use capture_core::{
+use capture_graphs::mock::{FaultOp, FaultPlan, Faulty};
+use capture_graphs::{
     Arg, Buffer, Builtin, Builtins, Chain, Device, DeviceConfig, KernelHandle, ServerError,
     StreamId,
 };
-use capture_mock::{FaultOp, FaultPlan, Faulty};
 
 /// A named scenario and what it shows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

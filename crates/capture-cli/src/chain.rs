@@ -9,7 +9,7 @@
 //! scalars vary across cycles from a fixed small set, so launches carry several
 //! distinct info entries and the info cache reuses each of them across the chain.
 
-use capture_core::Builtin;
+use capture_graphs::Builtin;
 
 /// Elements in each buffer of the chain.
 pub(crate) const ELEMENTS: usize = 1024;

@@ -1,12 +1,13 @@
-//! `capture decode`: opens the backend named, runs [`capture_graphs::decode::run`],
+//! `capture decode`: opens the backend named, runs [`crate::decode::run`],
 //! prints its report and turns the checks into the exit status.
 
 use std::process::ExitCode;
 
+use crate::decode::{DecodeBackend, render, run};
 use capture_graphs::Chain;
-use capture_graphs::decode::{DecodeBackend, render, run};
 
 use crate::cli::{self, BackendName, Decode, DecodeArgs};
+use crate::exit::{finish, usage};
 use crate::logging;
 
 /// Parses the arguments after `decode` and runs it.
@@ -19,16 +20,16 @@ pub(crate) fn command(args: &[String]) -> ExitCode {
         Ok(Decode::Run(args)) => {
             let session = match logging::start(args.log.as_deref(), args.timeline.as_deref()) {
                 Ok(session) => session,
-                Err(error) => return crate::usage("decode", cli::DECODE_HELP, &error),
+                Err(error) => return usage("decode", cli::DECODE_HELP, &error),
             };
             let code = match args.backend {
                 BackendName::Mock => mock(&args),
                 BackendName::Vulkan => vulkan(&args),
                 BackendName::Cuda => cuda(&args),
             };
-            crate::finish("decode", session, code)
+            finish("decode", session, code)
         }
-        Err(error) => crate::usage("decode", cli::DECODE_HELP, &error),
+        Err(error) => usage("decode", cli::DECODE_HELP, &error),
     }
 }
 
@@ -136,9 +137,9 @@ fn cuda(args: &DecodeArgs) -> ExitCode {
 fn not_built(args: &DecodeArgs, feature: &str) -> ExitCode {
     eprintln!(
         "capture decode: this build has no {} backend; build with `--features {feature}` \
-         (`cargo run --release -p capture-graphs --features {feature} -- decode --backend \
+         (`cargo run --release -p capture-cli --features {feature} -- decode --backend \
          {feature}`). Nothing was run.",
         args.backend
     );
-    ExitCode::from(crate::USAGE_EXIT)
+    ExitCode::from(crate::exit::USAGE_EXIT)
 }

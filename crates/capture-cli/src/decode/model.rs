@@ -3,7 +3,7 @@
 //! kernels are written once per backend (`kernels_mock.rs`, `kernels_wgsl.rs`,
 //! `kernels_cuda.rs`) and checked against the host reference (`host.rs`).
 
-use capture_core::{KernelSignature, ServerError};
+use capture_graphs::{KernelSignature, ServerError};
 
 /// Threads per workgroup (Vulkan) or block (CUDA) of every decode kernel.
 pub const WORKGROUP: u32 = 64;

@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use capture_core::{Device, DeviceConfig, GraphLedger, Result, ServerError, StreamId};
+use capture_graphs::{Device, DeviceConfig, GraphLedger, Result, ServerError, StreamId};
 
 use super::backend::DecodeBackend;
 use super::host::{HostModel, argmax};

@@ -17,14 +17,14 @@
 //! ```
 //! # #[cfg(feature = "mock")]
 //! # fn main() -> capture_graphs::Result<()> {
-//! use capture_graphs::decode::{Config, DecodeOptions, run};
+//! use capture_cli::decode::{Config, DecodeOptions, run};
 //! let options = DecodeOptions {
 //!     config: Config { dim: 32, layers: 1, heads: 2, vocab: 64, context: 16 },
 //!     tokens: 4,
 //!     ..DecodeOptions::default()
 //! };
 //! let report = run(capture_graphs::mock::MockBackend::new(), options)?;
-//! assert!(report.passed(), "{}", capture_graphs::decode::render(&report));
+//! assert!(report.passed(), "{}", capture_cli::decode::render(&report));
 //! # Ok(())
 //! # }
 //! # #[cfg(not(feature = "mock"))]

@@ -1,7 +1,7 @@
 //! Every scenario on both mock modes: it passes its own checks, shows what its line in
 //! `--list` promises, and traces the same on every run.
 
-use capture_mock::{AffineMock, MockBackend};
+use capture_graphs::mock::{AffineMock, MockBackend};
 
 use super::*;
 

@@ -14,7 +14,7 @@
 
 use std::time::{Duration, Instant};
 
-use capture_core::{
+use capture_graphs::{
     Arg, Buffer, Builtin, Builtins, Chain, Device, DeviceConfig, GraphId, KernelHandle,
     ServerError, StreamId,
 };
@@ -474,7 +474,7 @@ pub(crate) fn bench_row<B: Builtins>(
 
 #[cfg(all(test, feature = "mock"))]
 mod tests {
-    use capture_mock::{AffineMock, MockBackend};
+    use capture_graphs::mock::{AffineMock, MockBackend};
 
     use super::*;
 

@@ -5,7 +5,7 @@
 //! program's (`capture decode`), not a test's.
 #![cfg(any(feature = "mock", feature = "vulkan"))]
 
-use capture_graphs::decode::{Config, DecodeBackend, DecodeOptions, DecodeReport, render, run};
+use capture_cli::decode::{Config, DecodeBackend, DecodeOptions, DecodeReport, render, run};
 
 /// The tiny configuration.
 fn tiny() -> DecodeOptions {
@@ -70,7 +70,7 @@ fn decode_on_the_mock_passes_all_three_checks() {
 #[cfg(feature = "mock")]
 #[test]
 fn each_check_fails_on_a_report_that_breaks_it() {
-    use capture_graphs::decode::{Weights, host_check};
+    use capture_cli::decode::{Weights, host_check};
     let options = tiny();
     let good = run(capture_graphs::mock::MockBackend::new(), options).expect("runs");
     let failing = |r: &DecodeReport| -> Vec<&'static str> {

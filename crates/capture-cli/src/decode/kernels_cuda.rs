@@ -3,8 +3,8 @@
 //! NVRTC makes of the source), registered as [`CudaKernelSource::ptx`] with their
 //! signatures, which the backend checks against the PTX's parameters when it loads.
 
-use capture_core::ServerError;
-use capture_cuda::{CudaBackend, CudaKernelSource};
+use capture_graphs::ServerError;
+use capture_graphs::cuda::{CudaBackend, CudaKernelSource};
 
 use super::backend::DecodeBackend;
 use super::model::Kernel;

@@ -5,8 +5,8 @@
 //! parameters are checked against the signature it is registered with. `CAPTURE_UPDATE_PTX=1` rewrites
 //! the shipped file instead.
 
+use capture_cli::decode::Kernel;
 use capture_cuda::{NVRTC_RELEASE, compile_ptx, nvrtc_version};
-use capture_graphs::decode::Kernel;
 
 const SOURCE: &str = include_str!("../src/decode/decode.cu");
 const SHIPPED: &str = include_str!("../src/decode/decode.compute_80.ptx");

@@ -10,7 +10,7 @@
 
 use std::time::{Duration, Instant};
 
-use capture_core::{
+use capture_graphs::{
     Arg, Buffer, Builtin, Builtins, Device, DeviceConfig, GraphLedger, Grid, KernelHandle,
     ServerError, StreamId,
 };
@@ -241,8 +241,8 @@ pub(crate) fn run_demo<B: Builtins>(
 mod tests {
     use std::sync::{Mutex, MutexGuard};
 
-    use capture_core::Chain;
-    use capture_mock::{FaultOp, Faulty, MockBackend};
+    use capture_graphs::Chain;
+    use capture_graphs::mock::{FaultOp, Faulty, MockBackend};
 
     use super::*;
 

@@ -608,7 +608,7 @@ pub(crate) struct DecodeArgs {
     /// The Vulkan device to open.
     pub(crate) device: Option<String>,
     /// What it runs.
-    pub(crate) options: capture_graphs::decode::DecodeOptions,
+    pub(crate) options: crate::decode::DecodeOptions,
     /// `--log`'s directives.
     pub(crate) log: Option<String>,
     /// Where `--timeline` writes the timeline.
@@ -629,7 +629,7 @@ pub(crate) fn parse_decode(args: &[String]) -> Result<Decode, UsageError> {
     let mut parsed = DecodeArgs {
         backend: BackendName::Mock,
         device: None,
-        options: capture_graphs::decode::DecodeOptions::default(),
+        options: crate::decode::DecodeOptions::default(),
         log: None,
         timeline: None,
     };

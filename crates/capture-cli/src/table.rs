@@ -94,7 +94,7 @@ fn ratio(eager: f64, replayed: f64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use capture_core::{GraphId, GraphLedger};
+    use capture_graphs::{GraphId, GraphLedger};
 
     use super::*;
     use crate::demo::DemoOptions;

@@ -1,8 +1,8 @@
 //! The decode kernels for the mock: Rust functions over the launch's bytes, written per
 //! output element as the GPU kernels are, registered as [`MockKernel`]s.
 
-use capture_core::ServerError;
-use capture_mock::{MockBackend, MockKernel};
+use capture_graphs::ServerError;
+use capture_graphs::mock::{MockBackend, MockKernel};
 
 use super::backend::DecodeBackend;
 use super::model::Kernel;

@@ -1,4 +1,11 @@
-//! The `capture` command-line program.
+//! capture-cli: the `capture` command-line program over `capture-graphs`, and the
+//! library its tests, benches and the CUDA driver model's kernel set use: the
+//! llama-shaped decoder ([`decode`]) and the program's named multi-stream scenarios
+//! ([`scenarios`]).
+//!
+//! The program is a user of the facade like any other: every call goes through
+//! `capture_graphs`; only the benchmark's hand-written floors come from the backends
+//! themselves (their non-default `floor` feature).
 //!
 //! `capture demo [--backend mock|vulkan|cuda] [--device D] [--kernels N] [--replays R]` runs a
 //! decode-shaped chain of small dependent kernels eagerly and as a replayed graph,
@@ -20,12 +27,14 @@ mod bench_table;
 mod chain;
 mod cli;
 mod competitors;
+pub mod decode;
 mod decode_cmd;
 mod demo;
+mod exit;
 mod floors;
 mod logging;
 #[cfg(feature = "mock")]
-mod scenarios;
+pub mod scenarios;
 mod table;
 mod timeline;
 mod timeline_svg;
@@ -34,12 +43,11 @@ mod trace_event;
 use std::process::ExitCode;
 
 use cli::{BackendName, Demo, DemoArgs};
+use exit::{USAGE_EXIT, finish, usage};
 
-/// Exit status of a usage error, or of a backend this build was made without.
-const USAGE_EXIT: u8 = 2;
-
-fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+/// Runs `capture ARGS` (the program's arguments, without its name) and returns its exit
+/// status: the `capture` binary's whole `main`.
+pub fn main_with_args(args: &[String]) -> ExitCode {
     match args.first().map(String::as_str) {
         Some("demo") => demo_command(&args[1..]),
         Some("bench") => bench_command(&args[1..]),
@@ -80,27 +88,6 @@ fn demo_command(args: &[String]) -> ExitCode {
             finish("demo", session, code)
         }
         Err(error) => usage("demo", cli::DEMO_HELP, &error),
-    }
-}
-
-/// A usage error of `capture <command>`: the error, the usage line, where the help is.
-fn usage(command: &str, help: &str, error: &dyn std::fmt::Display) -> ExitCode {
-    let line = help.lines().next().unwrap_or_default();
-    eprintln!(
-        "capture {command}: {error}\n{line}\nRun `capture {command} --help` for the options."
-    );
-    ExitCode::from(USAGE_EXIT)
-}
-
-/// Writes the session's timeline (also after a failed run, which it may explain);
-/// a timeline that cannot be written fails a run that succeeded.
-fn finish(command: &str, session: logging::Session, code: ExitCode) -> ExitCode {
-    match session.finish() {
-        Ok(()) => code,
-        Err(error) => {
-            eprintln!("capture {command}: {error}");
-            ExitCode::FAILURE
-        }
     }
 }
 
@@ -146,8 +133,8 @@ fn run_scenario(args: cli::TraceArgs) -> ExitCode {
         Err(error) => return usage("trace", cli::TRACE_HELP, &error),
     };
     let ran = match args.backend {
-        cli::TraceBackend::Mock => scenario.run(capture_mock::MockBackend::new()),
-        cli::TraceBackend::AffineMock => scenario.run(capture_mock::AffineMock::new()),
+        cli::TraceBackend::Mock => scenario.run(capture_graphs::mock::MockBackend::new()),
+        cli::TraceBackend::AffineMock => scenario.run(capture_graphs::mock::AffineMock::new()),
     };
     let code = match ran {
         Ok(trace) => {
@@ -258,7 +245,7 @@ fn bench_command(args: &[String]) -> ExitCode {
 /// The demo on CUDA device 0.
 #[cfg(feature = "cuda")]
 fn run_cuda(args: DemoArgs) -> ExitCode {
-    let describe = |b: &capture_cuda::CudaBackend| {
+    let describe = |b: &capture_graphs::cuda::CudaBackend| {
         let (major, minor) = b.compute_capability();
         format!(
             "{} (compute {major}.{minor}), driver CUDA {}",
@@ -266,7 +253,7 @@ fn run_cuda(args: DemoArgs) -> ExitCode {
             b.driver_version()
         )
     };
-    open_then_run(capture_cuda::CudaBackend::new(0), describe, args)
+    open_then_run(capture_graphs::cuda::CudaBackend::new(0), describe, args)
 }
 
 #[cfg(not(feature = "cuda"))]
@@ -279,7 +266,7 @@ fn run_cuda(args: DemoArgs) -> ExitCode {
 fn not_built(args: DemoArgs, feature: &str) -> ExitCode {
     eprintln!(
         "capture demo: this build has no {} backend; build with `--features {feature}` \
-         (`cargo run --release -p capture-graphs --features {feature} -- demo --backend {feature}`). \
+         (`cargo run --release -p capture-cli --features {feature} -- demo --backend {feature}`). \
          Nothing was run.",
         args.backend
     );
@@ -289,7 +276,7 @@ fn not_built(args: DemoArgs, feature: &str) -> ExitCode {
 /// Runs the demo on a backend that opened (after printing `device`), or says why it
 /// could not open.
 #[cfg(any(feature = "vulkan", feature = "cuda"))]
-fn open_then_run<B: capture_core::Builtins, E: std::fmt::Display>(
+fn open_then_run<B: capture_graphs::Builtins, E: std::fmt::Display>(
     opened: Result<B, E>,
     device: impl FnOnce(&B) -> String,
     args: DemoArgs,
@@ -311,7 +298,7 @@ fn open_then_run<B: capture_core::Builtins, E: std::fmt::Display>(
 
 #[cfg(feature = "mock")]
 fn run_mock(args: DemoArgs) -> ExitCode {
-    run(capture_mock::MockBackend::new(), args, true)
+    run(capture_graphs::mock::MockBackend::new(), args, true)
 }
 
 #[cfg(not(feature = "mock"))]
@@ -329,7 +316,7 @@ fn run_mock(args: DemoArgs) -> ExitCode {
 /// selects; the device line says which memory the backend chose.
 #[cfg(feature = "vulkan")]
 fn run_vulkan(args: DemoArgs) -> ExitCode {
-    let describe = |b: &capture_vulkan::VulkanBackend| {
+    let describe = |b: &capture_graphs::vulkan::VulkanBackend| {
         let (major, minor, patch) = b.api_version();
         format!(
             "{} ({}, Vulkan {major}.{minor}.{patch}), {:?} memory: {}",
@@ -339,11 +326,15 @@ fn run_vulkan(args: DemoArgs) -> ExitCode {
             b.memory_choice()
         )
     };
-    let mut options = capture_vulkan::VulkanOptions::from_env();
+    let mut options = capture_graphs::vulkan::VulkanOptions::from_env();
     if let Some(device) = &args.device {
-        options.device = Some(capture_vulkan::DeviceSelector::parse(device));
+        options.device = Some(capture_graphs::vulkan::DeviceSelector::parse(device));
     }
-    open_then_run(capture_vulkan::VulkanBackend::new(options), describe, args)
+    open_then_run(
+        capture_graphs::vulkan::VulkanBackend::new(options),
+        describe,
+        args,
+    )
 }
 
 #[cfg(not(feature = "vulkan"))]
@@ -357,12 +348,12 @@ fn run_vulkan(args: DemoArgs) -> ExitCode {
     not(any(feature = "mock", feature = "vulkan", feature = "cuda")),
     allow(dead_code)
 )]
-fn run<B: capture_core::Builtins>(
+fn run<B: capture_graphs::Builtins>(
     backend: B,
     args: DemoArgs,
     host_overhead_only: bool,
 ) -> ExitCode {
-    use capture_core::Chain;
+    use capture_graphs::Chain;
 
     let options = demo::DemoOptions {
         kernels: args.kernels,

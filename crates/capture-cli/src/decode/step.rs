@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use capture_core::{Arg, Buffer, Device, KernelHandle, Result, StreamId};
+use capture_graphs::{Arg, Buffer, Device, KernelHandle, Result, StreamId};
 
 use super::backend::DecodeBackend;
 use super::model::{Config, EPS, Kernel, STATE_WORDS, THETA, bits, groups};
@@ -294,7 +294,7 @@ impl DeviceModel {
     /// replayed then).
     pub fn step<B: DecodeBackend>(&self, dev: &Device<B>) -> Result<()> {
         let Some(s) = &self.scratch else {
-            return Err(capture_core::ServerError::invalid(
+            return Err(capture_graphs::ServerError::invalid(
                 "step",
                 "decode",
                 "the intermediates were handed to the graph; replay it instead",

@@ -1,9 +1,9 @@
 //! [`DecodeBackend`]: what a backend supplies to run the decoder, its twelve kernels as
-//! user kernel sources, registered through [`Device::kernel`](capture_core::Device::kernel)
+//! user kernel sources, registered through [`Device::kernel`](capture_graphs::Device::kernel)
 //! like any user's.
 
-use capture_core::ServerError;
-use capture_core::backend::Backend;
+use capture_graphs::ServerError;
+use capture_graphs::backend::Backend;
 
 use super::model::Kernel;
 
@@ -15,7 +15,7 @@ pub trait DecodeBackend: Backend {
     /// Whether its figures measure host overhead only (the mock's).
     const HOST_ONLY: bool;
 
-    /// `kernel`'s source, ready for [`Device::kernel`](capture_core::Device::kernel).
+    /// `kernel`'s source, ready for [`Device::kernel`](capture_graphs::Device::kernel).
     ///
     /// # Errors
     ///
