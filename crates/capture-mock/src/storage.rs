@@ -112,6 +112,11 @@ impl ComputeStorage for MockStorage {
 
 impl Drop for MockStorage {
     fn drop(&mut self) {
+        // Frees, as `cuMemFree` at a device's teardown: a recording of the context that
+        // overlaps them is invalidated (the core must not let them happen then).
+        if !self.owned.is_empty() {
+            self.context.conflicts_with_all("a free at teardown");
+        }
         // The stream finished its work before its storages drop.
         let mut pages = lock(&self.pages);
         for id in self.owned.drain(..) {

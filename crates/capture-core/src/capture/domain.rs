@@ -8,6 +8,12 @@
 //! page and load decisions then see the windows every device of the domain records,
 //! decided under the domain's lock so no `begin` on another device slips between the
 //! check and the driver call.
+//!
+//! Teardown keeps the same rules (rule 25): what a device (or anything else on the
+//! context, a benchmark floor) gives back when it goes — its pages, its modules — is
+//! released at once only while no window of the domain records; otherwise the domain
+//! keeps it and releases it when the last window closes
+//! ([`CaptureDomain::release_at_rest`]).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -17,22 +23,50 @@ use std::sync::{Arc, Mutex};
 use crate::ids::StreamId;
 use crate::lock_order::{Level, Ordered};
 
+/// What a gone device left for the domain to release once nothing records.
+pub(crate) type Remains = Box<dyn Send>;
+
 /// Which windows record in each device of a domain: `(device, pooled stream)` to the
-/// logical stream that owns the window.
-#[derive(Debug, Default)]
+/// logical stream that owns the window; and what waits for them all to close.
+#[derive(Default)]
 pub(crate) struct Recordings {
     windows: BTreeMap<(u64, usize), StreamId>,
+    /// Released when the last window closes (rule 25).
+    deferred: Vec<Remains>,
+}
+
+impl fmt::Debug for Recordings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Recordings")
+            .field("windows", &self.windows)
+            .field("deferred", &self.deferred.len())
+            .finish()
+    }
 }
 
 impl Recordings {
     /// Notes whether pooled stream `index` of device `member` records, and for whom.
-    pub(crate) fn set(&mut self, member: u64, index: usize, recording: Option<StreamId>) {
+    /// When the last window of the domain closes, returns what waited for it: the
+    /// caller drops it while still holding the domain, so no `begin` slips in between.
+    #[must_use = "the remains must be dropped under the domain lock"]
+    pub(crate) fn set(
+        &mut self,
+        member: u64,
+        index: usize,
+        recording: Option<StreamId>,
+    ) -> Vec<Remains> {
         match recording {
             Some(owner) => {
                 self.windows.insert((member, index), owner);
+                Vec::new()
             }
             None => {
                 self.windows.remove(&(member, index));
+                if self.windows.is_empty() {
+                    std::mem::take(&mut self.deferred)
+                } else {
+                    Vec::new()
+                }
             }
         }
     }
@@ -81,7 +115,42 @@ impl CaptureDomain {
 
     /// Forgets the windows of device `member`.
     pub(crate) fn leave(&self, member: u64) {
-        self.lock().leave(member);
+        let mut recordings = self.lock();
+        recordings.leave(member);
+        let released = if recordings.windows.is_empty() {
+            std::mem::take(&mut recordings.deferred)
+        } else {
+            Vec::new()
+        };
+        drop(released);
+    }
+
+    /// Releases `remains` (what frees pages or unloads modules when dropped) now if no
+    /// window of the domain records, under the domain's lock so none opens meanwhile;
+    /// otherwise keeps it and releases it when the last window closes (rule 25).
+    /// Returns whether it was released now.
+    pub fn release_at_rest(&self, remains: Box<dyn Send>) -> bool {
+        let mut recordings = self.lock();
+        if recordings.windows.is_empty() {
+            drop(remains);
+            true
+        } else {
+            recordings.deferred.push(remains);
+            false
+        }
+    }
+
+    /// Runs `f` (a page allocation or a module load outside any device, as a benchmark
+    /// floor makes) under the domain's lock if no window of the domain records; `None`
+    /// when one does.
+    pub fn at_rest<R>(&self, f: impl FnOnce() -> R) -> Option<R> {
+        let recordings = self.lock();
+        recordings.windows.is_empty().then(f)
+    }
+
+    /// How many gone devices' remains wait for the domain's windows to close.
+    pub fn deferred(&self) -> usize {
+        self.lock().deferred.len()
     }
 
     pub(crate) fn lock(&self) -> Ordered<'_, Recordings> {

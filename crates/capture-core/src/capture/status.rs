@@ -156,8 +156,24 @@ impl CaptureStatus {
         if let Some(s) = slots.slots.get_mut(index) {
             *s = slot;
             let recording = slot.owner.filter(|_| slot.recording);
-            self.domain.lock().set(self.member, index, recording);
+            let mut domain = self.domain.lock();
+            let released = domain.set(self.member, index, recording);
+            // Dropped here, under the domain: a gone device's pages and modules.
+            drop(released);
         }
+    }
+
+    /// The domain the device shares with every other device on its driver context.
+    pub fn domain(&self) -> &CaptureDomain {
+        &self.domain
+    }
+
+    /// The device is going: forgets whatever windows of its the domain still lists.
+    /// Called once its streams finished (which closed its windows), before what it
+    /// leaves behind is released; not on drop, as that release may happen under the
+    /// domain's lock.
+    pub(crate) fn leave_domain(&self) {
+        self.domain.leave(self.member);
     }
 
     fn add_slot(&self) -> usize {
@@ -174,12 +190,6 @@ impl fmt::Debug for CaptureStatus {
             .field("slots", &self.lock().slots)
             .field("domain", &self.domain)
             .finish()
-    }
-}
-
-impl Drop for CaptureStatus {
-    fn drop(&mut self) {
-        self.domain.leave(self.member);
     }
 }
 

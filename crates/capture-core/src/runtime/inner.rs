@@ -60,6 +60,24 @@ impl<B: Backend> Drop for Inner<B> {
         for cell in &self.cells {
             cell.run_capture_call(PooledStream::finish);
         }
+        // Its pages (in the streams' storages) and modules (in the kernel registry) go
+        // only while no window of the driver context records: the domain keeps them
+        // until its last window closes otherwise (rule 25).
+        let cells = std::mem::take(&mut self.cells);
+        let kernels = std::mem::replace(
+            &mut *self.kernels.lock().unwrap_or_else(|p| p.into_inner()),
+            KernelRegistry::new(),
+        );
+        self.captures.status().leave_domain();
+        let domain = self.captures.status().domain().clone();
+        if !domain.release_at_rest(Box::new((cells, kernels))) {
+            tracing::debug!(
+                target: "capture",
+                kind = "teardown deferred",
+                "a device dropped while a window of its driver context records keeps its \
+                 pages and modules until the last window closes"
+            );
+        }
     }
 }
 

@@ -5,7 +5,9 @@
 //! free or a module load anywhere on it invalidates its recordings, as CUDA's relaxed
 //! mode leaves them to the core.
 
-use capture_core::{Arg, Buffer, Chain, Device, DeviceConfig, KernelHandle, ServerError};
+use capture_core::{
+    Arg, Buffer, Chain, Device, DeviceConfig, KernelHandle, MemoryKind, ServerError,
+};
 use capture_mock::MockBackend;
 
 use crate::{ADD_ONE, ADD_SCALAR, S0, bytes_of, suite_lock, values_of};
@@ -123,4 +125,33 @@ fn devices_on_two_contexts_do_not_wait_for_each_other() {
     let g = a.end(S0).unwrap();
     a.replay(S0, g, 1).unwrap();
     assert_eq!(values_of(&a.read(S0, &y).unwrap()), [2, 3, 4, 5]);
+}
+
+#[test]
+fn rule_25_a_device_dropped_while_another_records_releases_nothing_until_the_window_closes() {
+    let _suite = suite_lock();
+    let mock = MockBackend::new();
+    let a = device(&mock);
+    let b = device(&mock);
+    // `b` holds pages and a loaded kernel.
+    let kb = b.kernel(ADD_ONE);
+    let bx = filled(&b, &[1; 4]);
+    let by = b.alloc(S0, 16).unwrap();
+    add_one(&b, &kb, &bx, &by).unwrap();
+    b.sync(S0).unwrap();
+    let (_k, x, y) = recording(&a);
+    let pages = mock.live_pages(MemoryKind::Device);
+
+    // Dropped while `a` records: its pages would be freed inside `a`'s window, which
+    // the driver's capture cannot contain. Nothing is released yet.
+    drop((bx, by, kb));
+    drop(b);
+    assert_eq!(mock.live_pages(MemoryKind::Device), pages);
+
+    // `a`'s capture is intact; once its window closes, `b`'s pages go.
+    let g = a.end(S0).unwrap();
+    assert!(mock.live_pages(MemoryKind::Device) < pages);
+    a.write(S0, &x, 0, bytes_of(&[5, 6, 7, 8])).unwrap();
+    a.replay(S0, g, 1).unwrap();
+    assert_eq!(values_of(&a.read(S0, &y).unwrap()), [6, 7, 8, 9]);
 }
