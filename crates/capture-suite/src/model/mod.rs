@@ -23,11 +23,13 @@
 //! The model follows the device only where the rules leave the outcome open (an injected
 //! fault fired, a call was refused with a typed error), and predicts it everywhere else.
 
+mod drive;
 mod program;
 mod reference;
 mod runner;
 mod threads;
 
+pub use drive::{cases_from_env, drive};
 pub use program::{
     ArgSpec, BodyOp, LATEST, LaunchSpec, MAX_ELEMENTS, MAX_OPS, Op, Program, launch_spec, op,
     program,

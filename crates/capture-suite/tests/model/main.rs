@@ -11,7 +11,6 @@
 //! `model: <N> cases on <backend>, 0 violations`, for the CI summary.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use capture_core::Builtins;
@@ -19,22 +18,10 @@ use capture_mock::{AffineMock, MockBackend};
 use capture_suite::model;
 use capture_suite::scenarios::suite_lock;
 use proptest::strategy::{Strategy, ValueTree};
-use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestError, TestRunner};
+use proptest::test_runner::TestRunner;
 
 fn cases(default: u32) -> u32 {
-    std::env::var("CAPTURE_PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(default)
-}
-
-fn config(cases: u32, regressions: &'static str) -> Config {
-    Config {
-        cases,
-        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(regressions))),
-        source_file: Some(file!()),
-        ..Config::default()
-    }
+    model::cases_from_env(default, 1, 0)
 }
 
 fn run<S: Strategy>(
@@ -44,27 +31,11 @@ fn run<S: Strategy>(
     strategy: S,
     check: impl Fn(&S::Value) -> Result<(), model::Violation>,
 ) where
-    S::Value: std::fmt::Debug + std::fmt::Display,
+    S::Value: std::fmt::Display,
 {
-    let ran = AtomicU64::new(0);
-    let start = Instant::now();
-    let mut runner = TestRunner::new(config(cases, regressions));
-    let result = runner.run(&strategy, |value| {
-        let _suite = suite_lock();
-        ran.fetch_add(1, Ordering::Relaxed);
-        check(&value).map_err(|v| TestCaseError::fail(v.to_string()))
+    model::drive(backend, cases, regressions, &strategy, |program| {
+        check(program).map_err(|v| v.to_string())
     });
-    let ran = ran.load(Ordering::Relaxed);
-    match result {
-        Ok(()) => {
-            let per_case = start.elapsed().as_secs_f64() * 1000.0 / ran.max(1) as f64;
-            println!("model: {ran} cases on {backend}, 0 violations ({per_case:.2} ms per case)");
-        }
-        Err(TestError::Fail(reason, value)) => {
-            panic!("model: violation on {backend}: {reason}\nminimal program:\n{value}")
-        }
-        Err(TestError::Abort(reason)) => panic!("model: aborted on {backend}: {reason}"),
-    }
 }
 
 fn single<B: Builtins>(backend: &str, make: fn() -> B, regressions: &'static str) {
