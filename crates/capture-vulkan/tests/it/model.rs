@@ -4,21 +4,13 @@
 //! case. Cases: `CAPTURE_PROPTEST_CASES`, a tenth of it on Vulkan (default 300 per memory
 //! mode); a failure shrinks and its seed is kept in `tests/it/model-regressions/`.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
-
 use capture_suite::model;
-use capture_suite::scenarios::suite_lock;
 use capture_vulkan::{MemoryMode, VulkanBackend};
-use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestError, TestRunner};
 
 use crate::support;
 
 fn cases() -> u32 {
-    std::env::var("CAPTURE_PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.trim().parse::<u32>().ok())
-        .map_or(300, |n| (n / 10).max(20))
+    model::cases_from_env(300, 10, 20)
 }
 
 fn run(memory: MemoryMode, label: &str, regressions: &'static str) {
@@ -34,10 +26,7 @@ fn run(memory: MemoryMode, label: &str, regressions: &'static str) {
 
 /// The threaded variant on lavapipe: a fortieth of the cases, at least 10.
 fn run_threads() {
-    let cases = std::env::var("CAPTURE_PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.trim().parse::<u32>().ok())
-        .map_or(20, |n| (n / 100).max(10));
+    let cases = model::cases_from_env(20, 100, 10);
     run_with(
         MemoryMode::HostVisible,
         "threads, host-visible",
@@ -69,42 +58,19 @@ fn run_with<S>(
             return;
         }
     };
-    let ran = AtomicU64::new(0);
-    let start = Instant::now();
-    let mut runner = TestRunner::new(Config {
-        cases,
-        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(regressions))),
-        source_file: Some(file!()),
-        ..Config::default()
-    });
-    let result = runner.run(strategy, |program| {
-        let _suite = suite_lock();
-        ran.fetch_add(1, Ordering::Relaxed);
-        let checked = check(&|| backend.clone(), &program);
+    let label = format!("Vulkan ({}, {label})", backend.device_name());
+    model::drive(&label, cases, regressions, strategy, |program| {
+        let checked = check(&|| backend.clone(), program);
         let messages = backend.take_validation_messages();
         if !messages.is_empty() {
-            return Err(TestCaseError::fail(format!(
+            return Err(format!(
                 "the validation layer reported {} message(s):\n{}",
                 messages.len(),
                 messages.join("\n")
-            )));
+            ));
         }
-        checked.map_err(|v| TestCaseError::fail(v.to_string()))
+        checked.map_err(|v| v.to_string())
     });
-    let ran = ran.load(Ordering::Relaxed);
-    match result {
-        Ok(()) => {
-            let per_case = start.elapsed().as_secs_f64() * 1000.0 / ran.max(1) as f64;
-            println!(
-                "model: {ran} cases on Vulkan ({}, {label}), 0 violations ({per_case:.1} ms per case)",
-                backend.device_name()
-            );
-        }
-        Err(TestError::Fail(reason, program)) => {
-            panic!("model: violation on Vulkan ({label}): {reason}\nminimal program:\n{program}")
-        }
-        Err(TestError::Abort(reason)) => panic!("model: aborted on Vulkan ({label}): {reason}"),
-    }
 }
 
 #[test]

@@ -20,6 +20,13 @@ fn triple(@builtin(global_invocation_id) gid: vec3<u32>) {
 ";
 
 pub(crate) fn spirv(source: &str) -> Vec<u32> {
+    spirv_with(source, true)
+}
+
+/// SPIR-V of `source`, with its debug names (`OpName`) or without them, the same in
+/// every build profile: naga's default writes them only in debug builds, and the
+/// refusals below name what they can.
+pub(crate) fn spirv_with(source: &str, names: bool) -> Vec<u32> {
     let module = naga::front::wgsl::parse_str(source).expect("valid WGSL");
     let info = naga::valid::Validator::new(
         naga::valid::ValidationFlags::all(),
@@ -27,8 +34,11 @@ pub(crate) fn spirv(source: &str) -> Vec<u32> {
     )
     .validate(&module)
     .expect("valid module");
-    naga::back::spv::write_vec(&module, &info, &naga::back::spv::Options::default(), None)
-        .expect("SPIR-V")
+    let mut options = naga::back::spv::Options::default();
+    options
+        .flags
+        .set(naga::back::spv::WriterFlags::DEBUG, names);
+    naga::back::spv::write_vec(&module, &info, &options, None).expect("SPIR-V")
 }
 
 #[test]
@@ -142,6 +152,17 @@ fn valid_spirv_whose_bindings_the_signature_lacks_is_refused() {
         VulkanKernelSource::spirv("short", spirv(TRIPLE), "triple", KernelSignature::new(1, 0)),
         "short",
         "uses the storage buffer y at set 0 binding 1, which the signature does not declare",
+    );
+    // Without debug names (a release build's default), the binding is still named.
+    assert_refused(
+        VulkanKernelSource::spirv(
+            "short",
+            spirv_with(TRIPLE, false),
+            "triple",
+            KernelSignature::new(1, 0),
+        ),
+        "short",
+        "at set 0 binding 1, which the signature does not declare",
     );
     // A buffer in set 1: the layout has set 0 only.
     let other_set = TRIPLE.replace("@group(0) @binding(1)", "@group(1) @binding(0)");
