@@ -596,9 +596,9 @@ options:
 
 Options also take the form --name=value.
 
-exit status: 0 when every check holds (or CUDA has no GPU: SKIP); 1 when a check
-fails or the runtime fails; 2 for a usage error or a backend this build was made
-without.";
+exit status: 0 when every check holds (or CUDA has no GPU: SKIP, unless
+CAPTURE_REQUIRE_CUDA=1); 1 when a check fails or the runtime fails; 2 for a usage
+error or a backend this build was made without.";
 
 /// `capture decode`'s options.
 #[derive(Clone, Debug, PartialEq)]

@@ -107,7 +107,8 @@ fn vulkan(args: &DecodeArgs) -> ExitCode {
 }
 
 /// CUDA device 0; without a driver or GPU, `SKIP:` and success, as the other CUDA
-/// paths do.
+/// paths do, unless CUDA is required (`CAPTURE_REQUIRE_CUDA=1`, as the GPU bundle and
+/// `cargo xtask test-gpu` set it): then a failure.
 #[cfg(feature = "cuda")]
 fn cuda(args: &DecodeArgs) -> ExitCode {
     match capture_graphs::cuda::CudaBackend::new(0) {
@@ -119,6 +120,10 @@ fn cuda(args: &DecodeArgs) -> ExitCode {
                 backend.driver_version()
             );
             decode(backend, args)
+        }
+        Err(e) if std::env::var("CAPTURE_REQUIRE_CUDA").is_ok_and(|v| v == "1") => {
+            eprintln!("capture decode --backend cuda: CAPTURE_REQUIRE_CUDA=1 and {e}");
+            ExitCode::FAILURE
         }
         Err(e) => {
             println!("SKIP: capture decode --backend cuda: {e}");

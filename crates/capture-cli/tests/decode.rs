@@ -1,9 +1,9 @@
 //! `capture decode`'s three checks on a tiny configuration (2 layers, dim 64, 16
 //! tokens): on the mock, and on Vulkan (lavapipe in CI; `SKIP:` without a Vulkan
 //! device unless `CAPTURE_REQUIRE_VULKAN=1`; the facade's `vulkan` feature, which
-//! `cargo xtask test` turns on for this binary). The full-size workload is the
-//! program's (`capture decode`), not a test's.
-#![cfg(any(feature = "mock", feature = "vulkan"))]
+//! `cargo xtask test` turns on for this binary, with `cuda`). The full-size workload is
+//! the program's (`capture decode`), not a test's.
+#![cfg(any(feature = "mock", feature = "vulkan", feature = "cuda"))]
 
 use capture_cli::decode::{Config, DecodeBackend, DecodeOptions, DecodeReport, render, run};
 
@@ -171,4 +171,47 @@ fn the_program_prints_both_modes_the_ledger_and_the_checks() {
         assert!(stdout.contains(expected), "{expected:?} missing:\n{stdout}");
     }
     assert!(stderr.is_empty(), "{stderr}");
+}
+
+/// `capture decode --backend cuda` where CUDA is required: it decodes on a driver that is
+/// there, and fails (never `SKIP:` and success) where none is.
+#[cfg(feature = "cuda")]
+#[test]
+fn decode_on_cuda_fails_without_a_driver_when_cuda_is_required() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_capture"))
+        .args([
+            "decode",
+            "--backend",
+            "cuda",
+            "--tokens",
+            "2",
+            "--dim",
+            "32",
+        ])
+        .args([
+            "--layers",
+            "1",
+            "--heads",
+            "2",
+            "--vocab",
+            "64",
+            "--context",
+            "8",
+        ])
+        .env("CAPTURE_REQUIRE_CUDA", "1")
+        .output()
+        .expect("the capture binary starts");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stdout.starts_with("device: ") {
+        println!("a CUDA driver is present: the decoder ran on it");
+        assert!(out.status.success(), "{stdout}{stderr}");
+    } else {
+        assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+        assert!(!stdout.contains("SKIP"), "{stdout}");
+        assert!(
+            stderr.contains("CAPTURE_REQUIRE_CUDA=1 and CUDA unavailable"),
+            "{stderr}"
+        );
+    }
 }
