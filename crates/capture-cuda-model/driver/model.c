@@ -1,0 +1,1970 @@
+/*
+ * The CUDA driver model: a shared library named like the driver (libcuda.so.1) that
+ * stands in for it where no GPU is, so capture-cuda runs unchanged in every test run.
+ *
+ * Written against NVIDIA's own cuda.h (from the pinned nvidia-cuda-runtime-cu12 wheel):
+ * every entry point below is defined under the name cuda.h declares (its macros map
+ * cuMemAlloc to cuMemAlloc_v2 and so on), so the compiler checks each exported
+ * signature against NVIDIA's declaration.
+ *
+ * What it models, from the driver documentation:
+ * - one device, named "capture CUDA driver model (not a GPU)", compute capability 9.0
+ *   (so the shipped sm_90 cubins load), claiming CUDA 12.9 (CAPTURE_CUDA_MODEL_VERSION
+ *   claims another, which changes the PTX ISA it accepts);
+ * - primary contexts (retained and released) and created contexts, the current context
+ *   per thread; a context's first asynchronous error is sticky, as on a GPU;
+ * - streams whose work runs deferred, each stream on its own and in its own order: work
+ *   runs only when the host waits for it (a stream or event synchronisation, a
+ *   synchronous copy, a context synchronisation, a free), so a missing
+ *   cuStreamWaitEvent shows as wrong bytes; events, and waits on them (a wait makes the
+ *   waiting stream run the other stream up to the event first);
+ * - device memory and pinned host memory, every kernel's ranges checked against the
+ *   live allocations; copies from and to pinned memory read and write it when they run,
+ *   copies from and to pageable memory when they are called;
+ * - modules from PTX (entry points and their parameters read from the .entry lists; the
+ *   .version checked against the ISA the claimed driver accepts) and from cubins (the
+ *   ELF's .text.<name> sections and the KPARAM_INFO records of .nv.info.<name>; the
+ *   SASS architecture checked against the device), cuFuncGetParamInfo answered from them;
+ * - stream capture in relaxed mode, with the errors the driver documents for what a
+ *   capture cannot contain: a synchronisation or query of a capturing stream, an event
+ *   recorded in a capture waited on or synchronised outside it, a wait in a capture on an
+ *   event recorded outside it, a copy from or to pageable memory, and, on any thread,
+ *   a memory free, a module load or unload, or a context synchronisation while the
+ *   context captures (each invalidates the captures it touches); graphs of kernel and
+ *   copy nodes, their node queries, instantiation, upload, launch and destruction (an
+ *   executable destroyed with launches queued is freed after them).
+ *
+ * Kernels run on the host, by entry name, through a kernel library named by
+ * CAPTURE_CUDA_MODEL_KERNELS (model.h's `capture_model_run`): the whole grid at once.
+ * `capture_model_counts` says what lives, for the tests' leak checks.
+ *
+ * What it cannot show: timing, what a real driver actually invalidates beyond its
+ * documentation, JIT compilation, lazy loading, concurrency inside the GPU.
+ */
+
+#define _GNU_SOURCE
+#include <cuda.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+
+#define MODEL_NAME "capture CUDA driver model (not a GPU)"
+#define MODEL_PREFIX "capture CUDA driver model: "
+
+/* ---------------------------------------------------------------------------------- */
+/* State                                                                                */
+
+static pthread_mutex_t model_lock = PTHREAD_MUTEX_INITIALIZER;
+static int initialized;
+static int driver_version = 12090;
+static unsigned long long memory_limit = 4ull << 30;
+static struct capture_model_counts totals;
+
+static void lock(void) { pthread_mutex_lock(&model_lock); }
+static void unlock(void) { pthread_mutex_unlock(&model_lock); }
+
+/* Says why something went wrong on stderr, for whoever reads the test's output. */
+static void say(const char *format, ...) {
+    va_list args;
+    va_start(args, format);
+    fputs(MODEL_PREFIX, stderr);
+    vfprintf(stderr, format, args);
+    fputc('\n', stderr);
+    va_end(args);
+}
+
+static void *xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        say("out of host memory");
+        abort();
+    }
+    return p;
+}
+
+static void *xrealloc(void *p, size_t n) {
+    void *q = realloc(p, n ? n : 1);
+    if (!q) {
+        say("out of host memory");
+        abort();
+    }
+    return q;
+}
+
+static char *xstrdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = xmalloc(n);
+    memcpy(d, s, n);
+    return d;
+}
+
+/* Kinds of handle the model hands out; every handle starts with one. */
+enum kind { K_CTX = 1, K_STREAM, K_EVENT, K_MODULE, K_FUNCTION, K_GRAPH, K_NODE, K_EXEC };
+
+struct header {
+    enum kind kind;
+};
+
+/* The live handles, an open-addressing set of pointers: a handle is valid while it is in
+   the set and of the kind asked for, so a destroyed handle is refused, never read. */
+static void **live;
+static size_t live_cap, live_len;
+static char tombstone_mark;
+#define TOMBSTONE ((void *)&tombstone_mark)
+
+static size_t slot_of(const void *p, size_t cap) {
+    uintptr_t h = (uintptr_t)p;
+    h ^= h >> 17;
+    h *= 0x9E3779B97F4A7C15ull;
+    return (size_t)(h ^ (h >> 29)) & (cap - 1);
+}
+
+static void live_put(void *p);
+
+static void live_grow(void) {
+    size_t old_cap = live_cap;
+    void **old = live;
+    live_cap = old_cap ? old_cap * 2 : 1024;
+    live = calloc(live_cap, sizeof *live);
+    if (!live) {
+        say("out of host memory");
+        abort();
+    }
+    live_len = 0;
+    for (size_t i = 0; i < old_cap; i++)
+        if (old[i] && old[i] != TOMBSTONE) live_put(old[i]);
+    free(old);
+}
+
+static void live_put(void *p) {
+    if ((live_len + 1) * 2 > live_cap) live_grow();
+    size_t i = slot_of(p, live_cap);
+    while (live[i] && live[i] != TOMBSTONE) i = (i + 1) & (live_cap - 1);
+    live[i] = p;
+    live_len++;
+}
+
+static int live_has(const void *p) {
+    /* Small values (the default streams' handles) are never live objects. */
+    if ((uintptr_t)p < 4096 || p == TOMBSTONE || !live_cap) return 0;
+    size_t i = slot_of(p, live_cap);
+    while (live[i]) {
+        if (live[i] == p) return 1;
+        i = (i + 1) & (live_cap - 1);
+    }
+    return 0;
+}
+
+static void live_remove(const void *p) {
+    if (!p || !live_cap) return;
+    size_t i = slot_of(p, live_cap);
+    while (live[i]) {
+        if (live[i] == p) {
+            live[i] = TOMBSTONE;
+            live_len--;
+            return;
+        }
+        i = (i + 1) & (live_cap - 1);
+    }
+}
+
+static void *handle(const void *p, enum kind kind) {
+    if (!live_has(p)) return NULL;
+    struct header *h = (struct header *)p;
+    return h->kind == kind ? (void *)p : NULL;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Contexts                                                                             */
+
+struct stream;
+struct capture;
+
+struct ctx {
+    struct header h;
+    int primary;
+    int retains;       /* a primary context's retain count */
+    int active;        /* retained (primary) or not destroyed (created) */
+    CUresult sticky;   /* the first asynchronous error, returned by every later call */
+    struct stream *legacy; /* the context's default stream, made on first use */
+};
+
+static struct ctx primary_ctx = {{K_CTX}, 1, 0, 0, CUDA_SUCCESS, NULL};
+static __thread struct ctx *current;
+
+/* The current context, if it is active. */
+static struct ctx *current_ctx(CUresult *error) {
+    if (!initialized) {
+        *error = CUDA_ERROR_NOT_INITIALIZED;
+        return NULL;
+    }
+    if (!current || !current->active) {
+        *error = CUDA_ERROR_INVALID_CONTEXT;
+        return NULL;
+    }
+    if (current->sticky) {
+        *error = current->sticky;
+        return NULL;
+    }
+    return current;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Memory                                                                               */
+
+struct allocation {
+    uintptr_t base;
+    size_t size;
+    int host; /* pinned host memory rather than device memory */
+    struct ctx *ctx;
+};
+
+/* Live allocations, sorted by base. */
+static struct allocation *allocs;
+static size_t alloc_len, alloc_cap;
+static unsigned long long device_bytes, host_bytes;
+
+static size_t alloc_search(uintptr_t address) {
+    size_t lo = 0, hi = alloc_len;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (allocs[mid].base <= address)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo; /* the first allocation above address */
+}
+
+/* The allocation holding [address, address + bytes), if one does. */
+static struct allocation *alloc_holding(uintptr_t address, size_t bytes) {
+    size_t i = alloc_search(address);
+    if (i == 0) return NULL;
+    struct allocation *a = &allocs[i - 1];
+    if (address < a->base || address - a->base >= a->size) return NULL;
+    if (bytes > a->size - (address - a->base)) return NULL;
+    return a;
+}
+
+static void alloc_insert(struct allocation a) {
+    if (alloc_len == alloc_cap) {
+        alloc_cap = alloc_cap ? alloc_cap * 2 : 64;
+        allocs = xrealloc(allocs, alloc_cap * sizeof *allocs);
+    }
+    size_t i = alloc_search(a.base);
+    memmove(&allocs[i + 1], &allocs[i], (alloc_len - i) * sizeof *allocs);
+    allocs[i] = a;
+    alloc_len++;
+}
+
+static int alloc_remove(uintptr_t base, int host, struct allocation *out) {
+    size_t i = alloc_search(base);
+    if (i == 0 || allocs[i - 1].base != base || allocs[i - 1].host != host) return 0;
+    *out = allocs[i - 1];
+    memmove(&allocs[i - 1], &allocs[i], (alloc_len - i) * sizeof *allocs);
+    alloc_len--;
+    return 1;
+}
+
+/* The `inside` a host kernel gets: called while the model's lock is held. */
+static int inside(unsigned long long address, size_t bytes) {
+    return alloc_holding((uintptr_t)address, bytes) != NULL;
+}
+
+/* Bytes never written read as this pattern (floats near -6.6e6). */
+#define FRESH 0xCA
+
+/* ---------------------------------------------------------------------------------- */
+/* Modules and functions                                                                */
+
+struct function {
+    struct header h;
+    struct module *module;
+    char *name;
+    unsigned count;
+    size_t *offsets;
+    size_t *sizes;
+    size_t param_bytes;
+    int max_dynamic_shared;
+};
+
+struct module {
+    struct header h;
+    struct ctx *ctx;
+    int loaded;
+    size_t count;
+    struct function **functions;
+};
+
+/* The most dynamic shared memory a launch may use without opting in, and with. */
+#define SHARED_DEFAULT 49152
+#define SHARED_OPTIN 232448
+
+static struct function *new_function(struct module *m, const char *name, size_t len) {
+    struct function *f = xmalloc(sizeof *f);
+    memset(f, 0, sizeof *f);
+    f->h.kind = K_FUNCTION;
+    f->module = m;
+    f->name = xmalloc(len + 1);
+    memcpy(f->name, name, len);
+    f->name[len] = 0;
+    f->max_dynamic_shared = SHARED_DEFAULT;
+    m->functions = xrealloc(m->functions, (m->count + 1) * sizeof *m->functions);
+    m->functions[m->count++] = f;
+    return f;
+}
+
+static void add_param(struct function *f, size_t offset, size_t size) {
+    f->offsets = xrealloc(f->offsets, (f->count + 1) * sizeof *f->offsets);
+    f->sizes = xrealloc(f->sizes, (f->count + 1) * sizeof *f->sizes);
+    f->offsets[f->count] = offset;
+    f->sizes[f->count] = size;
+    f->count++;
+    if (offset + size > f->param_bytes) f->param_bytes = offset + size;
+}
+
+/* The newest PTX ISA (major * 10 + minor) a driver of `version` accepts. */
+static int ptx_isa_of(int version) {
+    static const int table[][2] = {
+        {12000, 80}, {12010, 81}, {12020, 82}, {12030, 83}, {12040, 84}, {12050, 85},
+        {12060, 85}, {12080, 87}, {12090, 88}, {13000, 90}, {13010, 90},
+    };
+    int isa = 78;
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (version >= table[i][0]) isa = table[i][1];
+    return isa;
+}
+
+static const char *skip_space(const char *p) {
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+    return p;
+}
+
+static size_t type_size(const char *t, size_t len) {
+    if (len < 3) return 0;
+    const char *digits = t + 2; /* ".u64", ".f32", ".b8" */
+    int bits = atoi(digits);
+    return bits > 0 ? (size_t)bits / 8 : 0;
+}
+
+/* Reads one parameter declaration "[.param] .type [.ptr ...] [.align A] name[N]" ending
+   at `end`, appends it to `f`, and returns 0, or -1 when it cannot be read. */
+static int ptx_param(struct function *f, const char *p, const char *end, size_t *cursor) {
+    size_t size = 0, align = 0, count = 1;
+    while (p < end) {
+        p = skip_space(p);
+        if (p >= end) break;
+        const char *word = p;
+        while (p < end && *p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') p++;
+        size_t len = (size_t)(p - word);
+        if (len == 6 && !memcmp(word, ".param", 6)) continue;
+        if (len == 6 && !memcmp(word, ".align", 6)) {
+            p = skip_space(p);
+            align = (size_t)strtoul(p, (char **)&p, 10);
+            continue;
+        }
+        if (word[0] == '.') {
+            if (len >= 3 && strchr("usbf", word[1]) && word[2] >= '0' && word[2] <= '9')
+                size = type_size(word, len);
+            continue; /* .ptr, .global, .shared, ... */
+        }
+        /* The name, maybe with [N]. */
+        const char *bracket = memchr(word, '[', len);
+        if (bracket) count = (size_t)strtoul(bracket + 1, NULL, 10);
+    }
+    if (!size || !count) return -1;
+    if (!align) align = size;
+    *cursor = (*cursor + align - 1) / align * align;
+    add_param(f, *cursor, size * count);
+    *cursor += size * count;
+    return 0;
+}
+
+/* Parses PTX text: its version against the claimed driver's ISA, its target against the
+   device, and every .entry with its parameters. */
+static CUresult load_ptx(struct module *m, const char *text) {
+    const char *v = strstr(text, ".version");
+    if (!v) return CUDA_ERROR_INVALID_PTX;
+    int major = 0, minor = 0;
+    if (sscanf(v, ".version %d.%d", &major, &minor) != 2) return CUDA_ERROR_INVALID_PTX;
+    if (major * 10 + minor > ptx_isa_of(driver_version)) {
+        say("PTX ISA %d.%d is newer than this driver's (%d.%d, CUDA %d.%d)", major, minor,
+            ptx_isa_of(driver_version) / 10, ptx_isa_of(driver_version) % 10,
+            driver_version / 1000, driver_version % 1000 / 10);
+        return CUDA_ERROR_UNSUPPORTED_PTX_VERSION;
+    }
+    const char *t = strstr(text, ".target");
+    if (t) {
+        int arch = 0;
+        if (sscanf(t, ".target sm_%d", &arch) == 1 && arch > 90) return CUDA_ERROR_NO_BINARY_FOR_GPU;
+    }
+    for (const char *e = strstr(text, ".entry"); e; e = strstr(e + 6, ".entry")) {
+        const char *name = skip_space(e + 6);
+        const char *name_end = name;
+        while (*name_end && *name_end != '(' && *name_end != ' ' && *name_end != '\n' &&
+               *name_end != '\t' && *name_end != '\r')
+            name_end++;
+        struct function *f = new_function(m, name, (size_t)(name_end - name));
+        const char *open = skip_space(name_end);
+        if (*open != '(') continue; /* no parameters */
+        const char *close = strchr(open, ')');
+        if (!close) return CUDA_ERROR_INVALID_PTX;
+        size_t cursor = 0;
+        const char *p = open + 1;
+        while (p < close) {
+            const char *comma = memchr(p, ',', (size_t)(close - p));
+            const char *end = comma ? comma : close;
+            if (skip_space(p) < end && ptx_param(f, p, end, &cursor) != 0)
+                return CUDA_ERROR_INVALID_PTX;
+            p = end + 1;
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
+/* ELF64 little-endian reads, bounds checked by the caller. */
+static uint16_t rd16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static uint32_t rd32(const unsigned char *p) { return (uint32_t)rd16(p) | (uint32_t)rd16(p + 2) << 16; }
+static uint64_t rd64(const unsigned char *p) { return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32; }
+
+/* The size of an ELF image from its section header table's end (cuModuleLoadData gets
+   no length: the image says where it ends). */
+static CUresult load_cubin(struct module *m, const unsigned char *d) {
+    if (d[4] != 2 || d[5] != 1) return CUDA_ERROR_INVALID_IMAGE; /* ELF64, little-endian */
+    uint32_t flags = rd32(d + 0x30);
+    unsigned arch = flags & 0xff;
+    if (arch / 10 != 9 || arch % 10 > 0) {
+        say("a cubin for sm_%u cannot run on this device (sm_90)", arch);
+        return CUDA_ERROR_NO_BINARY_FOR_GPU;
+    }
+    uint64_t shoff = rd64(d + 0x28);
+    uint16_t shentsize = rd16(d + 0x3a), shnum = rd16(d + 0x3c), shstrndx = rd16(d + 0x3e);
+    if (shentsize < 64 || shstrndx >= shnum) return CUDA_ERROR_INVALID_IMAGE;
+    const unsigned char *strsec = d + shoff + (uint64_t)shstrndx * shentsize;
+    const char *strtab = (const char *)d + rd64(strsec + 0x18);
+    /* Every kernel has a .text.<name> section. */
+    for (unsigned i = 0; i < shnum; i++) {
+        const unsigned char *s = d + shoff + (uint64_t)i * shentsize;
+        const char *name = strtab + rd32(s);
+        if (!strncmp(name, ".text.", 6)) new_function(m, name + 6, strlen(name + 6));
+    }
+    /* Their parameters are the KPARAM_INFO records (format 4, attribute 0x17) of
+       .nv.info.<name>: an index, an ordinal, an offset, and the size in bits 18..31. */
+    for (unsigned i = 0; i < shnum; i++) {
+        const unsigned char *s = d + shoff + (uint64_t)i * shentsize;
+        const char *name = strtab + rd32(s);
+        if (strncmp(name, ".nv.info.", 9)) continue;
+        struct function *f = NULL;
+        for (size_t k = 0; k < m->count; k++)
+            if (!strcmp(m->functions[k]->name, name + 9)) f = m->functions[k];
+        if (!f) continue;
+        const unsigned char *p = d + rd64(s + 0x18), *end = p + rd64(s + 0x20);
+        size_t params = 0, offsets[256], sizes[256];
+        while (p + 2 <= end) {
+            unsigned format = p[0], attribute = p[1];
+            if (format == 4) {
+                unsigned size = rd16(p + 2);
+                if (attribute == 0x17 && size >= 12 && params < 256) {
+                    unsigned ordinal = rd16(p + 8);
+                    if (ordinal < 256) {
+                        offsets[ordinal] = rd16(p + 10);
+                        sizes[ordinal] = (rd32(p + 12) >> 18) & 0x3fff;
+                        if (ordinal + 1 > params) params = ordinal + 1;
+                    }
+                }
+                p += 4 + size;
+            } else if (format == 3) {
+                p += 4;
+            } else if (format == 2) {
+                p += 3;
+            } else {
+                p += 2;
+            }
+        }
+        for (size_t k = 0; k < params; k++) add_param(f, offsets[k], sizes[k]);
+    }
+    return CUDA_SUCCESS;
+}
+
+static void free_module(struct module *m) {
+    for (size_t i = 0; i < m->count; i++) {
+        struct function *f = m->functions[i];
+        live_remove(f);
+        free(f->name);
+        free(f->offsets);
+        free(f->sizes);
+        free(f);
+    }
+    free(m->functions);
+    m->functions = NULL;
+    m->count = 0;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Work: what a stream queue and a graph hold                                           */
+
+enum work_kind { W_KERNEL, W_HTOD, W_DTOH, W_WAIT, W_RECORD, W_GRAPH };
+
+struct exec;
+
+struct work {
+    enum work_kind kind;
+    struct work *next;
+    unsigned long long ticket; /* its place in its stream */
+    union {
+        struct {
+            struct function *f;
+            char *entry; /* kept: the module may be unloaded before it runs */
+            size_t param_bytes;
+            unsigned grid[3], block[3], shared;
+            unsigned char *params;
+        } kernel;
+        struct {
+            uintptr_t device;
+            void *host;   /* pinned memory, read or written when the copy runs */
+            void *owned;  /* pageable bytes copied at the call (host to device) */
+            int pinned;   /* the host side lies in pinned memory */
+            size_t bytes;
+        } copy;
+        struct {
+            struct stream *stream;
+            unsigned long long ticket;
+        } wait;
+        struct exec *graph;
+    } u;
+};
+
+static void free_work(struct work *w) {
+    if (w->kind == W_KERNEL) {
+        free(w->u.kernel.params);
+        free(w->u.kernel.entry);
+    }
+    if (w->kind == W_HTOD) free(w->u.copy.owned);
+    free(w);
+}
+
+static struct work *copy_work(const struct work *w) {
+    struct work *c = xmalloc(sizeof *c);
+    *c = *w;
+    c->next = NULL;
+    if (w->kind == W_KERNEL) {
+        size_t bytes = w->u.kernel.param_bytes;
+        c->u.kernel.params = xmalloc(bytes);
+        memcpy(c->u.kernel.params, w->u.kernel.params, bytes);
+        c->u.kernel.entry = xstrdup(w->u.kernel.entry);
+    }
+    if (w->kind == W_HTOD && w->u.copy.owned) {
+        c->u.copy.owned = xmalloc(w->u.copy.bytes);
+        memcpy(c->u.copy.owned, w->u.copy.owned, w->u.copy.bytes);
+        c->u.copy.host = c->u.copy.owned;
+    }
+    return c;
+}
+
+struct node {
+    struct header h;
+    struct graph *graph;
+    struct work *work;
+};
+
+struct graph {
+    struct header h;
+    struct ctx *ctx;
+    size_t count;
+    struct node **nodes;
+};
+
+struct exec {
+    struct header h;
+    struct ctx *ctx;
+    size_t count;
+    struct work **works;
+    unsigned long long pending; /* launches queued and not yet run */
+    int destroyed;
+};
+
+static void graph_add(struct graph *g, struct work *w) {
+    struct node *n = xmalloc(sizeof *n);
+    n->h.kind = K_NODE;
+    n->graph = g;
+    n->work = w;
+    g->nodes = xrealloc(g->nodes, (g->count + 1) * sizeof *g->nodes);
+    g->nodes[g->count++] = n;
+    live_put(n);
+}
+
+static void free_graph(struct graph *g) {
+    for (size_t i = 0; i < g->count; i++) {
+        live_remove(g->nodes[i]);
+        free_work(g->nodes[i]->work);
+        free(g->nodes[i]);
+    }
+    free(g->nodes);
+    free(g);
+}
+
+static void free_exec(struct exec *x) {
+    for (size_t i = 0; i < x->count; i++) free_work(x->works[i]);
+    free(x->works);
+    free(x);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Streams, events and capture                                                          */
+
+struct capture {
+    struct stream *stream;
+    struct graph *graph;
+    int invalidated;
+};
+
+struct stream {
+    struct header h;
+    struct ctx *ctx;
+    unsigned flags;
+    int is_default;
+    int destroyed; /* kept after destruction: events recorded on it still name it */
+    struct work *head, *tail;
+    unsigned long long enqueued, done;
+    int running;
+    struct capture *capture;
+};
+
+/* Every stream ever made (a destroyed one stays, marked). */
+static struct stream **streams;
+static size_t stream_len;
+
+struct event {
+    struct header h;
+    struct ctx *ctx;
+    unsigned flags;
+    struct stream *stream; /* where it was last recorded outside a capture */
+    unsigned long long ticket;
+    struct capture *captured; /* the capture it was last recorded in, while it lasts */
+    int captured_ever;        /* last recorded in a capture (which may have ended) */
+};
+
+static struct event **events; /* live events, to forget a capture that ends */
+static size_t event_len;
+
+static struct stream *new_stream(struct ctx *ctx, unsigned flags, int is_default) {
+    struct stream *s = xmalloc(sizeof *s);
+    memset(s, 0, sizeof *s);
+    s->h.kind = K_STREAM;
+    s->ctx = ctx;
+    s->flags = flags;
+    s->is_default = is_default;
+    streams = xrealloc(streams, (stream_len + 1) * sizeof *streams);
+    streams[stream_len++] = s;
+    live_put(s);
+    return s;
+}
+
+/* The stream a handle names: a live stream of `ctx`, or its default stream for the
+   legacy and per-thread handles (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD). */
+static struct stream *stream_of(CUstream h, struct ctx *ctx, CUresult *error) {
+    if (h == NULL || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) {
+        if (!ctx->legacy) ctx->legacy = new_stream(ctx, 0, 1);
+        return ctx->legacy;
+    }
+    struct stream *s = handle(h, K_STREAM);
+    if (!s || s->destroyed) {
+        *error = CUDA_ERROR_INVALID_HANDLE;
+        return NULL;
+    }
+    if (s->ctx != ctx) {
+        *error = CUDA_ERROR_INVALID_CONTEXT;
+        return NULL;
+    }
+    return s;
+}
+
+static void invalidate(struct capture *c, const char *why) {
+    if (!c->invalidated)
+        say("the capture on stream %p is invalidated: %s", (void *)c->stream, why);
+    c->invalidated = 1;
+}
+
+/* Whether any stream of `ctx` captures (its capture active or invalidated). */
+static int ctx_captures(struct ctx *ctx) {
+    for (size_t i = 0; i < stream_len; i++)
+        if (streams[i]->ctx == ctx && !streams[i]->destroyed && streams[i]->capture) return 1;
+    return 0;
+}
+
+/* A call no capture of the context may overlap happened: every capture of the context
+   is invalidated. */
+static void invalidate_all(struct ctx *ctx, const char *why) {
+    for (size_t i = 0; i < stream_len; i++)
+        if (streams[i]->ctx == ctx && streams[i]->capture) invalidate(streams[i]->capture, why);
+}
+
+static unsigned long long enqueue(struct stream *s, struct work *w) {
+    w->next = NULL;
+    w->ticket = ++s->enqueued;
+    if (s->tail)
+        s->tail->next = w;
+    else
+        s->head = w;
+    s->tail = w;
+    return w->ticket;
+}
+
+/* The kernel library, loaded on the first kernel run. */
+static capture_model_run_fn run_kernel_fn;
+static int kernels_tried;
+static char kernels_error[512];
+
+static capture_model_run_fn kernels(void) {
+    if (kernels_tried) return run_kernel_fn;
+    kernels_tried = 1;
+    const char *path = getenv("CAPTURE_CUDA_MODEL_KERNELS");
+    if (!path || !*path) {
+        snprintf(kernels_error, sizeof kernels_error,
+                 "no kernel library: CAPTURE_CUDA_MODEL_KERNELS is not set");
+        return NULL;
+    }
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        snprintf(kernels_error, sizeof kernels_error, "the kernel library does not load: %s",
+                 dlerror());
+        return NULL;
+    }
+    run_kernel_fn = (capture_model_run_fn)dlsym(lib, "capture_model_run");
+    if (!run_kernel_fn)
+        snprintf(kernels_error, sizeof kernels_error, "%s has no capture_model_run", path);
+    return run_kernel_fn;
+}
+
+static void fault(struct ctx *ctx, CUresult code, const char *format, ...) {
+    char line[768];
+    va_list args;
+    va_start(args, format);
+    vsnprintf(line, sizeof line, format, args);
+    va_end(args);
+    say("%s", line);
+    if (!ctx->sticky) ctx->sticky = code;
+}
+
+static void run_stream(struct stream *s, unsigned long long upto);
+
+static void run_work(struct stream *s, struct work *w) {
+    struct ctx *ctx = s->ctx;
+    if (ctx->sticky) {
+        /* A faulted context runs nothing more; a graph launch still lets go of its
+           executable. */
+        if (w->kind == W_GRAPH && --w->u.graph->pending == 0 && w->u.graph->destroyed)
+            free_exec(w->u.graph);
+        return;
+    }
+    switch (w->kind) {
+    case W_KERNEL: {
+        struct function *f = w->u.kernel.f;
+        if (!live_has(f) || !f->module->loaded) {
+            fault(ctx, CUDA_ERROR_INVALID_HANDLE,
+                  "kernel %s ran after its module was unloaded", w->u.kernel.entry);
+            return;
+        }
+        capture_model_run_fn run = kernels();
+        if (!run) {
+            fault(ctx, CUDA_ERROR_LAUNCH_FAILED, "kernel %s cannot run: %s", f->name,
+                  kernels_error);
+            return;
+        }
+        struct capture_model_launch launch = {
+            .entry = f->name,
+            .grid = {w->u.kernel.grid[0], w->u.kernel.grid[1], w->u.kernel.grid[2]},
+            .block = {w->u.kernel.block[0], w->u.kernel.block[1], w->u.kernel.block[2]},
+            .shared_bytes = w->u.kernel.shared,
+            .param_count = f->count,
+            .params = w->u.kernel.params,
+            .param_offsets = f->offsets,
+            .param_sizes = f->sizes,
+            .inside = inside,
+        };
+        char error[512] = "";
+        int ran = run(&launch, error, sizeof error);
+        totals.kernels_run++;
+        if (ran == CAPTURE_MODEL_UNKNOWN)
+            fault(ctx, CUDA_ERROR_LAUNCH_FAILED, "kernel %s has no host implementation: %s",
+                  f->name, error);
+        else if (ran != CAPTURE_MODEL_RAN)
+            fault(ctx, CUDA_ERROR_ILLEGAL_ADDRESS, "kernel %s faulted: %s", f->name, error);
+        return;
+    }
+    case W_HTOD:
+        if (!alloc_holding(w->u.copy.device, w->u.copy.bytes) ||
+            (w->u.copy.pinned && !alloc_holding((uintptr_t)w->u.copy.host, w->u.copy.bytes))) {
+            fault(ctx, CUDA_ERROR_ILLEGAL_ADDRESS,
+                  "a host-to-device copy of %zu bytes touches freed memory", w->u.copy.bytes);
+            return;
+        }
+        memcpy((void *)w->u.copy.device, w->u.copy.host, w->u.copy.bytes);
+        return;
+    case W_DTOH:
+        if (!alloc_holding(w->u.copy.device, w->u.copy.bytes) ||
+            (w->u.copy.pinned && !alloc_holding((uintptr_t)w->u.copy.host, w->u.copy.bytes))) {
+            fault(ctx, CUDA_ERROR_ILLEGAL_ADDRESS,
+                  "a device-to-host copy of %zu bytes touches freed memory", w->u.copy.bytes);
+            return;
+        }
+        memcpy(w->u.copy.host, (void *)w->u.copy.device, w->u.copy.bytes);
+        return;
+    case W_WAIT: {
+        struct stream *other = w->u.wait.stream;
+        if (other->running && other->done < w->u.wait.ticket) {
+            fault(ctx, CUDA_ERROR_LAUNCH_TIMEOUT,
+                  "streams %p and %p wait for each other", (void *)s, (void *)other);
+            return;
+        }
+        run_stream(other, w->u.wait.ticket);
+        return;
+    }
+    case W_RECORD:
+        return;
+    case W_GRAPH: {
+        struct exec *x = w->u.graph;
+        for (size_t i = 0; i < x->count && !ctx->sticky; i++) run_work(s, x->works[i]);
+        totals.graphs_launched++;
+        x->pending--;
+        if (x->destroyed && !x->pending) free_exec(x);
+        return;
+    }
+    }
+}
+
+/* Runs `s`'s queued work up to ticket `upto`. */
+static void run_stream(struct stream *s, unsigned long long upto) {
+    if (s->running) return;
+    s->running = 1;
+    while (s->head && s->done < upto) {
+        struct work *w = s->head;
+        s->head = w->next;
+        if (!s->head) s->tail = NULL;
+        run_work(s, w);
+        s->done = w->ticket;
+        free_work(w);
+    }
+    if (!s->head) s->done = s->enqueued;
+    s->running = 0;
+}
+
+/* Runs every stream of `ctx` to its end (what a free or a context synchronisation
+   waits for). */
+static void run_all(struct ctx *ctx) {
+    for (size_t i = 0; i < stream_len; i++)
+        if (streams[i]->ctx == ctx) run_stream(streams[i], streams[i]->enqueued);
+}
+
+/* Where work for `s` goes: its queue, or its capture's graph. CUDA_SUCCESS with
+   `*graph` set while it captures. */
+static CUresult target(struct stream *s, struct graph **graph) {
+    *graph = NULL;
+    if (s->capture) {
+        if (s->capture->invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+        *graph = s->capture->graph;
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult submit(struct stream *s, struct work *w) {
+    struct graph *g;
+    CUresult r = target(s, &g);
+    if (r) {
+        free_work(w);
+        return r;
+    }
+    if (g)
+        graph_add(g, w);
+    else
+        enqueue(s, w);
+    return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* The API: initialisation, device, contexts                                            */
+
+CUresult CUDAAPI cuInit(unsigned int Flags) {
+    if (Flags != 0) return CUDA_ERROR_INVALID_VALUE;
+    lock();
+    if (!initialized) {
+        const char *v = getenv("CAPTURE_CUDA_MODEL_VERSION");
+        if (v && atoi(v) > 0) driver_version = atoi(v);
+        const char *m = getenv("CAPTURE_CUDA_MODEL_MEMORY");
+        if (m && strtoull(m, NULL, 10) > 0) memory_limit = strtoull(m, NULL, 10);
+        initialized = 1;
+    }
+    unlock();
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDriverGetVersion(int *driverVersion) {
+    if (!driverVersion) return CUDA_ERROR_INVALID_VALUE;
+    *driverVersion = driver_version;
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGetCount(int *count) {
+    if (!initialized) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!count) return CUDA_ERROR_INVALID_VALUE;
+    *count = 1;
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGet(CUdevice *device, int ordinal) {
+    if (!initialized) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!device) return CUDA_ERROR_INVALID_VALUE;
+    if (ordinal != 0) return CUDA_ERROR_INVALID_DEVICE;
+    *device = 0;
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice dev) {
+    if (!initialized) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!name || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+    if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+    snprintf(name, (size_t)len, "%s", MODEL_NAME);
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceTotalMem(size_t *bytes, CUdevice dev) {
+    if (!initialized) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!bytes) return CUDA_ERROR_INVALID_VALUE;
+    if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+    *bytes = (size_t)memory_limit;
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev) {
+    if (!initialized) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!pi) return CUDA_ERROR_INVALID_VALUE;
+    if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+    switch (attrib) {
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *pi = 9; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *pi = 0; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *pi = 1024; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: *pi = 1024; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y: *pi = 1024; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z: *pi = 64; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X: *pi = 2147483647; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y: *pi = 65535; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: *pi = 65535; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: *pi = SHARED_DEFAULT; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *pi = SHARED_OPTIN; break;
+    case CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY: *pi = 65536; break;
+    case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *pi = 32; break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *pi = 132; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK: *pi = 65536; break;
+    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: *pi = 1; break;
+    case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY: *pi = 1; break;
+    case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS: *pi = 1; break;
+    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: *pi = 0; break;
+    default:
+        if ((int)attrib <= 0 || attrib >= CU_DEVICE_ATTRIBUTE_MAX) return CUDA_ERROR_INVALID_VALUE;
+        *pi = 0;
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
+    if (!initialized) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+    if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+    lock();
+    if (primary_ctx.retains++ == 0) {
+        primary_ctx.active = 1;
+        primary_ctx.sticky = CUDA_SUCCESS;
+        live_put(&primary_ctx);
+        totals.contexts++;
+    }
+    *pctx = (CUcontext)&primary_ctx;
+    unlock();
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev) {
+    if (!initialized) return CUDA_ERROR_NOT_INITIALIZED;
+    if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+    lock();
+    CUresult r = CUDA_SUCCESS;
+    if (primary_ctx.retains == 0) {
+        r = CUDA_ERROR_INVALID_CONTEXT;
+    } else if (--primary_ctx.retains == 0) {
+        /* Destroyed: what was made in it and never destroyed stays counted. */
+        run_all(&primary_ctx);
+        primary_ctx.active = 0;
+        totals.contexts--;
+    }
+    unlock();
+    return r;
+}
+
+CUresult CUDAAPI cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev) {
+    (void)flags;
+    if (!initialized) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+    if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+    lock();
+    struct ctx *c = xmalloc(sizeof *c);
+    memset(c, 0, sizeof *c);
+    c->h.kind = K_CTX;
+    c->active = 1;
+    live_put(c);
+    totals.contexts++;
+    totals.context_switches++;
+    current = c;
+    *pctx = (CUcontext)c;
+    unlock();
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxDestroy(CUcontext ctx) {
+    lock();
+    struct ctx *c = handle(ctx, K_CTX);
+    CUresult r = CUDA_SUCCESS;
+    if (!c || !c->active || c->primary) {
+        r = CUDA_ERROR_INVALID_CONTEXT;
+    } else {
+        run_all(c);
+        c->active = 0;
+        live_remove(c);
+        totals.contexts--;
+        if (current == c) current = NULL;
+    }
+    unlock();
+    return r;
+}
+
+CUresult CUDAAPI cuCtxGetCurrent(CUcontext *pctx) {
+    if (!initialized) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+    *pctx = (CUcontext)current;
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx) {
+    if (!initialized) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!ctx) {
+        current = NULL;
+        return CUDA_SUCCESS;
+    }
+    lock();
+    struct ctx *c = handle(ctx, K_CTX);
+    if (c && c->active && c != current) totals.context_switches++;
+    unlock();
+    if (!c || !c->active) return CUDA_ERROR_INVALID_CONTEXT;
+    current = c;
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxGetDevice(CUdevice *device) {
+    CUresult r = CUDA_SUCCESS;
+    lock();
+    struct ctx *c = current_ctx(&r);
+    unlock();
+    if (!c) return r;
+    if (!device) return CUDA_ERROR_INVALID_VALUE;
+    *device = 0;
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxSynchronize(void) {
+    CUresult r = CUDA_SUCCESS;
+    lock();
+    struct ctx *c = current_ctx(&r);
+    if (c) {
+        if (ctx_captures(c)) {
+            invalidate_all(c, "cuCtxSynchronize");
+            r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+        } else {
+            run_all(c);
+            r = c->sticky;
+        }
+    }
+    unlock();
+    return r;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Streams                                                                              */
+
+CUresult CUDAAPI cuStreamCreate(CUstream *phStream, unsigned int Flags) {
+    if (!phStream || (Flags & ~CU_STREAM_NON_BLOCKING)) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = CUDA_SUCCESS;
+    lock();
+    struct ctx *c = current_ctx(&r);
+    if (c) {
+        *phStream = (CUstream)new_stream(c, Flags, 0);
+        totals.streams++;
+    }
+    unlock();
+    return r;
+}
+
+CUresult CUDAAPI cuStreamGetFlags(CUstream hStream, unsigned int *flags) {
+    if (!flags) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = CUDA_SUCCESS;
+    lock();
+    struct ctx *c = current_ctx(&r);
+    struct stream *s = c ? stream_of(hStream, c, &r) : NULL;
+    if (s) *flags = s->flags;
+    unlock();
+    return s ? CUDA_SUCCESS : r;
+}
+
+CUresult CUDAAPI cuStreamGetCtx(CUstream hStream, CUcontext *pctx) {
+    if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = CUDA_SUCCESS;
+    lock();
+    struct stream *s = handle(hStream, K_STREAM);
+    if (s && !s->destroyed && s->ctx->active) {
+        *pctx = (CUcontext)s->ctx;
+    } else if (!s && (hStream == NULL || hStream == CU_STREAM_LEGACY ||
+                      hStream == CU_STREAM_PER_THREAD)) {
+        struct ctx *c = current_ctx(&r);
+        if (c) *pctx = (CUcontext)c;
+    } else {
+        r = CUDA_ERROR_INVALID_HANDLE;
+    }
+    unlock();
+    return r;
+}
+
+CUresult CUDAAPI cuStreamDestroy(CUstream hStream) {
+    CUresult r = CUDA_SUCCESS;
+    lock();
+    struct ctx *c = current_ctx(&r);
+    struct stream *s = c ? stream_of(hStream, c, &r) : NULL;
+    if (s && s->is_default) {
+        r = CUDA_ERROR_INVALID_HANDLE;
+        s = NULL;
+    }
+    if (s) {
+        if (s->capture) {
+            invalidate(s->capture, "cuStreamDestroy of the capturing stream");
+            r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+        } else {
+            /* Its work still runs; its resources go once it has. */
+            run_stream(s, s->enqueued);
+            s->destroyed = 1;
+            live_remove(s);
+            totals.streams--;
+            r = CUDA_SUCCESS;
+        }
+    }
+    unlock();
+    return r;
+}
+
+CUresult CUDAAPI cuStreamSynchronize(CUstream hStream) {
+    CUresult r = CUDA_SUCCESS;
+    lock();
+    struct ctx *c = current_ctx(&r);
+    struct stream *s = c ? stream_of(hStream, c, &r) : NULL;
+    if (s) {
+        if (s->capture) {
+            invalidate(s->capture, "cuStreamSynchronize of the capturing stream");
+            r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+        } else {
+            run_stream(s, s->enqueued);
+            r = c->sticky;
+        }
+    }
+    unlock();
+    return r;
+}
+
+CUresult CUDAAPI cuStreamQuery(CUstream hStream) {
+    CUresult r = CUDA_SUCCESS;
+    lock();
+    struct ctx *c = current_ctx(&r);
+    struct stream *s = c ? stream_of(hStream, c, &r) : NULL;
+    if (s) {
+        if (s->capture) {
+            invalidate(s->capture, "cuStreamQuery of the capturing stream");
+            r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+        } else {
+            /* Observed work has run: the model runs it when asked. */
+            run_stream(s, s->enqueued);
+            r = c->sticky;
+        }
+    }
+    unlock();
+    return r;
+}
+
+CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags) {
+    if (Flags & ~CU_EVENT_WAIT_EXTERNAL) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = CUDA_SUCCESS;
+    lock();
+    struct ctx *c = current_ctx(&r);
+    struct stream *s = c ? stream_of(hStream, c, &r) : NULL;
+    struct event *e = s ? handle(hEvent, K_EVENT) : NULL;
+    if (s && !e) r = CUDA_ERROR_INVALID_HANDLE;
+    if (s && e) {
+        if (s->capture) {
+            if (s->capture->invalidated) {
+                r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+            } else if (e->captured != s->capture) {
+                invalidate(s->capture, "a wait on an event recorded outside the capture");
+                r = CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
+            }
+            /* An event of the same capture: an ordering the linear graph has already. */
+        } else if (e->captured_ever) {
+            if (e->captured) invalidate(e->captured, "a wait outside the capture on its event");
+            r = CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
+        } else if (e->stream && e->stream != s) {
+            struct work *w = xmalloc(sizeof *w);
+            memset(w, 0, sizeof *w);
+            w->kind = W_WAIT;
+            w->u.wait.stream = e->stream;
+            w->u.wait.ticket = e->ticket;
+            enqueue(s, w);
+        }
+    }
+    unlock();
+    return r;
+}
+
+CUresult CUDAAPI cuStreamBeginCapture(CUstream hStream, CUstreamCaptureMode mode) {
+    if (mode != CU_STREAM_CAPTURE_MODE_GLOBAL && mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+        mode != CU_STREAM_CAPTURE_MODE_RELAXED)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = CUDA_SUCCESS;
+    lock();
+    struct ctx *c = current_ctx(&r);
+    struct stream *s = c ? stream_of(hStream, c, &r) : NULL;
+    if (s && s->is_default) {
+        r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    } else if (s && s->capture) {
+        r = CUDA_ERROR_ILLEGAL_STATE;
+    } else if (s) {
+        struct capture *cap = xmalloc(sizeof *cap);
+        struct graph *g = xmalloc(sizeof *g);
+        memset(g, 0, sizeof *g);
+        g->h.kind = K_GRAPH;
+        g->ctx = c;
+        cap->stream = s;
+        cap->graph = g;
+        cap->invalidated = 0;
+        s->capture = cap;
+    }
+    unlock();
+    return r;
+}
+
+/* A capture ends: events recorded in it are no longer in a live capture. */
+static void forget_capture(struct capture *cap) {
+    for (size_t i = 0; i < event_len; i++)
+        if (events[i]->captured == cap) events[i]->captured = NULL;
+}
+
+CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph *phGraph) {
+    if (!phGraph) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = CUDA_SUCCESS;
+    lock();
+    struct ctx *c = current_ctx(&r);
+    struct stream *s = c ? stream_of(hStream, c, &r) : NULL;
+    if (s && !s->capture) {
+        r = CUDA_ERROR_ILLEGAL_STATE;
+    } else if (s) {
+        struct capture *cap = s->capture;
+        s->capture = NULL;
+        forget_capture(cap);
+        if (cap->invalidated) {
+            free_graph(cap->graph);
+            *phGraph = NULL;
+            r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+        } else {
+            live_put(cap->graph);
+            totals.graphs++;
+            *phGraph = (CUgraph)cap->graph;
+        }
+        free(cap);
+    }
+    unlock();
+    return r;
+}
+
+CUresult CUDAAPI cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus) {
+    if (!captureStatus) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = CUDA_SUCCESS;
+    lock();
+    struct ctx *c = current_ctx(&r);
+    struct stream *s = c ? stream_of(hStream, c, &r) : NULL;
+    if (s) {
+        if (!s->capture)
+            *captureStatus = CU_STREAM_CAPTURE_STATUS_NONE;
+        else if (s->capture->invalidated)
+            *captureStatus = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+        else
+            *captureStatus = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    }
+    unlock();
+    return s ? CUDA_SUCCESS : r;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Memory                                                                               */
+
+static CUresult allocate(size_t bytes, int host, void **out) {
+    CUresult r = CUDA_SUCCESS;
+    lock();
+    struct ctx *c = current_ctx(&r);
+    if (c) {
+        unsigned long long *used = host ? &host_bytes : &device_bytes;
+        if (bytes == 0) {
+            r = CUDA_ERROR_INVALID_VALUE;
+        } else if (bytes > memory_limit || *used + bytes > memory_limit) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            size_t padded = (bytes + 255) / 256 * 256;
+            void *p = aligned_alloc(256, padded);
+            if (!p) {
+                r = CUDA_ERROR_OUT_OF_MEMORY;
+            } else {
+                memset(p, FRESH, padded);
+                struct allocation a = {(uintptr_t)p, bytes, host, c};
+                alloc_insert(a);
+                *used += bytes;
+                if (host)
+                    totals.host_allocations++;
+                else
+                    totals.device_allocations++;
+                *out = p;
+            }
+        }
+    }
+    unlock();
+    return r;
+}
+
+/* Frees an allocation: what is queued in the context runs first, as the driver's free
+   synchronises; refused, invalidating every capture of the context, while one is open. */
+static CUresult release(uintptr_t base, int host, const char *op) {
+    CUresult r = CUDA_SUCCESS;
+    lock();
+    struct ctx *c = current_ctx(&r);
+    if (c) {
+        struct allocation a = {0};
+        size_t i = alloc_search(base);
+        if (i == 0 || allocs[i - 1].base != base || allocs[i - 1].host != host) {
+            r = CUDA_ERROR_INVALID_VALUE;
+        } else if (ctx_captures(c)) {
+            char why[64];
+            snprintf(why, sizeof why, "%s during stream capture", op);
+            invalidate_all(c, why);
+            r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+        } else {
+            run_all(c);
+            alloc_remove(base, host, &a);
+            if (host) {
+                host_bytes -= a.size;
+                totals.host_allocations--;
+            } else {
+                device_bytes -= a.size;
+                totals.device_allocations--;
+            }
+            free((void *)base);
+        }
+    }
+    unlock();
+    return r;
+}
+
+CUresult CUDAAPI cuMemAlloc(CUdeviceptr *dptr, size_t bytesize) {
+    if (!dptr) return CUDA_ERROR_INVALID_VALUE;
+    void *p = NULL;
+    CUresult r = allocate(bytesize, 0, &p);
+    if (!r) *dptr = (CUdeviceptr)(uintptr_t)p;
+    return r;
+}
+
+CUresult CUDAAPI cuMemFree(CUdeviceptr dptr) { return release((uintptr_t)dptr, 0, "cuMemFree"); }
+
+CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags) {
+    if (!pp || (Flags & ~(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
+                          CU_MEMHOSTALLOC_WRITECOMBINED)))
+        return CUDA_ERROR_INVALID_VALUE;
+    return allocate(bytesize, 1, pp);
+}
+
+CUresult CUDAAPI cuMemFreeHost(void *p) { return release((uintptr_t)p, 1, "cuMemFreeHost"); }
+
+/* A copy between `host` and device memory at `device`, on `hStream`. */
+static CUresult copy(int to_device, uintptr_t device, void *host, size_t bytes, CUstream hStream) {
+    CUresult r = CUDA_SUCCESS;
+    lock();
+    struct ctx *c = current_ctx(&r);
+    struct stream *s = c ? stream_of(hStream, c, &r) : NULL;
+    if (!s) goto out;
+    struct allocation *d = alloc_holding(device, bytes);
+    struct allocation *h = alloc_holding((uintptr_t)host, bytes);
+    if (!d || d->host || !host) {
+        r = CUDA_ERROR_INVALID_VALUE;
+        goto out;
+    }
+    int pinned = h && h->host;
+    if (!pinned && s->capture) {
+        if (!s->capture->invalidated) {
+            invalidate(s->capture, "a copy from or to pageable host memory");
+            r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+        } else {
+            r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+        }
+        goto out;
+    }
+    struct work *w = xmalloc(sizeof *w);
+    memset(w, 0, sizeof *w);
+    w->kind = to_device ? W_HTOD : W_DTOH;
+    w->u.copy.device = device;
+    w->u.copy.bytes = bytes;
+    w->u.copy.host = host;
+    w->u.copy.pinned = pinned;
+    if (!pinned && to_device) {
+        /* Pageable bytes are staged at the call: the caller may reuse them at once. */
+        w->u.copy.owned = xmalloc(bytes);
+        memcpy(w->u.copy.owned, host, bytes);
+        w->u.copy.host = w->u.copy.owned;
+    }
+    r = submit(s, w);
+    if (!r && !pinned && !to_device) {
+        /* To pageable memory the copy is synchronous: it has landed on return. */
+        run_stream(s, s->enqueued);
+        r = c->sticky;
+    }
+out:
+    unlock();
+    return r;
+}
+
+CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
+                                   CUstream hStream) {
+    return copy(1, (uintptr_t)dstDevice, (void *)srcHost, ByteCount, hStream);
+}
+
+CUresult CUDAAPI cuMemcpyDtoHAsync(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount,
+                                   CUstream hStream) {
+    return copy(0, (uintptr_t)srcDevice, dstHost, ByteCount, hStream);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Events                                                                               */
+
+CUresult CUDAAPI cuEventCreate(CUevent *phEvent, unsigned int Flags) {
+    if (!phEvent || (Flags & ~(CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING |
+                               CU_EVENT_INTERPROCESS)))
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = CUDA_SUCCESS;
+    lock();
+    struct ctx *c = current_ctx(&r);
+    if (c) {
+        struct event *e = xmalloc(sizeof *e);
+        memset(e, 0, sizeof *e);
+        e->h.kind = K_EVENT;
+        e->ctx = c;
+        e->flags = Flags;
+        live_put(e);
+        events = xrealloc(events, (event_len + 1) * sizeof *events);
+        events[event_len++] = e;
+        totals.events++;
+        *phEvent = (CUevent)e;
+    }
+    unlock();
+    return r;
+}
+
+CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream) {
+    CUresult r = CUDA_SUCCESS;
+    lock();
+    struct ctx *c = current_ctx(&r);
+    struct stream *s = c ? stream_of(hStream, c, &r) : NULL;
+    struct event *e = s ? handle(hEvent, K_EVENT) : NULL;
+    if (s && !e) r = CUDA_ERROR_INVALID_HANDLE;
+    if (s && e) {
+        if (s->capture) {
+            if (s->capture->invalidated) {
+                r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+            } else {
+                e->captured = s->capture;
+                e->captured_ever = 1;
+                e->stream = NULL;
+            }
+        } else {
+            struct work *w = xmalloc(sizeof *w);
+            memset(w, 0, sizeof *w);
+            w->kind = W_RECORD;
+            e->stream = s;
+            e->ticket = enqueue(s, w);
+            e->captured = NULL;
+            e->captured_ever = 0;
+        }
+    }
+    unlock();
+    return r;
+}
+
+/* An event last recorded in a capture cannot be waited for from outside it. */
+static CUresult event_wait(struct event *e, const char *op) {
+    if (e->captured_ever) {
+        if (e->captured) invalidate(e->captured, op);
+        return CUDA_ERROR_CAPTURED_EVENT;
+    }
+    if (e->stream) run_stream(e->stream, e->ticket);
+    return e->ctx->sticky;
+}
+
+CUresult CUDAAPI cuEventSynchronize(CUevent hEvent) {
+    CUresult r = CUDA_SUCCESS;
+    lock();
+    struct event *e = handle(hEvent, K_EVENT);
+    if (!initialized)
+        r = CUDA_ERROR_NOT_INITIALIZED;
+    else if (!e)
+        r = CUDA_ERROR_INVALID_HANDLE;
+    else
+        r = event_wait(e, "cuEventSynchronize of an event recorded in the capture");
+    unlock();
+    return r;
+}
+
+CUresult CUDAAPI cuEventQuery(CUevent hEvent) {
+    CUresult r = CUDA_SUCCESS;
+    lock();
+    struct event *e = handle(hEvent, K_EVENT);
+    if (!initialized)
+        r = CUDA_ERROR_NOT_INITIALIZED;
+    else if (!e)
+        r = CUDA_ERROR_INVALID_HANDLE;
+    else
+        r = event_wait(e, "cuEventQuery of an event recorded in the capture");
+    unlock();
+    return r;
+}
+
+CUresult CUDAAPI cuEventDestroy(CUevent hEvent) {
+    CUresult r = CUDA_SUCCESS;
+    lock();
+    struct event *e = handle(hEvent, K_EVENT);
+    if (!e) {
+        r = CUDA_ERROR_INVALID_HANDLE;
+    } else {
+        /* A wait already enqueued names the stream and place, not the event. */
+        live_remove(e);
+        for (size_t i = 0; i < event_len; i++)
+            if (events[i] == e) events[i] = events[--event_len];
+        totals.events--;
+        free(e);
+    }
+    unlock();
+    return r;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Modules, functions, launches                                                         */
+
+CUresult CUDAAPI cuModuleLoadData(CUmodule *module, const void *image) {
+    if (!module || !image) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = CUDA_SUCCESS;
+    lock();
+    struct ctx *c = current_ctx(&r);
+    if (!c) goto out;
+    if (ctx_captures(c)) {
+        invalidate_all(c, "cuModuleLoadData during stream capture");
+        r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+        goto out;
+    }
+    struct module *m = xmalloc(sizeof *m);
+    memset(m, 0, sizeof *m);
+    m->h.kind = K_MODULE;
+    m->ctx = c;
+    const unsigned char *d = image;
+    if (d[0] == 0x7f && d[1] == 'E' && d[2] == 'L' && d[3] == 'F')
+        r = load_cubin(m, d);
+    else
+        r = load_ptx(m, image);
+    if (r) {
+        free_module(m);
+        free(m);
+        goto out;
+    }
+    m->loaded = 1;
+    for (size_t i = 0; i < m->count; i++) live_put(m->functions[i]);
+    live_put(m);
+    totals.modules++;
+    *module = (CUmodule)m;
+out:
+    unlock();
+    return r;
+}
+
+CUresult CUDAAPI cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name) {
+    if (!hfunc || !name) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = CUDA_SUCCESS;
+    lock();
+    struct ctx *c = current_ctx(&r);
+    struct module *m = c ? handle(hmod, K_MODULE) : NULL;
+    if (c && !m) r = CUDA_ERROR_INVALID_HANDLE;
+    if (m) {
+        r = CUDA_ERROR_NOT_FOUND;
+        for (size_t i = 0; i < m->count; i++)
+            if (!strcmp(m->functions[i]->name, name)) {
+                *hfunc = (CUfunction)m->functions[i];
+                r = CUDA_SUCCESS;
+            }
+    }
+    unlock();
+    return r;
+}
+
+CUresult CUDAAPI cuModuleUnload(CUmodule hmod) {
+    CUresult r = CUDA_SUCCESS;
+    lock();
+    struct ctx *c = current_ctx(&r);
+    struct module *m = c ? handle(hmod, K_MODULE) : NULL;
+    if (c && !m) r = CUDA_ERROR_INVALID_HANDLE;
+    if (m) {
+        if (ctx_captures(c)) {
+            invalidate_all(c, "cuModuleUnload during stream capture");
+            r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+        } else {
+            /* A launch still queued finds its module gone and faults. */
+            m->loaded = 0;
+            free_module(m);
+            live_remove(m);
+            totals.modules--;
+            free(m);
+        }
+    }
+    unlock();
+    return r;
+}
+
+CUresult CUDAAPI cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOffset,
+                                    size_t *paramSize) {
+    CUresult r = CUDA_SUCCESS;
+    lock();
+    struct function *f = handle(func, K_FUNCTION);
+    if (!f)
+        r = CUDA_ERROR_INVALID_HANDLE;
+    else if (paramIndex >= f->count)
+        r = CUDA_ERROR_INVALID_VALUE;
+    else {
+        if (paramOffset) *paramOffset = f->offsets[paramIndex];
+        if (paramSize) *paramSize = f->sizes[paramIndex];
+    }
+    unlock();
+    return r;
+}
+
+CUresult CUDAAPI cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value) {
+    CUresult r = CUDA_SUCCESS;
+    lock();
+    struct function *f = handle(hfunc, K_FUNCTION);
+    if (!f)
+        r = CUDA_ERROR_INVALID_HANDLE;
+    else if (attrib == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) {
+        if (value < 0 || value > SHARED_OPTIN)
+            r = CUDA_ERROR_INVALID_VALUE;
+        else
+            f->max_dynamic_shared = value;
+    } else if (attrib != CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT) {
+        r = CUDA_ERROR_INVALID_VALUE;
+    }
+    unlock();
+    return r;
+}
+
+CUresult CUDAAPI cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction hfunc) {
+    if (!pi) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = CUDA_SUCCESS;
+    lock();
+    struct function *f = handle(hfunc, K_FUNCTION);
+    if (!f) {
+        r = CUDA_ERROR_INVALID_HANDLE;
+    } else {
+        switch (attrib) {
+        case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *pi = 1024; break;
+        case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: *pi = 0; break;
+        case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *pi = f->max_dynamic_shared; break;
+        case CU_FUNC_ATTRIBUTE_NUM_REGS: *pi = 32; break;
+        case CU_FUNC_ATTRIBUTE_PTX_VERSION:
+        case CU_FUNC_ATTRIBUTE_BINARY_VERSION: *pi = 90; break;
+        default: *pi = 0;
+        }
+    }
+    unlock();
+    return r;
+}
+
+CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                unsigned int gridDimZ, unsigned int blockDimX,
+                                unsigned int blockDimY, unsigned int blockDimZ,
+                                unsigned int sharedMemBytes, CUstream hStream,
+                                void **kernelParams, void **extra) {
+    CUresult r = CUDA_SUCCESS;
+    lock();
+    struct ctx *c = current_ctx(&r);
+    struct stream *s = c ? stream_of(hStream, c, &r) : NULL;
+    struct function *fn = s ? handle(f, K_FUNCTION) : NULL;
+    if (!s) goto out;
+    if (!fn || !fn->module->loaded) {
+        r = CUDA_ERROR_INVALID_HANDLE;
+        goto out;
+    }
+    if (fn->module->ctx != c) {
+        r = CUDA_ERROR_INVALID_CONTEXT;
+        goto out;
+    }
+    unsigned long long threads = (unsigned long long)blockDimX * blockDimY * blockDimZ;
+    if (!gridDimX || !gridDimY || !gridDimZ || !threads || extra ||
+        (fn->count && !kernelParams)) {
+        r = CUDA_ERROR_INVALID_VALUE;
+        goto out;
+    }
+    if (threads > 1024 || blockDimX > 1024 || blockDimY > 1024 || blockDimZ > 64 ||
+        gridDimY > 65535 || gridDimZ > 65535 || gridDimX > 2147483647u ||
+        sharedMemBytes > (unsigned)fn->max_dynamic_shared) {
+        r = CUDA_ERROR_INVALID_VALUE;
+        goto out;
+    }
+    struct work *w = xmalloc(sizeof *w);
+    memset(w, 0, sizeof *w);
+    w->kind = W_KERNEL;
+    w->u.kernel.f = fn;
+    w->u.kernel.entry = xstrdup(fn->name);
+    w->u.kernel.param_bytes = fn->param_bytes;
+    w->u.kernel.grid[0] = gridDimX;
+    w->u.kernel.grid[1] = gridDimY;
+    w->u.kernel.grid[2] = gridDimZ;
+    w->u.kernel.block[0] = blockDimX;
+    w->u.kernel.block[1] = blockDimY;
+    w->u.kernel.block[2] = blockDimZ;
+    w->u.kernel.shared = sharedMemBytes;
+    /* The driver copies the arguments at the call. */
+    w->u.kernel.params = xmalloc(fn->param_bytes);
+    memset(w->u.kernel.params, 0, fn->param_bytes);
+    for (unsigned i = 0; i < fn->count; i++) {
+        if (!kernelParams[i]) {
+            free_work(w);
+            r = CUDA_ERROR_INVALID_VALUE;
+            goto out;
+        }
+        memcpy(w->u.kernel.params + fn->offsets[i], kernelParams[i], fn->sizes[i]);
+    }
+    r = submit(s, w);
+out:
+    unlock();
+    return r;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Graphs                                                                               */
+
+CUresult CUDAAPI cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes) {
+    if (!numNodes) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = CUDA_SUCCESS;
+    lock();
+    struct graph *g = handle(hGraph, K_GRAPH);
+    if (!g) {
+        r = CUDA_ERROR_INVALID_HANDLE;
+    } else if (!nodes) {
+        *numNodes = g->count;
+    } else {
+        size_t n = *numNodes < g->count ? *numNodes : g->count;
+        for (size_t i = 0; i < *numNodes; i++) nodes[i] = i < n ? (CUgraphNode)g->nodes[i] : NULL;
+        *numNodes = n;
+    }
+    unlock();
+    return r;
+}
+
+CUresult CUDAAPI cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type) {
+    if (!type) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = CUDA_SUCCESS;
+    lock();
+    struct node *n = handle(hNode, K_NODE);
+    if (!n) {
+        r = CUDA_ERROR_INVALID_HANDLE;
+    } else {
+        switch (n->work->kind) {
+        case W_KERNEL: *type = CU_GRAPH_NODE_TYPE_KERNEL; break;
+        case W_HTOD:
+        case W_DTOH: *type = CU_GRAPH_NODE_TYPE_MEMCPY; break;
+        case W_GRAPH: *type = CU_GRAPH_NODE_TYPE_GRAPH; break;
+        default: *type = CU_GRAPH_NODE_TYPE_EMPTY;
+        }
+    }
+    unlock();
+    return r;
+}
+
+CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph) {
+    CUresult r = CUDA_SUCCESS;
+    lock();
+    struct graph *g = handle(hGraph, K_GRAPH);
+    if (!g) {
+        r = CUDA_ERROR_INVALID_HANDLE;
+    } else {
+        live_remove(g);
+        totals.graphs--;
+        free_graph(g);
+    }
+    unlock();
+    return r;
+}
+
+CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                             unsigned long long flags) {
+    if (!phGraphExec) return CUDA_ERROR_INVALID_VALUE;
+    if (flags & ~(unsigned long long)(CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH |
+                                      CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD |
+                                      CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY))
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = CUDA_SUCCESS;
+    lock();
+    struct ctx *c = current_ctx(&r);
+    struct graph *g = c ? handle(hGraph, K_GRAPH) : NULL;
+    if (c && !g) r = CUDA_ERROR_INVALID_HANDLE;
+    if (g) {
+        struct exec *x = xmalloc(sizeof *x);
+        memset(x, 0, sizeof *x);
+        x->h.kind = K_EXEC;
+        x->ctx = g->ctx;
+        x->count = g->count;
+        x->works = xmalloc(g->count * sizeof *x->works);
+        for (size_t i = 0; i < g->count; i++) x->works[i] = copy_work(g->nodes[i]->work);
+        live_put(x);
+        totals.graph_execs++;
+        *phGraphExec = (CUgraphExec)x;
+    }
+    unlock();
+    return r;
+}
+
+CUresult CUDAAPI cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream) {
+    CUresult r = CUDA_SUCCESS;
+    lock();
+    struct ctx *c = current_ctx(&r);
+    struct stream *s = c ? stream_of(hStream, c, &r) : NULL;
+    struct exec *x = s ? handle(hGraphExec, K_EXEC) : NULL;
+    if (s && !x) r = CUDA_ERROR_INVALID_HANDLE;
+    if (x && s->capture && s->capture->invalidated) r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    unlock();
+    return r;
+}
+
+CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
+    CUresult r = CUDA_SUCCESS;
+    lock();
+    struct ctx *c = current_ctx(&r);
+    struct stream *s = c ? stream_of(hStream, c, &r) : NULL;
+    struct exec *x = s ? handle(hGraphExec, K_EXEC) : NULL;
+    if (s && !x) r = CUDA_ERROR_INVALID_HANDLE;
+    if (x && x->ctx != c) r = CUDA_ERROR_INVALID_CONTEXT;
+    if (x && !r) {
+        struct graph *g;
+        r = target(s, &g);
+        if (!r && g) {
+            /* Captured: a child graph of the executable's nodes. */
+            for (size_t i = 0; i < x->count; i++) graph_add(g, copy_work(x->works[i]));
+        } else if (!r) {
+            struct work *w = xmalloc(sizeof *w);
+            memset(w, 0, sizeof *w);
+            w->kind = W_GRAPH;
+            w->u.graph = x;
+            x->pending++;
+            enqueue(s, w);
+        }
+    }
+    unlock();
+    return r;
+}
+
+CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec) {
+    CUresult r = CUDA_SUCCESS;
+    lock();
+    struct exec *x = handle(hGraphExec, K_EXEC);
+    if (!x) {
+        r = CUDA_ERROR_INVALID_HANDLE;
+    } else {
+        /* In flight, it is freed when its last launch has run. */
+        live_remove(x);
+        totals.graph_execs--;
+        if (x->pending)
+            x->destroyed = 1;
+        else
+            free_exec(x);
+    }
+    unlock();
+    return r;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Errors                                                                               */
+
+CUresult CUDAAPI cuGetErrorName(CUresult error, const char **pStr) {
+    if (!pStr) return CUDA_ERROR_INVALID_VALUE;
+    switch (error) {
+#define NAME(code) \
+    case code: *pStr = #code; return CUDA_SUCCESS;
+        NAME(CUDA_SUCCESS)
+        NAME(CUDA_ERROR_INVALID_VALUE)
+        NAME(CUDA_ERROR_OUT_OF_MEMORY)
+        NAME(CUDA_ERROR_NOT_INITIALIZED)
+        NAME(CUDA_ERROR_STUB_LIBRARY)
+        NAME(CUDA_ERROR_NO_DEVICE)
+        NAME(CUDA_ERROR_INVALID_DEVICE)
+        NAME(CUDA_ERROR_INVALID_IMAGE)
+        NAME(CUDA_ERROR_INVALID_CONTEXT)
+        NAME(CUDA_ERROR_NO_BINARY_FOR_GPU)
+        NAME(CUDA_ERROR_INVALID_PTX)
+        NAME(CUDA_ERROR_UNSUPPORTED_PTX_VERSION)
+        NAME(CUDA_ERROR_JIT_COMPILER_NOT_FOUND)
+        NAME(CUDA_ERROR_INVALID_HANDLE)
+        NAME(CUDA_ERROR_ILLEGAL_STATE)
+        NAME(CUDA_ERROR_NOT_FOUND)
+        NAME(CUDA_ERROR_NOT_READY)
+        NAME(CUDA_ERROR_ILLEGAL_ADDRESS)
+        NAME(CUDA_ERROR_LAUNCH_TIMEOUT)
+        NAME(CUDA_ERROR_LAUNCH_FAILED)
+        NAME(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)
+        NAME(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
+        NAME(CUDA_ERROR_STREAM_CAPTURE_MERGE)
+        NAME(CUDA_ERROR_STREAM_CAPTURE_UNMATCHED)
+        NAME(CUDA_ERROR_STREAM_CAPTURE_UNJOINED)
+        NAME(CUDA_ERROR_STREAM_CAPTURE_ISOLATION)
+        NAME(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT)
+        NAME(CUDA_ERROR_CAPTURED_EVENT)
+        NAME(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD)
+#undef NAME
+    default:
+        *pStr = NULL;
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+CUresult CUDAAPI cuGetErrorString(CUresult error, const char **pStr) {
+    return cuGetErrorName(error, pStr);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* The model's own exports                                                              */
+
+const char *capture_model_name(void) { return MODEL_NAME; }
+
+CUresult capture_model_counts(struct capture_model_counts *out) {
+    if (!out) return CUDA_ERROR_INVALID_VALUE;
+    lock();
+    *out = totals;
+    out->device_bytes = (size_t)device_bytes;
+    out->host_bytes = (size_t)host_bytes;
+    unlock();
+    return CUDA_SUCCESS;
+}

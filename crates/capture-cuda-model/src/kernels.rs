@@ -1,0 +1,213 @@
+//! The kernels by entry point name, and how one runs over the model's memory.
+
+use capture_cli::decode::{DecodeBackend, Kernel};
+use capture_core::{Builtin, Builtins, KernelSignature};
+use capture_mock::MockBackend;
+
+/// A host implementation of one CUDA entry point: the mock's form, a function over
+/// copies of the buffers and the info words.
+#[derive(Clone, Copy, Debug)]
+pub struct HostKernel {
+    /// Buffers and info words the entry point takes.
+    pub signature: KernelSignature,
+    /// What it computes.
+    pub f: fn(&mut [Vec<u8>], &[u64]),
+}
+
+/// The host implementation of `entry`, if there is one.
+pub fn find(entry: &str) -> Option<HostKernel> {
+    if let Some(builtin) = Builtin::from_name(entry) {
+        let k = MockBackend::builtin(builtin);
+        return Some(HostKernel {
+            signature: k.signature,
+            f: k.f,
+        });
+    }
+    if let Some(name) = entry.strip_prefix("decode_")
+        && let Some(kernel) = Kernel::ALL.into_iter().find(|k| k.name() == name)
+    {
+        let k = <MockBackend as DecodeBackend>::decode_kernel(kernel).ok()?;
+        return Some(HostKernel {
+            signature: k.signature,
+            f: k.f,
+        });
+    }
+    match entry {
+        "square_plus" => Some(HostKernel {
+            signature: KernelSignature::new(2, 2),
+            f: square_plus,
+        }),
+        _ => None,
+    }
+}
+
+/// The CUDA example's kernel: `y[i] = x[i] * x[i] + b`, info `[n, bits of b]`.
+fn square_plus(b: &mut [Vec<u8>], info: &[u64]) {
+    let n = (info[0] as usize).min(b[0].len() / 4).min(b[1].len() / 4);
+    let add = f32::from_bits(info[1] as u32);
+    for i in 0..n {
+        let x = f32::from_le_bytes(b[0][i * 4..i * 4 + 4].try_into().expect("4 bytes"));
+        b[1][i * 4..i * 4 + 4].copy_from_slice(&(x * x + add).to_le_bytes());
+    }
+}
+
+/// One buffer a launch names: where it starts and how many bytes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Range {
+    pub(crate) address: u64,
+    pub(crate) bytes: usize,
+}
+
+/// The memory a launch runs over, as the model lets a kernel see it.
+pub(crate) trait Memory {
+    /// Whether `range` lies in one live allocation.
+    fn inside(&self, range: Range) -> bool;
+    /// A copy of `range`'s bytes (checked inside first).
+    fn read(&self, range: Range) -> Vec<u8>;
+    /// Writes `bytes` at `range` (checked inside first).
+    fn write(&mut self, range: Range, bytes: &[u8]);
+}
+
+/// Runs `kernel` over `params` (the entry point's 64-bit parameters: each buffer's pointer
+/// and length, then the info pointer) in `memory`; why not, when the launch does not fit
+/// the kernel or touches memory it may not.
+pub(crate) fn run(
+    entry: &str,
+    kernel: HostKernel,
+    params: &[u64],
+    memory: &mut impl Memory,
+) -> Result<(), String> {
+    let buffers = kernel.signature.buffers();
+    let words = kernel.signature.info_words();
+    if params.len() != 2 * buffers + 1 {
+        return Err(format!(
+            "{entry} takes {} parameters, the launch passed {}",
+            2 * buffers + 1,
+            params.len()
+        ));
+    }
+    let ranges: Vec<Range> = (0..buffers)
+        .map(|i| Range {
+            address: params[2 * i],
+            bytes: params[2 * i + 1] as usize,
+        })
+        .collect();
+    let info = Range {
+        address: params[2 * buffers],
+        bytes: words * 8,
+    };
+    for (i, r) in ranges.iter().chain(std::iter::once(&info)).enumerate() {
+        if r.bytes > 0 && !memory.inside(*r) {
+            let what = if i < buffers {
+                format!("buffer {i}")
+            } else {
+                "the info words".to_owned()
+            };
+            return Err(format!(
+                "{entry}: {what} at {:#x} ({} bytes) is not inside a live allocation",
+                r.address, r.bytes
+            ));
+        }
+    }
+    let info: Vec<u64> = memory
+        .read(info)
+        .chunks_exact(8)
+        .map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes")))
+        .collect();
+    let before: Vec<Vec<u8>> = ranges.iter().map(|r| memory.read(*r)).collect();
+    let mut after = before.clone();
+    (kernel.f)(&mut after, &info);
+    for ((r, old), new) in ranges.iter().zip(&before).zip(&after) {
+        if new.len() != old.len() {
+            return Err(format!(
+                "{entry} resized a buffer of {} bytes to {}",
+                old.len(),
+                new.len()
+            ));
+        }
+        if new != old {
+            memory.write(*r, new);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Memory of one allocation at address 0x1000.
+    struct Flat(Vec<u8>);
+
+    impl Memory for Flat {
+        fn inside(&self, r: Range) -> bool {
+            r.address >= 0x1000 && r.address as usize - 0x1000 + r.bytes <= self.0.len()
+        }
+        fn read(&self, r: Range) -> Vec<u8> {
+            let at = r.address as usize - 0x1000;
+            self.0[at..at + r.bytes].to_vec()
+        }
+        fn write(&mut self, r: Range, bytes: &[u8]) {
+            let at = r.address as usize - 0x1000;
+            self.0[at..at + r.bytes].copy_from_slice(bytes);
+        }
+    }
+
+    fn floats(b: &[u8]) -> Vec<f32> {
+        b.chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn every_shipped_entry_point_has_a_host_kernel() {
+        for b in Builtin::ALL {
+            assert!(find(b.name()).is_some(), "{}", b.name());
+        }
+        for k in Kernel::ALL {
+            assert!(
+                find(&format!("decode_{}", k.name())).is_some(),
+                "{}",
+                k.name()
+            );
+        }
+        assert!(find("square_plus").is_some());
+        assert!(find("no_such_kernel").is_none());
+    }
+
+    #[test]
+    fn a_builtin_runs_over_its_ranges_and_writes_back_only_what_changed() {
+        // x at 0x1000 (4 floats), y at 0x1010, info at 0x1020.
+        let mut mem = Flat(vec![0; 0x40]);
+        mem.write(
+            Range {
+                address: 0x1000,
+                bytes: 16,
+            },
+            &[1.0f32, 2.0, 3.0, 4.0].map(f32::to_le_bytes).concat(),
+        );
+        let info = Builtin::AddScalar.info(4, 0.5);
+        mem.write(
+            Range {
+                address: 0x1020,
+                bytes: 16,
+            },
+            &info.map(u64::to_le_bytes).concat(),
+        );
+        let k = find("add_scalar").unwrap();
+        run("add_scalar", k, &[0x1000, 16, 0x1010, 16, 0x1020], &mut mem).unwrap();
+        assert_eq!(floats(&mem.0[0x10..0x20]), [1.5, 2.5, 3.5, 4.5]);
+        assert_eq!(floats(&mem.0[..0x10]), [1.0, 2.0, 3.0, 4.0]);
+    }
+
+    #[test]
+    fn a_range_outside_the_allocations_is_a_fault_and_nothing_is_written() {
+        let mut mem = Flat(vec![0; 0x40]);
+        let k = find("fill").unwrap();
+        let err = run("fill", k, &[0x1000, 0x100, 0x1020], &mut mem).unwrap_err();
+        assert!(err.contains("buffer 0"), "{err}");
+        assert_eq!(mem.0, vec![0; 0x40]);
+        let err = run("fill", k, &[0x1000, 16], &mut mem).unwrap_err();
+        assert!(err.contains("3 parameters"), "{err}");
+    }
+}

@@ -1,0 +1,138 @@
+//! The one symbol the driver model calls, `capture_model_run` (`driver/model.h`), and the
+//! model's memory as a kernel sees it: addresses the model vouches for, through its
+//! `inside` check, while it runs the kernel under its lock. The only unsafe code of the
+//! crate, each block with a `// SAFETY:` line.
+
+use std::ffi::{CStr, c_char, c_int};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use crate::kernels::{self, Memory, Range};
+
+/// `struct capture_model_launch` of `driver/model.h`: one kernel run as the model hands
+/// it over.
+#[repr(C)]
+#[derive(Debug)]
+pub struct Launch {
+    entry: *const c_char,
+    grid: [u32; 3],
+    block: [u32; 3],
+    shared_bytes: u32,
+    param_count: u32,
+    params: *const u8,
+    param_offsets: *const usize,
+    param_sizes: *const usize,
+    inside: unsafe extern "C" fn(u64, usize) -> c_int,
+}
+
+const RAN: c_int = 0;
+const UNKNOWN: c_int = 1;
+const FAULT: c_int = 2;
+
+/// The model's allocations, through its `inside` check.
+struct ModelMemory {
+    inside: unsafe extern "C" fn(u64, usize) -> c_int,
+}
+
+impl Memory for ModelMemory {
+    fn inside(&self, range: Range) -> bool {
+        // SAFETY: the model's check reads only its allocation table, under the lock it
+        // holds while the kernel runs.
+        unsafe { (self.inside)(range.address, range.bytes) != 0 }
+    }
+
+    fn read(&self, range: Range) -> Vec<u8> {
+        // SAFETY: `range` was checked inside one live allocation (the model's memory is
+        // host memory at the device address), which nothing else touches while the model
+        // runs this kernel under its lock.
+        unsafe { std::slice::from_raw_parts(range.address as *const u8, range.bytes) }.to_vec()
+    }
+
+    fn write(&mut self, range: Range, bytes: &[u8]) {
+        debug_assert_eq!(bytes.len(), range.bytes);
+        // SAFETY: as for `read`; `bytes` is a copy, so the ranges do not overlap.
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), range.address as *mut u8, range.bytes)
+        };
+    }
+}
+
+/// Writes `message` into the caller's `error` buffer of `len` bytes, cut to fit and
+/// NUL-terminated.
+fn say(error: *mut c_char, len: usize, message: &str) {
+    if error.is_null() || len == 0 {
+        return;
+    }
+    let n = message.len().min(len - 1);
+    // SAFETY: the model passes a buffer of `len` bytes; `n + 1 <= len`.
+    unsafe {
+        std::ptr::copy_nonoverlapping(message.as_ptr(), error as *mut u8, n);
+        *error.add(n) = 0;
+    }
+}
+
+/// Runs the kernel `launch` names over the model's memory (`driver/model.h`): 0 when it
+/// ran, 1 when no host implementation has its name, 2 when it faulted (a range outside
+/// the live allocations, parameters it does not take, a panic), with a line in `error`.
+///
+/// # Safety
+///
+/// `launch` points at a valid `struct capture_model_launch` whose pointers are valid for
+/// the call (the entry point a NUL-terminated string, `param_count` offsets and sizes,
+/// a parameter buffer they fit in), and `error` at `error_len` writable bytes: the
+/// driver model's contract.
+// SAFETY: the contract is the list above, which the driver model keeps.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn capture_model_run(
+    launch: *const Launch,
+    error: *mut c_char,
+    error_len: usize,
+) -> c_int {
+    // SAFETY: the caller's contract: `launch` is valid for the call.
+    let launch = unsafe { &*launch };
+    // SAFETY: as above, the entry point is NUL-terminated.
+    let entry = unsafe { CStr::from_ptr(launch.entry) }.to_string_lossy();
+    let Some(kernel) = kernels::find(&entry) else {
+        say(
+            error,
+            error_len,
+            &format!("no host kernel is named {entry}"),
+        );
+        return UNKNOWN;
+    };
+    let mut params = Vec::with_capacity(launch.param_count as usize);
+    for i in 0..launch.param_count as usize {
+        // SAFETY: the caller's contract: `param_count` offsets and sizes.
+        let (offset, size) = unsafe { (*launch.param_offsets.add(i), *launch.param_sizes.add(i)) };
+        if size != 8 {
+            say(
+                error,
+                error_len,
+                &format!(
+                    "{entry}: parameter {i} is {size} bytes, every parameter of capture's CUDA form is 8"
+                ),
+            );
+            return FAULT;
+        }
+        let mut word = [0u8; 8];
+        // SAFETY: the caller's contract: the parameter buffer holds `offset + size` bytes.
+        unsafe { std::ptr::copy_nonoverlapping(launch.params.add(offset), word.as_mut_ptr(), 8) };
+        params.push(u64::from_le_bytes(word));
+    }
+    let mut memory = ModelMemory {
+        inside: launch.inside,
+    };
+    let ran = catch_unwind(AssertUnwindSafe(|| {
+        kernels::run(&entry, kernel, &params, &mut memory)
+    }));
+    match ran {
+        Ok(Ok(())) => RAN,
+        Ok(Err(why)) => {
+            say(error, error_len, &why);
+            FAULT
+        }
+        Err(_) => {
+            say(error, error_len, &format!("{entry} panicked"));
+            FAULT
+        }
+    }
+}
