@@ -7,6 +7,8 @@
 //!   forbid it; in the backends (capture-vulkan, capture-cuda) unsafe only in
 //!   `src/raw.rs` (the FFI) and `src/adopt.rs` (the `unsafe fn`s that take a caller's
 //!   driver objects, above the FFI), each use with a `// SAFETY:` line above it;
+//! - capture-cuda's tests open CUDA only through `tests/it/support.rs`, which takes the
+//!   suite lock (`CUDA_OPENERS`);
 //! - capture-core depends on no GPU binding (cudarc, ash, libloading);
 //! - every dependency a workspace member declares is used: a `[dependencies]` name in its
 //!   `src/` or `build.rs`, a `[build-dependencies]` name in `build.rs`, a
@@ -41,6 +43,10 @@ const FORBID_UNSAFE: [&str; 3] = [
 
 /// The backends, whose unsafe code lives in the files `UNSAFE_FILES` name alone.
 const BACKENDS: [&str; 2] = ["crates/capture-vulkan", "crates/capture-cuda"];
+
+/// What opens a CUDA device (or loads a module in its context) in a test: only
+/// capture-cuda's `tests/it/support.rs` may call them, under the suite lock.
+const CUDA_OPENERS: [&str; 2] = ["CudaBackend::new(", "Floor::new("];
 
 /// A backend's files that may hold unsafe code: its FFI at the bottom, and the `unsafe
 /// fn`s of its public API that take a caller's driver objects.
@@ -80,6 +86,20 @@ pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
             problems.push(format!(
                 "{rel}: unsafe code outside the backend's raw.rs and adopt.rs"
             ));
+        }
+        if rel.starts_with("crates/capture-cuda/tests/") && !rel.ends_with("/support.rs") {
+            for opener in CUDA_OPENERS {
+                if text
+                    .lines()
+                    .any(|l| l.split("//").next().unwrap_or("").contains(opener))
+                {
+                    problems.push(format!(
+                        "{rel}: calls `{opener}` directly: open CUDA through tests/it/support.rs, \
+                         which holds the suite lock (every backend in the process shares one \
+                         context and capture domain)"
+                    ));
+                }
+            }
         }
         if backend && unsafe_file {
             for line in unsafe_without_safety(&text) {
@@ -481,12 +501,21 @@ cc = "1"
                     "crates/capture-vulkan/src/lane.rs",
                     "//! lane\nunsafe fn f() {}\n",
                 ),
+                (
+                    "crates/capture-cuda/tests/it/gpu.rs",
+                    "//! gpu\n// CudaBackend::new( in a comment\nfn f() { let b = CudaBackend::new(0); }\n",
+                ),
+                (
+                    "crates/capture-cuda/tests/it/support.rs",
+                    "//! support\nfn open() { CudaBackend::new(0); Floor::new(0, 1, 2); }\n",
+                ),
             ],
         );
         let problems = check(&root).unwrap();
         assert_eq!(
             problems,
             [
+                "crates/capture-cuda/tests/it/gpu.rs: calls `CudaBackend::new(` directly: open CUDA through tests/it/support.rs, which holds the suite lock (every backend in the process shares one context and capture domain)",
                 "crates/capture-suite/tests/mock/main.rs: unsafe code in a crate that forbids it",
                 "crates/capture-vulkan/src/lane.rs: unsafe code outside the backend's raw.rs and adopt.rs",
                 "crates/capture-suite/src/lib.rs: lacks #![forbid(unsafe_code)]",

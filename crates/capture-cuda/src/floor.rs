@@ -89,17 +89,51 @@ pub struct FloorPass {
 /// The floor: a stream, buffers A and B, the info words and the builtins' module.
 pub struct Floor {
     gpu: Arc<Gpu>,
-    kernel: Option<CudaKernel>,
-    stream: usize,
-    a: u64,
-    b: u64,
-    info: u64,
+    objects: Option<Objects>,
     elements: u64,
     kernels: usize,
     grid: [u32; 3],
     output: Vec<f32>,
     /// A's bytes as the last pass copied them back.
     readback: Vec<u8>,
+}
+
+/// What the floor made in the context, freed on drop: behind the context's capture
+/// domain, since a free or a module unload may not overlap any capture of the context
+/// (rule 25).
+struct Objects {
+    gpu: Arc<Gpu>,
+    kernel: Option<CudaKernel>,
+    stream: usize,
+    a: u64,
+    b: u64,
+    info: u64,
+}
+
+impl Drop for Objects {
+    fn drop(&mut self) {
+        match raw::Current::enter(self.gpu.context) {
+            Ok(_current) => {
+                if self.stream != 0 {
+                    // Nothing may be pending when the buffers go.
+                    let _ = raw::stream_sync(self.stream);
+                }
+                for ptr in [self.a, self.b, self.info] {
+                    if ptr != 0 {
+                        raw::mem_free(ptr);
+                    }
+                }
+                if self.stream != 0 {
+                    raw::stream_destroy(self.stream);
+                }
+            }
+            Err(error) => {
+                tracing::warn!(target: "capture", %error, "the CUDA floor could not be freed");
+            }
+        }
+        // The module goes with the kernel (which enters the context itself).
+        self.kernel = None;
+    }
 }
 
 impl std::fmt::Debug for Floor {
@@ -144,41 +178,62 @@ impl Floor {
             ));
         }
         let gpu = CudaBackend::new(ordinal)?.gpu;
+        // A module load may not overlap a capture of the context: made only while no
+        // window of it records (rule 25).
+        let objects = gpu
+            .domain()
+            .at_rest(|| Self::build(&gpu, elements))
+            .ok_or_else(|| FloorError::Failed {
+                step: "loading the builtins",
+                source: ServerError::graph_state(
+                    "load",
+                    "a capture window of the driver context records; a module load now \
+                     would break it",
+                ),
+            })??;
         let mut floor = Floor {
             gpu,
-            kernel: None,
-            stream: 0,
-            a: 0,
-            b: 0,
-            info: 0,
+            objects: Some(objects),
             elements,
             kernels,
             grid: [blocks as u32, 1, 1],
             output: vec![0.0; elements as usize],
             readback: vec![0; elements as usize * 4],
         };
-        // From here an error drops `floor`, which frees what was made.
-        floor.build()?;
         floor.reset(&vec![0.0; elements as usize])?;
         Ok(floor)
     }
 
-    /// Makes every object; on an error, `Drop` frees those made.
-    fn build(&mut self) -> Result<(), FloorError> {
-        let _current = raw::Current::enter(self.gpu.context).map_err(at("entering its context"))?;
+    /// Makes every object; on an error, what was made is freed as it drops.
+    fn build(gpu: &Arc<Gpu>, elements: u64) -> Result<Objects, FloorError> {
+        let _current = raw::Current::enter(gpu.context).map_err(at("entering its context"))?;
+        let mut o = Objects {
+            gpu: Arc::clone(gpu),
+            kernel: None,
+            stream: 0,
+            a: 0,
+            b: 0,
+            info: 0,
+        };
         let source = CudaKernelSource::builtin(Builtin::AddScalar);
-        self.kernel = Some(kernels::load(&self.gpu, &source).map_err(at("loading the builtins"))?);
-        self.stream = raw::stream_create().map_err(at("creating its stream"))?;
+        o.kernel = Some(kernels::load(gpu, &source).map_err(at("loading the builtins"))?);
+        o.stream = raw::stream_create().map_err(at("creating its stream"))?;
         let pool = PoolName {
             memory: MemoryKind::Device,
             pool: PoolKind::Dynamic,
         };
-        let bytes = self.elements * 4;
-        self.a = raw::mem_alloc(bytes, pool).map_err(at("allocating buffer A"))?;
-        self.b = raw::mem_alloc(bytes, pool).map_err(at("allocating buffer B"))?;
+        let bytes = elements * 4;
+        o.a = raw::mem_alloc(bytes, pool).map_err(at("allocating buffer A"))?;
+        o.b = raw::mem_alloc(bytes, pool).map_err(at("allocating buffer B"))?;
         let info_bytes = (Builtin::INFO_WORDS * 8) as u64;
-        self.info = raw::mem_alloc(info_bytes, pool).map_err(at("allocating the info words"))?;
-        Ok(())
+        o.info = raw::mem_alloc(info_bytes, pool).map_err(at("allocating the info words"))?;
+        Ok(o)
+    }
+
+    fn objects(&self) -> &Objects {
+        self.objects
+            .as_ref()
+            .expect("a floor keeps its objects until it drops")
     }
 
     /// Writes `values` into A and zeros into B, for a pass to start from (and the info
@@ -201,12 +256,13 @@ impl Floor {
             });
         }
         let _current = raw::Current::enter(self.gpu.context).map_err(at(step))?;
+        let o = self.objects();
         let a: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-        raw::copy_bytes_to_device(self.a, &a, self.stream).map_err(at(step))?;
-        raw::copy_bytes_to_device(self.b, &vec![0; a.len()], self.stream).map_err(at(step))?;
+        raw::copy_bytes_to_device(o.a, &a, o.stream).map_err(at(step))?;
+        raw::copy_bytes_to_device(o.b, &vec![0; a.len()], o.stream).map_err(at(step))?;
         let info = Builtin::AddScalar.info(self.elements, ONE);
         let info: Vec<u8> = info.iter().flat_map(|w| w.to_le_bytes()).collect();
-        raw::copy_bytes_to_device(self.info, &info, self.stream).map_err(at(step))
+        raw::copy_bytes_to_device(o.info, &info, o.stream).map_err(at(step))
     }
 
     /// The eager floor: `kernels` launches on the floor's stream, `cuStreamSynchronize`,
@@ -219,19 +275,21 @@ impl Floor {
         let step = "running an eager pass";
         let start = Instant::now();
         let _current = raw::Current::enter(self.gpu.context).map_err(at(step))?;
-        let function = self.kernel.as_ref().expect("built").function;
+        let o = self.objects();
+        let (a, b, info, stream) = (o.a, o.b, o.info, o.stream);
+        let function = o.kernel.as_ref().expect("built").function;
         let bytes = self.elements * 4;
         // The library's argument layout: a pointer and a length per buffer, the info
         // pointer last.
-        let mut even = [self.a, bytes, self.b, bytes, self.info];
-        let mut odd = [self.b, bytes, self.a, bytes, self.info];
+        let mut even = [a, bytes, b, bytes, info];
+        let mut odd = [b, bytes, a, bytes, info];
         for i in 0..self.kernels {
             let args = if i % 2 == 0 { &mut even } else { &mut odd };
-            raw::launch(function, self.grid, BLOCK, self.stream, args).map_err(at(step))?;
+            raw::launch(function, self.grid, BLOCK, stream, args).map_err(at(step))?;
         }
         let enqueue = start.elapsed();
-        raw::stream_sync(self.stream).map_err(at(step))?;
-        raw::copy_to_host(&mut self.readback, self.a, self.stream).map_err(at(step))?;
+        raw::stream_sync(stream).map_err(at(step))?;
+        raw::copy_to_host(&mut self.readback, a, stream).map_err(at(step))?;
         for (v, b) in self.output.iter_mut().zip(self.readback.chunks_exact(4)) {
             *v = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
         }
@@ -264,26 +322,9 @@ impl Floor {
 
 impl Drop for Floor {
     fn drop(&mut self) {
-        match raw::Current::enter(self.gpu.context) {
-            Ok(_current) => {
-                if self.stream != 0 {
-                    // Nothing may be pending when the buffers go.
-                    let _ = raw::stream_sync(self.stream);
-                }
-                for ptr in [self.a, self.b, self.info] {
-                    if ptr != 0 {
-                        raw::mem_free(ptr);
-                    }
-                }
-                if self.stream != 0 {
-                    raw::stream_destroy(self.stream);
-                }
-            }
-            Err(error) => {
-                tracing::warn!(target: "capture", %error, "the CUDA floor could not be freed");
-            }
+        // Freed now if no window of the context records, else when its last one closes.
+        if let Some(objects) = self.objects.take() {
+            self.gpu.domain().release_at_rest(Box::new(objects));
         }
-        // The module goes with the kernel (which enters the context itself).
-        self.kernel = None;
     }
 }

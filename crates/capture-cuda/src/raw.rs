@@ -189,16 +189,18 @@ pub(crate) fn present() -> Result<(), String> {
     load_driver().as_ref().map(|_| ()).map_err(Clone::clone)
 }
 
-/// The context current on this thread, made current by [`Current::enter`] and put back
-/// when the value drops.
+/// The context current on this thread, made current by [`Current::enter`]; a caller's
+/// other context is put back when the value drops.
 pub(crate) struct Current {
     previous: Option<Handle>,
 }
 
 impl Current {
     /// Makes `context` current on the calling thread, unless it already is (one cheap
-    /// `cuCtxGetCurrent`, a thread-local read in the driver). The caller's own context,
-    /// if it had another, is restored when the value drops.
+    /// `cuCtxGetCurrent`, a thread-local read in the driver). A thread that had no
+    /// context keeps this one current afterwards, so its next call switches nothing;
+    /// a thread whose caller had another context current gets that one back when the
+    /// value drops.
     pub(crate) fn enter(context: usize) -> Result<Self, ServerError> {
         let mut current: Handle = std::ptr::null_mut();
         // SAFETY: `current` is a valid out-pointer.
@@ -214,7 +216,7 @@ impl Current {
             (api().cuCtxSetCurrent)(context as Handle)
         })?;
         Ok(Self {
-            previous: Some(current),
+            previous: (!current.is_null()).then_some(current),
         })
     }
 }
@@ -222,8 +224,8 @@ impl Current {
 impl Drop for Current {
     fn drop(&mut self) {
         if let Some(previous) = self.previous.take() {
-            // SAFETY: `previous` was current on this thread a moment ago (or null, which
-            // unbinds); the caller owns its life.
+            // SAFETY: `previous` was current on this thread a moment ago; the caller
+            // owns its life.
             let code = unsafe { (api().cuCtxSetCurrent)(previous) };
             if code != consts::SUCCESS {
                 tracing::warn!(target: "capture", code, "restoring the caller's CUDA context failed");
@@ -907,9 +909,13 @@ fn nvrtc_candidates() -> Vec<String> {
     if let Some(path) = std::env::var_os("CAPTURE_NVRTC") {
         names.push(path.to_string_lossy().into_owned());
     }
-    names.extend(["libnvrtc.so.12".to_owned(), "libnvrtc.so".to_owned()]);
+    names.extend(NVRTC_NAMES.iter().map(|n| (*n).to_owned()));
     names
 }
+
+/// The NVRTC sonames the dynamic loader is asked for after `CAPTURE_NVRTC`: CUDA 13's
+/// first (a CUDA-13-only machine has no other), then 12's, then the development link.
+pub(crate) const NVRTC_NAMES: [&str; 3] = ["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"];
 
 static NVRTC: OnceLock<Result<(String, Nvrtc), String>> = OnceLock::new();
 

@@ -10,9 +10,11 @@
 use std::alloc::System;
 
 use capture_core::{Device, DeviceConfig};
-use capture_cuda::CudaBackend;
 use capture_suite::hot_paths;
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
+
+#[path = "it/support.rs"]
+mod support;
 
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
@@ -25,10 +27,10 @@ fn allocations_during(f: &mut dyn FnMut()) -> usize {
 }
 
 fn main() {
-    let required = std::env::var("CAPTURE_REQUIRE_CUDA").is_ok_and(|v| v == "1");
-    let backend = match CudaBackend::new(0) {
+    let (_suite, opened) = support::try_new(0);
+    let backend = match opened {
         Ok(backend) => backend,
-        Err(e) if required => panic!("CAPTURE_REQUIRE_CUDA=1 and {e}"),
+        Err(e) if support::cuda_required() => panic!("CAPTURE_REQUIRE_CUDA=1 and {e}"),
         Err(e) => {
             println!("SKIP: CUDA unavailable ({e}); the allocation checks did not run");
             println!("alloc_count: 0 passed, 0 failed");

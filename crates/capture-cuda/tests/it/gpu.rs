@@ -1,7 +1,8 @@
-//! What only a GPU can show (each says `SKIP:` without one): user PTX checked against
-//! its declared signature, two devices on one context keeping each other's captures,
-//! teardown with a window open, and calls from threads that never made the context
-//! current.
+//! What needs a CUDA driver, a GPU's or the driver model's (each says `SKIP:` without
+//! one): user PTX checked against its declared signature, two devices on one context
+//! keeping each other's captures, teardown with a window open and while another device
+//! records (rule 25), calls from threads that never made the context current; on the
+//! driver model, which counts them, what outlives a device and the context switches.
 
 use std::sync::Arc;
 
@@ -10,16 +11,12 @@ use capture_core::{
 };
 use capture_cuda::{BUILTINS_SM80, BUILTINS_SM90, CudaBackend, CudaKernelSource};
 
+use crate::driver_model;
+
 const S0: StreamId = StreamId::new(0);
 
-fn backend(test: &str) -> Option<CudaBackend> {
-    match crate::support::backend() {
-        Ok(b) => Some(b),
-        Err(why) => {
-            println!("SKIP: {test}: {why}");
-            None
-        }
-    }
+fn backend(test: &str) -> Option<crate::support::Cuda> {
+    crate::support::open(test)
 }
 
 fn device(b: &CudaBackend) -> Device<CudaBackend> {
@@ -97,7 +94,7 @@ fn two_devices_on_one_gpu_keep_each_others_captures() {
     let Some(b) = backend("two_devices") else {
         return;
     };
-    let again = CudaBackend::new(b.ordinal()).unwrap();
+    let again = crate::support::another(&b);
     let (a, other) = (device(&b), device(&again));
     drop(other.alloc(S0, 256).unwrap());
     other.sync(S0).unwrap();
@@ -183,6 +180,136 @@ fn one_backend_value_hosts_devices_one_after_another_and_side_by_side() {
     let Some(b) = backend("devices one after another") else {
         return;
     };
-    let results = capture_suite::reuse::devices_one_after_another(&b, 2).unwrap();
+    let results = capture_suite::reuse::devices_one_after_another(&b.backend, 2).unwrap();
     assert_eq!(results, [3.0; 5]);
+}
+
+#[test]
+fn a_device_dropped_while_another_records_releases_nothing_until_the_window_closes() {
+    let Some(b) = backend("teardown_deferred") else {
+        return;
+    };
+    let again = crate::support::another(&b);
+    let (a, other) = (device(&b), device(&again));
+    // `other` holds pages and a loaded module.
+    let other_fill = fill_of(&other);
+    let y = other.alloc(S0, 256).unwrap();
+    fill_with(&other, &other_fill, &y, 1.0);
+    other.sync(S0).unwrap();
+    let fill = fill_of(&a);
+    let x = a.alloc(S0, 256).unwrap();
+    a.prepare(S0).unwrap();
+    fill_with(&a, &fill, &x, 6.0);
+    a.begin(S0).unwrap();
+    fill_with(&a, &fill, &x, 6.0);
+    let before = driver_model::counts();
+
+    // Dropped while `a` records: a free or a module unload now would break its capture
+    // (the driver model refuses them and invalidates it). Nothing is released yet.
+    drop((y, other_fill));
+    drop(other);
+    if let (Some(before), Some(now)) = (before, driver_model::counts()) {
+        assert_eq!(now.device_allocations, before.device_allocations, "{now:?}");
+        assert_eq!(now.modules, before.modules, "{now:?}");
+    }
+    let g = a.end(S0).unwrap();
+    if let (Some(before), Some(now)) = (before, driver_model::counts()) {
+        assert!(
+            now.device_allocations < before.device_allocations,
+            "{now:?}"
+        );
+        assert!(now.modules < before.modules, "{now:?}");
+    }
+    a.write(S0, &x, 0, vec![0u8; 256]).unwrap();
+    a.replay(S0, g, 1).unwrap();
+    assert_eq!(floats(&a.read(S0, &x).unwrap()), vec![6.0; 64]);
+}
+
+#[test]
+fn nothing_outlives_its_device_on_the_driver_model() {
+    let Some(b) = backend("leaks") else {
+        return;
+    };
+    let Some(before) = driver_model::counts() else {
+        println!("SKIP: leaks: the driver is not the model, which counts what lives");
+        return;
+    };
+    {
+        let dev = device(&b);
+        let fill = fill_of(&dev);
+        let copy = dev.kernel(<CudaBackend as Builtins>::builtin(Builtin::Copy));
+        let x = dev.alloc(S0, 256).unwrap();
+        let y = dev.alloc(StreamId::new(1), 256).unwrap();
+        fill_with(&dev, &fill, &x, 2.0);
+        // A cross-stream copy (an event and a wait), a capture and replays.
+        let copy_xy = |d: &Device<CudaBackend>| {
+            d.launch(
+                StreamId::new(1),
+                &copy,
+                [1, 1, 1],
+                &[Arg::read(&x), Arg::write(&y)],
+                &Builtin::Copy.info(64, 0.0),
+            )
+        };
+        copy_xy(&dev).unwrap();
+        let g = dev.capture(S0, |d| {
+            d.launch(
+                S0,
+                &fill,
+                [1, 1, 1],
+                &[Arg::write(&x)],
+                &Builtin::Fill.info(64, 7.0),
+            )
+        });
+        let g = g.unwrap();
+        dev.replay(S0, g, 3).unwrap();
+        copy_xy(&dev).unwrap();
+        assert_eq!(
+            floats(&dev.read(StreamId::new(1), &y).unwrap()),
+            vec![7.0; 64]
+        );
+        dev.drop_graph(g).unwrap();
+    }
+    let after = driver_model::counts().expect("still the model");
+    assert_eq!(after.live(), before.live(), "what the device left behind");
+    assert!(after.kernels_run > before.kernels_run, "{after:?}");
+    assert!(
+        after.graphs_launched >= before.graphs_launched + 3,
+        "{after:?}"
+    );
+}
+
+#[test]
+fn a_thread_with_no_context_switches_to_the_backends_once_not_per_call() {
+    let Some(b) = backend("context_switches") else {
+        return;
+    };
+    let dev = device(&b);
+    let fill = fill_of(&dev);
+    let x = dev.alloc(S0, 256).unwrap();
+    fill_with(&dev, &fill, &x, 0.5);
+    dev.sync(S0).unwrap();
+    let switches = || driver_model::counts().map(|c| c.context_switches);
+    let (dev, fill, x) = (&dev, &fill, &x);
+    let (before, after) = std::thread::scope(|s| {
+        s.spawn(|| {
+            // A fresh thread: no context current.
+            let before = switches();
+            for _ in 0..50 {
+                fill_with(dev, fill, x, 0.5);
+            }
+            dev.sync(S0).unwrap();
+            (before, switches())
+        })
+        .join()
+        .unwrap()
+    });
+    match (before, after) {
+        (Some(before), Some(after)) => assert!(
+            after - before <= 1,
+            "{} context switches for 50 launches and a sync from one thread",
+            after - before
+        ),
+        _ => println!("SKIP: context_switches: the driver is not the model, which counts them"),
+    }
 }

@@ -7,6 +7,7 @@
 //! unless `CAPTURE_REQUIRE_NVRTC=1` (the README's test command sets it after installing
 //! NVRTC from PyPI).
 
+mod driver_model;
 mod support;
 
 mod cuda {
@@ -19,6 +20,7 @@ mod cuda {
 #[cfg(feature = "floor")]
 mod floor;
 mod gpu;
+mod model;
 mod nvrtc;
 #[cfg(feature = "cudarc")]
 mod shared_context;

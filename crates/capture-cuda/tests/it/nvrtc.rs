@@ -109,3 +109,54 @@ fn every_builtin_compiles_to_the_shipped_ptx_and_cubins() {
         version.0, version.1
     );
 }
+
+/// The name the probe's test runs under, for the child process's filter.
+const PROBE: &str = "nvrtc::nvrtc_is_found_by_its_cuda_13_name";
+
+#[test]
+fn nvrtc_is_found_by_its_cuda_13_name() {
+    if std::env::var_os("CAPTURE_NVRTC_PROBE").is_some() {
+        // The child: only `libnvrtc.so.13` is where the loader looks.
+        match nvrtc_version() {
+            Ok((library, _)) => println!("nvrtc probe: found {library}"),
+            Err(why) => panic!("NVRTC not found by its CUDA 13 name: {why}"),
+        }
+        return;
+    }
+    let Some(pinned) = std::env::var_os("CAPTURE_NVRTC").map(std::path::PathBuf::from) else {
+        assert!(
+            !nvrtc_required(),
+            "CAPTURE_REQUIRE_NVRTC=1 but CAPTURE_NVRTC is not set"
+        );
+        println!("SKIP: nvrtc 13: CAPTURE_NVRTC names no NVRTC to offer under the CUDA 13 name");
+        return;
+    };
+    // A machine with CUDA 13 alone: NVRTC answers to `libnvrtc.so.13` and nothing else.
+    let dir = std::env::temp_dir().join(format!("capture-nvrtc13-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::os::unix::fs::symlink(&pinned, dir.join("libnvrtc.so.13")).unwrap();
+    for entry in std::fs::read_dir(pinned.parent().unwrap())
+        .unwrap()
+        .flatten()
+    {
+        let name = entry.file_name();
+        if name.to_string_lossy().starts_with("libnvrtc-builtins") {
+            std::os::unix::fs::symlink(entry.path(), dir.join(&name)).unwrap();
+        }
+    }
+    let output = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([PROBE, "--exact", "--nocapture"])
+        .env_remove("CAPTURE_NVRTC")
+        .env("LD_LIBRARY_PATH", &dir)
+        .env("CAPTURE_NVRTC_PROBE", "1")
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && stdout.contains("nvrtc probe: found libnvrtc.so.13"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
