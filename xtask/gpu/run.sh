@@ -3,6 +3,19 @@
 # prebuilt tests and demos on this machine, CUDA required. Ends with
 # `bundle: N passed, M failed`, and exits non-zero when anything failed. See README.txt.
 #
+# usage: ./run.sh [--logs DIR] [--step-timeout SECONDS] [--short] [--no-vulkan]
+#                 [--driver-model]
+#   --logs DIR            one log file per step in DIR (default: logs/ beside run.sh),
+#                         named NN-step.log, and summary.txt; the console shows each
+#                         step's output too
+#   --step-timeout S      a step still running after S seconds is killed and fails
+#                         (default 420)
+#   --short               the benchmark's first launch-bound row only, few passes
+#   --no-vulkan           skip every Vulkan step
+#   --driver-model        the CUDA driver found must be capture's CUDA driver model (the
+#                         test command runs this script on it); without this option,
+#                         finding the model instead of a GPU's driver fails the run
+#
 # What differs from one bundle to the next is not in this script: it is read from
 # bundle.env beside it, which `cargo xtask gpu-bundle` writes:
 #   SOURCE_SNAPSHOTS  the snapshot directory compiled into capture-suite-mock (the build
@@ -23,46 +36,109 @@ if [ -z "$SOURCE_TREE_TEST" ]; then
     exit 2
 fi
 
+LOG_DIR="$PWD/logs"
+STEP_TIMEOUT=420
+SHORT=0
+VULKAN_WANTED=1
+DRIVER_MODEL=0
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --logs)
+        [ $# -ge 2 ] || { echo "run.sh: --logs needs a directory"; exit 2; }
+        LOG_DIR=$2
+        shift 2
+        ;;
+    --step-timeout)
+        [ $# -ge 2 ] && [ "$2" -gt 0 ] 2>/dev/null || {
+            echo "run.sh: --step-timeout needs a number of seconds"
+            exit 2
+        }
+        STEP_TIMEOUT=$2
+        shift 2
+        ;;
+    --short) SHORT=1; shift ;;
+    --no-vulkan) VULKAN_WANTED=0; shift ;;
+    --driver-model) DRIVER_MODEL=1; shift ;;
+    -h | --help)
+        sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
+        exit 0
+        ;;
+    *)
+        echo "run.sh: unknown option $1 (see ./run.sh --help)"
+        exit 2
+        ;;
+    esac
+done
+mkdir -p "$LOG_DIR" || { echo "run.sh: cannot create $LOG_DIR"; exit 2; }
+LOG_DIR=$(cd "$LOG_DIR" && pwd)
+
 export CAPTURE_SNAPSHOTS="$PWD/snapshots" INSTA_WORKSPACE_ROOT="$PWD" INSTA_UPDATE=no \
     CI=true CAPTURE_REQUIRE_CUDA=1 LP_NUM_THREADS=0
+if [ "$DRIVER_MODEL" = 1 ]; then
+    export CAPTURE_CUDA_MODEL=1
+else
+    unset CAPTURE_CUDA_MODEL
+fi
 
 passed=0
 failed=0
 failures=""
+number=0
+summary="$LOG_DIR/summary.txt"
+: >"$summary"
 
-step() {
-    local name=$1
-    shift
-    echo
-    echo "== $name: $*"
-    if "$@"; then
+# A step's log file name: its number and its name, spaces and slashes as dashes.
+log_of() {
+    printf '%s/%02d-%s.log' "$LOG_DIR" "$number" "$(echo "$1" | tr ' /' '--' | tr -cd 'A-Za-z0-9._-')"
+}
+
+# Counts a step's result: `record NAME STATUS SECONDS LOG`.
+record() {
+    local name=$1 rc=$2 elapsed=$3 log=$4
+    if [ "$rc" -eq 0 ]; then
         passed=$((passed + 1))
-        echo "== $name: ok"
+        echo "== $name: ok (${elapsed} s)" | tee -a "$log"
+        echo "ok      ${elapsed}s  $name" >>"$summary"
     else
         failed=$((failed + 1))
         failures="$failures, $name"
-        echo "== $name: FAILED"
+        if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+            echo "== $name: FAILED: killed after the step timeout of ${STEP_TIMEOUT} s" | tee -a "$log"
+        else
+            echo "== $name: FAILED (exit status $rc, ${elapsed} s)" | tee -a "$log"
+        fi
+        echo "FAILED  ${elapsed}s  $name (log: $(basename "$log"))" >>"$summary"
     fi
+}
+
+# Runs one step under the step timeout, its output on the console and in its log file:
+# `step NAME [--expect PATTERN] COMMAND...`. With --expect, a step that exits 0 still
+# fails unless its output has a line matching PATTERN (grep -E).
+step() {
+    local name=$1 expect="" log rc started
+    shift
+    if [ "$1" = "--expect" ]; then
+        expect=$2
+        shift 2
+    fi
+    number=$((number + 1))
+    log=$(log_of "$name")
+    echo
+    echo "== $name: $*" | tee "$log"
+    started=$(date +%s)
+    timeout --kill-after=10 "$STEP_TIMEOUT" "$@" 2>&1 | tee -a "$log"
+    rc=${PIPESTATUS[0]}
+    if [ "$rc" -eq 0 ] && [ -n "$expect" ] && ! grep -qE "$expect" "$log"; then
+        echo "no line of the output matches $expect" | tee -a "$log"
+        rc=1
+    fi
+    record "$name" "$rc" $(($(date +%s) - started)) "$log"
 }
 
 skip() {
     echo
     echo "== $1: skipped: $2"
-}
-
-# Runs the CUDA suite ("$@"), which must have run: without a `cuda::` scenario that passed
-# (an empty binary, say) it fails even though it exits 0.
-cuda_tests() {
-    local log rc
-    log=$(mktemp) || return 1
-    "$@" 2>&1 | tee "$log"
-    rc=${PIPESTATUS[0]}
-    if [ "$rc" -eq 0 ] && ! grep -q '^test cuda::.* \.\.\. ok$' "$log"; then
-        echo "no cuda:: scenario test ran"
-        rc=1
-    fi
-    rm -f "$log"
-    return "$rc"
+    echo "skipped       $1: $2" >>"$summary"
 }
 
 has_lib() {
@@ -88,21 +164,22 @@ has_validation_layer() {
 
 echo "== machine: $(uname -srm)"
 if command -v nvidia-smi >/dev/null 2>&1; then
-    nvidia-smi || echo "nvidia-smi failed"
+    nvidia-smi 2>&1 | tee "$LOG_DIR/00-nvidia-smi.log" || echo "nvidia-smi failed"
 else
     echo "nvidia-smi: not found"
 fi
-# The CUDA driver, where the dynamic loader will look for it: the loader cache and
-# LD_LIBRARY_PATH. Found only in a usual directory outside them, that directory joins
-# LD_LIBRARY_PATH, so the tests load the library this check saw. A CUDA toolkit's
-# stubs/libcuda.so (which fails every call with CUDA_ERROR_STUB_LIBRARY) is no driver.
+# The CUDA driver, where the dynamic loader will look for it: LD_LIBRARY_PATH first (as
+# the loader does), then the loader cache. Found only in a usual directory outside them,
+# that directory joins LD_LIBRARY_PATH, so the tests load the library this check saw. A
+# CUDA toolkit's stubs/libcuda.so (which fails every call with CUDA_ERROR_STUB_LIBRARY)
+# is no driver; capture's CUDA driver model is none either, unless --driver-model.
 find_driver() {
     local path dir
-    path=$(ldconfig -p 2>/dev/null | awk '$1 == "libcuda.so.1" {print $NF; exit}')
+    for dir in ${LD_LIBRARY_PATH//:/ }; do
+        [ -e "$dir/libcuda.so.1" ] && { path="$dir/libcuda.so.1"; break; }
+    done
     if [ -z "$path" ]; then
-        for dir in ${LD_LIBRARY_PATH//:/ }; do
-            [ -e "$dir/libcuda.so.1" ] && { path="$dir/libcuda.so.1"; break; }
-        done
+        path=$(ldconfig -p 2>/dev/null | awk '$1 == "libcuda.so.1" {print $NF; exit}')
     fi
     if [ -z "$path" ]; then
         for dir in /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/lib /lib64 \
@@ -116,18 +193,43 @@ find_driver() {
         done
     fi
     if [ -z "$path" ]; then
-        echo "no CUDA driver found: libcuda.so.1 is not installed (the CUDA tests will fail)"
+        echo "no CUDA driver found: libcuda.so.1 is not installed"
         return 1
     fi
     case "$(readlink -f "$path")" in
     */stubs/*)
-        echo "driver: $path is the CUDA toolkit's stub library, not a driver (the CUDA tests will fail)"
+        echo "driver: $path is the CUDA toolkit's stub library, not a driver"
         return 1
         ;;
     esac
+    if grep -q "capture CUDA driver model" "$(readlink -f "$path")" 2>/dev/null; then
+        if [ "$DRIVER_MODEL" = 1 ]; then
+            echo "driver: $path is capture's CUDA driver model (--driver-model: expected)"
+            if [ -z "$CAPTURE_CUDA_MODEL_KERNELS" ]; then
+                echo "driver: CAPTURE_CUDA_MODEL_KERNELS names no kernel library for the model"
+                return 1
+            fi
+            return 0
+        fi
+        echo "driver: $path is capture's CUDA driver model, not a GPU's driver (run with"
+        echo "        --driver-model if the model is meant; take it off LD_LIBRARY_PATH if not)"
+        return 1
+    fi
+    if [ "$DRIVER_MODEL" = 1 ]; then
+        echo "driver: --driver-model, but $path is not capture's CUDA driver model"
+        return 1
+    fi
     echo "driver: $path -> $(readlink -f "$path")"
 }
-find_driver || true
+# Not a `step`: it runs in this shell, so what it adds to LD_LIBRARY_PATH stays.
+number=$((number + 1))
+driver_log=$(log_of "CUDA driver")
+echo
+echo "== CUDA driver" >"$driver_log"
+find_driver >>"$driver_log" 2>&1
+driver_rc=$?
+cat "$driver_log"
+record "CUDA driver" "$driver_rc" 0 "$driver_log"
 
 # capture-suite-mock's check of the snapshot set reads the directory compiled into it, on
 # the machine that built the bundle; CI runs that check there.
@@ -139,11 +241,19 @@ else
     step "capture-suite mock tests" ./capture-suite-mock --skip "$SOURCE_TREE_TEST"
 fi
 
-step "capture-cuda tests" cuda_tests ./capture-cuda-it --show-output
+# The CUDA suite must have run: without a `cuda::` scenario that passed (an empty binary,
+# say) it fails even though it exits 0.
+step "capture-cuda tests" --expect '^test cuda::.* \.\.\. ok$' ./capture-cuda-it --show-output
 
 vulkan=0
-if has_lib libvulkan.so.1; then
+if [ "$VULKAN_WANTED" = 0 ]; then
+    vulkan_why="--no-vulkan"
+elif has_lib libvulkan.so.1; then
     vulkan=1
+else
+    vulkan_why="libvulkan.so.1 not found"
+fi
+if [ "$vulkan" = 1 ]; then
     if has_validation_layer; then
         step "capture-vulkan tests" env CAPTURE_REQUIRE_VULKAN=1 ./capture-vulkan-it
     else
@@ -152,10 +262,10 @@ if has_lib libvulkan.so.1; then
         step "capture-vulkan tests" ./capture-vulkan-it
     fi
 else
-    skip "capture-vulkan tests" "libvulkan.so.1 not found"
+    skip "capture-vulkan tests" "$vulkan_why"
 fi
 
-step "capture-cuda allocation counts" env CAPTURE_REQUIRE_CUDA=1 ./capture-cuda-alloc-count
+step "capture-cuda allocation counts" ./capture-cuda-alloc-count
 
 if [ -z "$NO_CUDA_DEMO" ]; then
     step "demo --backend cuda" ./capture demo --backend cuda
@@ -165,43 +275,60 @@ fi
 if [ "$vulkan" = 1 ]; then
     step "demo --backend vulkan" ./capture demo --backend vulkan
 else
-    skip "demo --backend vulkan" "libvulkan.so.1 not found"
+    skip "demo --backend vulkan" "$vulkan_why"
 fi
 
 # The benchmark, side by side: the library on CUDA (beside a bare cuLaunchKernel loop)
 # and the same chain as a PyTorch CUDA graph, in one run.
+if [ "$SHORT" = 1 ]; then
+    bench_rows=(--rows 64x150 --passes 4)
+else
+    bench_rows=()
+fi
 if [ -z "$NO_CUDA_DEMO" ]; then
-    step "bench --backend cuda" ./capture bench --backend cuda
+    step "bench --backend cuda" ./capture bench --backend cuda "${bench_rows[@]}"
 else
     skip "bench --backend cuda" "$NO_CUDA_DEMO"
 fi
-if command -v python3 >/dev/null 2>&1 && python3 -c 'import torch' >/dev/null 2>&1; then
+if [ "$DRIVER_MODEL" = 1 ]; then
+    skip "torch CUDA graph" "the driver model is no GPU for PyTorch"
+elif command -v python3 >/dev/null 2>&1 && python3 -c 'import torch' >/dev/null 2>&1; then
     step "torch CUDA graph" python3 ./torch_graph.py
 else
     skip "torch CUDA graph" "python3 with torch not found"
 fi
 if [ "$vulkan" = 1 ]; then
-    step "bench --backend vulkan" ./capture bench --backend vulkan --rows launch-bound
+    if [ "$SHORT" = 1 ]; then
+        step "bench --backend vulkan" ./capture bench --backend vulkan "${bench_rows[@]}"
+    else
+        step "bench --backend vulkan" ./capture bench --backend vulkan --rows launch-bound
+    fi
 else
-    skip "bench --backend vulkan" "libvulkan.so.1 not found"
+    skip "bench --backend vulkan" "$vulkan_why"
 fi
 
 # The decoder: a llama-shaped decode step captured once and replayed per token, its
 # three checks (ids, logits bit for bit, the host reference) on each backend.
+if [ "$SHORT" = 1 ]; then
+    decode_size=(--tokens 16 --layers 2)
+else
+    decode_size=()
+fi
 if [ -z "$NO_CUDA_DEMO" ]; then
-    step "decode --backend cuda" ./capture decode --backend cuda
+    step "decode --backend cuda" ./capture decode --backend cuda "${decode_size[@]}"
 else
     skip "decode --backend cuda" "$NO_CUDA_DEMO"
 fi
 if [ "$vulkan" = 1 ]; then
-    step "decode --backend vulkan" ./capture decode --backend vulkan
+    step "decode --backend vulkan" ./capture decode --backend vulkan "${decode_size[@]}"
 else
-    skip "decode --backend vulkan" "libvulkan.so.1 not found"
+    skip "decode --backend vulkan" "$vulkan_why"
 fi
 
 echo
 if [ "$failed" -gt 0 ]; then
     echo "failed: ${failures#, }"
 fi
-echo "bundle: $passed passed, $failed failed"
+echo "bundle: $passed passed, $failed failed" | tee -a "$summary"
+echo "logs: $LOG_DIR"
 [ "$failed" -eq 0 ]

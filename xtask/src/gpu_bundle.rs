@@ -14,7 +14,7 @@ use anyhow::{Context, Result, bail};
 use crate::cargo::workspace_root;
 use crate::cargo::{Executable, Target, cargo, executable, json_messages};
 
-const HELP: &str = "usage: cargo xtask gpu-bundle [--out DIR]
+const HELP: &str = "usage: cargo xtask gpu-bundle [--out DIR] [--debug]
 
 Builds, here, what a GPU machine with no Rust and no network needs to run the GPU tests,
 into DIR (default target/gpu-bundle, replaced when it holds an earlier bundle):
@@ -38,8 +38,12 @@ into DIR (default target/gpu-bundle, replaced when it holds an earlier bundle):
                into capture-suite-mock, whether the CUDA demo is skipped)
   README.txt   what the bundle is and how to run it
 
+--debug builds it unoptimised (what `cargo xtask test` runs on the CUDA driver model,
+reusing the test build); a GPU machine gets the release build.
+
 Copy it with its file modes (tar -czf gpu-bundle.tar.gz -C target gpu-bundle), unpack it
-on the GPU machine and run ./run.sh. The binaries are x86-64 Linux, dynamically linked
+on the GPU machine and run ./run.sh (./run.sh --help: --logs DIR, --step-timeout S,
+--short, --no-vulkan). The binaries are x86-64 Linux, dynamically linked
 against this machine's glibc: the GPU machine needs the same or a newer one.";
 
 /// The bundle's script, checked in as `xtask/gpu/run.sh`; what varies is in `bundle.env`.
@@ -72,6 +76,7 @@ const SOURCE_TREE_TEST: &str = "every_scenario_has_a_snapshot_and_no_snapshot_la
 pub(crate) fn run(args: &[String]) -> Result<()> {
     let root = workspace_root();
     let mut out = root.join("target").join("gpu-bundle");
+    let mut release = true;
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -83,6 +88,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
                 let dir = args.next().context("--out needs a directory")?;
                 out = PathBuf::from(dir);
             }
+            "--debug" => release = false,
             other => match other.strip_prefix("--out=") {
                 Some(dir) => out = PathBuf::from(dir),
                 None => bail!("unknown option {other:?}\n\n{HELP}"),
@@ -97,10 +103,17 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         );
     }
 
+    build(&out, release)
+}
+
+/// Builds the bundle into `out` (replacing an earlier bundle there), optimised or not.
+pub(crate) fn build(out: &Path, release: bool) -> Result<()> {
+    let root = workspace_root();
     // Refuse a wrong --out before minutes of building, not after.
-    check_replaceable(&out)?;
-    let tests = build_tests()?;
-    let (capture, no_cuda_demo) = build_capture()?;
+    check_replaceable(out)?;
+    let tests = build_tests(release)?;
+    let (capture, no_cuda_demo) = build_capture(release)?;
+    let out = out.to_path_buf();
 
     prepare(&out)?;
     for (exe, name) in &tests {
@@ -144,9 +157,13 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// Builds the release test binaries; returns each of [`TESTS`]' executable and name.
-fn build_tests() -> Result<Vec<(PathBuf, &'static str)>> {
-    let mut args = vec!["test", "--release", "--no-run"];
+/// Builds the test binaries (release or not); returns each of [`TESTS`]' executable and
+/// name.
+fn build_tests(release: bool) -> Result<Vec<(PathBuf, &'static str)>> {
+    let mut args = vec!["test", "--no-run"];
+    if release {
+        args.push("--release");
+    }
     for flag in ["-p", "--test"] {
         let mut named: Vec<&str> = Vec::new();
         for (target, _) in &TESTS {
@@ -199,13 +216,12 @@ fn find(built: &[Executable], target: &Target, test: bool) -> Option<PathBuf> {
 
 /// Builds the `capture` program with CUDA and Vulkan, or with Vulkan alone when the
 /// CUDA build fails; returns it and, in the second case, why the CUDA demo is skipped.
-fn build_capture() -> Result<(PathBuf, Option<String>)> {
+fn build_capture(release: bool) -> Result<(PathBuf, Option<String>)> {
     let (program, _) = PROGRAM;
     let mut skip = None;
     for features in ["cuda,vulkan", "vulkan"] {
-        let args = [
+        let mut args = vec![
             "build",
-            "--release",
             "-p",
             program.package,
             "--bin",
@@ -213,6 +229,9 @@ fn build_capture() -> Result<(PathBuf, Option<String>)> {
             "--features",
             features,
         ];
+        if release {
+            args.push("--release");
+        }
         let (ok, messages) = json_messages(&format!("cargo {}", args.join(" ")), cargo(&args))?;
         let built: Vec<Executable> = messages.iter().filter_map(executable).collect();
         match find(&built, &program, false) {
@@ -355,6 +374,11 @@ It prints nvidia-smi, then runs
                                  token, its ids, logits and host reference checked
   capture decode --backend vulkan the same, when libvulkan.so.1 is present
 and ends with `bundle: N passed, M failed` (exit status non-zero on any failure).
+Each step runs under a timeout (--step-timeout S, default 420) and writes its output to
+logs/NN-step.log beside run.sh (--logs DIR to put them elsewhere), with summary.txt;
+--short runs one benchmark row and a small decoder, --no-vulkan skips Vulkan.
+capture's CUDA driver model (the stand-in for libcuda.so.1 CI tests with) is refused as
+a driver unless --driver-model says it is meant.
 {note}
 run.sh reads what is particular to this build from bundle.env.
 

@@ -16,6 +16,7 @@
 
 mod bench;
 mod cargo;
+mod cuda_model;
 mod examples;
 mod gpu_bundle;
 mod imports;
@@ -29,6 +30,7 @@ mod test;
 mod test_gpu;
 mod tidy;
 mod vulkan;
+mod wheel;
 
 use std::process::ExitCode;
 

@@ -46,6 +46,9 @@ pub(crate) struct Binary {
     pub(crate) name: String,
     /// `None` when the binary stopped without its result line (it crashed).
     pub(crate) totals: Option<Totals>,
+    /// How long its tests ran, from libtest's `finished in 1.84s` (none for a
+    /// harness-less binary).
+    pub(crate) seconds: Option<f64>,
     lines: Vec<String>,
 }
 
@@ -62,6 +65,7 @@ impl Binary {
             kind: kind.to_string(),
             name: name.to_string(),
             totals: None,
+            seconds: None,
             lines: Vec::new(),
         }
     }
@@ -126,6 +130,15 @@ impl Results {
     /// The binary `target`, if it ran.
     pub(crate) fn get(&self, target: &Target) -> Option<&Binary> {
         self.binaries.iter().find(|b| b.is(target))
+    }
+
+    /// How long the tests of `targets` ran, in seconds (what libtest reported).
+    pub(crate) fn seconds(&self, targets: &[&Target]) -> f64 {
+        self.binaries
+            .iter()
+            .filter(|b| targets.iter().any(|t| b.is(t)))
+            .filter_map(|b| b.seconds)
+            .sum()
     }
 
     pub(crate) fn passed(&self) -> u64 {
@@ -202,6 +215,11 @@ impl Reader {
                 failed: number_before(rest, "failed"),
                 ignored: number_before(rest, "ignored"),
             });
+            binary.seconds = rest
+                .split("finished in ")
+                .nth(1)
+                .and_then(|t| t.trim().strip_suffix('s'))
+                .and_then(|t| t.parse().ok());
         }
         binary.lines.push(line.to_string());
     }

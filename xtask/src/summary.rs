@@ -8,6 +8,8 @@ pub(crate) struct Backend {
     name: &'static str,
     status: &'static str,
     why: String,
+    /// How long the row's tests ran.
+    seconds: Option<f64>,
 }
 
 impl Backend {
@@ -16,6 +18,7 @@ impl Backend {
             name,
             status: "ran",
             why: what,
+            seconds: None,
         }
     }
 
@@ -24,6 +27,7 @@ impl Backend {
             name,
             status: "FAILED",
             why,
+            seconds: None,
         }
     }
 
@@ -32,6 +36,15 @@ impl Backend {
             name,
             status: "skipped",
             why,
+            seconds: None,
+        }
+    }
+
+    /// The row, with how long its tests ran.
+    pub(crate) fn took(self, seconds: f64) -> Self {
+        Self {
+            seconds: Some(seconds),
+            ..self
         }
     }
 
@@ -71,7 +84,11 @@ impl Summary {
         let r = &self.results;
         let mut out = vec!["summary:".to_string()];
         for b in &self.backends {
-            out.push(format!("  {:<8} {:<10} {}", b.name, b.status, b.why));
+            let time = b.seconds.map_or_else(String::new, |s| format!("{s:.1} s"));
+            out.push(format!(
+                "  {:<10} {:<8} {:>8}  {}",
+                b.name, b.status, time, b.why
+            ));
         }
         // The model-based tests name their case counts (`model: 2000 cases on …`).
         for line in r.lines_starting("model: ") {
@@ -157,7 +174,10 @@ mod tests {
                 ",
                 false,
             ),
-            backends: vec![Backend::failed("cuda", "it crashed".into())],
+            backends: vec![
+                Backend::failed("cuda", "it crashed".into()),
+                Backend::ran("core", "fine".into()).took(12.25),
+            ],
         };
         let text = summary.render();
         let lines: Vec<&str> = text.lines().collect();
@@ -165,7 +185,8 @@ mod tests {
             lines,
             [
                 "summary:",
-                "  cuda     FAILED     it crashed",
+                "  cuda       FAILED             it crashed",
+                "  core       ran        12.2 s  fine",
                 "  model: 2000 cases on Faulty<MockBackend>, 0 violations",
                 "  SKIP: capture_replay: no reason given",
                 "  2 test binaries, 1 ignored, 1 said SKIP:",

@@ -7,6 +7,7 @@
 //! test binaries' results (see `results`) or the examples' runs.
 
 use std::process::Command;
+use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 
@@ -26,8 +27,14 @@ changed insta snapshot fails), then builds and runs every example (the facade's 
 the vulkan and cuda features, capture-vulkan's floor), then prints which backends ran
 and which were skipped and why, each test binary's `test result:` line, and `N passed, M failed`.
 
+Then the cuda-model row: capture-cuda's tests and allocation counts on the CUDA driver
+model (crates/capture-cuda-model, compiled against NVIDIA's cuda.h into
+target/cuda-model/libcuda.so.1), and the GPU bundle's run.sh on it end to end (built
+unoptimised into target/gpu-bundle-model; its logs in target/cuda-model/logs).
+
 Installs lavapipe and the Vulkan validation layer with apt, and fetches NVRTC (the
-nvidia-cuda-nvrtc-cu12 wheel, with pip, into target/nvrtc) when missing. Vulkan and NVRTC
+nvidia-cuda-nvrtc-cu12 wheel, with pip, into target/nvrtc) and cuda.h (the
+nvidia-cuda-runtime-cu12 wheel, into target/cuda-header) when missing. Vulkan and NVRTC
 are required (CAPTURE_REQUIRE_VULKAN=1, CAPTURE_REQUIRE_NVRTC=1), and the Vulkan tests
 run on lavapipe by name (CAPTURE_VULKAN_DEVICE=llvmpipe); CUDA is not required (without a
 driver its tests say SKIP; `cargo xtask test-gpu` requires it).
@@ -157,14 +164,14 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         &["--show-output"],
         env,
     )?;
-    // The decoder's test on Vulkan needs the program's `vulkan` feature, which the
-    // workspace run leaves off.
+    // The decoder's test on Vulkan (and its CUDA refusal without a driver) needs the
+    // program's `vulkan` and `cuda` features, which the workspace run leaves off.
     let decode = run_tests(
         &[
             "-p",
             "capture-cli",
             "--features",
-            "vulkan",
+            "vulkan,cuda",
             "--test",
             "decode",
         ],
@@ -173,16 +180,22 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     )?;
     results.binaries.extend(decode.binaries);
     results.other_failures.extend(decode.other_failures);
-    let examples = crate::examples::run(env)?;
+    let started = Instant::now();
+    let examples = crate::examples::run(env)?.took(started.elapsed().as_secs_f64());
+    let (model, model_results) = cuda_model_row(&root, &ld_path, &env)?;
 
+    let time = |targets: &[&Target]| results.seconds(targets);
     let backends = vec![
-        core_row(&results),
-        mock_row(&results),
-        vulkan_row(&results),
-        cuda_row(&results),
+        core_row(&results).took(time(&[&CORE, &ALLOC_COUNT, &CORE_UNIT])),
+        mock_row(&results).took(time(&[&MOCK, &MOCK_UNIT])),
+        vulkan_row(&results).took(time(&[&VULKAN, &VULKAN_ALLOC, &VULKAN_UNIT])),
+        cuda_row(&results).took(time(&[&CUDA])),
+        model,
         nvrtc_row(&results),
         examples,
     ];
+    results.binaries.extend(model_results.binaries);
+    results.other_failures.extend(model_results.other_failures);
     let summary = Summary { results, backends };
     summary.print();
     let failed_rows: Vec<&str> = summary
@@ -198,6 +211,92 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         bail!("{} test(s) failed", summary.results.failed());
     }
     Ok(())
+}
+
+/// The `cuda-model` row: capture-cuda's tests (the scenario suite on the shared
+/// snapshots, the model-based test, the GPU tests, in parallel as on a GPU) and its
+/// allocation counts on the CUDA driver model, then the GPU bundle's own `run.sh` on it
+/// end to end (`--driver-model --short --no-vulkan`: the demo, a short bench, the
+/// decoder, CUDA required). Its binaries come back relabelled `… (driver model)`.
+fn cuda_model_row(
+    root: &std::path::Path,
+    ld_path: &str,
+    env: &dyn Fn(&mut Command),
+) -> Result<(Backend, Results)> {
+    const NAME: &str = "cuda-model";
+    let model = crate::cuda_model::build(root)?;
+    let configure = |c: &mut Command| {
+        env(c);
+        model.apply(c, ld_path);
+    };
+    let mut results = run_tests(
+        &[
+            "-p",
+            "capture-cuda",
+            "--features",
+            "floor",
+            "--test",
+            "it",
+            "--test",
+            "alloc_count",
+        ],
+        &["--show-output"],
+        configure,
+    )?;
+    let bundle = root.join("target").join("gpu-bundle-model");
+    crate::gpu_bundle::build(&bundle, false)?;
+    let logs = root.join("target").join("cuda-model").join("logs");
+    let mut run = Command::new(bundle.join("run.sh"));
+    run.args(["--driver-model", "--short", "--no-vulkan", "--logs"])
+        .arg(&logs);
+    configure(&mut run);
+    println!("xtask: the GPU bundle's run.sh on the CUDA driver model");
+    let started = Instant::now();
+    let status = run.status().context("starting the bundle's run.sh")?;
+    let bundle_seconds = started.elapsed().as_secs_f64();
+    let bundle_line = std::fs::read_to_string(logs.join("summary.txt"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("bundle: "))
+        .unwrap_or("bundle: no summary line")
+        .to_string();
+    let row = || -> Result<String, String> {
+        let it = passing(&results, &CUDA)?;
+        let alloc = passing_some(&results, &CUDA_ALLOC)?;
+        let scenarios = it.passed_in("cuda");
+        let device = it.line_after("cuda device: ").unwrap_or("unknown device");
+        if scenarios == 0 || !device.contains("driver model") {
+            return Err(format!(
+                "{CUDA}: {scenarios} scenarios passed on {device}: the suite must pass on the \
+                 driver model"
+            ));
+        }
+        if let Some(skip) = it.skips().next() {
+            return Err(format!("{CUDA}: a test said {skip}"));
+        }
+        if !status.success() {
+            return Err(format!(
+                "the bundle's run.sh on the model: {bundle_line} (logs in {})",
+                logs.display()
+            ));
+        }
+        Ok(format!(
+            "the CUDA driver model (not a GPU), {device}: {scenarios} scenarios; {}; {}; the \
+             GPU bundle's run.sh --driver-model --short: {bundle_line} ({bundle_seconds:.0} s)",
+            tally(&CUDA, it),
+            tally(&CUDA_ALLOC, alloc)
+        ))
+    };
+    let seconds = results.seconds(&[&CUDA, &CUDA_ALLOC]) + bundle_seconds;
+    let backend = match row() {
+        Ok(what) => Backend::ran(NAME, what),
+        Err(why) => Backend::failed(NAME, why),
+    }
+    .took(seconds);
+    for b in &mut results.binaries {
+        b.package = format!("{} (driver model)", b.package);
+    }
+    Ok((backend, results))
 }
 
 /// The backends' bench floors, which their own tests cover.
@@ -228,6 +327,8 @@ const VULKAN_CANARY: &str =
     "driver::canary::executing_a_non_simultaneous_secondary_twice_is_reported";
 /// The suite on CUDA (module `cuda`), and the NVRTC test.
 pub(crate) const CUDA: Target = Target::test("capture-cuda", "it");
+/// The hot paths' allocation counts on CUDA (a harness-less binary).
+const CUDA_ALLOC: Target = Target::test("capture-cuda", "alloc_count");
 
 /// The NVRTC test of capture-cuda, which `cargo xtask test` requires to pass.
 pub(crate) const NVRTC_TEST: &str = "nvrtc::every_builtin_compiles_to_the_shipped_ptx_and_cubins";

@@ -85,7 +85,9 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     // With the cudarc adapter, so its test (a cudarc context handed over) runs too.
     let cuda_args = ["-p", "capture-cuda", "--features", "cudarc,floor"];
     let results = run_tests(&cuda_args, &["--show-output"], |cuda| {
+        // A GPU's driver: the tests fail on the driver model here.
         cuda.env("CAPTURE_REQUIRE_CUDA", "1")
+            .env_remove("CAPTURE_CUDA_MODEL")
             .env("CI", "true")
             .env("INSTA_UPDATE", "no");
         if let Some(path) = &nvrtc {
@@ -151,6 +153,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             "--backend",
             backend,
         ])
+        .env("CAPTURE_REQUIRE_CUDA", "1")
         .status();
         steps.push(match status {
             Ok(s) => Step::new(&name, s.success(), s.to_string()),

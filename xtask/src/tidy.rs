@@ -41,8 +41,13 @@ const FORBID_UNSAFE: [&str; 3] = [
     "crates/capture-suite",
 ];
 
-/// The backends, whose unsafe code lives in the files `UNSAFE_FILES` name alone.
-const BACKENDS: [&str; 2] = ["crates/capture-vulkan", "crates/capture-cuda"];
+/// The backends (and the CUDA driver model's kernel library, whose FFI is in its
+/// `raw.rs` too), whose unsafe code lives in the files `UNSAFE_FILES` name alone.
+const BACKENDS: [&str; 3] = [
+    "crates/capture-vulkan",
+    "crates/capture-cuda",
+    "crates/capture-cuda-model",
+];
 
 /// What opens a CUDA device (or loads a module in its context) in a test: only
 /// capture-cuda's `tests/it/support.rs` may call them, under the suite lock.

@@ -21,6 +21,8 @@ pub struct Launch {
     params: *const u8,
     param_offsets: *const usize,
     param_sizes: *const usize,
+    // SAFETY: a function-pointer type; calling it is sound while the model runs the
+    // kernel (see `ModelMemory::inside`).
     inside: unsafe extern "C" fn(u64, usize) -> c_int,
 }
 
@@ -30,6 +32,7 @@ const FAULT: c_int = 2;
 
 /// The model's allocations, through its `inside` check.
 struct ModelMemory {
+    // SAFETY: a function-pointer type, called only in `Memory::inside` below.
     inside: unsafe extern "C" fn(u64, usize) -> c_int,
 }
 

@@ -1,0 +1,102 @@
+//! The CUDA driver model for the test command's `cuda-model` row: NVIDIA's `cuda.h` from
+//! the pinned `nvidia-cuda-runtime-cu12` wheel (in `target/cuda-header`), the model
+//! (`crates/capture-cuda-model/driver/model.c`) compiled against it by the C compiler
+//! into `target/cuda-model/libcuda.so.1`, and its kernel library (the crate's cdylib)
+//! built; and the environment a command needs to run on it.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+use crate::cargo::{cargo, json_messages};
+use crate::wheel::Wheel;
+
+/// NVIDIA's headers, pinned: the model is compiled against this `cuda.h`, so the C
+/// compiler checks every entry point it exports against NVIDIA's declaration.
+const HEADER: Wheel = Wheel {
+    package: "nvidia-cuda-runtime-cu12",
+    version: "12.9.79",
+    what: "cuda.h",
+    size: "about 3 MB",
+    keep: "nvidia/cuda_runtime/include",
+    marker: "cuda.h",
+    needed_by: "the CUDA driver model, compiled against NVIDIA's cuda.h,",
+};
+
+/// The model's source, relative to the workspace root.
+const SOURCE: &str = "crates/capture-cuda-model/driver/model.c";
+
+/// A built driver model.
+pub(crate) struct Model {
+    /// The directory holding `libcuda.so.1` (and `libcuda.so`, which cudarc asks for).
+    pub(crate) dir: PathBuf,
+    /// The kernel library the model runs kernels through.
+    pub(crate) kernels: PathBuf,
+}
+
+impl Model {
+    /// Points `command` at the model: first on `LD_LIBRARY_PATH` (before `ld_path`, the
+    /// rest of it), expected by the tests (`CAPTURE_CUDA_MODEL=1`), CUDA required, the
+    /// kernel library named.
+    pub(crate) fn apply(&self, command: &mut Command, ld_path: &str) {
+        let ld_path = crate::nvrtc::prepend_path(&self.dir, Some(ld_path));
+        command
+            .env("LD_LIBRARY_PATH", ld_path)
+            .env("CAPTURE_CUDA_MODEL", "1")
+            .env("CAPTURE_REQUIRE_CUDA", "1")
+            .env("CAPTURE_CUDA_MODEL_KERNELS", &self.kernels);
+    }
+}
+
+/// Fetches the header when missing, compiles the model and builds its kernel library.
+pub(crate) fn build(root: &Path) -> Result<Model> {
+    let include = HEADER.ensure_in(&root.join("target").join("cuda-header"), |_| Ok(0))?;
+    let dir = root.join("target").join("cuda-model");
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let library = dir.join("libcuda.so.1");
+    let source = root.join(SOURCE);
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
+    println!(
+        "xtask: compiling the CUDA driver model against {}",
+        include.join("cuda.h").display()
+    );
+    let status = Command::new(&cc)
+        .args([
+            "-std=c11", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared",
+        ])
+        .arg("-I")
+        .arg(&include)
+        .arg("-o")
+        .arg(&library)
+        .arg(&source)
+        .args(["-lpthread", "-ldl"])
+        .status()
+        .with_context(|| format!("starting the C compiler ({cc})"))?;
+    if !status.success() {
+        bail!("compiling {SOURCE} failed ({status})");
+    }
+    let link = dir.join("libcuda.so");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink("libcuda.so.1", &link)
+        .with_context(|| format!("linking {}", link.display()))?;
+
+    let (ok, messages) = json_messages(
+        "cargo build -p capture-cuda-model",
+        cargo(&["build", "-p", "capture-cuda-model"]),
+    )?;
+    if !ok {
+        bail!("building the driver model's kernel library failed");
+    }
+    let kernels = messages
+        .iter()
+        .filter(|m| m["reason"] == "compiler-artifact")
+        .filter(|m| m["target"]["name"] == "capture_cuda_model")
+        .filter_map(|m| m["filenames"].as_array())
+        .flatten()
+        .filter_map(|f| f.as_str())
+        .find(|f| f.ends_with(".so"))
+        .map(PathBuf::from)
+        .context("cargo built no cdylib of capture-cuda-model")?;
+    Ok(Model { dir, kernels })
+}
