@@ -563,11 +563,27 @@ mod tests {
         dir
     }
 
-    /// Runs the bundle's run.sh from elsewhere; returns its success, output and calls.
-    fn run_bundle(dir: &Path) -> (bool, String, String) {
+    /// A directory holding a fake `libcuda.so.1` (capture's driver model when `model`).
+    fn fake_driver(name: &str, model: bool) -> PathBuf {
+        let dir = scratch(name);
+        let body = if model {
+            "\x7fELF ... capture CUDA driver model (not a GPU) ..."
+        } else {
+            "\x7fELF ... NVIDIA ..."
+        };
+        fs::write(dir.join("libcuda.so.1"), body).unwrap();
+        dir
+    }
+
+    /// Runs the bundle's run.sh from elsewhere with `args`, the driver in `driver` first
+    /// on `LD_LIBRARY_PATH`; returns its success, output and calls.
+    fn run_bundle_with(dir: &Path, driver: &Path, args: &[&str]) -> (bool, String, String) {
         let out = Command::new("bash")
             .arg(dir.join("run.sh"))
+            .args(args)
             .current_dir(std::env::temp_dir())
+            .env("LD_LIBRARY_PATH", driver)
+            .env("CAPTURE_CUDA_MODEL_KERNELS", "/k/libkernels.so")
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -575,9 +591,23 @@ mod tests {
         (out.status.success(), text, calls)
     }
 
+    fn run_bundle(dir: &Path) -> (bool, String, String) {
+        let driver = fake_driver(
+            &format!("driver-{}", dir.display().to_string().len()),
+            false,
+        );
+        let ran = run_bundle_with(dir, &driver, &[]);
+        fs::remove_dir_all(&driver).unwrap();
+        ran
+    }
+
     /// The `bundle: N passed, M failed` line, checked against the steps' own lines.
     fn tally(text: &str) -> (usize, usize) {
-        let last = text.lines().last().unwrap();
+        let last = text
+            .lines()
+            .filter(|l| l.starts_with("bundle: "))
+            .last()
+            .unwrap_or_else(|| panic!("no bundle line in {text}"));
         let (passed, failed) = last
             .strip_prefix("bundle: ")
             .and_then(|l| l.split_once(" passed, "))
@@ -585,10 +615,10 @@ mod tests {
         let failed = failed.strip_suffix(" failed").unwrap();
         let counted = (
             text.lines()
-                .filter(|l| l.starts_with("== ") && l.ends_with(": ok"))
+                .filter(|l| l.starts_with("== ") && l.contains(": ok ("))
                 .count(),
             text.lines()
-                .filter(|l| l.starts_with("== ") && l.ends_with(": FAILED"))
+                .filter(|l| l.starts_with("== ") && l.contains(": FAILED"))
                 .count(),
         );
         assert_eq!((passed.parse().unwrap(), failed.parse().unwrap()), counted);
@@ -613,6 +643,26 @@ mod tests {
         assert!(calls.contains("capture bench --backend cuda\n"), "{calls}");
         assert!(calls.contains("capture decode --backend cuda\n"), "{calls}");
         assert_eq!(tally(&text).1, 0, "{text}");
+        // One log file per step, and the summary, beside run.sh.
+        let logs: Vec<String> = fs::read_dir(dir.join("logs"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            logs.iter().any(|l| l.ends_with("-capture-cuda-tests.log")),
+            "{logs:?}"
+        );
+        assert!(logs.contains(&"summary.txt".to_string()), "{logs:?}");
+        let cuda_log = logs
+            .iter()
+            .find(|l| l.ends_with("-capture-cuda-tests.log"))
+            .unwrap();
+        let cuda_log = fs::read_to_string(dir.join("logs").join(cuda_log)).unwrap();
+        assert!(
+            cuda_log.contains("test cuda::capture_replay ... ok"),
+            "{cuda_log}"
+        );
         fs::remove_dir_all(&dir).unwrap();
         fs::remove_dir_all(&source).unwrap();
     }
@@ -635,7 +685,7 @@ mod tests {
         assert!(!calls.contains("capture demo --backend cuda"), "{calls}");
         assert!(text.contains("== decode --backend cuda: skipped: no CUDA in this build\n"));
         assert!(text.contains("== bench --backend cuda: skipped: no CUDA in this build\n"));
-        assert!(text.contains("no cuda:: scenario test ran\n"), "{text}");
+        assert!(text.contains("no line of the output matches"), "{text}");
         assert!(text.contains("\nfailed: capture-cuda tests\n"), "{text}");
         assert_eq!(tally(&text).1, 1, "{text}");
         fs::remove_file(dir.join("bundle.env")).unwrap();
@@ -643,6 +693,80 @@ mod tests {
         assert!(!ok);
         assert!(text.contains("no bundle.env"), "{text}");
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn run_sh_refuses_the_driver_model_unless_it_is_meant() {
+        let source = scratch("model-snapshots");
+        let dir = fake_bundle("model", &source, None, true);
+        let model = fake_driver("model-driver", true);
+        let (ok, text, _) = run_bundle_with(&dir, &model, &["--no-vulkan"]);
+        assert!(!ok, "{text}");
+        assert!(
+            text.contains("is capture's CUDA driver model, not a GPU's driver"),
+            "{text}"
+        );
+        assert!(text.contains("failed: CUDA driver"), "{text}");
+        let (ok, text, calls) =
+            run_bundle_with(&dir, &model, &["--driver-model", "--no-vulkan", "--short"]);
+        assert!(ok, "{text}");
+        assert!(text.contains("(--driver-model: expected)"), "{text}");
+        assert!(
+            calls.contains("capture bench --backend cuda --rows 64x150 --passes 4\n"),
+            "{calls}"
+        );
+        assert!(text.contains("torch CUDA graph: skipped"), "{text}");
+        // A GPU's driver where the model is meant fails too.
+        let gpu = fake_driver("gpu-driver", false);
+        let (ok, text, _) = run_bundle_with(&dir, &gpu, &["--driver-model", "--no-vulkan"]);
+        assert!(!ok, "{text}");
+        assert!(
+            text.contains("is not capture's CUDA driver model"),
+            "{text}"
+        );
+        for d in [dir, source, model, gpu] {
+            fs::remove_dir_all(&d).unwrap();
+        }
+    }
+
+    #[test]
+    fn run_sh_kills_a_step_past_its_timeout_and_logs_where_asked() {
+        let source = scratch("slow-snapshots");
+        let dir = fake_bundle("slow", &source, None, true);
+        fs::write(
+            dir.join("capture-cuda-alloc-count"),
+            "#!/usr/bin/env bash\necho started\nsleep 30\n",
+        )
+        .unwrap();
+        let logs = scratch("slow-logs");
+        let driver = fake_driver("slow-driver", false);
+        let (ok, text, _) = run_bundle_with(
+            &dir,
+            &driver,
+            &[
+                "--step-timeout",
+                "1",
+                "--no-vulkan",
+                "--logs",
+                logs.to_str().unwrap(),
+            ],
+        );
+        assert!(!ok, "{text}");
+        assert!(
+            text.contains(
+                "capture-cuda allocation counts: FAILED: killed after the step timeout of 1 s"
+            ),
+            "{text}"
+        );
+        let summary = fs::read_to_string(logs.join("summary.txt")).unwrap();
+        assert!(summary.contains("FAILED"), "{summary}");
+        assert!(
+            summary.lines().last().unwrap().starts_with("bundle: "),
+            "{summary}"
+        );
+        for d in [dir, source, logs, driver] {
+            fs::remove_dir_all(&d).unwrap();
+        }
     }
 
     #[test]

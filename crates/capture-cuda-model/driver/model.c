@@ -1916,6 +1916,7 @@ CUresult CUDAAPI cuGetErrorName(CUresult error, const char **pStr) {
     case code: *pStr = #code; return CUDA_SUCCESS;
         NAME(CUDA_SUCCESS)
         NAME(CUDA_ERROR_INVALID_VALUE)
+        NAME(CUDA_ERROR_NOT_SUPPORTED)
         NAME(CUDA_ERROR_OUT_OF_MEMORY)
         NAME(CUDA_ERROR_NOT_INITIALIZED)
         NAME(CUDA_ERROR_STUB_LIBRARY)
@@ -1952,6 +1953,14 @@ CUresult CUDAAPI cuGetErrorName(CUresult error, const char **pStr) {
 
 CUresult CUDAAPI cuGetErrorString(CUresult error, const char **pStr) {
     return cuGetErrorName(error, pStr);
+}
+
+/* NVIDIA's private tables (NVRTC asks for them through the loaded driver): the model has
+   none. NVRTC, finding a driver without them, compiles as on a machine with no GPU. */
+CUresult CUDAAPI cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId) {
+    (void)pExportTableId;
+    if (ppExportTable) *ppExportTable = NULL;
+    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 /* ---------------------------------------------------------------------------------- */
