@@ -605,8 +605,7 @@ mod tests {
     fn tally(text: &str) -> (usize, usize) {
         let last = text
             .lines()
-            .filter(|l| l.starts_with("bundle: "))
-            .last()
+            .rfind(|l| l.starts_with("bundle: "))
             .unwrap_or_else(|| panic!("no bundle line in {text}"));
         let (passed, failed) = last
             .strip_prefix("bundle: ")
