@@ -79,12 +79,18 @@ impl Builtin {
     }
 
     /// The info words of a launch over `n` elements with scalar `a` (for `RowBias`,
-    /// `n` rows of `a as u64` columns).
+    /// `n` rows of `a as u64` columns: [`Builtin::row_bias_info`] takes the column count
+    /// as the integer it is).
     pub fn info(self, n: u64, a: f32) -> [u64; 2] {
         match self {
             Builtin::RowBias => [n, a as u64],
             _ => [n, u64::from(a.to_bits())],
         }
+    }
+
+    /// The info words of a `RowBias` launch over `rows` rows of `cols` columns.
+    pub const fn row_bias_info(rows: u64, cols: u64) -> [u64; 2] {
+        [rows, cols]
     }
 
     /// The host model: what the kernel computes, on `f32` buffers in argument order.
@@ -112,7 +118,12 @@ impl Builtin {
             Builtin::RowBias => {
                 let cols = info.get(1).copied().unwrap_or(0) as usize;
                 let (x, y) = bufs.split_at_mut(1);
-                for (k, (o, i)) in y[0].iter_mut().zip(&x[0]).take(n * cols).enumerate() {
+                for (k, (o, i)) in y[0]
+                    .iter_mut()
+                    .zip(&x[0])
+                    .take(n.saturating_mul(cols))
+                    .enumerate()
+                {
                     *o = i + (k / cols.max(1)) as f32;
                 }
             }

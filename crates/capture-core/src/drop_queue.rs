@@ -219,6 +219,11 @@ impl<F: Fence> PendingDropQueue<F> {
         self.should_flush()
     }
 
+    /// Whether a fence recorded by the last flush waits for the next one.
+    pub fn has_fence(&self) -> bool {
+        self.fence.is_some()
+    }
+
     /// Whether the staged values reach the policy's item or byte limit.
     pub fn should_flush(&self) -> bool {
         self.staged.len() >= self.policy.max_items || self.staged_bytes >= self.policy.max_bytes

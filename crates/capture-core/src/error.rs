@@ -33,7 +33,7 @@ pub enum ServerError {
     /// whose capture breaks on allocation that allocation would become part of (or
     /// invalidate) the recording.
     #[error(
-        "allocation of {size} bytes in pool {pool} for {stream} refused: {recording} is recording a capture window"
+        "allocation of {size} bytes in pool {pool} for {stream} refused: {recording} is recording a capture window (allocate in warmup, the capture closure's first run, or before prepare: memory warmup used is kept for the window)"
     )]
     AllocInWindow {
         /// The bytes asked for.
@@ -360,15 +360,25 @@ pub struct Unwritten {
     pub cause: FailureCause,
     /// The launches skipped because of that failure, oldest first.
     pub chain: Vec<Skipped>,
+    /// What read the bytes when it was not a host read: the launch or replay that was
+    /// skipped (`launch of add_one on stream#0`), so the message names it.
+    pub by: Option<Cow<'static, str>>,
 }
 
 impl fmt::Display for Unwritten {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "read of {}{} refused: {} carries {}: {}",
-            self.memory, self.read, self.claimed, self.failure, self.cause
-        )?;
+        match &self.by {
+            Some(by) => write!(
+                f,
+                "{by} skipped: its input {}{} overlaps {}, which carries {}: {}",
+                self.memory, self.read, self.claimed, self.failure, self.cause
+            )?,
+            None => write!(
+                f,
+                "read of {}{} refused: {} carries {}: {}",
+                self.memory, self.read, self.claimed, self.failure, self.cause
+            )?,
+        }
         for s in &self.chain {
             write!(f, "; then {s}")?;
         }

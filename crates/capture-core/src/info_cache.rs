@@ -148,6 +148,11 @@ struct Entry<H> {
     /// False while its words were only copied by a recorded (not yet run) upload: an
     /// eager user must upload them first.
     uploaded: bool,
+    /// The window (the cache's epoch then) whose recording holds an upload of its
+    /// words, if one does; 0 for none. A window that hits an entry neither uploaded nor
+    /// uploaded by its own recording must record an upload (its recorded upload may
+    /// have belonged to a window that was aborted).
+    recorded_in: u64,
 }
 
 /// Maps info words to the device buffer `H` holding them (see the module docs).
@@ -249,6 +254,35 @@ impl<H> MetadataInfoCache<H> {
             && let Some(entry) = self.slots[slot].as_mut()
         {
             entry.uploaded = uploaded;
+        }
+    }
+
+    /// Whether the open window's recording holds an upload of `words` (`false` when not
+    /// cached).
+    pub fn upload_recorded(&self, words: &[u64]) -> bool {
+        self.index
+            .get(words)
+            .and_then(|&slot| self.slots[slot].as_ref())
+            .is_some_and(|e| e.recorded_in == self.epoch)
+    }
+
+    /// Notes that the open window recorded an upload of `words`, which is not uploaded
+    /// until a replay runs it. A no-op when not cached.
+    pub fn record_upload(&mut self, words: &[u64]) {
+        let epoch = self.epoch;
+        if let Some(&slot) = self.index.get(words)
+            && let Some(entry) = self.slots[slot].as_mut()
+        {
+            entry.uploaded = false;
+            entry.recorded_in = epoch;
+        }
+    }
+
+    /// Marks every entry as not uploaded: the work that uploaded them may have been lost
+    /// (an asynchronous error dropped it), so each is uploaded again before its next use.
+    pub fn forget_uploads(&mut self) {
+        for entry in self.slots.iter_mut().flatten() {
+            entry.uploaded = false;
         }
     }
 
@@ -475,6 +509,7 @@ impl<H> MetadataInfoCache<H> {
             pins: 0,
             window: 0,
             uploaded: true,
+            recorded_in: 0,
         };
         let slot = match self.free.pop() {
             Some(slot) => {

@@ -72,7 +72,7 @@ pub use range::{ByteRange, InvalidRange};
 pub use report::GraphLedger;
 pub use runtime::{
     Arg, Buffer, CapturePhase, Capturing, Device, DeviceConfig, DeviceReport, KernelHandle,
-    StreamReport,
+    MAX_REPLAYS_PER_CALL, StreamReport,
 };
 pub use trace::{Event, KernelId, Trace};
 

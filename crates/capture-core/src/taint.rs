@@ -691,6 +691,7 @@ impl TaintLedger {
             failure: claim.failure,
             cause,
             chain,
+            by: None,
         }))
     }
 }

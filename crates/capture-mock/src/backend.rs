@@ -370,6 +370,7 @@ impl<const AFFINE: bool> Backend for Mock<AFFINE> {
             stream.queue.push(Op::Wait {
                 queue: Arc::clone(queue),
                 upto: fence.upto,
+                reports: fence.reports,
             });
         }
         Ok(())

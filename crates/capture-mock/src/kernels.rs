@@ -88,7 +88,10 @@ fn row_bias(b: &mut [Vec<u8>], info: &[u64]) {
     let rows = info.first().copied().unwrap_or(0) as usize;
     let cols = info.get(1).copied().unwrap_or(0) as usize;
     let (x, y) = b.split_at_mut(1);
-    let n = (rows * cols).min(x[0].len() / 4).min(y[0].len() / 4);
+    let n = rows
+        .saturating_mul(cols)
+        .min(x[0].len() / 4)
+        .min(y[0].len() / 4);
     for k in 0..n {
         let v = get(&x[0], k) + (k / cols.max(1)) as f32;
         set(&mut y[0], k, v);

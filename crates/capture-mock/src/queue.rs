@@ -53,10 +53,14 @@ pub(crate) enum Op {
     },
     /// A device-side wait: the rest of this queue runs only after everything enqueued on
     /// `queue` before `upto` has. A failure there fails the wait too, as an
-    /// asynchronous error stays with every stream that depends on the failed work.
+    /// asynchronous error stays with every stream that depends on the failed work, unless
+    /// the failure was reported before the fence the wait is on was recorded (its
+    /// `reports`, the queue's count of reported errors then): a stream's own fence
+    /// reporting an error ends it there, and later work is judged on its own (rule 15).
     Wait {
         queue: Arc<Queue>,
         upto: u64,
+        reports: u64,
     },
 }
 
@@ -69,9 +73,20 @@ struct State {
     recording: Option<Vec<Op>>,
     /// The asynchronous error the next fence wait reports.
     error: Option<ServerError>,
-    /// The first operation that failed, and how: a device-side wait for any position
-    /// past it fails too.
-    failed: Option<(u64, ServerError)>,
+    /// The operations that failed, and how, with the number of reports made before each
+    /// was reported (`None` while unreported): a device-side wait for a position past one
+    /// fails too, if its fence was recorded before that report.
+    failed: Vec<Failed>,
+    /// How many asynchronous errors a fence wait has reported.
+    reports: u64,
+}
+
+/// One failed operation of a queue.
+#[derive(Debug)]
+struct Failed {
+    seq: u64,
+    error: ServerError,
+    reported: Option<u64>,
 }
 
 /// Scratch the running operation uses. All mock queues run under this one lock, so a
@@ -174,7 +189,21 @@ impl Queue {
     /// error one of them hit.
     pub(crate) fn run_until(&self, upto: u64) -> Result<(), ServerError> {
         with_engine(|engine| while self.run_next(upto, engine) {});
-        lock(&self.state).error.take().map_or(Ok(()), Err)
+        let mut q = lock(&self.state);
+        let error = q.error.take();
+        if error.is_some() {
+            let reports = q.reports;
+            for f in q.failed.iter_mut().filter(|f| f.reported.is_none()) {
+                f.reported = Some(reports);
+            }
+            q.reports += 1;
+        }
+        error.map_or(Ok(()), Err)
+    }
+
+    /// How many asynchronous errors a fence wait of this queue has reported so far.
+    pub(crate) fn reports(&self) -> u64 {
+        lock(&self.state).reports
     }
 
     /// Runs everything enqueued so far.
@@ -196,19 +225,31 @@ impl Queue {
         let mut q = lock(&self.state);
         q.ran = seq + 1;
         if let Err(e) = result {
-            q.failed.get_or_insert((seq, e.clone()));
+            if !q.failed.iter().any(|f| f.reported.is_none()) {
+                q.failed.push(Failed {
+                    seq,
+                    error: e.clone(),
+                    reported: None,
+                });
+            }
             q.error.get_or_insert(e);
         }
         true
     }
 
-    /// A device-side wait for this queue's work before `upto`: runs it, and fails if
-    /// any of it failed.
-    fn wait_until(&self, upto: u64, engine: &mut Engine) -> Result<(), ServerError> {
+    /// A device-side wait for this queue's work before `upto`, on a fence recorded after
+    /// `reports` reported errors: runs it, and fails if any of it failed and was not
+    /// reported before the fence.
+    fn wait_until(&self, upto: u64, reports: u64, engine: &mut Engine) -> Result<(), ServerError> {
         while self.run_next(upto, engine) {}
-        match &lock(&self.state).failed {
-            Some((seq, error)) if *seq < upto => Err(error.clone()),
-            _ => Ok(()),
+        let q = lock(&self.state);
+        match q
+            .failed
+            .iter()
+            .find(|f| f.seq < upto && f.reported.is_none_or(|r| r >= reports))
+        {
+            Some(f) => Err(f.error.clone()),
+            None => Ok(()),
         }
     }
 
@@ -250,6 +291,24 @@ impl Queue {
                         crate::MockError::new(format!("kernel {} panicked", kernel.name)),
                     ));
                 }
+                // A kernel cannot resize device memory: one that changed a buffer's length
+                // broke its contract, and faults like one that panicked (nothing written).
+                if let Some((i, (res, _))) = args
+                    .iter()
+                    .flatten()
+                    .enumerate()
+                    .find(|(i, (res, _))| scratch[*i].len() as u64 != res.bytes.len())
+                {
+                    return Err(ServerError::driver(
+                        "kernel",
+                        crate::MockError::new(format!(
+                            "kernel {} resized buffer {i} from {} to {} bytes",
+                            kernel.name,
+                            res.bytes.len(),
+                            scratch[i].len()
+                        )),
+                    ));
+                }
                 for (i, (res, access)) in args.iter().flatten().enumerate() {
                     if access.writes() {
                         dev.slice_mut(res.page, res.bytes)
@@ -272,7 +331,11 @@ impl Queue {
                     }
                 }
             }
-            Op::Wait { queue, upto } => queue.wait_until(*upto, engine)?,
+            Op::Wait {
+                queue,
+                upto,
+                reports,
+            } => queue.wait_until(*upto, *reports, engine)?,
         }
         Ok(())
     }
@@ -303,6 +366,8 @@ fn with_engine<R>(f: impl FnOnce(&mut Engine) -> R) -> R {
 pub struct MockFence {
     pub(crate) queue: Option<Arc<Queue>>,
     pub(crate) upto: u64,
+    /// The queue's reported errors when the fence was recorded.
+    pub(crate) reports: u64,
 }
 
 impl MockFence {
@@ -314,7 +379,12 @@ impl MockFence {
             q.conflict("a fence recorded on a capturing stream");
         }
         let upto = queue.as_ref().map_or(0, |q| q.mark());
-        Self { queue, upto }
+        let reports = queue.as_ref().map_or(0, |q| q.reports());
+        Self {
+            queue,
+            upto,
+            reports,
+        }
     }
 }
 

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use capture_core::backend::{ComputeStorage, StorageId};
-use capture_core::{ByteRange, ServerError};
+use capture_core::{ByteRange, MemoryKind, OutOfMemory, PoolKind, PoolName, ServerError};
 
 use crate::context::Context;
 use crate::lock::lock;
@@ -16,14 +16,28 @@ pub const POISON: u8 = 0xDE;
 /// The byte a fresh page holds, so never-written memory is recognisable.
 pub const FRESH: u8 = 0xA5;
 
+/// How many bytes of pages one kind of the mock's memory holds at most (over every
+/// device of a backend value): past it an allocation is `OutOfMemory`, as a device's
+/// would be, rather than a host allocation that aborts the process.
+pub const MOCK_MEMORY_BYTES: u64 = 4 << 30;
+
 /// The pages of one kind of memory of one mock device.
 #[derive(Debug, Default)]
 pub(crate) struct Pages {
     pub(crate) pages: HashMap<u64, Vec<u8>>,
     next: u64,
+    /// Bytes the live pages hold.
+    bytes: u64,
 }
 
 impl Pages {
+    /// Frees page `page`.
+    pub(crate) fn remove(&mut self, page: u64) {
+        if let Some(bytes) = self.pages.remove(&page) {
+            self.bytes -= bytes.len() as u64;
+        }
+    }
+
     /// The bytes of `bytes` on page `page`.
     pub(crate) fn slice(&self, page: u64, bytes: ByteRange) -> &[u8] {
         &self.pages[&page][bytes.start() as usize..bytes.end() as usize]
@@ -85,16 +99,39 @@ impl ComputeStorage for MockStorage {
     fn alloc(&mut self, size: u64) -> Result<StorageId, ServerError> {
         // Tolerated in relaxed mode: `cuMemAlloc` enqueues nothing a capture could miss.
         let mut pages = lock(&self.pages);
+        let out_of_memory = |reason: String| {
+            ServerError::OutOfMemory(Box::new(OutOfMemory {
+                requested: size,
+                // The memory manager names the pool that grew.
+                pool: PoolName {
+                    memory: MemoryKind::Device,
+                    pool: PoolKind::Dynamic,
+                },
+                reason: reason.into(),
+                pools: Vec::new(),
+                graphs: Vec::new(),
+            }))
+        };
+        if pages.bytes.saturating_add(size) > MOCK_MEMORY_BYTES {
+            return Err(out_of_memory(format!(
+                "the mock holds at most {MOCK_MEMORY_BYTES} B of each kind of memory, \
+                 {} B are in pages",
+                pages.bytes
+            )));
+        }
+        // Filled by `vec!`'s memset: byte by byte, a debug build would crawl.
+        let page = vec![FRESH; size as usize];
         let id = pages.next;
         pages.next += 1;
-        pages.pages.insert(id, vec![FRESH; size as usize]);
+        pages.bytes += size;
+        pages.pages.insert(id, page);
         self.owned.push(id);
         Ok(StorageId(id))
     }
 
     fn dealloc(&mut self, id: StorageId) {
         self.context.conflicts_with_all("a free");
-        lock(&self.pages).pages.remove(&id.0);
+        lock(&self.pages).remove(id.0);
         self.owned.retain(|&p| p != id.0);
     }
 
@@ -120,7 +157,7 @@ impl Drop for MockStorage {
         // The stream finished its work before its storages drop.
         let mut pages = lock(&self.pages);
         for id in self.owned.drain(..) {
-            pages.pages.remove(&id);
+            pages.remove(id);
         }
     }
 }

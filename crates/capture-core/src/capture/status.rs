@@ -62,6 +62,12 @@ impl CaptureStatus {
         self.lock().slots.iter().any(|s| s.recording)
     }
 
+    /// The logical streams whose windows are active (prepared or recording), in
+    /// pooled-stream order.
+    pub fn active(&self) -> Vec<StreamId> {
+        self.lock().slots.iter().filter_map(|s| s.owner).collect()
+    }
+
     /// The logical streams whose windows record, in pooled-stream order.
     pub fn recording(&self) -> Vec<StreamId> {
         self.lock()

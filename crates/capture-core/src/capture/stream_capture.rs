@@ -80,6 +80,10 @@ pub struct StreamCapture {
     state: State,
     recorded: Vec<Claim>,
     claims: HashMap<ClaimKey, usize>,
+    /// Recorded operations (launches and host-to-device copies), in order: the position
+    /// of each claim's first read and first write.
+    ops: u64,
+    /// Recorded kernel launches (copies are not launches).
     launches: u64,
     touched: Vec<TouchedPage>,
     retained_host: Vec<Bytes>,
@@ -104,6 +108,7 @@ impl StreamCapture {
             state: State::NoCapture,
             recorded: Vec::new(),
             claims: HashMap::new(),
+            ops: 0,
             launches: 0,
             touched: Vec::new(),
             retained_host: Vec::new(),
@@ -133,10 +138,22 @@ impl StreamCapture {
     /// Each claim is kept once, as it is recorded (a decode step records hundreds of
     /// launches over a few buffers), with the order of its first read and first write.
     pub fn record(&mut self, buffers: impl IntoIterator<Item = BufferBinding>) {
-        if !self.is_recording() {
-            return;
+        if self.is_recording() {
+            self.record_op(buffers);
+            self.launches += 1;
         }
-        let launch = self.launches;
+    }
+
+    /// As [`record`](Self::record), for a recorded host-to-device copy: its memory is
+    /// remembered in order with the launches', but it is not a launch.
+    pub fn record_copy(&mut self, buffers: impl IntoIterator<Item = BufferBinding>) {
+        if self.is_recording() {
+            self.record_op(buffers);
+        }
+    }
+
+    fn record_op(&mut self, buffers: impl IntoIterator<Item = BufferBinding>) {
+        let launch = self.ops;
         for b in buffers {
             let (reads, writes) = (b.access().reads(), b.access().writes());
             match self.claims.get(&b.claim_key()) {
@@ -163,7 +180,7 @@ impl StreamCapture {
                 }
             }
         }
-        self.launches += 1;
+        self.ops += 1;
     }
 
     /// Remember that a launch was given the memory at `location`, owned by `stream`, when
@@ -436,11 +453,17 @@ impl StreamCapture {
             }
             State::Prepare { owner: held } => Err(ServerError::graph_state(
                 "prepare",
-                format!("{held} has already prepared a capture on this stream"),
+                format!(
+                    "{held} has already prepared a window on this stream: end it, or abort \
+                     it, before preparing again"
+                ),
             )),
             State::Capture { owner: held } => Err(ServerError::graph_state(
                 "prepare",
-                format!("{held} is recording a capture on this stream"),
+                format!(
+                    "{held} is recording a window on this stream: end it, or abort it, \
+                     before preparing again"
+                ),
             )),
         }
     }
@@ -558,6 +581,7 @@ impl StreamCapture {
     fn clear(&mut self) {
         self.recorded.clear();
         self.claims.clear();
+        self.ops = 0;
         self.launches = 0;
         self.touched.clear();
         self.retained_host.clear();

@@ -106,6 +106,7 @@ impl<B: Backend> Device<B> {
             inner: Arc::new(Inner {
                 signals,
                 tracks: Mutex::new(Tracks::new(config.streams)),
+                faults: (0..config.streams).map(|_| AtomicU64::new(0)).collect(),
                 backend,
                 serial: DEVICES.fetch_add(1, Ordering::Relaxed),
                 cells,
@@ -331,13 +332,25 @@ impl<B: Backend> Device<B> {
     ///
     /// # Errors
     ///
-    /// [`ServerError::GraphState`] naming the recording stream while any stream
-    /// records: no page is released or renumbered then, and nothing is changed.
+    /// [`ServerError::GraphState`] naming the stream while any window is active
+    /// (prepared or recording): no page is released or renumbered then, on any stream,
+    /// and nothing is changed; `end` or `abort` the window first.
     pub fn cleanup(&self) -> Result<CleanupReport, ServerError> {
-        if let Some(recording) = self.captures().recording().first() {
+        let status = self.captures();
+        if let Some(recording) = status.recording().first() {
             return Err(ServerError::graph_state(
                 "cleanup",
                 format!("{recording} is recording: no page is released or renumbered"),
+            ));
+        }
+        // Decided for every stream before any is touched: a refusal changes nothing.
+        if let Some(armed) = status.active().first() {
+            return Err(ServerError::graph_state(
+                "cleanup",
+                format!(
+                    "{armed} has a prepared window: no page is released or renumbered until \
+                     it ends or is aborted"
+                ),
             ));
         }
         // Every stream's deferred frees first: one stream's queued work may hold another
@@ -481,7 +494,7 @@ impl<B: Backend> Inner<B> {
             // and its claim is left alone until a replay settles it.
             let capture = ps.stream.capturing();
             capture.touch(buffer.owner, location);
-            capture.record(std::iter::once(buffer.binding(range, Access::Write)));
+            capture.record_copy(std::iter::once(buffer.binding(range, Access::Write)));
             capture.retain_host(bytes);
             drop(staging);
         } else {
@@ -548,8 +561,9 @@ impl<B: Backend> Inner<B> {
         }
         // The drain's fence is the last word on what the stream wrote: an asynchronous
         // error there claims it, the bytes just read included.
-        self.drain(ps, stream);
-        self.order().all_good(ps.index);
+        if self.drain(ps, stream).is_ok() {
+            self.order().all_good(ps.index);
+        }
         self.taint().check_read(key)?;
         self.trace.push(Event::Read { stream, key });
         Ok(out)
@@ -561,7 +575,8 @@ impl<B: Backend> Inner<B> {
             self.fault(ps, stream, &error);
             return Err(error);
         }
-        self.drain(ps, stream);
+        // The drain's fence is the sync's last wait: its error is the sync's.
+        self.drain(ps, stream)?;
         self.order().all_good(ps.index);
         self.trace.push(Event::Sync { stream });
         Ok(())
@@ -571,13 +586,15 @@ impl<B: Backend> Inner<B> {
     /// is done with them.
     fn drain_for_cleanup(&self, ps: &mut PooledStream<B>) {
         let stream = StreamId::new(ps.index as u64);
-        self.drain(ps, stream);
+        // A failed fence keeps what it held (and claims what the stream wrote); the
+        // cleanup goes on with the rest.
+        let _ = self.drain(ps, stream);
         let unpinned = ps.stream.info_cache().clear_unpinned();
         if !unpinned.is_empty() {
             for handle in unpinned {
                 ps.drops.push(handle);
             }
-            self.drain(ps, stream);
+            let _ = self.drain(ps, stream);
         }
     }
 

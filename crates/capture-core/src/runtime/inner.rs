@@ -6,6 +6,7 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::buffer::Buffer;
@@ -51,6 +52,10 @@ pub(crate) struct Inner<B: Backend> {
     pub(crate) signals: Vec<<B::Stream as DeviceStream>::Signal>,
     /// Cross-stream order and the ranges written since each stream's last good fence.
     pub(crate) tracks: Mutex<Tracks>,
+    /// Per pooled stream, how many asynchronous errors its fences reported: work lost
+    /// with one may have held info-word uploads, which the stream then uploads again
+    /// (`forget_lost_uploads`).
+    pub(crate) faults: Vec<AtomicU64>,
 }
 
 impl<B: Backend> Drop for Inner<B> {
@@ -187,6 +192,18 @@ impl<B: Backend> Inner<B> {
         error
     }
 
+    /// After an asynchronous error on `ps`'s stream (reported wherever its fence was
+    /// waited for), its info-cache entries count as not uploaded: the lost work may have
+    /// held their uploads (a failed submission drops its whole batch), so each is
+    /// uploaded again, or its upload recorded, before its next use.
+    pub(crate) fn forget_lost_uploads(&self, ps: &mut PooledStream<B>) {
+        let faults = self.faults[ps.index].load(Ordering::Relaxed);
+        if faults != ps.faults_seen {
+            ps.faults_seen = faults;
+            ps.stream.info_cache().forget_uploads();
+        }
+    }
+
     /// Claims `keys` with `error` in the ledger and traces each claim.
     pub(crate) fn claim(&self, keys: &[ClaimKey], error: &ServerError) -> Option<FailureId> {
         if keys.is_empty() {
@@ -226,6 +243,7 @@ impl<B: Backend> Inner<B> {
     /// waited for: every range written on `q` since its last good fence is claimed, the
     /// ones whose memory is gone skipped (rule 15).
     pub(crate) fn fault_on(&self, q: usize, stream: StreamId, error: &ServerError) {
+        self.faults[q].fetch_add(1, Ordering::Relaxed);
         let mut keys = Vec::new();
         self.order().take_since_fence(q, &mut keys);
         keys.sort_unstable();
@@ -397,27 +415,60 @@ impl<B: Backend> Inner<B> {
         }
         let signal = ps.stream.signal();
         ps.held.clear();
-        if let Err(e) = ps
+        let waits_for = ps.drops.has_fence().then_some(ps.drops_epoch);
+        let now = self.order().epoch(ps.index);
+        match ps
             .drops
             .flush(|| <B::Stream as DeviceStream>::fence(signal))
         {
-            self.fault(ps, stream, &e);
+            // The fence it waited for was good: what the stream wrote up to it is
+            // settled, wherever else nobody looks (rule 15).
+            Ok(()) => {
+                if let Some(epoch) = waits_for {
+                    self.order().good(ps.index, epoch);
+                }
+            }
+            Err(e) => self.fault(ps, stream, &e),
+        }
+        if ps.drops.has_fence() {
+            ps.drops_epoch = now;
         }
     }
 
     /// Frees everything the drop queue holds, after waiting for the device (never while
-    /// recording).
-    pub(crate) fn drain(&self, ps: &mut PooledStream<B>, stream: StreamId) {
+    /// recording). An asynchronous error its fence reports claims what the stream wrote
+    /// since its last good fence (rule 15), and is returned for a caller that reports it.
+    pub(crate) fn drain(
+        &self,
+        ps: &mut PooledStream<B>,
+        stream: StreamId,
+    ) -> Result<(), ServerError> {
         if ps.stream.capturing().is_recording() {
-            return;
+            return Ok(());
         }
         let signal = ps.stream.signal();
         ps.held.clear();
-        if let Err(e) = ps
+        // The fences a drain waits for: the last flush's, if it recorded one, and one
+        // recorded now when values wait without a fence.
+        let previous = ps.drops.has_fence().then_some(ps.drops_epoch);
+        let fresh =
+            ps.drops.staged_len() > 0 || (ps.drops.pending_len() > 0 && !ps.drops.has_fence());
+        let now = self.order().epoch(ps.index);
+        match ps
             .drops
             .drain(|| <B::Stream as DeviceStream>::fence(signal))
         {
-            self.fault(ps, stream, &e);
+            Ok(()) => {
+                let settled = if fresh { Some(now) } else { previous };
+                if let Some(epoch) = settled {
+                    self.order().good(ps.index, epoch);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                self.fault(ps, stream, &e);
+                Err(e)
+            }
         }
     }
 

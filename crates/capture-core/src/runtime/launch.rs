@@ -322,12 +322,18 @@ impl<B: Backend> Inner<B> {
         if words.is_empty() {
             return Ok(None);
         }
+        self.forget_lost_uploads(ps);
         let hit = ps.stream.info_cache().get(words).map(|h| h.id());
         let recording = ps.stream.capturing().is_recording();
+        let unwritten = ps.stream.info_cache().is_uploaded(words) == Some(false);
         let id = match hit {
-            Some(id) if !recording && ps.stream.info_cache().is_uploaded(words) == Some(false) => {
-                // Rule 12's twin: only a recorded upload wrote this entry (its window was
-                // aborted, or its graph has not replayed yet): upload the words now.
+            // Only a recorded upload wrote this entry (its window was aborted, or its
+            // graph has not replayed yet), or its upload was lost to an asynchronous
+            // error: upload the words now, or record an upload in this window unless its
+            // own recording holds one already (rule 8's copy, kept for the graph's life).
+            Some(id)
+                if unwritten && (!recording || !ps.stream.info_cache().upload_recorded(words)) =>
+            {
                 let len = (words.len() * 8) as u64;
                 let key = ClaimKey {
                     memory: id,
@@ -336,8 +342,12 @@ impl<B: Backend> Inner<B> {
                 let destination = ps.stream.device_memory().resource(key)?;
                 let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
                 let staging = self.stage(ps, stream, &bytes, &destination)?;
-                ps.drops.push(staging);
-                ps.stream.info_cache().set_uploaded(words, true);
+                if recording {
+                    ps.stream.info_cache().record_upload(words);
+                } else {
+                    ps.drops.push(staging);
+                    ps.stream.info_cache().set_uploaded(words, true);
+                }
                 id
             }
             Some(id) => id,
@@ -358,7 +368,7 @@ impl<B: Backend> Inner<B> {
                 match ps.stream.info_cache().insert(words, handle)? {
                     Inserted::Cached { evicted } => {
                         if recording {
-                            ps.stream.info_cache().set_uploaded(words, false);
+                            ps.stream.info_cache().record_upload(words);
                         }
                         for old in evicted {
                             ps.drops.push(old);
@@ -464,7 +474,10 @@ impl<B: Backend> Inner<B> {
                     .capturing()
                     .unwritten_parts(key, &mut ps.unwritten);
                 for j in 0..ps.unwritten.len() {
-                    if let Err(error) = self.taint().check_read(ps.unwritten[j]) {
+                    if let Err(mut error) = self.taint().check_read(ps.unwritten[j]) {
+                        if let ServerError::Unwritten(u) = &mut error {
+                            u.by = Some(format!("recorded launch of {name} on {stream}").into());
+                        }
                         return Err(self.doom(ps, stream, name, error));
                     }
                 }
@@ -476,12 +489,14 @@ impl<B: Backend> Inner<B> {
             ps.outputs.iter().copied(),
         ) {
             // A claimed input: skip, pass the failure on (rule 14's eager twin).
-            if let ServerError::Unwritten(u) = &error {
+            let mut error = error;
+            if let ServerError::Unwritten(u) = &mut error {
                 self.trace.push(Event::Skip {
                     stream,
                     op: name.clone(),
                     failure: u.failure,
                 });
+                u.by = Some(format!("launch of {name} on {stream}").into());
             }
             return Err(error);
         }

@@ -23,6 +23,9 @@ use crate::ids::{GraphId, StreamId};
 use crate::memory::BufferBinding;
 use crate::trace::Event;
 
+/// The most replays one [`Device::replay`] call makes (they go out in one submission).
+pub const MAX_REPLAYS_PER_CALL: u32 = 1 << 16;
+
 impl<B: Backend> Device<B> {
     /// Starts the warmup run of a capture on `stream`: arms its pools and info cache.
     ///
@@ -292,11 +295,14 @@ impl<B: Backend> Device<B> {
             target: "capture", "replay", %stream, pooled = self.inner.pooled(stream), %graph, times
         )
         .entered();
-        if times == 0 {
+        if times == 0 || times > MAX_REPLAYS_PER_CALL {
             return Err(ServerError::invalid(
                 "replay count",
                 times,
-                "a replay runs at least once",
+                format!(
+                    "a replay call runs a graph 1 to {MAX_REPLAYS_PER_CALL} times \
+                     (one submission); call again for more"
+                ),
             ));
         }
         let index = self
@@ -375,10 +381,11 @@ impl<B: Backend> Drop for AbortOnPanic<'_, B> {
 }
 
 /// A lifecycle refusal from a pooled stream's `StreamCapture`, which does not know the
-/// logical caller, with the caller named.
+/// logical caller, with the caller named (unless the reason names it already: the
+/// owner of the window the caller's own prepare runs into).
 fn naming(stream: StreamId, error: ServerError) -> ServerError {
     match error {
-        ServerError::GraphState { op, reason } => {
+        ServerError::GraphState { op, reason } if !reason.starts_with(&format!("{stream} ")) => {
             ServerError::graph_state(op, format!("{stream}: {reason}"))
         }
         other => other,

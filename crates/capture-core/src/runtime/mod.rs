@@ -20,6 +20,7 @@ pub use capturing::{CapturePhase, Capturing};
 pub use config::DeviceConfig;
 pub use device::Device;
 pub use launch::KernelHandle;
+pub use lifecycle::MAX_REPLAYS_PER_CALL;
 pub use report::{DeviceReport, StreamReport};
 
 /// For the microbenchmarks only (`crate::internals`).

@@ -16,9 +16,11 @@ use std::collections::HashMap;
 
 use crate::ids::MemoryId;
 use crate::memory::ClaimKey;
+use crate::range::ByteRange;
 
-/// Past this many noted ranges, [`Tracks::wrote`] deduplicates a stream's list.
-const SINCE_FENCE_COMPACT: usize = 1024;
+/// Past this many ranges of one allocation noted on a stream, the settled ones are
+/// dropped (a buffer written row by row, as a KV cache is).
+const RANGES_COMPACT: usize = 32;
 
 /// One pooled stream's counters.
 #[derive(Debug, Default)]
@@ -30,8 +32,13 @@ struct Lane {
     /// `after[q]`: this stream's queue already waits, on the device, for stream `q`'s
     /// operations up to that epoch.
     after: Vec<u64>,
-    /// Ranges written here since the last good fence that covered everything.
-    since_fence: Vec<ClaimKey>,
+    /// Ranges written here, per allocation, each with the epoch of its latest write:
+    /// the ones past `done` are the ranges written since the last good fence (rule 15
+    /// claims only those). Settled entries stay until the range is written again (its
+    /// epoch moves, nothing allocates), the allocation is forgotten, or its list is
+    /// compacted: the lists hold only live allocations' ranges, however long the stream
+    /// goes unread.
+    written: HashMap<MemoryId, Vec<(ByteRange, u64)>>,
 }
 
 /// The uses of one allocation the next user on another stream may have to follow.
@@ -139,7 +146,9 @@ impl Tracks {
         }
     }
 
-    /// A fence of `q` stamped `epoch` was waited for on the host and reported no error.
+    /// A fence of `q` stamped `epoch` was waited for on the host and reported no error,
+    /// wherever it was met (a read or sync of `q`, another stream's wait, a drop-queue
+    /// flush, `begin`): what `q` wrote up to that epoch is settled.
     pub(crate) fn good(&mut self, q: usize, epoch: u64) {
         let lane = &mut self.lanes[q];
         lane.done = lane.done.max(epoch);
@@ -148,31 +157,66 @@ impl Tracks {
     /// Everything `q` enqueued so far is known complete, with no error: its ranges
     /// written since its last good fence are settled.
     pub(crate) fn all_good(&mut self, q: usize) {
-        let lane = &mut self.lanes[q];
-        lane.done = lane.epoch;
-        lane.since_fence.clear();
+        let epoch = self.lanes[q].epoch;
+        self.good(q, epoch);
     }
 
-    /// Notes ranges written on `q` since its last good fence. Writes repeat over a
-    /// working set, so a long list is compacted in place rather than grown.
+    /// Notes ranges written on `q` by its latest operation (at its current epoch). A
+    /// range written again only moves its epoch.
     pub(crate) fn wrote(&mut self, q: usize, keys: &[ClaimKey]) {
-        let since = &mut self.lanes[q].since_fence;
-        since.extend_from_slice(keys);
-        if since.len() > SINCE_FENCE_COMPACT {
-            since.sort_unstable();
-            since.dedup();
+        let lane = &mut self.lanes[q];
+        let (epoch, done) = (lane.epoch, lane.done);
+        for key in keys {
+            let ranges = lane.written.entry(key.memory).or_default();
+            match ranges.iter_mut().find(|(r, _)| *r == key.range) {
+                Some(entry) => entry.1 = epoch,
+                None => {
+                    if ranges.len() >= RANGES_COMPACT {
+                        ranges.retain(|&(_, written)| written > done);
+                    }
+                    ranges.push((key.range, epoch));
+                }
+            }
         }
     }
 
     /// Takes the ranges written on `q` since its last good fence: an asynchronous error
     /// claims them all (rule 15).
     pub(crate) fn take_since_fence(&mut self, q: usize, into: &mut Vec<ClaimKey>) {
-        into.append(&mut self.lanes[q].since_fence);
+        let lane = &mut self.lanes[q];
+        let done = lane.done;
+        for (&memory, ranges) in &mut lane.written {
+            for &(range, _) in ranges.iter().filter(|&&(_, written)| written > done) {
+                into.push(ClaimKey { memory, range });
+            }
+            ranges.retain(|&(_, written)| written <= done);
+        }
     }
 
-    /// Forgets an allocation its pool took back.
+    /// Forgets an allocation its pool took back: its order, and what any stream noted
+    /// writing to it (there is nothing left to claim).
     pub(crate) fn forget(&mut self, id: MemoryId) {
         self.uses.remove(&id);
+        for lane in &mut self.lanes {
+            lane.written.remove(&id);
+        }
+    }
+
+    /// How many ranges `q` wrote since its last good fence.
+    #[cfg(test)]
+    pub(crate) fn since_fence_len(&self, q: usize) -> usize {
+        let lane = &self.lanes[q];
+        lane.written
+            .values()
+            .flatten()
+            .filter(|&&(_, written)| written > lane.done)
+            .count()
+    }
+
+    /// How many ranges `q` holds noted, settled or not (what the lists cost).
+    #[cfg(test)]
+    pub(crate) fn noted_len(&self, q: usize) -> usize {
+        self.lanes[q].written.values().map(Vec::len).sum()
     }
 }
 
@@ -219,14 +263,89 @@ mod tests {
             memory: id(n),
             range: crate::range::ByteRange::from_bounds(0, 4),
         };
+        t.used(0, [], [id(1), id(2)]);
         t.wrote(0, &[key(1), key(2)]);
         let mut out = Vec::new();
         t.take_since_fence(0, &mut out);
+        out.sort_unstable();
         assert_eq!(out, vec![key(1), key(2)]);
+        t.used(0, [], [id(3)]);
         t.wrote(0, &[key(3)]);
         t.all_good(0);
         out.clear();
         t.take_since_fence(0, &mut out);
         assert!(out.is_empty());
+    }
+
+    fn key(n: u64) -> ClaimKey {
+        ClaimKey {
+            memory: id(n),
+            range: crate::range::ByteRange::from_bounds(0, 4),
+        }
+    }
+
+    #[test]
+    fn a_good_fence_settles_what_it_covers_and_nothing_after() {
+        let mut t = Tracks::new(2);
+        t.used(0, [], [id(1)]);
+        t.wrote(0, &[key(1)]);
+        t.used(0, [], [id(2)]);
+        t.wrote(0, &[key(2)]);
+        // A fence stamped at the first write, met anywhere.
+        t.good(0, 1);
+        let mut out = Vec::new();
+        t.take_since_fence(0, &mut out);
+        assert_eq!(out, vec![key(2)]);
+    }
+
+    #[test]
+    fn a_range_written_again_stays_until_a_fence_covers_its_last_write() {
+        let mut t = Tracks::new(1);
+        t.used(0, [], [id(1)]);
+        t.wrote(0, &[key(1)]);
+        t.used(0, [], [id(1)]);
+        t.wrote(0, &[key(1)]);
+        t.good(0, 1);
+        assert_eq!(t.since_fence_len(0), 1, "rewritten at epoch 2");
+        t.good(0, 2);
+        assert_eq!(t.since_fence_len(0), 0);
+    }
+
+    #[test]
+    fn a_stream_never_read_holds_only_what_is_live_and_unsettled() {
+        let mut t = Tracks::new(2);
+        // A producer writes a fresh temporary per step and frees the last but one.
+        for n in 0..10_000u64 {
+            t.used(1, [], [id(n)]);
+            t.wrote(1, &[key(n)]);
+            if n > 0 {
+                t.forget(id(n - 1));
+            }
+        }
+        assert_eq!(t.since_fence_len(1), 1);
+        assert_eq!(t.noted_len(1), 1);
+        // Another stream's host wait on a fence of it settles the rest.
+        let epoch = t.epoch(1);
+        t.good(1, epoch);
+        assert_eq!(t.since_fence_len(1), 0);
+    }
+
+    #[test]
+    fn one_buffer_written_range_by_range_keeps_a_bounded_list() {
+        let mut t = Tracks::new(1);
+        for row in 0..1_000u64 {
+            t.used(0, [], [id(1)]);
+            t.wrote(
+                0,
+                &[ClaimKey {
+                    memory: id(1),
+                    range: crate::range::ByteRange::from_bounds(row * 4, row * 4 + 4),
+                }],
+            );
+            let epoch = t.epoch(0);
+            t.good(0, epoch);
+        }
+        assert!(t.noted_len(0) <= RANGES_COMPACT, "{}", t.noted_len(0));
+        assert_eq!(t.since_fence_len(0), 0);
     }
 }

@@ -14,6 +14,12 @@ pub(crate) struct PooledStream<B: Backend> {
     /// this stream records. Declared first: it is emptied, then dropped, before the
     /// backend stream it waits on.
     pub(crate) drops: PendingDropQueue<<B::Stream as DeviceStream>::Fence>,
+    /// The stream's epoch when the drop queue's current fence was recorded: a flush that
+    /// waits for it successfully settles what the stream wrote up to there (rule 15).
+    pub(crate) drops_epoch: u64,
+    /// The asynchronous errors of this stream its info cache has accounted for
+    /// (`Inner::forget_lost_uploads`).
+    pub(crate) faults_seen: u64,
     pub(crate) stream: B::Stream,
     pub(crate) index: usize,
     /// Memory whose binding this stream's drop queue holds since its last flush: queued
@@ -78,6 +84,8 @@ impl<B: Backend> PooledStream<B> {
             stream,
             index,
             drops: PendingDropQueue::new(drop_policy),
+            drops_epoch: 0,
+            faults_seen: 0,
             held: HashSet::new(),
             deps: Vec::new(),
             graphs: BTreeMap::new(),

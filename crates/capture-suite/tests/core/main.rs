@@ -13,6 +13,7 @@ mod ledger;
 mod reliability;
 mod replay_order;
 mod rules;
+mod second_pass;
 mod threads;
 mod trace;
 
@@ -164,5 +165,22 @@ pub const ADD: MockKernel = MockKernel {
             let v = u32_at(&ab[0], i).wrapping_add(u32_at(&ab[1], i));
             out[0][i * 4..i * 4 + 4].copy_from_slice(&v.to_le_bytes());
         }
+    },
+};
+
+/// Panics: a kernel that faults. Arguments: buf (read-write).
+pub const PANIC: MockKernel = MockKernel {
+    name: "panic",
+    signature: KernelSignature::new(1, 0),
+    f: |_, _| std::panic::resume_unwind(Box::new("a kernel that faults")),
+};
+
+/// Shortens the buffer it was given by a word: a kernel that breaks the contract.
+/// Arguments: buf (read-write).
+pub const RESIZE: MockKernel = MockKernel {
+    name: "resize",
+    signature: KernelSignature::new(1, 0),
+    f: |b, _| {
+        b[0].truncate(b[0].len().saturating_sub(4));
     },
 };

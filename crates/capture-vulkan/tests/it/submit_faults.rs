@@ -119,3 +119,39 @@ fn a_failed_replay_submission_is_reported_at_the_next_sync_and_the_graph_replays
     drop(h);
     support::assert_no_validation_messages(&keep);
 }
+
+/// Issue 23, item 8: a submission that fails drops its batch, and with it the uploads of
+/// the info words its launches cached. A later launch with the same words uploads them
+/// again instead of reading a buffer the dropped batch never wrote.
+#[test]
+fn a_failed_submit_forgets_the_info_uploads_its_batch_held() {
+    let _suite = suite_lock();
+    for memory in [MemoryMode::HostVisible, MemoryMode::ForcedStaging] {
+        let backend: VulkanBackend = match support::backend(memory) {
+            Ok(b) => b,
+            Err(why) => {
+                println!("SKIP: submit faults: {why}");
+                return;
+            }
+        };
+        let keep = backend.clone();
+        let h = Harness::new(backend).expect("device");
+        let x = h.buffer(S, &ramp(1.0)).expect("x");
+        let y = h.dev.alloc(S, N * 4).expect("y");
+        h.dev.sync(S).expect("settled");
+        // Fresh words [N, 1.0]: cached, their upload queued in this batch.
+        h.add(S, &x, &y, 1.0).expect("queued");
+        keep.fail_call(
+            VulkanCall::QueueSubmit,
+            0,
+            vk::Result::ERROR_OUT_OF_HOST_MEMORY,
+        );
+        assert!(h.dev.sync(S).is_err());
+        h.write(S, &x, &ramp(5.0)).expect("write");
+        // The same words again: a hit on an entry whose upload was lost.
+        h.add(S, &x, &y, 1.0).expect("launch");
+        h.expect(S, &y, &map(&ramp(5.0), |v| v + 1.0));
+        drop(h);
+        support::assert_no_validation_messages(&keep);
+    }
+}
