@@ -157,12 +157,12 @@ impl<B: Builtins> Harness<B> {
     }
 
     fn fill(&self, s: StreamId, b: &Buffer, v: f32) -> Result<(), ServerError> {
-        self.dev.write(s, b, 0, bytes(&[v; N as usize]))
+        self.dev.write_values(s, b, 0, &[v; N as usize])
     }
 
     /// Fails unless every element of `b`, read on `s`, is `v`.
     fn expect(&self, s: StreamId, b: &Buffer, v: f32) -> Result<(), Failed> {
-        let got = floats(&self.dev.read(s, b)?);
+        let got: Vec<f32> = self.dev.read_values(s, b)?;
         if got.iter().any(|x| *x != v) {
             return Err(Failed(format!("{} holds {got:?}, not {v}", b.id())));
         }
@@ -189,17 +189,6 @@ fn refused<T>(result: Result<T, ServerError>, needle: &str, what: &str) -> Resul
             Chain(&e).to_string()
         ))),
     }
-}
-
-fn bytes(values: &[f32]) -> Vec<u8> {
-    values.iter().flat_map(|v| v.to_le_bytes()).collect()
-}
-
-fn floats(bytes: &[u8]) -> Vec<f32> {
-    bytes
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
 }
 
 /// One side of a fixed hand-over between two threads.

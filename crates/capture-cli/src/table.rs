@@ -117,6 +117,7 @@ mod tests {
             capture: Duration::from_micros(1500),
             ledger: GraphLedger {
                 graph: GraphId::new(0),
+                label: None,
                 device_bytes: 12_288,
                 user_bytes: 12_112,
                 graph_only_bytes: 0,
@@ -124,6 +125,7 @@ mod tests {
                 host_bytes: 0,
                 info_entries: 11,
                 launches: 512,
+                copies: 0,
             },
             eager_output: Vec::new(),
             replayed_output: Vec::new(),

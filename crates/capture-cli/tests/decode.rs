@@ -45,7 +45,7 @@ fn all_checks_hold<B: DecodeBackend>(backend: B) -> DecodeReport {
     assert_eq!(report.kernels_per_step, 1 + 15 * 2 + 4);
     // The core's split, cross-checked against the program's own count: the user's
     // buffers it kept, and the intermediates whose handles it dropped after capture.
-    let (l, f) = (report.ledger, report.footprint);
+    let (l, f) = (report.ledger.clone(), report.footprint);
     assert!(f.weights > 0 && f.cache == 2 * 2 * 64 * 64 * 4, "{text}");
     assert_eq!(l.user_bytes, f.weights + f.cache + f.io, "{text}");
     assert!(f.scratch > 0, "{text}");

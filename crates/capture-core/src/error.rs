@@ -12,6 +12,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::ids::{FailureId, GraphId, MemoryId, StreamId};
+use crate::label::Named;
 use crate::memory::{PoolName, PoolUsage};
 use crate::range::{ByteRange, InvalidRange};
 use crate::report::GraphLedger;
@@ -331,6 +332,8 @@ pub struct Skipped {
     pub stream: StreamId,
     /// The claimed input that made it skip.
     pub input: MemoryId,
+    /// The input's label, when the user gave it one ([`Device::label`](crate::Device::label)).
+    pub input_label: Option<Arc<str>>,
     /// The bytes of that input that were claimed.
     pub range: ByteRange,
 }
@@ -340,7 +343,10 @@ impl fmt::Display for Skipped {
         write!(
             f,
             "{} on {} skipped (input {}{})",
-            self.op, self.stream, self.input, self.range
+            self.op,
+            self.stream,
+            Named(self.input, self.input_label.as_deref()),
+            self.range
         )
     }
 }
@@ -350,6 +356,8 @@ impl fmt::Display for Skipped {
 pub struct Unwritten {
     /// The allocation read.
     pub memory: MemoryId,
+    /// Its label, when the user gave it one ([`Device::label`](crate::Device::label)).
+    pub label: Option<Arc<str>>,
     /// The bytes the read asked for.
     pub read: ByteRange,
     /// The claimed bytes the read overlapped (the first such claim).
@@ -367,16 +375,17 @@ pub struct Unwritten {
 
 impl fmt::Display for Unwritten {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let memory = Named(self.memory, self.label.as_deref());
         match &self.by {
             Some(by) => write!(
                 f,
-                "{by} skipped: its input {}{} overlaps {}, which carries {}: {}",
-                self.memory, self.read, self.claimed, self.failure, self.cause
+                "{by} skipped: its input {memory}{} overlaps {}, which carries {}: {}",
+                self.read, self.claimed, self.failure, self.cause
             )?,
             None => write!(
                 f,
-                "read of {}{} refused: {} carries {}: {}",
-                self.memory, self.read, self.claimed, self.failure, self.cause
+                "read of {memory}{} refused: {} carries {}: {}",
+                self.read, self.claimed, self.failure, self.cause
             )?,
         }
         for s in &self.chain {

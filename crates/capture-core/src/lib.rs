@@ -45,6 +45,7 @@ mod info_cache;
 #[doc(hidden)]
 pub mod internals;
 mod kernel;
+mod label;
 mod lock_order;
 mod memory;
 mod range;
@@ -64,6 +65,7 @@ pub use error::{
 pub use ids::{FailureId, GraphId, MemoryId, PageId, StreamId};
 pub use info_cache::CachePolicy;
 pub use kernel::{Grid, KernelSignature, MAX_LAUNCH_BUFFERS};
+pub use label::MAX_LABEL_BYTES;
 pub use memory::{
     Access, AllocationMode, CleanupReport, MAX_ALLOCATION_BYTES, MemoryConfig, MemoryKind,
     MemoryReport, PoolKind, PoolName, PoolUsage, SLICE_ALIGNMENT,
@@ -75,6 +77,11 @@ pub use runtime::{
     MAX_REPLAYS_PER_CALL, StreamReport,
 };
 pub use trace::{Event, KernelId, Trace};
+
+/// The plain-old-data bounds of the typed host I/O ([`Device::write_values`],
+/// [`Device::read_values`]): `f32`, `u32`, arrays of them, and a `#[repr(C)]` type of
+/// your own that derives them (with bytemuck's `derive` feature in your crate).
+pub use bytemuck::{Pod, Zeroable};
 
 /// What every fallible call of this crate returns.
 pub type Result<T, E = ServerError> = std::result::Result<T, E>;

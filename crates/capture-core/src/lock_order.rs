@@ -30,6 +30,9 @@ pub(crate) enum Level {
     Taint = 7,
     /// The trace.
     Trace = 8,
+    /// The labels of buffers and graphs (taken alone, briefly, to name an error or to
+    /// set a label).
+    Labels = 9,
 }
 
 #[cfg(debug_assertions)]

@@ -5,6 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::ids::GraphId;
+use crate::label::Named;
 use crate::memory::ManagedMemoryBinding;
 
 /// What one live graph holds for its life.
@@ -13,10 +14,12 @@ use crate::memory::ManagedMemoryBinding;
 /// info_bytes`, read when the ledger is asked for ([`Device::graph`](crate::Device::graph),
 /// [`Device::memory_report`](crate::Device::memory_report)): a buffer whose last handle
 /// the user drops after the seal moves from `user_bytes` to `graph_only_bytes`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GraphLedger {
     /// The graph.
     pub graph: GraphId,
+    /// Its label, when the user gave it one ([`Device::label_graph`](crate::Device::label_graph)).
+    pub label: Option<Arc<str>>,
     /// Device bytes pinned by the graph (every slice a recorded launch touched).
     pub device_bytes: u64,
     /// Of those, the user's buffers a [`Buffer`](crate::Buffer) still owns: weights,
@@ -28,13 +31,15 @@ pub struct GraphLedger {
     pub graph_only_bytes: u64,
     /// Of those, the graph's info-word buffers (its metadata info-cache entries).
     pub info_bytes: u64,
-    /// Host bytes the graph's recorded copies read on every replay: its staging slices
-    /// and the host buffers it retains.
+    /// Host bytes the graph's recorded copies read on every replay: its staging slices,
+    /// which hold the copied bytes (the caller's own buffers are not kept).
     pub host_bytes: u64,
     /// Metadata info-cache entries pinned to the graph.
     pub info_entries: u64,
     /// Launches recorded into the graph.
     pub launches: u64,
+    /// Host-to-device copies recorded into the graph (a write inside the window).
+    pub copies: u64,
 }
 
 impl fmt::Display for GraphLedger {
@@ -42,7 +47,7 @@ impl fmt::Display for GraphLedger {
         write!(
             f,
             "{}: device {} B (user {} B, graph only {} B, info {} B), host staging {} B, {} info entries, {} launches",
-            self.graph,
+            Named(self.graph, self.label.as_deref()),
             self.device_bytes,
             self.user_bytes,
             self.graph_only_bytes,
@@ -50,7 +55,13 @@ impl fmt::Display for GraphLedger {
             self.host_bytes,
             self.info_entries,
             self.launches
-        )
+        )?;
+        match self.copies {
+            0 => {}
+            1 => write!(f, ", 1 copy")?,
+            n => write!(f, ", {n} copies")?,
+        }
+        Ok(())
     }
 }
 
@@ -73,6 +84,8 @@ pub(crate) struct LiveLedger {
     pub(crate) host_bytes: u64,
     pub(crate) info_entries: u64,
     pub(crate) launches: u64,
+    pub(crate) copies: u64,
+    pub(crate) label: Option<Arc<str>>,
 }
 
 impl LiveLedger {
@@ -91,6 +104,7 @@ impl LiveLedger {
         }
         GraphLedger {
             graph: self.graph,
+            label: self.label.clone(),
             device_bytes: user + graph_only + info,
             user_bytes: user,
             graph_only_bytes: graph_only,
@@ -98,6 +112,7 @@ impl LiveLedger {
             host_bytes: self.host_bytes,
             info_entries: self.info_entries,
             launches: self.launches,
+            copies: self.copies,
         }
     }
 }

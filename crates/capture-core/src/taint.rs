@@ -566,6 +566,7 @@ impl TaintLedger {
                 op: op.into(),
                 stream,
                 input: input.memory,
+                input_label: None,
                 range: input.range.intersection(claim.range).unwrap_or(claim.range),
             });
         }
@@ -686,6 +687,7 @@ impl TaintLedger {
         };
         ServerError::Unwritten(Box::new(Unwritten {
             memory: key.memory,
+            label: None,
             read: key.range,
             claimed: claim.range,
             failure: claim.failure,

@@ -15,13 +15,17 @@
 //! leaks and teardown failures. The notable events (those at `info`, and pins and graph
 //! drops) also carry a `kind` field and their logical ids as fields (`stream`, `graph`,
 //! `memory`, `op`, `failure`), so a subscriber can place them without parsing the line.
+//!
+//! A label the user gives a buffer or a graph is an event too; [`Trace::render`] shows
+//! it beside the id on every later line (a mirrored `tracing` line shows the bare id).
 
 use std::borrow::Cow;
 use std::fmt;
 use std::ops::Range;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crate::ids::{FailureId, GraphId, MemoryId, StreamId};
+use crate::label::RenderLabels;
 use crate::lock_order::{Level, Ordered};
 use crate::memory::{Access, ClaimKey, PoolName};
 
@@ -110,6 +114,8 @@ pub enum Event {
         graph: GraphId,
         /// Launches recorded.
         launches: u64,
+        /// Host-to-device copies recorded (writes inside the window).
+        copies: u64,
     },
     /// A graph pins memory for its life.
     Pin {
@@ -119,8 +125,6 @@ pub enum Event {
         device: Vec<MemoryId>,
         /// Host staging buffers pinned, in id order.
         host: Vec<MemoryId>,
-        /// Host byte buffers retained (the caller's bytes of recorded copies).
-        host_buffers: usize,
         /// Info-cache entries pinned.
         info: usize,
     },
@@ -177,6 +181,20 @@ pub enum Event {
     Sync {
         /// The stream.
         stream: StreamId,
+    },
+    /// The user labelled a buffer: later lines show the label beside its id.
+    LabelBuffer {
+        /// The buffer.
+        memory: MemoryId,
+        /// Its label.
+        label: Arc<str>,
+    },
+    /// The user labelled a graph: later lines show the label beside its id.
+    LabelGraph {
+        /// The graph.
+        graph: GraphId,
+        /// Its label.
+        label: Arc<str>,
     },
     /// Writes since the stream's last good fence were tainted by an asynchronous error.
     Fault {
@@ -283,12 +301,21 @@ impl Trace {
         self.len() == 0
     }
 
-    /// The log, one event per line, each numbered from 0.
+    /// The log, one event per line, each numbered from 0. A buffer or graph the user
+    /// labelled shows its label beside its id from the event that labelled it on; the
+    /// text depends on the events alone, so it is the same on every run and backend.
     pub fn render(&self) -> String {
         let log = self.lock();
         let mut out = String::new();
+        let mut labels = RenderLabels::default();
         for (i, event) in log.events.iter().enumerate() {
-            out.push_str(&format!("{i} {}\n", Line { log: &log, event }));
+            match event {
+                Event::LabelBuffer { memory, label } => labels.memory(*memory, label),
+                Event::LabelGraph { graph, label } => labels.graph(*graph, label),
+                _ => {}
+            }
+            let line = labels.apply(format!("{i} {}\n", Line { log: &log, event }));
+            out.push_str(&line);
         }
         out
     }
@@ -298,6 +325,13 @@ impl Trace {
         let mut log = self.lock();
         log.events.clear();
         log.args.clear();
+    }
+}
+
+/// The rendered log ([`Trace::render`]).
+impl fmt::Display for Trace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.render())
     }
 }
 
@@ -343,7 +377,9 @@ fn mirror(log: &Log, event: &Event) {
         | Event::Lifecycle { .. }
         | Event::Sealed { .. }
         | Event::Replay { .. }
-        | Event::Sync { .. } => tracing::debug!(target: "capture", event = %line),
+        | Event::Sync { .. }
+        | Event::LabelBuffer { .. }
+        | Event::LabelGraph { .. } => tracing::debug!(target: "capture", event = %line),
     }
 }
 
@@ -406,16 +442,26 @@ impl fmt::Display for Line<'_> {
                 failure,
             } => write!(f, "{stream} skip {op}: input carries {failure}"),
             Event::Lifecycle { stream, what } => write!(f, "{stream} {what}"),
+            Event::LabelBuffer { memory, label } => write!(f, "label {memory} \"{label}\""),
+            Event::LabelGraph { graph, label } => write!(f, "label {graph} \"{label}\""),
             Event::Sealed {
                 stream,
                 graph,
                 launches,
-            } => write!(f, "{stream} end -> {graph} ({launches} launches)"),
+                copies,
+            } => {
+                write!(f, "{stream} end -> {graph} ({launches} launches")?;
+                match copies {
+                    0 => {}
+                    1 => write!(f, ", 1 copy")?,
+                    n => write!(f, ", {n} copies")?,
+                }
+                write!(f, ")")
+            }
             Event::Pin {
                 graph,
                 device,
                 host,
-                host_buffers,
                 info,
             } => {
                 write!(f, "{graph} pins")?;
@@ -426,7 +472,7 @@ impl fmt::Display for Line<'_> {
                 for m in host {
                     write!(f, " {m}")?;
                 }
-                write!(f, "; host buffers {host_buffers}; info {info}")
+                write!(f, "; info {info}")
             }
             Event::Refused { stream, op, error } => write!(f, "{stream} refuse {op}: {error}"),
             Event::Doomed {

@@ -12,13 +12,6 @@ use capture_graphs::{Arg, Device, DeviceConfig, KernelSignature, StreamId};
 /// compiles it for the GPU at hand).
 const SQUARE_PLUS_PTX: &str = include_str!("square_plus.compute_80.ptx");
 
-fn floats(bytes: &[u8]) -> Vec<f32> {
-    bytes
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
-}
-
 fn main() -> capture_graphs::Result<()> {
     let backend = match CudaBackend::new(0) {
         Ok(backend) => backend,
@@ -43,15 +36,7 @@ fn main() -> capture_graphs::Result<()> {
     let info = |b: f32| [n, u64::from(b.to_bits())];
     let grid = [n.div_ceil(64) as u32, 1, 1];
     let input: Vec<f32> = (0..n).map(|i| i as f32 / 10.0).collect();
-    dev.write(
-        s,
-        &x,
-        0,
-        input
-            .iter()
-            .flat_map(|v| v.to_le_bytes())
-            .collect::<Vec<u8>>(),
-    )?;
+    dev.write_values(s, &x, 0, &input)?;
 
     dev.launch(
         s,
@@ -60,7 +45,7 @@ fn main() -> capture_graphs::Result<()> {
         &[Arg::read(&x), Arg::write(&y)],
         &info(1.0),
     )?;
-    let eager = floats(&dev.read(s, &y)?);
+    let eager: Vec<f32> = dev.read_values(s, &y)?;
     let graph = dev.capture(s, |d| {
         d.launch(
             s,
@@ -70,9 +55,9 @@ fn main() -> capture_graphs::Result<()> {
             &info(2.0),
         )
     })?;
-    dev.write(s, &y, 0, vec![0u8; (n * 4) as usize])?;
+    dev.write_values(s, &y, 0, &vec![0.0f32; n as usize])?;
     dev.replay(s, graph, 1)?;
-    let replayed = floats(&dev.read(s, &y)?);
+    let replayed: Vec<f32> = dev.read_values(s, &y)?;
     for (i, v) in input.iter().enumerate() {
         // Compiled without FMA contraction: the device rounds as the host does.
         assert_eq!(eager[i], v * v + 1.0, "eager, element {i}");

@@ -24,14 +24,12 @@ struct Step {
     logits: Buffer,
 }
 
-fn floats(values: &[f32]) -> Vec<u8> {
-    values.iter().flat_map(|v| v.to_le_bytes()).collect()
-}
-
-/// `[position, token]` repeated over the input buffer.
-fn inputs(position: u32, token: u32) -> Vec<u8> {
-    let pair = [position as f32, token as f32];
-    floats(&pair.repeat(N as usize / 2))
+/// Writes `[position, token]` repeated over the input buffer into `host` (the same
+/// host buffer every token: nothing is allocated per token).
+fn inputs(host: &mut [f32], position: u32, token: u32) {
+    for pair in host.chunks_exact_mut(2) {
+        pair.copy_from_slice(&[position as f32, token as f32]);
+    }
 }
 
 impl Step {
@@ -42,7 +40,7 @@ impl Step {
             state: dev.alloc(S, N * 4)?,
             logits: dev.alloc(S, N * 4)?,
         };
-        dev.write(S, &step.state, 0, floats(&[0.0; N as usize]))?;
+        dev.write_values(S, &step.state, 0, &[0.0f32; N as usize])?;
         Ok(step)
     }
 
@@ -58,12 +56,12 @@ impl Step {
         dev.launch(S, &dev.builtin(add), grid, &project, &add.info(N, 1.0))
     }
 
-    /// The host's choice of the next token from the logits.
+    /// The host's choice of the next token from the first two logits, read into a
+    /// host array (no allocation per token).
     fn next_token<B: Builtins>(&self, dev: &Device<B>) -> Result<u32> {
-        let bytes = dev.read_range(S, &self.logits, 0, 8)?;
-        let first = f32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
-        let second = f32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
-        Ok((first as u32 * 31 + second as u32 * 7) % VOCAB)
+        let mut head = [0.0f32; 2];
+        dev.read_values_into(S, &self.logits, 0, &mut head)?;
+        Ok((head[0] as u32 * 31 + head[1] as u32 * 7) % VOCAB)
     }
 }
 
@@ -76,12 +74,14 @@ fn generate<B: Builtins>(
     prompt: u32,
     tokens: u32,
 ) -> Result<(Vec<u32>, f64)> {
-    dev.write(S, &step.state, 0, floats(&[0.0; N as usize]))?;
+    dev.write_values(S, &step.state, 0, &[0.0f32; N as usize])?;
     let mut ids = vec![prompt];
+    let mut host = vec![0.0f32; N as usize];
     let start = Instant::now();
     for position in 0..tokens {
         let token = *ids.last().expect("the prompt");
-        dev.write(S, &step.inputs, 0, inputs(position, token))?;
+        inputs(&mut host, position, token);
+        dev.write_values(S, &step.inputs, 0, &host)?;
         match graph {
             Some(graph) => dev.replay(S, graph, 1)?,
             None => step.launch(dev)?,

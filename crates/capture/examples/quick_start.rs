@@ -9,16 +9,16 @@ fn main() -> capture_graphs::Result<()> {
     let (k_add, k_mul) = (dev.builtin(add), dev.builtin(mul));
     let x_to_t = [Arg::read(&x), Arg::write(&t)];
     let t_to_y = [Arg::read(&t), Arg::write(&y)];
-    let f32s = |v: f32| [v; 4].map(f32::to_le_bytes).concat();
-    dev.write(s, &x, 0, f32s(0.0))?;
+    dev.write_values(s, &x, 0, &[0.0f32; 4])?; // typed host I/O: any plain-old-data slice
     let step = dev.capture(s, |d| {
         d.launch(s, &k_add, [1, 1, 1], &x_to_t, &add.info(4, 1.0))?; // run, then recorded
         d.launch(s, &k_mul, [1, 1, 1], &t_to_y, &mul.info(4, 10.0))
     })?;
     for token in 1..=3 {
-        dev.write(s, &x, 0, f32s(token as f32))?; // a new input, in the same buffer
+        dev.write_values(s, &x, 0, &[token as f32; 4])?; // a new input, in the same buffer
         dev.replay(s, step, 1)?; // both kernels, one dispatch
-        assert_eq!(dev.read(s, &y)?, f32s((token as f32 + 1.0) * 10.0));
+        let y_host: Vec<f32> = dev.read_values(s, &y)?; // or read_values_into your buffer
+        assert_eq!(y_host, [(token as f32 + 1.0) * 10.0; 4]);
     }
     println!("{}", dev.memory_report());
     dev.drop_graph(step)

@@ -35,13 +35,6 @@ fn spirv(wgsl: &str) -> Vec<u32> {
         .expect("SPIR-V")
 }
 
-fn floats(bytes: &[u8]) -> Vec<f32> {
-    bytes
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
-}
-
 fn main() -> capture_graphs::Result<()> {
     let backend = match VulkanBackend::new(VulkanOptions::from_env()) {
         Ok(backend) => backend,
@@ -67,15 +60,7 @@ fn main() -> capture_graphs::Result<()> {
     let info = |b: f32| [n, u64::from(b.to_bits())];
     let grid = [n.div_ceil(64) as u32, 1, 1];
     let input: Vec<f32> = (0..n).map(|i| i as f32 / 10.0).collect();
-    dev.write(
-        s,
-        &x,
-        0,
-        input
-            .iter()
-            .flat_map(|v| v.to_le_bytes())
-            .collect::<Vec<u8>>(),
-    )?;
+    dev.write_values(s, &x, 0, &input)?;
 
     dev.launch(
         s,
@@ -84,7 +69,7 @@ fn main() -> capture_graphs::Result<()> {
         &[Arg::read(&x), Arg::write(&y)],
         &info(1.0),
     )?;
-    let eager = floats(&dev.read(s, &y)?);
+    let eager: Vec<f32> = dev.read_values(s, &y)?;
     let graph = dev.capture(s, |d| {
         d.launch(
             s,
@@ -94,9 +79,9 @@ fn main() -> capture_graphs::Result<()> {
             &info(2.0),
         )
     })?;
-    dev.write(s, &y, 0, vec![0u8; (n * 4) as usize])?;
+    dev.write_values(s, &y, 0, &vec![0.0f32; n as usize])?;
     dev.replay(s, graph, 1)?;
-    let replayed = floats(&dev.read(s, &y)?);
+    let replayed: Vec<f32> = dev.read_values(s, &y)?;
     for (i, v) in input.iter().enumerate() {
         assert_eq!(eager[i], v * v + 1.0, "eager, element {i}");
         assert_eq!(replayed[i], v * v + 2.0, "replayed, element {i}");

@@ -29,7 +29,6 @@
 //! let add = dev.kernel(MockBackend::builtin(Builtin::AddScalar));
 //! let mul = dev.kernel(MockBackend::builtin(Builtin::MulScalar));
 //! let n = 4;
-//! let floats = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
 //! let x = dev.alloc(s, n * 4)?;
 //! let t = dev.alloc(s, n * 4)?;
 //! let y = dev.alloc(s, n * 4)?;
@@ -37,7 +36,8 @@
 //! // Never written: reading it fails loudly.
 //! assert!(matches!(dev.read(s, &y), Err(ServerError::Unwritten(_))));
 //!
-//! dev.write(s, &x, 0, floats(&[1.0, 2.0, 3.0, 4.0]))?;
+//! // Typed host I/O: any slice of plain-old-data values, borrowed.
+//! dev.write_values(s, &x, 0, &[1.0f32, 2.0, 3.0, 4.0])?;
 //! // Called twice: warmup (eager), then recorded into the graph.
 //! let graph = dev.capture(s, |d| {
 //!     d.launch(s, &add, [1, 1, 1], &[Arg::read(&x), Arg::write(&t)], &Builtin::AddScalar.info(n, 1.0))?;
@@ -45,9 +45,11 @@
 //! })?;
 //!
 //! // A new input, one replay: y = (x + 1) * 10.
-//! dev.write(s, &x, 0, floats(&[5.0, 6.0, 7.0, 8.0]))?;
+//! dev.write_values(s, &x, 0, &[5.0f32, 6.0, 7.0, 8.0])?;
 //! dev.replay(s, graph, 1)?;
-//! assert_eq!(dev.read(s, &y)?, floats(&[60.0, 70.0, 80.0, 90.0]));
+//! let mut out = [0.0f32; 4]; // read into the caller's buffer: no allocation
+//! dev.read_values_into(s, &y, 0, &mut out)?;
+//! assert_eq!(out, [60.0, 70.0, 80.0, 90.0]);
 //!
 //! println!("{}", dev.memory_report());
 //! dev.drop_graph(graph)?;
@@ -60,6 +62,12 @@
 #![forbid(unsafe_code)]
 
 pub use capture_core::*;
+
+/// The guide's Rust programs (`docs/guide.md`), compiled and run as doctests, so the
+/// guide cannot drift from the API. Not part of the API.
+#[cfg(all(doctest, feature = "mock"))]
+#[doc = include_str!("../../../docs/guide.md")]
+mod guide {}
 
 /// The deterministic mock backend (feature `mock`, on by default): host memory with real
 /// bytes, deferred per-stream execution, CUDA's relaxed-mode capture legality; and

@@ -269,20 +269,6 @@ impl DecodeReport {
     }
 }
 
-fn f32s(bytes: &[u8]) -> Vec<f32> {
-    bytes
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
-}
-
-fn u32s(bytes: &[u8]) -> Vec<u32> {
-    bytes
-        .chunks_exact(4)
-        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
-}
-
 /// Runs the prompt eagerly, the host writing each prompt token into the state; returns
 /// the time it took. Leaves the state at the prompt's last token, ready to generate.
 fn prefill<B: DecodeBackend>(dev: &Device<B>, model: &DeviceModel, prompt: &[u32]) -> Result<f64> {
@@ -310,9 +296,10 @@ fn collect<B: DecodeBackend>(
         u64::from(options.tokens),
     );
     let vocab = u64::from(options.config.vocab);
-    let ids = u32s(&dev.read_range(S, &model.id_history, first * 4, n * 4)?);
-    let logits =
-        f32s(&dev.read_range(S, &model.logit_history, first * vocab * 4, n * vocab * 4)?);
+    let mut ids = vec![0u32; n as usize];
+    dev.read_values_into(S, &model.id_history, first * 4, &mut ids)?;
+    let mut logits = vec![0.0f32; (n * vocab) as usize];
+    dev.read_values_into(S, &model.logit_history, first * vocab * 4, &mut logits)?;
     Ok(Generation {
         seconds,
         ids,

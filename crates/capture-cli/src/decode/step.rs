@@ -100,10 +100,6 @@ pub struct DeviceModel {
     scratch: Option<Scratch>,
 }
 
-fn floats(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
 impl DeviceModel {
     /// Registers the kernels, allocates every buffer on `stream` and uploads `weights`;
     /// the caches and histories start zeroed.
@@ -123,7 +119,7 @@ impl DeviceModel {
         }
         let upload = |v: &[f32]| -> Result<Buffer> {
             let b = dev.alloc(stream, v.len() as u64 * 4)?;
-            dev.write(stream, &b, 0, floats(v))?;
+            dev.write_values(stream, &b, 0, v)?;
             Ok(b)
         };
         let f32s = |n: u32| dev.alloc(stream, u64::from(n) * 4);
@@ -203,9 +199,7 @@ impl DeviceModel {
     ///
     /// The write failed.
     pub fn set_state<B: DecodeBackend>(&self, dev: &Device<B>, pos: u32, token: u32) -> Result<()> {
-        let words = [pos, token, 0, 0];
-        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-        dev.write(self.stream, &self.state, 0, bytes)
+        dev.write_values(self.stream, &self.state, 0, &[pos, token, 0, 0])
     }
 
     /// Drops the handles of the step's intermediates: after capture only the graph

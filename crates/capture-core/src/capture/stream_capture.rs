@@ -2,14 +2,12 @@
 //! recording remembers.
 //!
 //! The two travel together so that "buffers accumulate inside a window and nowhere else"
-//! is a property of the type: `record`, `touch`, `retain_host` and `fail` do nothing
+//! is a property of the type: `record`, `record_copy`, `touch` and `fail` do nothing
 //! outside a window, and `prepare` starts every window from an empty recording.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
-
-use bytes::Bytes;
 
 use super::status::{CaptureStatus, DeviceCaptures, Slot};
 use crate::error::ServerError;
@@ -85,8 +83,9 @@ pub struct StreamCapture {
     ops: u64,
     /// Recorded kernel launches (copies are not launches).
     launches: u64,
+    /// Recorded host-to-device copies: each re-reads its held staging on every replay.
+    copies: u64,
     touched: Vec<TouchedPage>,
-    retained_host: Vec<Bytes>,
     primed: Vec<ManagedMemoryBinding>,
     held: Vec<ManagedMemoryBinding>,
     failure: Option<ServerError>,
@@ -110,8 +109,8 @@ impl StreamCapture {
             claims: HashMap::new(),
             ops: 0,
             launches: 0,
+            copies: 0,
             touched: Vec::new(),
-            retained_host: Vec::new(),
             primed: Vec::new(),
             held: Vec::new(),
             failure: None,
@@ -149,6 +148,7 @@ impl StreamCapture {
     pub fn record_copy(&mut self, buffers: impl IntoIterator<Item = BufferBinding>) {
         if self.is_recording() {
             self.record_op(buffers);
+            self.copies += 1;
         }
     }
 
@@ -379,17 +379,10 @@ impl StreamCapture {
         }
     }
 
-    /// Keep `bytes` alive for the graph this recording seals into. Only meaningful while
-    /// recording: outside a window the bytes belong in the drop queue.
-    pub fn retain_host(&mut self, bytes: Bytes) {
-        if self.is_recording() {
-            self.retained_host.push(bytes);
-        }
-    }
-
-    /// The host memory the window's recorded copies read from, taken as it closes.
-    pub fn take_retained_host(&mut self) -> Vec<Bytes> {
-        std::mem::take(&mut self.retained_host)
+    /// How many host-to-device copies the current (or just closed) window recorded.
+    /// Each re-reads its staging, which [`hold`](Self::hold) keeps for the graph's life.
+    pub fn copies(&self) -> u64 {
+        self.copies
     }
 
     /// The failure that doomed this window, taken as it closes.
@@ -584,7 +577,7 @@ impl StreamCapture {
         self.ops = 0;
         self.launches = 0;
         self.touched.clear();
-        self.retained_host.clear();
+        self.copies = 0;
         self.primed.clear();
         self.held.clear();
         self.foreign.clear();
@@ -600,7 +593,7 @@ impl fmt::Debug for StreamCapture {
             .field("recorded", &self.recorded.len())
             .field("launches", &self.launches)
             .field("touched", &self.touched.len())
-            .field("retained_host", &self.retained_host.len())
+            .field("copies", &self.copies)
             .field("primed", &self.primed.len())
             .field("held", &self.held.len())
             .field("doomed", &self.failure.is_some())

@@ -5,8 +5,6 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::Arc;
 
-use bytes::Bytes;
-
 use super::stream_capture::{CaptureEnd, TouchedPage};
 use crate::driver::{DeviceStream, GraphDriver};
 use crate::drop_queue::PendingDropQueue;
@@ -42,7 +40,6 @@ pub struct Graph<D: GraphDriver> {
     owner: StreamId,
     executable: D::Executable,
     staging: Vec<ManagedMemoryBinding>,
-    host: Vec<Bytes>,
     inputs: Vec<ClaimKey>,
     written: Vec<ClaimKey>,
     touched: Vec<TouchedPage>,
@@ -114,6 +111,7 @@ impl<'a, D: GraphDriver> Window<'a, D> {
     /// instantiate, or an abandoned window. It carries the ranges the caller must claim.
     pub fn instantiate(&mut self, stream_id: StreamId, id: GraphId) -> Result<Graph<D>, Refused> {
         let launches = self.stream.capturing().launches();
+        let copies = self.stream.capturing().copies();
         let end = match self.stream.capturing().end(stream_id) {
             Ok(end) => end,
             Err(error) => {
@@ -136,7 +134,6 @@ impl<'a, D: GraphDriver> Window<'a, D> {
         let device = self.stream.device_memory().capture_end();
         let staging = self.stream.host_memory().capture_end();
         self.stream.capturing().release_held();
-        let host = self.stream.capturing().take_retained_host();
         let recorded = self.stream.capturing().take_recorded();
         let touched = self.stream.capturing().take_touched();
         self.stream.info_cache().set_mode(CacheMode::Normal);
@@ -204,17 +201,17 @@ impl<'a, D: GraphDriver> Window<'a, D> {
         let ledger = LiveLedger {
             graph: id,
             device,
-            host_bytes: staging.iter().map(ManagedMemoryBinding::size).sum::<u64>()
-                + host.iter().map(|b| b.len() as u64).sum::<u64>(),
+            host_bytes: staging.iter().map(ManagedMemoryBinding::size).sum::<u64>(),
             info_entries: info as u64,
             launches,
+            copies,
+            label: None,
         };
         Ok(Graph {
             id,
             owner: stream_id,
             executable,
             staging,
-            host,
             inputs,
             written: written.iter().map(BufferBinding::claim_key).collect(),
             touched,
@@ -289,9 +286,9 @@ impl<D: GraphDriver> Graph<D> {
         self.staging.iter().map(ManagedMemoryBinding::id)
     }
 
-    /// How many host byte buffers the graph's recorded copies read on every replay.
-    pub fn retained_host(&self) -> usize {
-        self.host.len()
+    /// How many host-to-device copies the graph replays (each from its pinned staging).
+    pub fn copies(&self) -> u64 {
+        self.ledger.copies
     }
 
     /// What the graph holds, with its device bytes split as the handles stand now.

@@ -18,7 +18,7 @@ use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use bytes::Bytes;
+use bytemuck::Pod;
 
 use super::buffer::Buffer;
 use super::cell::StreamCell;
@@ -32,6 +32,7 @@ use crate::capture::{CaptureStatus, DeviceCaptures};
 use crate::driver::{Backend, DeviceStream};
 use crate::error::ServerError;
 use crate::ids::{GraphId, StreamId};
+use crate::label::{self, Labels};
 use crate::memory::{Access, ClaimKey, CleanupReport, MemoryIds, PageUpdate};
 use crate::range::ByteRange;
 use crate::report::GraphLedger;
@@ -115,6 +116,7 @@ impl<B: Backend> Device<B> {
                 graphs: Mutex::new(GraphRegistry::default()),
                 kernels: Mutex::new(KernelRegistry::new()),
                 trace: Trace::new(config.trace),
+                labels: Labels::default(),
                 config,
                 limits,
             }),
@@ -176,9 +178,77 @@ impl<B: Backend> Device<B> {
             .on_stream(stream, |ps| self.inner.alloc_on(ps, stream, size))
     }
 
-    /// Writes `bytes` into `buffer` at `offset`, staged through pinned host memory.
-    /// Outside a window the written bytes become readable; inside the caller's window the
-    /// copy is recorded: the graph keeps the bytes and re-copies them on every replay.
+    /// Names `buffer` for people: errors, the trace and reports show `label` beside its
+    /// id from now on (`buf#6 "kv_cache"`), until its memory is freed. Labelling again
+    /// replaces the label; clones of the buffer share it.
+    ///
+    /// ```
+    /// # use capture_graphs::{Device, DeviceConfig, StreamId};
+    /// # use capture_graphs::mock::MockBackend;
+    /// # let dev = Device::new(MockBackend::new(), DeviceConfig::new())?;
+    /// # let s = StreamId::new(0);
+    /// let logits = dev.alloc(s, 16)?;
+    /// dev.label(&logits, "logits")?;
+    /// let err = dev.read(s, &logits).unwrap_err(); // never written
+    /// assert!(err.to_string().contains(r#"buf#0 "logits""#), "{err}");
+    /// assert_eq!(dev.label_of(&logits).as_deref(), Some("logits"));
+    /// // An empty label, or one with a quote or a control character, is refused.
+    /// assert!(dev.label(&logits, "").is_err());
+    /// # Ok::<(), capture_graphs::ServerError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ServerError::InvalidArgument`] for an empty label, one longer than
+    /// [`MAX_LABEL_BYTES`](crate::MAX_LABEL_BYTES) or holding a control character or a
+    /// `"`; [`ServerError::InvalidBinding`] for a buffer of another device.
+    pub fn label(&self, buffer: &Buffer, label: &str) -> Result<(), ServerError> {
+        self.inner.check_buffer(buffer)?;
+        let label = label::checked(label)?;
+        self.inner
+            .labels
+            .set_memory(buffer.id(), Arc::clone(&label));
+        self.inner.trace.push(Event::LabelBuffer {
+            memory: buffer.id(),
+            label,
+        });
+        Ok(())
+    }
+
+    /// The label [`label`](Self::label) gave `buffer`, if any.
+    pub fn label_of(&self, buffer: &Buffer) -> Option<Arc<str>> {
+        self.inner.labels.memory(buffer.id())
+    }
+
+    /// Names `graph` for people: errors, the trace and its ledger (in
+    /// [`memory_report`](Self::memory_report) and out-of-memory errors) show `label`
+    /// beside its id from now on (`graph#2 "decode b=8"`), until it is dropped.
+    ///
+    /// # Errors
+    ///
+    /// [`ServerError::UnknownGraph`] when no such graph lives; as [`label`](Self::label)
+    /// for the label itself.
+    pub fn label_graph(&self, graph: GraphId, label: &str) -> Result<(), ServerError> {
+        let label = label::checked(label)?;
+        {
+            let mut registry = self.inner.registry();
+            let (_, ledger) = registry
+                .live
+                .get_mut(&graph)
+                .ok_or(ServerError::UnknownGraph(graph))?;
+            ledger.label = Some(Arc::clone(&label));
+        }
+        self.inner.labels.set_graph(graph, Arc::clone(&label));
+        self.inner.trace.push(Event::LabelGraph { graph, label });
+        Ok(())
+    }
+
+    /// Writes `bytes` into `buffer` at `offset`, staged through pinned host memory:
+    /// anything that derefs to bytes (`&[u8]`, `Vec<u8>`, `[u8; N]`, `Bytes`), borrowed
+    /// or owned. The bytes are copied into staging before the call returns, so the
+    /// caller's buffer is free again at once. Outside a window the written bytes become
+    /// readable; inside the caller's window the copy is recorded: the graph keeps the
+    /// staged bytes and re-copies them on every replay.
     ///
     /// ```
     /// # use capture_graphs::{Arg, Builtin, Device, DeviceConfig, StreamId};
@@ -186,11 +256,12 @@ impl<B: Backend> Device<B> {
     /// # let dev = Device::new(MockBackend::new(), DeviceConfig::new())?;
     /// # let s = StreamId::new(0);
     /// let x = dev.alloc(s, 8)?;
-    /// dev.write(s, &x, 0, vec![1u8; 8])?;
-    /// dev.write(s, &x, 4, vec![2u8; 4])?; // part of it, in place
+    /// dev.write(s, &x, 0, [1u8; 8])?;
+    /// let tail: &[u8] = &[2, 2, 2, 2];
+    /// dev.write(s, &x, 4, tail)?; // part of it, in place, from a borrowed slice
     /// assert_eq!(dev.read(s, &x)?, [1, 1, 1, 1, 2, 2, 2, 2]);
     /// // Past the end: refused, naming the buffer; nothing was written.
-    /// assert!(dev.write(s, &x, 6, vec![0u8; 4]).is_err());
+    /// assert!(dev.write(s, &x, 6, [0u8; 4]).is_err());
     /// # Ok::<(), capture_graphs::ServerError>(())
     /// ```
     ///
@@ -204,9 +275,19 @@ impl<B: Backend> Device<B> {
         stream: StreamId,
         buffer: &Buffer,
         offset: u64,
-        bytes: impl Into<Bytes>,
+        bytes: impl AsRef<[u8]>,
     ) -> Result<(), ServerError> {
-        let bytes = bytes.into();
+        let written = self.write_bytes(stream, buffer, offset, bytes.as_ref());
+        self.inner.labels.named(written)
+    }
+
+    fn write_bytes(
+        &self,
+        stream: StreamId,
+        buffer: &Buffer,
+        offset: u64,
+        bytes: &[u8],
+    ) -> Result<(), ServerError> {
         self.inner.check_buffer(buffer)?;
         let range = buffer.range(offset, Some(bytes.len() as u64))?;
         let caller = self.inner.pooled(stream);
@@ -217,7 +298,44 @@ impl<B: Backend> Device<B> {
         self.inner.write_on(&mut ps, stream, buffer, range, bytes)
     }
 
-    /// Reads all of `buffer` back to the host, after everything enqueued before it.
+    /// Writes a slice of plain-old-data values (`f32`, `u32`, `[f16; 2]`, your own
+    /// `#[repr(C)]` [`Pod`] type) into `buffer` at byte `offset`, in the host's byte
+    /// order, exactly as [`write`](Self::write) writes their bytes. No conversion and
+    /// no allocation beyond the staging.
+    ///
+    /// ```
+    /// # use capture_graphs::{Device, DeviceConfig, StreamId};
+    /// # use capture_graphs::mock::MockBackend;
+    /// # let dev = Device::new(MockBackend::new(), DeviceConfig::new())?;
+    /// # let s = StreamId::new(0);
+    /// let x = dev.alloc(s, 16)?;
+    /// dev.write_values(s, &x, 0, &[1.0f32, 2.0, 3.0, 4.0])?;
+    /// dev.write_values(s, &x, 8, &[9.5f32])?; // the third value only
+    /// assert_eq!(dev.read_values::<f32>(s, &x)?, [1.0, 2.0, 9.5, 4.0]);
+    /// # Ok::<(), capture_graphs::ServerError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`write`](Self::write).
+    pub fn write_values<T: Pod>(
+        &self,
+        stream: StreamId,
+        buffer: &Buffer,
+        offset: u64,
+        values: &[T],
+    ) -> Result<(), ServerError> {
+        self.write(
+            stream,
+            buffer,
+            offset,
+            bytemuck::cast_slice::<T, u8>(values),
+        )
+    }
+
+    /// Reads all of `buffer` back to the host, after everything enqueued before it, into
+    /// a new vector. [`read_into`](Self::read_into) fills a buffer of the caller's
+    /// instead, and [`read_values`](Self::read_values) reads typed values.
     ///
     /// ```
     /// # use capture_graphs::{Arg, Builtin, Device, DeviceConfig, StreamId};
@@ -242,7 +360,7 @@ impl<B: Backend> Device<B> {
         self.read_range(stream, buffer, 0, buffer.size())
     }
 
-    /// Reads `len` bytes of `buffer` at `offset` back to the host.
+    /// Reads `len` bytes of `buffer` at `offset` back to the host, into a new vector.
     ///
     /// ```
     /// # use capture_graphs::{Arg, Builtin, Device, DeviceConfig, StreamId};
@@ -250,7 +368,7 @@ impl<B: Backend> Device<B> {
     /// # let dev = Device::new(MockBackend::new(), DeviceConfig::new())?;
     /// # let s = StreamId::new(0);
     /// let x = dev.alloc(s, 8)?;
-    /// dev.write(s, &x, 0, vec![1, 2, 3, 4, 5, 6, 7, 8])?;
+    /// dev.write(s, &x, 0, [1, 2, 3, 4, 5, 6, 7, 8])?;
     /// assert_eq!(dev.read_range(s, &x, 2, 3)?, [3, 4, 5]);
     /// # Ok::<(), capture_graphs::ServerError>(())
     /// ```
@@ -266,12 +384,61 @@ impl<B: Backend> Device<B> {
         offset: u64,
         len: u64,
     ) -> Result<Vec<u8>, ServerError> {
+        // The range is checked before anything the size of it is allocated.
+        self.inner
+            .labels
+            .named(buffer.range(offset, Some(len)).map(drop))?;
+        let mut out = vec![0; len as usize];
+        self.read_into(stream, buffer, offset, &mut out)?;
+        Ok(out)
+    }
+
+    /// Reads `out.len()` bytes of `buffer` at `offset` into `out`, after everything
+    /// enqueued before it. Nothing is allocated: a decode loop reads its logits into the
+    /// same host buffer every token. On an error `out` holds nothing to trust.
+    ///
+    /// ```
+    /// # use capture_graphs::{Device, DeviceConfig, StreamId};
+    /// # use capture_graphs::mock::MockBackend;
+    /// # let dev = Device::new(MockBackend::new(), DeviceConfig::new())?;
+    /// # let s = StreamId::new(0);
+    /// let x = dev.alloc(s, 8)?;
+    /// dev.write(s, &x, 0, [1, 2, 3, 4, 5, 6, 7, 8])?;
+    /// let mut host = [0u8; 4];
+    /// dev.read_into(s, &x, 4, &mut host)?;
+    /// assert_eq!(host, [5, 6, 7, 8]);
+    /// // A range past the end is refused, naming the buffer.
+    /// assert!(dev.read_into(s, &x, 6, &mut host).is_err());
+    /// # Ok::<(), capture_graphs::ServerError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`read_range`](Self::read_range).
+    pub fn read_into(
+        &self,
+        stream: StreamId,
+        buffer: &Buffer,
+        offset: u64,
+        out: &mut [u8],
+    ) -> Result<(), ServerError> {
         let _span = tracing::debug_span!(
             target: "capture", "read", %stream, pooled = buffer.pooled, buffer = %buffer.id()
         )
         .entered();
+        let read = self.read_bytes(stream, buffer, offset, out);
+        self.inner.labels.named(read)
+    }
+
+    fn read_bytes(
+        &self,
+        stream: StreamId,
+        buffer: &Buffer,
+        offset: u64,
+        out: &mut [u8],
+    ) -> Result<(), ServerError> {
         self.inner.check_buffer(buffer)?;
-        let range = buffer.range(offset, Some(len))?;
+        let range = buffer.range(offset, Some(out.len() as u64))?;
         if self.inner.pooled(stream) != buffer.pooled {
             self.inner.hand_over(stream, "read", buffer)?;
         }
@@ -282,7 +449,73 @@ impl<B: Backend> Device<B> {
             range,
         };
         self.inner.order_host(buffer.pooled, stream, key)?;
-        self.inner.cells[buffer.pooled].run(|ps| self.inner.read_on(ps, stream, buffer, range))
+        self.inner.cells[buffer.pooled].run(|ps| self.inner.read_on(ps, stream, buffer, range, out))
+    }
+
+    /// Reads all of `buffer` as plain-old-data values of type `T`, in the host's byte
+    /// order.
+    ///
+    /// ```
+    /// # use capture_graphs::{Arg, Builtin, Device, DeviceConfig, StreamId};
+    /// # use capture_graphs::mock::MockBackend;
+    /// # let dev = Device::new(MockBackend::new(), DeviceConfig::new())?;
+    /// # let s = StreamId::new(0);
+    /// let y = dev.alloc(s, 16)?;
+    /// let fill = dev.builtin(Builtin::Fill);
+    /// dev.launch(s, &fill, [1, 1, 1], &[Arg::write(&y)], &Builtin::Fill.info(4, 0.5))?;
+    /// assert_eq!(dev.read_values::<f32>(s, &y)?, [0.5; 4]);
+    /// // A size that is not a whole number of values is refused.
+    /// assert!(dev.read_values::<[f32; 3]>(s, &y).is_err());
+    /// # Ok::<(), capture_graphs::ServerError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`read`](Self::read), and [`ServerError::InvalidArgument`] when the buffer's
+    /// size is not a multiple of `T`'s.
+    pub fn read_values<T: Pod>(
+        &self,
+        stream: StreamId,
+        buffer: &Buffer,
+    ) -> Result<Vec<T>, ServerError> {
+        let count = whole_values::<T>(buffer.size(), "read_values")?;
+        let mut out = vec![T::zeroed(); count];
+        self.read_values_into(stream, buffer, 0, &mut out)?;
+        Ok(out)
+    }
+
+    /// Reads `out.len()` values of type `T` from `buffer` at byte `offset` into `out`,
+    /// allocating nothing.
+    ///
+    /// ```
+    /// # use capture_graphs::{Device, DeviceConfig, StreamId};
+    /// # use capture_graphs::mock::MockBackend;
+    /// # let dev = Device::new(MockBackend::new(), DeviceConfig::new())?;
+    /// # let s = StreamId::new(0);
+    /// let x = dev.alloc(s, 16)?;
+    /// dev.write_values(s, &x, 0, &[1u32, 2, 3, 4])?;
+    /// let mut last_two = [0u32; 2];
+    /// dev.read_values_into(s, &x, 8, &mut last_two)?;
+    /// assert_eq!(last_two, [3, 4]);
+    /// # Ok::<(), capture_graphs::ServerError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`read_into`](Self::read_into).
+    pub fn read_values_into<T: Pod>(
+        &self,
+        stream: StreamId,
+        buffer: &Buffer,
+        offset: u64,
+        out: &mut [T],
+    ) -> Result<(), ServerError> {
+        self.read_into(
+            stream,
+            buffer,
+            offset,
+            bytemuck::cast_slice_mut::<T, u8>(out),
+        )
     }
 
     /// Waits for everything enqueued on `stream`'s pooled stream.
@@ -309,8 +542,10 @@ impl<B: Backend> Device<B> {
             target: "capture", "sync", %stream, pooled = self.inner.pooled(stream)
         )
         .entered();
-        self.inner
-            .on_stream(stream, |ps| self.inner.sync_on(ps, stream))
+        let synced = self
+            .inner
+            .on_stream(stream, |ps| self.inner.sync_on(ps, stream));
+        self.inner.labels.named(synced)
     }
 
     /// Frees what the drop queues hold once the device is done with it, drops unpinned
@@ -336,6 +571,11 @@ impl<B: Backend> Device<B> {
     /// (prepared or recording): no page is released or renumbered then, on any stream,
     /// and nothing is changed; `end` or `abort` the window first.
     pub fn cleanup(&self) -> Result<CleanupReport, ServerError> {
+        let cleaned = self.cleanup_all();
+        self.inner.labels.named(cleaned)
+    }
+
+    fn cleanup_all(&self) -> Result<CleanupReport, ServerError> {
         let status = self.captures();
         if let Some(recording) = status.recording().first() {
             return Err(ServerError::graph_state(
@@ -461,7 +701,7 @@ impl<B: Backend> Inner<B> {
         stream: StreamId,
         buffer: &Buffer,
         range: ByteRange,
-        bytes: Bytes,
+        bytes: &[u8],
     ) -> Result<(), ServerError> {
         self.neighbour(ps, stream, "write")?;
         let key = ClaimKey {
@@ -477,7 +717,7 @@ impl<B: Backend> Inner<B> {
         } else {
             self.order_device(ps, &[], &[key])
         };
-        let staged = ordered.and_then(|()| self.stage(ps, stream, &bytes, &destination));
+        let staged = ordered.and_then(|()| self.stage(ps, stream, bytes, &destination));
         let staging = match staged {
             Ok(s) => s,
             Err(error) => {
@@ -490,19 +730,19 @@ impl<B: Backend> Inner<B> {
         };
         if recording {
             // Rule 8: the recorded copy re-reads its staging on every replay, so the
-            // bytes stay with the graph; the destination joins the graph's written set
-            // and its claim is left alone until a replay settles it.
+            // staged bytes stay with the graph (`stage` held the slice); the destination
+            // joins the graph's written set and its claim is left alone until a replay
+            // settles it.
             let capture = ps.stream.capturing();
             capture.touch(buffer.owner, location);
             capture.record_copy(std::iter::once(buffer.binding(range, Access::Write)));
-            capture.retain_host(bytes);
             drop(staging);
         } else {
             self.taint().host_write(key)?;
             self.used(ps, &[], &[key], [buffer.handle.binding()]);
-            let queue = &mut ps.drops;
-            queue.push(staging);
-            queue.push(bytes);
+            // The staging slice is read by the enqueued copy: it is freed once the device
+            // is done with it. The caller's bytes were copied into it already.
+            ps.drops.push(staging);
         }
         self.trace.push(Event::Write {
             stream,
@@ -541,7 +781,8 @@ impl<B: Backend> Inner<B> {
         stream: StreamId,
         buffer: &Buffer,
         range: ByteRange,
-    ) -> Result<Vec<u8>, ServerError> {
+        out: &mut [u8],
+    ) -> Result<(), ServerError> {
         self.refuse_host_wait(ps, stream, "read")?;
         let key = ClaimKey {
             memory: buffer.id(),
@@ -549,12 +790,11 @@ impl<B: Backend> Inner<B> {
         };
         self.taint().check_read(key)?;
         let source = ps.stream.device_memory().resource(key)?;
-        let mut out = vec![0; range.len() as usize];
         // Anything another stream wrote since the host-side wait is waited for on the
         // device, before the read's own wait for this stream.
         let read = self
             .order_device(ps, &[key], &[])
-            .and_then(|()| B::read(&mut ps.stream, &source, &mut out));
+            .and_then(|()| B::read(&mut ps.stream, &source, out));
         if let Err(error) = read {
             self.fault(ps, stream, &error);
             return Err(error);
@@ -566,7 +806,7 @@ impl<B: Backend> Inner<B> {
         }
         self.taint().check_read(key)?;
         self.trace.push(Event::Read { stream, key });
-        Ok(out)
+        Ok(())
     }
 
     fn sync_on(&self, ps: &mut PooledStream<B>, stream: StreamId) -> Result<(), ServerError> {
@@ -614,4 +854,21 @@ impl<B: Backend> Inner<B> {
         self.forget_freed(ps);
         Ok(report)
     }
+}
+
+/// How many values of `T` make up `size` bytes, refused when `size` is not a whole
+/// number of them.
+fn whole_values<T>(size: u64, op: &'static str) -> Result<usize, ServerError> {
+    let each = std::mem::size_of::<T>() as u64;
+    if each == 0 || !size.is_multiple_of(each) {
+        return Err(ServerError::invalid(
+            op,
+            format!("a buffer of {size} bytes"),
+            format!(
+                "not a whole number of {} ({each} bytes each)",
+                std::any::type_name::<T>()
+            ),
+        ));
+    }
+    Ok((size / each) as usize)
 }

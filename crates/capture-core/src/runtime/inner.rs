@@ -21,6 +21,7 @@ use crate::drop_queue::Fence;
 use crate::error::{Chain, ServerError};
 use crate::ids::{FailureId, GraphId, StreamId};
 use crate::kernel::LaunchLimits;
+use crate::label::Labels;
 use crate::lock_order::{Level, Ordered};
 use crate::memory::{ClaimKey, ManagedMemoryBinding, ManagedMemoryHandle};
 use crate::range::ByteRange;
@@ -56,6 +57,8 @@ pub(crate) struct Inner<B: Backend> {
     /// with one may have held info-word uploads, which the stream then uploads again
     /// (`forget_lost_uploads`).
     pub(crate) faults: Vec<AtomicU64>,
+    /// The labels of the user's buffers and graphs, beside their ids in errors.
+    pub(crate) labels: Labels,
 }
 
 impl<B: Backend> Drop for Inner<B> {
@@ -403,9 +406,12 @@ impl<B: Backend> Inner<B> {
         }
         drop(taint);
         let mut order = self.order();
-        for id in ps.freed.drain(..) {
+        for &id in &ps.freed {
             order.forget(id);
         }
+        drop(order);
+        self.labels.forget_memory(&ps.freed);
+        ps.freed.clear();
     }
 
     /// Flushes the drop queue when its policy asks, except while recording (rule 9).

@@ -163,6 +163,18 @@ impl<B: Backend> Device<B> {
         args: &[Arg],
         info: &[u64],
     ) -> Result<(), ServerError> {
+        let launched = self.launch_checked(stream, kernel, grid, args, info);
+        self.inner.labels.named(launched)
+    }
+
+    fn launch_checked(
+        &self,
+        stream: StreamId,
+        kernel: &KernelHandle,
+        grid: Grid,
+        args: &[Arg],
+        info: &[u64],
+    ) -> Result<(), ServerError> {
         if kernel.device != self.inner.serial {
             return Err(ServerError::invalid(
                 "kernel",

@@ -40,7 +40,7 @@ impl<B: Backend> Device<B> {
             target: "capture", "prepare", %stream, pooled = inner.pooled(stream)
         )
         .entered();
-        inner.on_stream(stream, |ps| {
+        let prepared = inner.on_stream(stream, |ps| {
             inner.neighbour(ps, stream, "prepare")?;
             match Window::<B>::on(&mut ps.stream, &mut ps.drops).prepare(stream) {
                 Ok(()) => {
@@ -53,7 +53,8 @@ impl<B: Backend> Device<B> {
                     Err(error)
                 }
             }
-        })
+        });
+        inner.labels.named(prepared)
     }
 
     /// Opens the window on `stream`: from here its launches and writes are recorded.
@@ -75,7 +76,7 @@ impl<B: Backend> Device<B> {
         )
         .entered();
         let inner = Arc::clone(&self.inner);
-        self.inner.on_capture_stream(stream, move |ps| {
+        let begun = self.inner.on_capture_stream(stream, move |ps| {
             inner.neighbour(ps, stream, "begin")?;
             // The stream's own work queued before the window (warmup's) is waited for
             // here, while it still may be: other streams that use what it wrote then need
@@ -117,7 +118,8 @@ impl<B: Backend> Device<B> {
                     Err(error)
                 }
             }
-        })
+        });
+        self.inner.labels.named(begun)
     }
 
     /// Closes the window on `stream` and seals what it recorded into a graph. Ended by a
@@ -158,8 +160,10 @@ impl<B: Backend> Device<B> {
         )
         .entered();
         let inner = Arc::clone(&self.inner);
-        self.inner
-            .on_capture_stream(stream, move |ps| inner.end_on(ps, stream))
+        let ended = self
+            .inner
+            .on_capture_stream(stream, move |ps| inner.end_on(ps, stream));
+        self.inner.labels.named(ended)
     }
 
     /// Gives up `stream`'s window. From capture: closes the driver capture, drops the
@@ -175,8 +179,10 @@ impl<B: Backend> Device<B> {
         )
         .entered();
         let inner = Arc::clone(&self.inner);
-        self.inner
-            .on_capture_stream(stream, move |ps| inner.abort_on(ps, stream))
+        let aborted = self
+            .inner
+            .on_capture_stream(stream, move |ps| inner.abort_on(ps, stream));
+        self.inner.labels.named(aborted)
     }
 
     /// Captures what `record` does on `stream` into a graph.
@@ -212,15 +218,48 @@ impl<B: Backend> Device<B> {
     /// # Ok::<(), capture_graphs::ServerError>(())
     /// ```
     ///
+    /// `record` may fail with any error type that a [`ServerError`] converts into (your
+    /// engine's own, `anyhow::Error`): `?` on a device call inside it converts, and the
+    /// device's own refusals come back converted. A closure that ends in `Ok(())` names
+    /// its error type (`Ok::<(), MyError>(())`, or `-> Result<(), MyError>` on the
+    /// closure).
+    ///
+    /// ```
+    /// # use capture_graphs::{Arg, Builtin, Device, DeviceConfig, ServerError, StreamId};
+    /// # use capture_graphs::mock::MockBackend;
+    /// # let dev = Device::new(MockBackend::new(), DeviceConfig::new())?;
+    /// # let s = StreamId::new(0);
+    /// #[derive(Debug)]
+    /// enum EngineError {
+    ///     Device(ServerError),
+    ///     Sampler(String),
+    /// }
+    /// impl From<ServerError> for EngineError {
+    ///     fn from(e: ServerError) -> Self {
+    ///         Self::Device(e)
+    ///     }
+    /// }
+    /// let y = dev.alloc(s, 16)?;
+    /// let fill = dev.builtin(Builtin::Fill);
+    /// let result = dev.capture(s, |d| -> Result<(), EngineError> {
+    ///     d.launch(s, &fill, [1, 1, 1], &[Arg::write(&y)], &Builtin::Fill.info(4, 1.0))?;
+    ///     Err(EngineError::Sampler("no logits yet".into())) // the window is aborted
+    /// });
+    /// assert!(matches!(result, Err(EngineError::Sampler(_))));
+    /// assert!(dev.captures().active().is_empty());
+    /// # Ok::<(), ServerError>(())
+    /// ```
+    ///
     /// # Errors
     ///
     /// `record`'s own error (the window is aborted), or any error of
-    /// [`prepare`](Self::prepare), [`begin`](Self::begin) or [`end`](Self::end).
-    pub fn capture(
+    /// [`prepare`](Self::prepare), [`begin`](Self::begin) or [`end`](Self::end),
+    /// converted into `E`.
+    pub fn capture<E: From<ServerError>>(
         &self,
         stream: StreamId,
-        mut record: impl FnMut(&Capturing<'_, B>) -> Result<(), ServerError>,
-    ) -> Result<GraphId, ServerError> {
+        mut record: impl FnMut(&Capturing<'_, B>) -> Result<(), E>,
+    ) -> Result<GraphId, E> {
         let pooled = self.inner.pooled(stream);
         let span = tracing::debug_span!(
             target: "capture", "capture", %stream, pooled, graph = tracing::field::Empty
@@ -243,7 +282,7 @@ impl<B: Backend> Device<B> {
         if let Err(error) = self.begin(stream) {
             guard.defuse();
             let _ = self.abort(stream);
-            return Err(error);
+            return Err(error.into());
         }
         if let Err(error) = record(&Capturing::new(self, CapturePhase::Record)) {
             guard.defuse();
@@ -295,6 +334,16 @@ impl<B: Backend> Device<B> {
             target: "capture", "replay", %stream, pooled = self.inner.pooled(stream), %graph, times
         )
         .entered();
+        let replayed = self.replay_checked(stream, graph, times);
+        self.inner.labels.named(replayed)
+    }
+
+    fn replay_checked(
+        &self,
+        stream: StreamId,
+        graph: GraphId,
+        times: u32,
+    ) -> Result<(), ServerError> {
         if times == 0 || times > MAX_REPLAYS_PER_CALL {
             return Err(ServerError::invalid(
                 "replay count",
@@ -330,6 +379,12 @@ impl<B: Backend> Device<B> {
     ///
     /// [`ServerError::UnknownGraph`] when no such graph lives.
     pub fn drop_graph(&self, graph: GraphId) -> Result<(), ServerError> {
+        let dropped = self.drop_graph_checked(graph);
+        self.inner.labels.forget_graph(graph);
+        dropped
+    }
+
+    fn drop_graph_checked(&self, graph: GraphId) -> Result<(), ServerError> {
         let index = self
             .inner
             .registry()
@@ -426,12 +481,12 @@ impl<B: Backend> Inner<B> {
                     stream,
                     graph: id,
                     launches: ledger.launches,
+                    copies: ledger.copies,
                 });
                 self.trace.push(Event::Pin {
                     graph: id,
                     device: graph.pinned_device().collect(),
                     host: graph.pinned_staging().collect(),
-                    host_buffers: graph.retained_host(),
                     info: ledger.info_entries as usize,
                 });
                 ps.graphs.insert(id, graph);

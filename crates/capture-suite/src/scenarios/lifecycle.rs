@@ -22,7 +22,7 @@ pub(super) fn read_refused_while_recording<B: Builtins>(h: &Harness<B>) -> Resul
                 "stream#0 is recording: a host wait would break the capture",
             );
         }
-        Ok(())
+        Ok::<(), ServerError>(())
     })?;
     h.write(S0, &x, &splat(4.0))?;
     h.dev.replay(S0, g, 1)?;
@@ -97,7 +97,7 @@ pub(super) fn panic_in_capture_closure<B: Builtins>(h: &Harness<B>) -> Result<()
             if d.captures().is_any_recording() {
                 std::panic::resume_unwind(Box::new("the user's code panicked"));
             }
-            Ok(())
+            Ok::<(), ServerError>(())
         })
     }));
     assert!(outcome.is_err(), "the panic continues");

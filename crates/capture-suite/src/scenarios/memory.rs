@@ -115,12 +115,13 @@ pub(super) fn host_write_in_window<B: Builtins>(h: &Harness<B>) -> Result<(), Se
     h.expect(S0, &x, &ramp(3.0));
     h.expect(S0, &w, &splat(100.0));
     h.expect(S0, &y, &map(&ramp(3.0), |v| v + 1.0 + 100.0));
-    // Two recorded copies' staging (64 B each) and the caller's bytes (64 B each), plus
-    // the 256-byte slot warmup staged the info words through (both launches' words are
-    // `[16, 1.0]`: one cache entry): every slot handed out while the pools are armed is
-    // pinned, warmup's included.
+    // Two recorded copies' staging (64 B each, holding the bytes copied; the caller's
+    // own buffers are not kept), plus the 256-byte slot warmup staged the info words
+    // through (both launches' words are `[16, 1.0]`: one cache entry): every slot handed
+    // out while the pools are armed is pinned, warmup's included.
     let ledger = h.dev.graph(g).expect("live");
-    assert_eq!(ledger.host_bytes, 2 * (64 + 64) + 256);
+    assert_eq!(ledger.host_bytes, 2 * 64 + 256);
+    assert_eq!(ledger.copies, 2);
     assert_eq!(ledger.info_entries, 1);
     Ok(())
 }

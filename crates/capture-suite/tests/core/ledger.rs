@@ -6,7 +6,7 @@ use capture_core::{Arg, GraphLedger};
 use crate::{S0, add_one, device, filled, kernels, read};
 
 /// The device-byte split of `ledger`, checked to add up.
-fn split(ledger: GraphLedger) -> (u64, u64, u64) {
+fn split(ledger: &GraphLedger) -> (u64, u64, u64) {
     assert_eq!(
         ledger.user_bytes + ledger.graph_only_bytes + ledger.info_bytes,
         ledger.device_bytes,
@@ -48,11 +48,11 @@ fn the_ledger_tells_the_user_s_buffers_from_what_only_the_graph_keeps_alive() {
 
     // Weight, intermediate and output are still the user's; the scratch is not.
     let sealed = dev.graph(g).unwrap();
-    assert_eq!(split(sealed), (3 * 64, 64, 8), "{sealed}");
+    assert_eq!(split(&sealed), (3 * 64, 64, 8), "{sealed}");
     // The info word's recorded upload reads its staging on every replay.
     assert_eq!((sealed.host_bytes, sealed.info_entries), (8, 1));
     assert_eq!(sealed.launches, 4);
-    assert_eq!(dev.memory_report().graphs, vec![sealed]);
+    assert_eq!(dev.memory_report().graphs, vec![sealed.clone()]);
     assert_eq!(
         sealed.to_string(),
         "graph#0: device 264 B (user 192 B, graph only 64 B, info 8 B), host staging 8 B, \
@@ -62,13 +62,13 @@ fn the_ledger_tells_the_user_s_buffers_from_what_only_the_graph_keeps_alive() {
     // The intermediate's handle goes after the capture: its bytes become the graph's.
     drop(mid);
     let now = dev.graph(g).unwrap();
-    assert_eq!(split(now), (2 * 64, 2 * 64, 8), "{now}");
+    assert_eq!(split(&now), (2 * 64, 2 * 64, 8), "{now}");
     assert_eq!(now.device_bytes, sealed.device_bytes);
     assert_eq!(dev.memory_report().graphs, vec![now]);
 
     // One clone of the output dropped: the other still owns it.
     drop(out);
-    assert_eq!(split(dev.graph(g).unwrap()), (2 * 64, 2 * 64, 8));
+    assert_eq!(split(&dev.graph(g).unwrap()), (2 * 64, 2 * 64, 8));
 
     // The graph still replays over what it alone holds.
     dev.replay(S0, g, 1).unwrap();
@@ -78,9 +78,9 @@ fn the_ledger_tells_the_user_s_buffers_from_what_only_the_graph_keeps_alive() {
     );
 
     drop(weight);
-    assert_eq!(split(dev.graph(g).unwrap()), (64, 3 * 64, 8));
+    assert_eq!(split(&dev.graph(g).unwrap()), (64, 3 * 64, 8));
     drop(kept);
-    assert_eq!(split(dev.graph(g).unwrap()), (0, 4 * 64, 8));
+    assert_eq!(split(&dev.graph(g).unwrap()), (0, 4 * 64, 8));
     dev.drop_graph(g).unwrap();
     assert!(dev.graph(g).is_none());
 }

@@ -9,6 +9,8 @@
 mod api;
 mod bad_input;
 mod contexts;
+mod host_io;
+mod labels;
 mod ledger;
 mod reliability;
 mod replay_order;
@@ -97,7 +99,7 @@ pub fn add_one(
 /// A buffer on `stream` holding `values` (written and settled).
 pub fn filled<B: Backend>(dev: &Device<B>, stream: StreamId, values: &[u32]) -> Buffer {
     let b = dev.alloc(stream, values.len() as u64 * 4).expect("alloc");
-    dev.write(stream, &b, 0, bytes_of(values)).expect("write");
+    dev.write_values(stream, &b, 0, values).expect("write");
     b
 }
 
@@ -107,7 +109,7 @@ pub fn read<B: Backend>(
     stream: StreamId,
     buffer: &Buffer,
 ) -> Result<Vec<u32>, ServerError> {
-    dev.read(stream, buffer).map(|b| values_of(&b))
+    dev.read_values(stream, buffer)
 }
 
 /// Little-endian bytes of `values`.

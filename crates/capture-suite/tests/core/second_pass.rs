@@ -156,9 +156,13 @@ fn i23_05_recorded_host_writes_are_not_counted_as_launches() {
             d.write(S0, &x, 0, bytes_of(&[6; 4]))
         })
         .unwrap();
-    assert_eq!(dev.graph(g).unwrap().launches, 1);
+    let ledger = dev.graph(g).unwrap();
+    assert_eq!((ledger.launches, ledger.copies), (1, 2));
     let sealed = dev.trace().render();
-    assert!(sealed.contains("end -> graph#0 (1 launches)"), "{sealed}");
+    assert!(
+        sealed.contains("end -> graph#0 (1 launches, 2 copies)"),
+        "{sealed}"
+    );
     // A window doomed after a write and a launch names one launch before it.
     // Calls 1 and 2 are warmup's, 3 and 4 the recording's.
     world.fail(FaultOp::Launch, 4);
@@ -320,4 +324,82 @@ fn i23_12_an_allocation_in_the_window_says_to_allocate_in_warmup() {
     let t = text(&dev.alloc(S0, 1 << 22).unwrap_err());
     assert!(t.contains("warmup"), "{t}");
     dev.abort(S0).unwrap();
+}
+
+/// An engine's own error: what its step can fail with besides the device.
+#[derive(Debug)]
+enum EngineError {
+    Device(ServerError),
+    Sampler(&'static str),
+}
+
+impl From<ServerError> for EngineError {
+    fn from(e: ServerError) -> Self {
+        Self::Device(e)
+    }
+}
+
+/// Item 11: the capture closure fails with the caller's own error type; `?` on a device
+/// call converts, and warmup, record and abort behave as with `ServerError`.
+#[test]
+fn i23_11_the_capture_closure_fails_with_the_callers_error_type() {
+    let _suite = suite_lock();
+    let (dev, _) = device();
+    let k = kernels(&dev);
+    let x = filled(&dev, S0, &[1, 2]);
+    let y = dev.alloc(S0, 8).unwrap();
+    // The engine's own failure in the record pass: the window is aborted, what it would
+    // have written is claimed, and the error comes back as the engine's.
+    let mut calls = 0;
+    let err = dev
+        .capture(S0, |d| {
+            calls += 1;
+            add_one(d, &k, S0, &x, &y)?;
+            if d.phase() == capture_core::CapturePhase::Record {
+                return Err(EngineError::Sampler("no token left"));
+            }
+            Ok(())
+        })
+        .unwrap_err();
+    assert!(
+        matches!(err, EngineError::Sampler("no token left")),
+        "{err:?}"
+    );
+    assert_eq!(calls, 2, "warmup, then record");
+    assert!(dev.captures().active().is_empty(), "the window was aborted");
+    assert!(
+        is_unwritten(&dev.read(S0, &y)),
+        "the aborted window's output is claimed"
+    );
+    // A device error inside the closure converts through `?` into the engine's type.
+    let unwritten = dev.alloc(S0, 8).unwrap();
+    let err = dev
+        .capture(S0, |d| -> Result<(), EngineError> {
+            add_one(d, &k, S0, &unwritten, &y)?;
+            Ok(())
+        })
+        .unwrap_err();
+    assert!(
+        matches!(err, EngineError::Device(ServerError::Unwritten(_))),
+        "{err:?}"
+    );
+    // A lifecycle refusal comes back converted too, and the stream goes on.
+    dev.prepare(S0).unwrap();
+    let err = dev
+        .capture(S0, |d| -> Result<(), EngineError> {
+            Ok(add_one(d, &k, S0, &x, &y)?)
+        })
+        .unwrap_err();
+    assert!(
+        matches!(err, EngineError::Device(ServerError::GraphState { .. })),
+        "{err:?}"
+    );
+    dev.abort(S0).unwrap();
+    let g = dev
+        .capture(S0, |d| -> Result<(), EngineError> {
+            Ok(add_one(d, &k, S0, &x, &y)?)
+        })
+        .unwrap();
+    dev.replay(S0, g, 1).unwrap();
+    assert_eq!(read(&dev, S0, &y).unwrap(), [2, 3]);
 }

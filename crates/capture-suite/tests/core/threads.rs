@@ -165,7 +165,9 @@ fn a_kernel_that_panics_on_the_worker_fails_the_wait_and_the_worker_keeps_servin
     ));
     // The worker keeps serving: a later capture opens and closes on it.
     let y = filled(&dev, S0, &[7, 8]);
-    let g = dev.capture(S0, |_| Ok(())).unwrap();
+    let g = dev
+        .capture(S0, |_| Ok::<(), capture_core::ServerError>(()))
+        .unwrap();
     dev.replay(S0, g, 1).unwrap();
     assert_eq!(read(&dev, S0, &y).unwrap(), vec![7, 8]);
 }

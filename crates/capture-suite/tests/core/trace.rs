@@ -28,7 +28,7 @@ fn a_capture_lifecycle_trace() {
             add_one(d, &k, S0, &tmp, &y)?;
             // A neighbour is refused while the window is active; not a failure.
             assert!(d.alloc(S2, 4).is_err());
-            Ok(())
+            Ok::<(), capture_core::ServerError>(())
         })
         .unwrap();
     dev.write(S0, &x, 0, bytes_of(&[5, 6])).unwrap();

@@ -56,7 +56,7 @@ fn a_capture_of_more_launches_than_a_pool_holds_grows_its_pools_and_replays_righ
                         &Builtin::Axpy.info(N, 1.0),
                     )?;
                 }
-                Ok(())
+                Ok::<(), capture_core::ServerError>(())
             })
             .expect("graph");
         let window_pools = u64::from(LAUNCHES.div_ceil(PER_POOL));
@@ -103,7 +103,7 @@ fn launches_that_bind_the_same_buffers_share_one_set() {
                     &Builtin::Axpy.info(N, 1.0),
                 )?;
             }
-            Ok(())
+            Ok::<(), capture_core::ServerError>(())
         })
         .expect("graph");
     // One set for the warmup's batch and one for the window: a pool each at most.

@@ -75,12 +75,12 @@ fn recording(c: &mut StreamCapture) {
     c.begin().unwrap();
 }
 
-/// Fill every part of the recording: a recorded launch, a touched page, retained host
-/// bytes, a failure and held staging.
+/// Fill every part of the recording: a recorded launch, a touched page, a recorded host
+/// copy, a failure and held staging.
 fn busy(c: &mut StreamCapture, h: &ManagedMemoryHandle) {
     c.record([bind(h, 0, 16, Access::Read)]);
     c.touch(S0, at(PoolKind::Persistent, 0));
-    c.retain_host(Bytes::from_static(b"host"));
+    c.record_copy([bind(h, 16, 16, Access::Write)]);
     c.fail(ServerError::graph_state("launch", "the first failure"));
     c.hold(&h.binding());
 }
@@ -101,11 +101,12 @@ struct Snapshot {
     recording: bool,
     cache: CacheMode,
     launches: u64,
+    copies: u64,
     doomed: bool,
     inputs: Vec<ClaimKey>,
     device_recording: Vec<StreamId>,
     page_update: PageUpdate,
-    /// Counts of recorded claims, touched pages, retained host bytes, primed and held
+    /// Counts of recorded claims, touched pages, recorded copies, primed and held
     /// staging.
     debug: String,
 }
@@ -118,6 +119,7 @@ fn snapshot(c: &StreamCapture) -> Snapshot {
         recording: c.is_recording(),
         cache: c.cache_mode(),
         launches: c.launches(),
+        copies: c.copies(),
         doomed: c.is_doomed(),
         inputs: c.recorded_inputs(),
         device_recording: c.device().recording(),
@@ -140,7 +142,7 @@ fn assert_idle_and_empty(c: &mut StreamCapture) {
     assert!(c.take_failure().is_none());
     assert!(c.take_recorded().is_empty());
     assert!(c.take_touched().is_empty());
-    assert!(c.take_retained_host().is_empty());
+    assert_eq!(c.copies(), 0);
     let debug = format!("{c:?}");
     for part in ["primed: 0", "held: 0"] {
         assert!(debug.contains(part), "{debug}");
@@ -297,7 +299,7 @@ fn a_launch_outside_a_window_is_not_recorded(#[case] setup: fn(&mut StreamCaptur
     setup(&mut c);
     c.record([probe.clone()]);
     c.touch(S0, at(PoolKind::Dynamic, 0));
-    c.retain_host(Bytes::from_static(b"host"));
+    c.record_copy([probe.clone()]);
     c.fail(ServerError::graph_state("launch", "outside"));
     c.hold(&h.binding());
     assert_eq!(c.launches(), 0);
@@ -307,7 +309,7 @@ fn a_launch_outside_a_window_is_not_recorded(#[case] setup: fn(&mut StreamCaptur
     assert!(c.take_failure().is_none());
     assert!(c.take_recorded().is_empty());
     assert!(c.take_touched().is_empty());
-    assert!(c.take_retained_host().is_empty());
+    assert_eq!(c.copies(), 0);
     // Nothing held the staging: it goes back to its pool once its handle is dropped.
     let id = h.id();
     drop(h);
@@ -610,7 +612,7 @@ fn a_new_capture_starts_from_an_empty_recording(#[case] close: fn(&mut StreamCap
     for part in [
         "recorded: 0",
         "touched: 0",
-        "retained_host: 0",
+        "copies: 0",
         "held: 0",
         "doomed: false",
     ] {
@@ -631,7 +633,7 @@ fn a_new_capture_starts_from_an_empty_recording(#[case] close: fn(&mut StreamCap
     assert_eq!(c.end(S0).unwrap(), CaptureEnd::Owned);
     assert!(c.take_failure().is_none());
     assert!(c.take_touched().is_empty());
-    assert!(c.take_retained_host().is_empty());
+    assert_eq!(c.copies(), 0);
     let taken: Vec<_> = c.take_recorded().iter().map(|b| b.claim_key()).collect();
     assert_eq!(taken, vec![key(&new, 0, 8)]);
 }
