@@ -17,7 +17,9 @@
 //! - no two files of a crate's `src/` import each other in a circle, directly or through
 //!   others (`imports`): a backend's FFI module sits at the bottom;
 //! - the shared snapshots are in `crates/capture-suite/snapshots`; every `.snap` under
-//!   `crates/` is named by the code of its crate, and none waits for review.
+//!   `crates/` is named by the code of its crate, and none waits for review;
+//! - no document or source points at the brief's folder beside the repository (`OUTSIDE`):
+//!   a clone holds everything its docs refer to.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -132,6 +134,35 @@ pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
     problems.extend(dependency_problems(root)?);
     problems.extend(snapshot_problems(root, &sources)?);
     problems.extend(circle_problems(root)?);
+    problems.extend(outside_pointers(root)?);
+    Ok(problems)
+}
+
+/// Built from pieces so this file does not trip its own check.
+const OUTSIDE: &str = concat!("../", "shared");
+
+/// Markdown and Rust files that point at the brief's files beside the repository, which
+/// a clone does not have.
+fn outside_pointers(root: &Path) -> Result<Vec<String>> {
+    let mut problems = Vec::new();
+    for file in walk(root)? {
+        let markdown = file.extension().is_some_and(|e| e == "md");
+        let rust = file.extension().is_some_and(|e| e == "rs");
+        if !(markdown || rust) {
+            continue;
+        }
+        let text =
+            fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+        for (i, line) in text.lines().enumerate() {
+            if line.contains(OUTSIDE) {
+                let rel = file.strip_prefix(root).unwrap_or(&file).display();
+                problems.push(format!(
+                    "{rel}:{}: points outside the repository ({OUTSIDE})",
+                    i + 1
+                ));
+            }
+        }
+    }
     Ok(problems)
 }
 

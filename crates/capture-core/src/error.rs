@@ -11,8 +11,7 @@ use std::error::Error;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::ids::{FailureId, GraphId, MemoryId, StreamId};
-use crate::label::Named;
+use crate::ids::{FailureId, GraphId, MemoryId, Named, StreamId};
 use crate::memory::{PoolName, PoolUsage};
 use crate::range::{ByteRange, InvalidRange};
 use crate::report::GraphLedger;

@@ -62,6 +62,19 @@ logical_id!(
     "failure"
 );
 
+/// An id shown with the label the user gave it, when it has one: `buf#6 "kv_cache"`
+/// (see `label.rs`).
+pub(crate) struct Named<'a, I>(pub(crate) I, pub(crate) Option<&'a str>);
+
+impl<I: fmt::Display> fmt::Display for Named<'_, I> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.1 {
+            Some(label) => write!(f, "{} \"{label}\"", self.0),
+            None => write!(f, "{}", self.0),
+        }
+    }
+}
+
 /// Hands out ids of one kind in creation order.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct IdCounter {

@@ -14,7 +14,6 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -39,18 +38,6 @@ pub(crate) fn checked(label: &str) -> Result<Arc<str>, ServerError> {
         return refuse("a label holds no control characters and no '\"'");
     }
     Ok(Arc::from(label))
-}
-
-/// An id shown with its label, when it has one: `buf#6 "kv_cache"`.
-pub(crate) struct Named<'a, I>(pub(crate) I, pub(crate) Option<&'a str>);
-
-impl<I: fmt::Display> fmt::Display for Named<'_, I> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.1 {
-            Some(label) => write!(f, "{} \"{label}\"", self.0),
-            None => write!(f, "{}", self.0),
-        }
-    }
 }
 
 /// The labels of one device's live buffers and graphs.

@@ -4,8 +4,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::ids::GraphId;
-use crate::label::Named;
+use crate::ids::{GraphId, Named};
 use crate::memory::ManagedMemoryBinding;
 
 /// What one live graph holds for its life.

@@ -54,12 +54,22 @@ impl MemoryConfig {
         Self { limit: None }
     }
 
-    /// At most `bytes` of storage across both pools.
+    /// A manager limited to at most `bytes` of storage across both pools (a
+    /// constructor, like [`unlimited`](Self::unlimited); there is nothing to chain).
+    ///
+    /// ```
+    /// use capture_graphs::MemoryConfig;
+    ///
+    /// assert_eq!(MemoryConfig::limited(1 << 30)?.limit(), Some(1 << 30));
+    /// assert_eq!(MemoryConfig::unlimited().limit(), None);
+    /// assert!(MemoryConfig::limited(0).is_err(), "a limit of zero allows nothing");
+    /// # Ok::<(), capture_graphs::ServerError>(())
+    /// ```
     ///
     /// # Errors
     ///
     /// [`ServerError::InvalidArgument`] naming the limit when it is zero.
-    pub fn with_limit(bytes: u64) -> Result<Self, ServerError> {
+    pub fn limited(bytes: u64) -> Result<Self, ServerError> {
         if bytes == 0 {
             return Err(ServerError::invalid(
                 "memory limit",

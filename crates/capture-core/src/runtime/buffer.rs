@@ -8,8 +8,34 @@ use crate::ids::{MemoryId, StreamId};
 use crate::memory::{Access, BufferBinding, ManagedMemoryHandle};
 use crate::range::ByteRange;
 
-/// A device allocation. Cloning adds an owner: a kernel may update a buffer in place only
-/// while one clone exists ([`can_mut`](Self::can_mut)).
+/// A device allocation. Cloning adds an owner of the same memory, not a copy: every
+/// clone sees what any launch or write does to it, and the memory is freed when the last
+/// clone (and every graph that pins it) is gone.
+///
+/// [`can_mut`](Self::can_mut) tells whether this handle is the only owner. The device
+/// does not enforce it: a launch may update a shared buffer in place (`Arg::read_write`)
+/// and every clone sees the update. It is for the caller's own decision, as a tensor
+/// library makes it (update in place when no one else holds the buffer, else write a
+/// fresh one).
+///
+/// ```
+/// # use capture_graphs::{Arg, Builtin, Device, DeviceConfig, StreamId};
+/// # use capture_graphs::mock::MockBackend;
+/// # let dev = Device::new(MockBackend::new(), DeviceConfig::new())?;
+/// # let s = StreamId::new(0);
+/// let x = dev.alloc(s, 16)?;
+/// assert!(x.can_mut());
+/// let shared = x.clone();
+/// assert!(!x.can_mut() && !shared.can_mut());
+/// // Not enforced: an in-place update of a shared buffer runs, and both handles see it.
+/// dev.write_values(s, &x, 0, &[1.0f32; 4])?;
+/// let add = dev.builtin(Builtin::AddScalar);
+/// dev.launch(s, &add, [1, 1, 1], &[Arg::read(&x), Arg::write(&shared)], &Builtin::AddScalar.info(4, 1.0))?;
+/// assert_eq!(dev.read_values::<f32>(s, &x)?, [2.0; 4]);
+/// drop(shared);
+/// assert!(x.can_mut());
+/// # Ok::<(), capture_graphs::ServerError>(())
+/// ```
 #[derive(Clone)]
 pub struct Buffer {
     pub(crate) handle: ManagedMemoryHandle,
@@ -34,7 +60,9 @@ impl Buffer {
         self.owner
     }
 
-    /// Whether this is the only owner, so a kernel may update it in place.
+    /// Whether this handle is the only owner of the memory (no clone of it lives), so
+    /// an update in place is seen by no one else. Graphs that pin the buffer do not
+    /// count. Advisory: the device does not refuse an in-place launch on a shared buffer.
     pub fn can_mut(&self) -> bool {
         self.handle.can_mut()
     }

@@ -76,15 +76,52 @@ impl DeviceReport {
     }
 }
 
+/// One line per pooled stream and pool that holds or ever held memory, one per live
+/// graph, and a total. Pools that never allocated and streams with nothing in them are
+/// left out; the alternate form (`{:#}`) lists every stream and pool.
+///
+/// ```
+/// # use capture_graphs::{Arg, Builtin, Device, DeviceConfig, StreamId};
+/// # use capture_graphs::mock::MockBackend;
+/// let dev = Device::new(MockBackend::new(), DeviceConfig::new().streams(4)?)?;
+/// let s = StreamId::new(0);
+/// let (x, y) = (dev.alloc(s, 16)?, dev.alloc(s, 16)?);
+/// dev.write_values(s, &x, 0, &[1.0f32; 4])?;
+/// let add = dev.builtin(Builtin::AddScalar);
+/// let info = Builtin::AddScalar.info(4, 1.0);
+/// let g = dev.capture(s, |d| {
+///     d.launch(s, &add, [1, 1, 1], &[Arg::read(&x), Arg::write(&y)], &info)?;
+///     d.launch(s, &add, [1, 1, 1], &[Arg::read(&y), Arg::write(&x)], &info)
+/// })?;
+/// let report = dev.memory_report();
+/// let short = report.to_string();
+/// // Stream 0 and its four pools, the graph and the total: nothing of the idle streams.
+/// assert_eq!(short.lines().count(), 7, "{short}");
+/// assert!(!short.contains("pooled stream 3"));
+/// assert!(format!("{report:#}").contains("pooled stream 3"));
+/// # dev.drop_graph(g)?;
+/// # Ok::<(), capture_graphs::ServerError>(())
+/// ```
 impl fmt::Display for DeviceReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let every = f.alternate();
         for s in &self.streams {
+            let pools: Vec<_> = s
+                .device
+                .pools
+                .iter()
+                .chain(&s.host.pools)
+                .filter(|p| every || p.allocations > 0 || p.slices_in_use > 0)
+                .collect();
+            if !every && pools.is_empty() && s.pending_drops == 0 {
+                continue;
+            }
             writeln!(
                 f,
                 "pooled stream {}: {} pending drops",
                 s.index, s.pending_drops
             )?;
-            for p in s.device.pools.iter().chain(&s.host.pools) {
+            for p in pools {
                 writeln!(f, "  {p}")?;
             }
         }

@@ -247,7 +247,7 @@ fn too_many_streams(_: &Dev) -> Outcome {
 
 fn a_memory_limit_of_zero(_: &Dev) -> Outcome {
     (
-        MemoryConfig::with_limit(0).map(drop),
+        MemoryConfig::limited(0).map(drop),
         "invalid memory limit 0".into(),
     )
 }

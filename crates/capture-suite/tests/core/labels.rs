@@ -124,7 +124,7 @@ fn a_graphs_label_is_in_its_ledger_the_report_and_its_errors() {
 #[test]
 fn an_out_of_memory_error_names_each_graph_with_its_label() {
     let _suite = suite_lock();
-    let config = DeviceConfig::new().device_memory(MemoryConfig::with_limit(1 << 20).unwrap());
+    let config = DeviceConfig::new().device_memory(MemoryConfig::limited(1 << 20).unwrap());
     let (dev, _) = device_with(config);
     let k = kernels(&dev);
     let x = filled(&dev, S0, &[1; 64]);

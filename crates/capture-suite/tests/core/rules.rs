@@ -710,7 +710,7 @@ fn a_capture_post_mortem_names_the_call_the_stream_and_the_launches_before_it() 
 #[test]
 fn memory_limits_report_every_pool_and_graph() {
     let _suite = crate::suite_lock();
-    let config = DeviceConfig::new().device_memory(MemoryConfig::with_limit(2 * MIB).unwrap());
+    let config = DeviceConfig::new().device_memory(MemoryConfig::limited(2 * MIB).unwrap());
     let (dev, _) = device_with(config);
     let k = kernels(&dev);
     let x = filled(&dev, S0, &[1]);

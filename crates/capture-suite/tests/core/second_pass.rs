@@ -403,3 +403,25 @@ fn i23_11_the_capture_closure_fails_with_the_callers_error_type() {
     dev.replay(S0, g, 1).unwrap();
     assert_eq!(read(&dev, S0, &y).unwrap(), [2, 3]);
 }
+
+/// Item 13, the guide's `Abandoned` claim: an `end` from a stream on *another* pooled
+/// stream finds no window there and is refused; the owner's window goes on and seals.
+/// (A stream folded onto the same pooled stream abandons it: `foreign_end_abandons`.)
+#[test]
+fn i23_13_an_end_from_another_pooled_stream_is_refused_and_the_window_goes_on() {
+    let _suite = suite_lock();
+    let (dev, _) = device();
+    let k = kernels(&dev);
+    let x = filled(&dev, S0, &[1, 2]);
+    let y = dev.alloc(S0, 8).unwrap();
+    dev.prepare(S0).unwrap();
+    add_one(&dev, &k, S0, &x, &y).unwrap();
+    dev.begin(S0).unwrap();
+    add_one(&dev, &k, S0, &x, &y).unwrap();
+    let err = dev.end(S1).unwrap_err();
+    assert!(matches!(err, ServerError::GraphState { .. }), "{err:?}");
+    assert_eq!(dev.captures().recording(), [S0], "the owner still records");
+    let g = dev.end(S0).unwrap();
+    dev.replay(S0, g, 1).unwrap();
+    assert_eq!(read(&dev, S0, &y).unwrap(), [2, 3]);
+}

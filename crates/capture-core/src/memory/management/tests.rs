@@ -466,7 +466,7 @@ fn growth_is_allowed_while_a_neighbour_holds_pages() {
 
 #[test]
 fn a_limit_refuses_growth_with_every_pool_figure() {
-    let (mut m, _) = manager_with(None, MemoryConfig::with_limit(DYNAMIC_PAGE_BYTES).unwrap());
+    let (mut m, _) = manager_with(None, MemoryConfig::limited(DYNAMIC_PAGE_BYTES).unwrap());
     let _a = reserve(&mut m, 64);
     let err = m
         .reserve(DYNAMIC_PAGE_BYTES, S0, PageUpdate::Free)
@@ -573,7 +573,7 @@ fn bad_input_is_a_typed_error_naming_the_value(
 
 #[test]
 fn a_zero_limit_is_refused() {
-    let err = MemoryConfig::with_limit(0).unwrap_err();
+    let err = MemoryConfig::limited(0).unwrap_err();
     assert!(err.to_string().contains("memory limit 0"), "{err}");
 }
 
