@@ -1,6 +1,8 @@
 //! `cargo xtask bench`: the benchmark matrix (`capture bench`, release build) on every
 //! backend this machine has, then the core's bookkeeping microbenchmarks (divan) with
-//! their ratios against baselines. Benchmarks report; they never fail on a figure.
+//! their ratios against baselines, and the flat-cost benchmark. Benchmarks report; the
+//! only figure that fails a step is flat_cost's growth, which is a property (cost per
+//! call does not grow with the run's length), not a speed target.
 
 use std::process::Command;
 
@@ -19,7 +21,9 @@ Builds in release and runs
                        `capture bench --help`: --rows, --rounds, --competitors, --json)
   cargo bench -p capture-core --features bench-internals
                        the core's bookkeeping microbenchmarks, each printed beside a
-                       baseline measured in the same run, as a ratio
+                       baseline measured in the same run, as a ratio; and flat_cost,
+                       100,000 producer/consumer iterations whose last 10,000 may take
+                       at most 1.2x their first 10,000 (it fails the step otherwise)
 
 The figures and how to read them: docs/benchmarks.md.";
 

@@ -367,10 +367,13 @@ impl<const AFFINE: bool> Backend for Mock<AFFINE> {
             ));
         }
         if let Some(queue) = &fence.queue {
+            // Judged by what the waited-on queue had reported when this wait was
+            // enqueued: a failure reported before it is the core's to know (it claimed
+            // what the failed work wrote), and later work waits on it safely.
             stream.queue.push(Op::Wait {
                 queue: Arc::clone(queue),
                 upto: fence.upto,
-                reports: fence.reports,
+                reports: queue.reports(),
             });
         }
         Ok(())

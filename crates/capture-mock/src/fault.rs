@@ -45,11 +45,15 @@ pub enum FaultOp {
     /// Waiting on a fence (or for the stream, in a read or sync): the work completes,
     /// but an asynchronous error is reported.
     AsyncAtFence,
+    /// Enqueueing a device-side wait of one stream for another's fence (CUDA's
+    /// `cuStreamWaitEvent`, Vulkan's timeline wait): the wait is refused, so nothing
+    /// after it may run on the waiting stream.
+    WaitFor,
 }
 
 impl FaultOp {
     /// Every operation.
-    pub const ALL: [FaultOp; 11] = [
+    pub const ALL: [FaultOp; 12] = [
         FaultOp::Begin,
         FaultOp::Instantiate,
         FaultOp::Upload,
@@ -61,6 +65,7 @@ impl FaultOp {
         FaultOp::Launch,
         FaultOp::FenceWait,
         FaultOp::AsyncAtFence,
+        FaultOp::WaitFor,
     ];
 
     /// The operation's name in errors.
@@ -77,6 +82,7 @@ impl FaultOp {
             FaultOp::Launch => "launch",
             FaultOp::FenceWait => "fence wait",
             FaultOp::AsyncAtFence => "asynchronous error at fence",
+            FaultOp::WaitFor => "stream wait",
         }
     }
 }
@@ -387,6 +393,7 @@ impl<B: Backend> Backend for Faulty<B> {
         stream: &mut Self::Stream,
         fence: &<Self::Stream as DeviceStream>::Fence,
     ) -> Result<(), ServerError> {
+        stream.plan.hit(FaultOp::WaitFor)?;
         B::wait_for(&mut stream.inner, &fence.inner)
     }
 

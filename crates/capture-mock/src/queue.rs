@@ -54,9 +54,10 @@ pub(crate) enum Op {
     /// A device-side wait: the rest of this queue runs only after everything enqueued on
     /// `queue` before `upto` has. A failure there fails the wait too, as an
     /// asynchronous error stays with every stream that depends on the failed work, unless
-    /// the failure was reported before the fence the wait is on was recorded (its
-    /// `reports`, the queue's count of reported errors then): a stream's own fence
-    /// reporting an error ends it there, and later work is judged on its own (rule 15).
+    /// the failure was reported before the wait was enqueued (`reports`, the waited-on
+    /// queue's count of reported errors then): once a fence wait reported it, the core
+    /// has claimed what the failed work wrote, and work enqueued after that is judged on
+    /// its own (rule 15), whichever fence it waits on.
     Wait {
         queue: Arc<Queue>,
         upto: u64,
@@ -75,7 +76,7 @@ struct State {
     error: Option<ServerError>,
     /// The operations that failed, and how, with the number of reports made before each
     /// was reported (`None` while unreported): a device-side wait for a position past one
-    /// fails too, if its fence was recorded before that report.
+    /// fails too, if it was enqueued before that report.
     failed: Vec<Failed>,
     /// How many asynchronous errors a fence wait has reported.
     reports: u64,
@@ -237,9 +238,9 @@ impl Queue {
         true
     }
 
-    /// A device-side wait for this queue's work before `upto`, on a fence recorded after
-    /// `reports` reported errors: runs it, and fails if any of it failed and was not
-    /// reported before the fence.
+    /// A device-side wait for this queue's work before `upto`, enqueued after `reports`
+    /// reported errors: runs it, and fails if any of it failed and was not reported
+    /// before the wait was enqueued.
     fn wait_until(&self, upto: u64, reports: u64, engine: &mut Engine) -> Result<(), ServerError> {
         while self.run_next(upto, engine) {}
         let q = lock(&self.state);
@@ -366,8 +367,6 @@ fn with_engine<R>(f: impl FnOnce(&mut Engine) -> R) -> R {
 pub struct MockFence {
     pub(crate) queue: Option<Arc<Queue>>,
     pub(crate) upto: u64,
-    /// The queue's reported errors when the fence was recorded.
-    pub(crate) reports: u64,
 }
 
 impl MockFence {
@@ -379,12 +378,7 @@ impl MockFence {
             q.conflict("a fence recorded on a capturing stream");
         }
         let upto = queue.as_ref().map_or(0, |q| q.mark());
-        let reports = queue.as_ref().map_or(0, |q| q.reports());
-        Self {
-            queue,
-            upto,
-            reports,
-        }
+        Self { queue, upto }
     }
 }
 

@@ -28,7 +28,7 @@ use super::order::Tracks;
 use super::pooled::PooledStream;
 use super::registry::KernelRegistry;
 use super::report::{DeviceReport, StreamReport};
-use crate::capture::{CaptureStatus, DeviceCaptures};
+use crate::capture::{CaptureStatus, DeviceCaptures, Recording};
 use crate::driver::{Backend, DeviceStream};
 use crate::error::ServerError;
 use crate::ids::{GraphId, StreamId};
@@ -568,8 +568,9 @@ impl<B: Backend> Device<B> {
     /// # Errors
     ///
     /// [`ServerError::GraphState`] naming the stream while any window is active
-    /// (prepared or recording): no page is released or renumbered then, on any stream,
-    /// and nothing is changed; `end` or `abort` the window first.
+    /// (prepared or recording), or while a window of another device on the same driver
+    /// context records: no page is released or renumbered then, on any stream, and
+    /// nothing is changed; `end` or `abort` the window first.
     pub fn cleanup(&self) -> Result<CleanupReport, ServerError> {
         let cleaned = self.cleanup_all();
         self.inner.labels.named(cleaned)
@@ -584,6 +585,20 @@ impl<B: Backend> Device<B> {
             ));
         }
         // Decided for every stream before any is touched: a refusal changes nothing.
+        // Another device of the driver context recording holds every page too (rule 25).
+        let elsewhere = self.inner.captures.status().with_recording(|r| match r {
+            Some(Recording::Elsewhere(owner)) => Some(owner),
+            _ => None,
+        });
+        if let Some(owner) = elsewhere {
+            return Err(ServerError::graph_state(
+                "cleanup",
+                format!(
+                    "{owner} of another device on the same driver context is recording: no \
+                     page is released or renumbered until its window closes"
+                ),
+            ));
+        }
         if let Some(armed) = status.active().first() {
             return Err(ServerError::graph_state(
                 "cleanup",

@@ -1,20 +1,29 @@
 //! The reference model and the model-based tests' runner, generic over a backend so
 //! every backend's tests can run it.
 //!
-//! A [`Program`] is a random list of ops over 2 to 4 logical streams on 1 or 2 pooled
-//! streams (allocate, drop, write and read partial ranges, launch any builtin over
-//! buffers of any stream, sync, cleanup, the explicit lifecycle and the capture closure,
-//! replay ×K, drop a graph, and a fault on the Nth call of any driver operation).
-//! [`check`] runs one on a fresh `Device<Faulty<B>>` beside a plain-Rust model that keeps,
-//! per byte, its value, "unwritten", or "either" (a fault may or may not have claimed
-//! it), and after every op checks what the rules promise:
+//! A [`Program`] is a random list of ops over 2 to 6 logical streams on 1 to 4 pooled
+//! streams (allocate, drop, write and read partial ranges, launch any builtin or a user
+//! kernel that writes only part of its output or faults, over buffers of any stream,
+//! sync, cleanup at any point, the explicit lifecycle and the capture closure, replay
+//! ×K, drop a graph, a fault on the Nth call of any driver operation, device-side waits
+//! included), with motifs that line up what single random ops rarely do (a buffer
+//! dropped under queued work, a foreign buffer dropped in a window, info words recorded
+//! in an aborted window and met again, cleanup around a window), and a second device on
+//! the same backend value, built, used (capturing too) and dropped at any point.
+//! [`check_with`] runs one on a fresh `Device<Faulty<B>>` beside a plain-Rust model that
+//! keeps, per byte, its value, "unwritten", "either" (a fault may or may not have
+//! claimed it) or "any" (a kernel declared it written and did not write it), and after
+//! every op checks what the rules promise:
 //!
 //! - a read returns exactly the model's bytes, or `Unwritten` where the model allows it,
 //!   never other bytes; a launch or replay over an unwritten input is skipped;
 //! - no public call panics;
-//! - `captures().recording()` names exactly the windows the model has recording;
-//! - at the end, after a failure too, a fresh capture works on every stream, and after
-//!   dropping everything every pool reports nothing in use and no graph lives.
+//! - `captures().recording()` names exactly the windows the model has recording, on each
+//!   device;
+//! - at the end, after a failure too, a fresh capture works on every stream, after
+//!   dropping everything every pool reports nothing in use and no graph lives, and (where
+//!   the backend can count them) the driver holds exactly the pages the live devices
+//!   report: a device dropped mid-window gave its pages back once the window closed.
 //!
 //! [`check_threads`] is the threaded variant: 4 to 8 threads, each on its own logical
 //! stream with its own buffers and shared read-only inputs, capturing concurrently on
@@ -24,18 +33,22 @@
 //! fault fired, a call was refused with a typed error), and predicts it everywhere else.
 
 mod drive;
+mod kernels;
 mod program;
 mod reference;
 mod runner;
 mod threads;
 
 pub use drive::{cases_from_env, drive};
+pub use kernels::{Extras, mock_extras};
 pub use program::{
-    ArgSpec, BodyOp, LATEST, LaunchSpec, MAX_ELEMENTS, MAX_OPS, Op, Program, launch_spec, op,
-    program,
+    ArgSpec, BodyOp, LATEST, LaunchSpec, MAX_ELEMENTS, MAX_OPS, Op, Program, UserKernel,
+    any_launch, launch_spec, op, program,
 };
 pub use runner::Violation;
 pub use threads::{ThreadsProgram, check_threads, threads_program};
+
+use std::sync::Arc;
 
 use capture_core::{Builtin, Builtins, Chain, Device, DeviceConfig};
 use capture_mock::Faulty;
@@ -52,35 +65,119 @@ fn setup_violation(what: String) -> Violation {
 
 /// Runs `program` on a fresh device over the backend `make` builds (wrapped in
 /// [`Faulty`], so the program's faults can be injected), checking it against the
-/// reference model after every op and at the end.
+/// reference model after every op and at the end, with no user kernels (their launches
+/// do nothing) and no count of the driver's pages: [`check_with`] for those.
 ///
 /// # Errors
 ///
 /// The first [`Violation`]: the op, and what the device did that the rules forbid.
-pub fn check<B: Builtins>(make: impl Fn() -> B, program: &Program) -> Result<(), Violation> {
-    let pooled = program.pooled.clamp(1, 2);
-    let streams = program.streams.clamp(1, 4);
+pub fn check<B: Builtins + Clone>(
+    make: impl Fn() -> B,
+    program: &Program,
+) -> Result<(), Violation> {
+    check_with(make, program, &Extras::none())
+}
+
+/// The device a program runs on, and a run of the model beside it.
+fn open<B: Builtins>(
+    backend: B,
+    pooled: usize,
+    streams: u8,
+    extras: &Extras<B>,
+) -> Result<Run<B>, Violation> {
     let config = DeviceConfig::new()
         .streams(pooled)
         .map_err(|e| setup_violation(Chain(&e).to_string()))?;
-    let dev = Device::new(Faulty::new(make()), config)
+    let dev = Device::new(Faulty::new(backend), config)
         .map_err(|e| setup_violation(format!("Device::new: {}", Chain(&e))))?;
     let kernels = Builtin::ALL
         .iter()
         .map(|&b| dev.kernel(B::builtin(b)))
         .collect();
-    let mut run = Run::new(&dev, kernels, streams, pooled, None);
+    let mut run = Run::new(Arc::new(dev), kernels, streams, pooled, None);
+    run.user_kernels(&extras.user);
+    Ok(run)
+}
+
+/// As [`check`], with the user kernels and the page count `extras` gives. The program's
+/// second device is built on a clone of the first device's backend value: one driver
+/// context, one capture domain.
+///
+/// # Errors
+///
+/// The first [`Violation`]: the op (on the second device, `OnSecond(..)`), and what the
+/// device did that the rules forbid.
+pub fn check_with<B: Builtins + Clone>(
+    make: impl Fn() -> B,
+    program: &Program,
+    extras: &Extras<B>,
+) -> Result<(), Violation> {
+    let pooled = program.pooled.clamp(1, 4);
+    let streams = program.streams.clamp(1, 6);
+    let backend = make();
+    let mut run = open(backend.clone(), pooled, streams, extras)?;
+    let mut second: Option<Run<B>> = None;
     for (step, op) in program.ops.iter().enumerate() {
-        run.op(step, op);
+        match op {
+            Op::SecondDevice => match second.take() {
+                // Dropped at any point: its windows, buffers and graphs with it.
+                Some(device) => run.guarded_drop(step, device),
+                None => second = Some(open(backend.clone(), pooled, streams, extras)?),
+            },
+            Op::OnSecond(op) => {
+                if let Some(other) = second.as_mut() {
+                    other.elsewhere = run.records();
+                    other.op(step, op);
+                    if let Some(mut v) = other.violation.take() {
+                        v.op = format!("OnSecond({})", v.op);
+                        return Err(v);
+                    }
+                }
+            }
+            op => {
+                run.elsewhere = second.as_ref().is_some_and(Run::records);
+                run.op(step, op);
+            }
+        }
         if let Some(v) = run.violation.take() {
             return Err(v);
         }
     }
-    run.finish(program.ops.len());
-    match run.violation.take() {
-        Some(v) => Err(v),
-        None => Ok(()),
+    // Both devices' windows close before either's final checks, so neither sees the
+    // other recording.
+    run.elsewhere = false;
+    run.close_windows();
+    if let Some(other) = second.as_mut() {
+        other.elsewhere = false;
+        other.close_windows();
+        other.finish(program.ops.len());
+        if let Some(mut v) = other.violation.take() {
+            v.op = format!("OnSecond({})", v.op);
+            return Err(v);
+        }
     }
+    run.finish(program.ops.len());
+    if let Some(v) = run.violation.take() {
+        return Err(v);
+    }
+    if let Some(count) = extras.live_pages {
+        let reported: u64 = std::iter::once(&run)
+            .chain(second.as_ref())
+            .map(|r| r.dev.memory_report().pages())
+            .sum();
+        let held = count(&backend) as u64;
+        if held != reported {
+            return Err(Violation {
+                step: program.ops.len(),
+                op: "final checks".to_string(),
+                what: format!(
+                    "the driver holds {held} pages; the live devices report {reported} \
+                     (a dropped device's pages were not given back)"
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// A way to shrink a [`Program`]: which ops (and ops of capture bodies) to leave out,

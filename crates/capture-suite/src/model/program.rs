@@ -14,7 +14,7 @@ use proptest::prelude::*;
 use proptest::sample::select;
 
 /// The most ops a generated program holds.
-pub const MAX_OPS: usize = 60;
+pub const MAX_OPS: usize = 64;
 
 /// The most elements a generated buffer holds.
 pub const MAX_ELEMENTS: u32 = 24;
@@ -27,12 +27,13 @@ const NAMES: u8 = 8;
 /// just allocated or the graph it just captured.
 pub const LATEST: u8 = u8::MAX;
 
-/// A random program for one device.
+/// A random program for one device (and, through [`Op::SecondDevice`] and
+/// [`Op::OnSecond`], a second device built on the same backend value).
 #[derive(Clone, Debug)]
 pub struct Program {
-    /// Pooled streams of the device (1 or 2).
+    /// Pooled streams of the device (1 to 4).
     pub pooled: usize,
-    /// Logical streams the ops use (2 to 4); stream `n` runs on pooled stream
+    /// Logical streams the ops use (2 to 6); stream `n` runs on pooled stream
     /// `n % pooled`.
     pub streams: u8,
     /// What to do, in order.
@@ -140,6 +141,13 @@ pub enum Op {
         /// 1 to 4.
         nth: u8,
     },
+    /// Builds a second device on the same backend value (one driver context, one
+    /// capture domain) when there is none, with as many pooled streams as the first;
+    /// drops it when there is one, whatever it or the first device is doing.
+    SecondDevice,
+    /// Runs an op on the second device, against its own model (nothing when there is no
+    /// second device). Its windows and the first device's share the capture domain.
+    OnSecond(Box<Op>),
 }
 
 /// What a capture closure does, on the capturing stream.
@@ -158,13 +166,39 @@ pub enum BodyOp {
     },
 }
 
-/// A builtin launch: the kernel, its buffers (in the builtin's argument order) and its
-/// scalar. The element count is derived from the ranges so the kernel writes every byte
-/// of its output range.
+/// A user kernel the model knows, which a backend may provide (the mock does; see
+/// `model::mock_kernels`). Each takes two buffers, an input `x` (read) and an output
+/// `y` (write), and two info words: the element count and 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UserKernel {
+    /// Copies the first half of its elements from `x` to `y` and leaves the second half
+    /// of `y` untouched: a kernel that writes only part of what it declares.
+    Partial,
+    /// Panics when it runs: the device work faults, reported at a later wait.
+    Panics,
+    /// Shortens a buffer it was given: breaks the contract, and faults like a panic.
+    Resizes,
+}
+
+impl UserKernel {
+    /// Every user kernel.
+    pub const ALL: [UserKernel; 3] = [UserKernel::Partial, UserKernel::Panics, UserKernel::Resizes];
+
+    /// Whether its work faults when it runs.
+    pub const fn faults(self) -> bool {
+        matches!(self, UserKernel::Panics | UserKernel::Resizes)
+    }
+}
+
+/// A launch: the kernel (a builtin, or a [`UserKernel`]), its buffers (in the kernel's
+/// argument order) and its scalar. The element count is derived from the ranges so a
+/// builtin writes every byte of its output range.
 #[derive(Clone, Debug)]
 pub struct LaunchSpec {
-    /// The kernel.
+    /// The builtin (ignored when `user` names a user kernel).
     pub builtin: Builtin,
+    /// A user kernel instead of the builtin.
+    pub user: Option<UserKernel>,
     /// One argument for `fill`, two (x, y) for the others.
     pub args: Vec<ArgSpec>,
     /// The scalar `a` (for `row_bias`, the column count is `1 + |scalar| % 4`).
@@ -182,7 +216,7 @@ pub struct ArgSpec {
 }
 
 fn stream() -> impl Strategy<Value = u8> {
-    0u8..4
+    0u8..6
 }
 
 fn name() -> impl Strategy<Value = u8> {
@@ -220,15 +254,32 @@ pub fn launch_spec() -> impl Strategy<Value = LaunchSpec> {
         };
         LaunchSpec {
             builtin,
+            user: None,
             args,
             scalar,
         }
     })
 }
 
+/// A launch of a builtin, mostly, or of a [`UserKernel`] (which writes only part of its
+/// output, or faults).
+pub fn any_launch() -> impl Strategy<Value = LaunchSpec> {
+    prop_oneof![
+        3 => launch_spec(),
+        1 => (select(UserKernel::ALL.to_vec()), arg(), arg()).prop_map(|(user, x, y)| {
+            LaunchSpec {
+                builtin: Builtin::Copy,
+                user: Some(user),
+                args: vec![x, y],
+                scalar: 0,
+            }
+        }),
+    ]
+}
+
 fn body_op() -> impl Strategy<Value = BodyOp> {
     prop_oneof![
-        4 => launch_spec().prop_map(BodyOp::Launch),
+        4 => any_launch().prop_map(BodyOp::Launch),
         1 => (name(), 0u8..MAX_ELEMENTS as u8, values())
             .prop_map(|(buf, offset, values)| BodyOp::Write { buf, offset, values }),
     ]
@@ -254,7 +305,7 @@ pub fn op() -> impl Strategy<Value = Op> {
             ],
         )
             .prop_map(|(stream, buf, range)| Op::Read { stream, buf, range }),
-        8 => (stream(), launch_spec()).prop_map(|(stream, launch)| Op::Launch { stream, launch }),
+        8 => (stream(), any_launch()).prop_map(|(stream, launch)| Op::Launch { stream, launch }),
         2 => stream().prop_map(|stream| Op::Sync { stream }),
         1 => Just(Op::Cleanup),
         2 => stream().prop_map(|stream| Op::Prepare { stream }),
@@ -268,6 +319,76 @@ pub fn op() -> impl Strategy<Value = Op> {
         1 => (0u8..4).prop_map(|graph| Op::DropGraph { graph }),
         2 => fault(),
     ]
+}
+
+/// An op on the second device: any op of one device, its buffer and graph names folded
+/// onto the few a second device holds (the first three), so most of them do something.
+fn second_op() -> impl Strategy<Value = Op> {
+    op().prop_map(|op| few_names(op, 3))
+}
+
+/// `op` with every buffer and graph name folded below `n` ([`LATEST`] kept).
+fn few_names(op: Op, n: u8) -> Op {
+    let fold = |name: u8| if name == LATEST { name } else { name % n };
+    let launch = |mut l: LaunchSpec| {
+        for a in &mut l.args {
+            a.buf = fold(a.buf);
+        }
+        l
+    };
+    match op {
+        Op::Drop { buf } => Op::Drop { buf: fold(buf) },
+        Op::Write {
+            stream,
+            buf,
+            offset,
+            values,
+        } => Op::Write {
+            stream,
+            buf: fold(buf),
+            offset,
+            values,
+        },
+        Op::Read { stream, buf, range } => Op::Read {
+            stream,
+            buf: fold(buf),
+            range,
+        },
+        Op::Launch { stream, launch: l } => Op::Launch {
+            stream,
+            launch: launch(l),
+        },
+        Op::Capture { stream, body, stop } => Op::Capture {
+            stream,
+            stop,
+            body: body
+                .into_iter()
+                .map(|b| match b {
+                    BodyOp::Launch(l) => BodyOp::Launch(launch(l)),
+                    BodyOp::Write {
+                        buf,
+                        offset,
+                        values,
+                    } => BodyOp::Write {
+                        buf: fold(buf),
+                        offset,
+                        values,
+                    },
+                })
+                .collect(),
+        },
+        Op::Replay {
+            stream,
+            graph,
+            times,
+        } => Op::Replay {
+            stream,
+            graph: fold(graph),
+            times,
+        },
+        Op::DropGraph { graph } => Op::DropGraph { graph: fold(graph) },
+        other => other,
+    }
 }
 
 /// Work queued over a buffer, the buffer dropped under it, an allocation that may reuse
@@ -320,6 +441,7 @@ fn foreign_dropped_in_window() -> impl Strategy<Value = Vec<Op>> {
             };
             let launch = LaunchSpec {
                 builtin,
+                user: None,
                 args,
                 scalar: 2,
             };
@@ -371,6 +493,236 @@ fn foreign_dropped_in_window() -> impl Strategy<Value = Vec<Op>> {
         })
 }
 
+/// A launch recorded in a window that is then aborted, and the same launch (the same
+/// info words) recorded in a later window with no warmup launch of it: the second
+/// window meets the info entry the aborted one cached, whose upload never ran (issue 23,
+/// item 3). The kernel is loaded first by a launch with other words. Then a replay, and
+/// a read of what it wrote.
+fn info_reused_after_abort() -> impl Strategy<Value = Vec<Op>> {
+    (stream(), launch_spec(), -3i8..=3).prop_map(|(stream, launch, other)| {
+        let output = launch.args.last().map(|a| a.buf);
+        let mut first = launch.clone();
+        first.scalar = if other == launch.scalar {
+            other.wrapping_add(4)
+        } else {
+            other
+        };
+        let mut ops = vec![
+            Op::Launch {
+                stream,
+                launch: first,
+            },
+            Op::Sync { stream },
+            Op::Prepare { stream },
+            Op::Begin { stream },
+            Op::Launch {
+                stream,
+                launch: launch.clone(),
+            },
+            Op::Abort { stream },
+            Op::Prepare { stream },
+            Op::Begin { stream },
+            Op::Launch { stream, launch },
+            Op::End { stream },
+            Op::Replay {
+                stream,
+                graph: LATEST,
+                times: 1,
+            },
+        ];
+        if let Some(buf) = output {
+            ops.push(Op::Read {
+                stream,
+                buf,
+                range: None,
+            });
+        }
+        ops
+    })
+}
+
+/// A kernel's fault on one stream, reported by syncs of every stream; then a fresh write
+/// on that stream read by a launch on another, and the launch's output read: the old
+/// fault, reported already, must not fail the new wait (issue 23, item 2; the mock once
+/// failed every later wait on the stream).
+fn fault_reported_then_waited() -> impl Strategy<Value = Vec<Op>> {
+    (
+        stream(),
+        stream(),
+        select(vec![UserKernel::Panics, UserKernel::Resizes]),
+        values(),
+    )
+        .prop_map(|(a, b, user, values)| {
+            let whole = |buf| ArgSpec { buf, range: None };
+            let mut ops = vec![Op::Launch {
+                stream: a,
+                launch: LaunchSpec {
+                    builtin: Builtin::Copy,
+                    user: Some(user),
+                    args: vec![whole(0), whole(1)],
+                    scalar: 0,
+                },
+            }];
+            ops.extend((0..6).map(|stream| Op::Sync { stream }));
+            ops.extend([
+                Op::Write {
+                    stream: a,
+                    buf: 0,
+                    offset: 0,
+                    values,
+                },
+                Op::Launch {
+                    stream: b,
+                    launch: LaunchSpec {
+                        builtin: Builtin::Copy,
+                        user: None,
+                        args: vec![whole(0), whole(2)],
+                        scalar: 0,
+                    },
+                },
+                Op::Read {
+                    stream: b,
+                    buf: 2,
+                    range: None,
+                },
+            ]);
+            ops
+        })
+}
+
+/// A producer's launch on one stream and a consumer's on another that reads its output,
+/// with the consumer's device-side wait for the producer refused (an injected
+/// `WaitFor` fault): the refused launch must not run unordered; a retry waits and reads
+/// what the producer wrote.
+fn refused_device_wait() -> impl Strategy<Value = Vec<Op>> {
+    (stream(), stream(), values(), 1u8..=2).prop_map(|(a, b, values, nth)| {
+        let whole = |buf| ArgSpec { buf, range: None };
+        let copy = |x, y| LaunchSpec {
+            builtin: Builtin::Copy,
+            user: None,
+            args: vec![whole(x), whole(y)],
+            scalar: 0,
+        };
+        vec![
+            Op::Write {
+                stream: a,
+                buf: 0,
+                offset: 0,
+                values,
+            },
+            Op::Launch {
+                stream: a,
+                launch: copy(0, 1),
+            },
+            Op::Fault {
+                op: FaultOp::WaitFor,
+                nth,
+            },
+            Op::Launch {
+                stream: b,
+                launch: copy(1, 2),
+            },
+            Op::Launch {
+                stream: b,
+                launch: copy(1, 2),
+            },
+            Op::Read {
+                stream: b,
+                buf: 2,
+                range: None,
+            },
+        ]
+    })
+}
+
+/// `cleanup()` while a window is prepared, while it records, and after it ends: refused
+/// while one is active, changing nothing (issue 23, item 4), then a replay and reads.
+fn cleanup_around_a_window() -> impl Strategy<Value = Vec<Op>> {
+    (stream(), launch_spec()).prop_map(|(stream, launch)| {
+        let output = launch.args.last().map(|a| a.buf);
+        let mut ops = vec![
+            Op::Prepare { stream },
+            Op::Launch {
+                stream,
+                launch: launch.clone(),
+            },
+            Op::Cleanup,
+            Op::Begin { stream },
+            Op::Launch { stream, launch },
+            Op::Cleanup,
+            Op::End { stream },
+            Op::Cleanup,
+            Op::Replay {
+                stream,
+                graph: LATEST,
+                times: 1,
+            },
+        ];
+        if let Some(buf) = output {
+            ops.push(Op::Read {
+                stream,
+                buf,
+                range: None,
+            });
+        }
+        ops
+    })
+}
+
+/// A second device on the same backend value, working (and capturing) while the first
+/// records, then dropped in the middle of the first device's window (rule 25: its pages
+/// wait for the window to close); the first device's graph then replays and is read.
+fn second_device_dropped_in_a_window() -> impl Strategy<Value = Vec<Op>> {
+    (
+        stream(),
+        launch_spec(),
+        prop::collection::vec(second_op(), 1..=6),
+        1u32..=MAX_ELEMENTS,
+        values(),
+    )
+        .prop_map(|(stream, launch, second, elements, values)| {
+            let output = launch.args.last().map(|a| a.buf);
+            let mut ops = vec![Op::SecondDevice];
+            for on in [stream, stream + 1] {
+                ops.push(Op::OnSecond(Box::new(Op::Alloc {
+                    stream: on,
+                    bytes: elements * 4,
+                })));
+                ops.push(Op::OnSecond(Box::new(Op::Write {
+                    stream: on,
+                    buf: LATEST,
+                    offset: 0,
+                    values: values.clone(),
+                })));
+            }
+            ops.extend([
+                Op::Prepare { stream },
+                Op::Launch {
+                    stream,
+                    launch: launch.clone(),
+                },
+                Op::Begin { stream },
+            ]);
+            ops.extend(second.into_iter().map(|op| Op::OnSecond(Box::new(op))));
+            ops.push(Op::Launch { stream, launch });
+            ops.push(Op::SecondDevice);
+            ops.push(Op::End { stream });
+            ops.push(Op::Replay {
+                stream,
+                graph: LATEST,
+                times: 1,
+            });
+            if let Some(buf) = output {
+                ops.push(Op::Read {
+                    stream,
+                    buf,
+                    range: None,
+                });
+            }
+            ops
+        })
+}
+
 /// A prologue that gives a program data to work on: a buffer allocated on a random
 /// stream and written whole (values wrap to fit).
 fn written_buffer() -> impl Strategy<Value = [Op; 2]> {
@@ -395,20 +747,28 @@ fn written_buffer() -> impl Strategy<Value = [Op; 2]> {
         })
 }
 
-/// A program of up to [`MAX_OPS`] ops over 2 to 4 logical streams on 1 or 2 pooled
-/// streams: a prologue of up to 4 buffers allocated and written whole, then random ops.
+/// A program of up to [`MAX_OPS`] ops over 2 to 6 logical streams on 1 to 4 pooled
+/// streams: a prologue of up to 4 buffers allocated and written whole, then random ops
+/// and motifs, some on a second device of the same backend value.
 pub fn program() -> impl Strategy<Value = Program> {
     (
-        1usize..=2,
-        2u8..=4,
+        1usize..=4,
+        2u8..=6,
         prop::collection::vec(written_buffer(), 0..=4),
         prop::collection::vec(
             prop_oneof![
-                14 => op().prop_map(|op| vec![op]),
-                1 => use_then_drop(),
-                1 => foreign_dropped_in_window(),
+                28 => op().prop_map(|op| vec![op]),
+                2 => use_then_drop(),
+                2 => foreign_dropped_in_window(),
+                1 => info_reused_after_abort(),
+                1 => cleanup_around_a_window(),
+                1 => fault_reported_then_waited(),
+                1 => refused_device_wait(),
+                1 => second_device_dropped_in_a_window(),
+                1 => Just(vec![Op::SecondDevice]),
+                3 => second_op().prop_map(|op| vec![Op::OnSecond(Box::new(op))]),
             ],
-            1..=MAX_OPS - 8,
+            1..=MAX_OPS - 14,
         ),
         any::<bool>(),
     )
@@ -435,9 +795,9 @@ pub fn program() -> impl Strategy<Value = Program> {
             // over those buffers (and a drop under it) meets memory that already holds
             // its data: a free under queued work then shows as poisoned bytes (rule 19).
             if settle {
-                ops.extend((0..4).map(|stream| Op::Sync { stream }));
+                ops.extend((0..6).map(|stream| Op::Sync { stream }));
             }
-            ops.extend(rest.into_iter().flatten().take(MAX_OPS - 8));
+            ops.extend(rest.into_iter().flatten().take(MAX_OPS - 14));
             Program {
                 pooled,
                 streams,

@@ -4,10 +4,14 @@
 //!
 //! A byte is [`Byte::Val`] (a read returns exactly it), [`Byte::Unwritten`] (never
 //! written, or its writer definitely failed: a read must fail with
-//! `ServerError::Unwritten`), or [`Byte::Either`] (an injected fault may or may not have
-//! claimed it: a read returns exactly it or fails with `Unwritten`, nothing else).
+//! `ServerError::Unwritten`), [`Byte::Either`] (an injected fault may or may not have
+//! claimed it: a read returns exactly it or fails with `Unwritten`, nothing else), or
+//! [`Byte::Any`] (a kernel declared it written but did not write it: the rules promise
+//! nothing of its value).
 
 use capture_core::{Access, Builtin};
+
+use super::program::UserKernel;
 
 /// What a read of one byte may return.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,13 +22,17 @@ pub(crate) enum Byte {
     Unwritten,
     /// This value, or a refusal with `ServerError::Unwritten`.
     Either(u8),
+    /// Any value, or a refusal with `ServerError::Unwritten`: a kernel declared the byte
+    /// written and did not write it (the declaration is the user's; the device keeps
+    /// whatever the memory held), or it was computed from such a byte.
+    Any,
 }
 
 impl Byte {
     fn value(self) -> Option<u8> {
         match self {
             Byte::Val(v) | Byte::Either(v) => Some(v),
-            Byte::Unwritten => None,
+            Byte::Unwritten | Byte::Any => None,
         }
     }
 
@@ -32,6 +40,26 @@ impl Byte {
         match self {
             Byte::Val(v) => Byte::Either(v),
             other => other,
+        }
+    }
+
+    /// What a byte holds once a kernel that declared it written left it alone: its
+    /// value when the model knows it for certain, else nothing known.
+    fn untouched(self) -> Byte {
+        match self {
+            Byte::Val(v) => Byte::Val(v),
+            _ => Byte::Any,
+        }
+    }
+
+    /// What a byte holds once a launch that declared it written faulted before writing
+    /// it: the launch's claim is settled at enqueue and the fault claims it again when it
+    /// is reported, so a read fails; until then a later launch may read the memory, which
+    /// still holds the old value.
+    fn faulted(self) -> Byte {
+        match self {
+            Byte::Val(v) | Byte::Either(v) => Byte::Either(v),
+            Byte::Unwritten | Byte::Any => Byte::Any,
         }
     }
 }
@@ -67,6 +95,8 @@ pub(crate) struct ModelBuffer {
 #[derive(Clone, Debug)]
 pub(crate) struct ResolvedLaunch {
     pub(crate) builtin: Builtin,
+    /// A user kernel instead of the builtin.
+    pub(crate) user: Option<UserKernel>,
     pub(crate) args: Vec<(Span, Access)>,
     pub(crate) info: [u64; 2],
 }
@@ -248,7 +278,7 @@ impl Model {
                         state.unwritten = true;
                         state.all_val = false;
                     }
-                    Byte::Either(_) => state.all_val = false,
+                    Byte::Either(_) | Byte::Any => state.all_val = false,
                 }
             }
         }
@@ -268,16 +298,60 @@ impl Model {
             .collect()
     }
 
-    /// Applies a launch that ran: its outputs hold what the builtin's host model says.
-    pub(crate) fn run_launch(&mut self, launch: &ResolvedLaunch) {
+    /// Whether any byte of `span` holds [`Byte::Any`].
+    fn any_unknown(&self, span: Span) -> bool {
+        self.bytes(span).contains(&Byte::Any)
+    }
+
+    /// Applies a launch that was enqueued: its outputs hold what the kernel's host model
+    /// says (a builtin's, or a user kernel's: half written, or faulted). An output
+    /// computed from a byte the model does not know is not known either. Returns whether
+    /// the launch's work faults when it runs.
+    pub(crate) fn run_launch(&mut self, launch: &ResolvedLaunch) -> bool {
+        match launch.user {
+            Some(kernel) if kernel.faults() => {
+                for span in launch.outputs().collect::<Vec<_>>() {
+                    for b in &mut self.bufs[span.buf].bytes[span.start..span.end] {
+                        *b = b.faulted();
+                    }
+                }
+                return true;
+            }
+            Some(UserKernel::Partial) => {
+                // y[i] = x[i] for the first half of y's elements; the rest is untouched.
+                let (x, y) = (launch.args[0].0, launch.args[1].0);
+                let half = (y.end - y.start) / 4 / 2 * 4;
+                let copied: Vec<Byte> = self
+                    .bytes(Span {
+                        end: x.start + half,
+                        ..x
+                    })
+                    .to_vec();
+                let out = &mut self.bufs[y.buf].bytes[y.start..y.end];
+                for (o, c) in out.iter_mut().zip(&copied) {
+                    *o = *c;
+                }
+                for o in &mut out[half..] {
+                    *o = o.untouched();
+                }
+                return false;
+            }
+            _ => {}
+        }
+        let unknown = launch.inputs().any(|s| self.any_unknown(s));
         let mut values: Vec<Vec<f32>> = launch.args.iter().map(|(s, _)| self.floats(*s)).collect();
         launch.builtin.model(&mut values, &launch.info);
         for ((span, access), v) in launch.args.iter().zip(values) {
             if access.writes() {
-                let bytes: Vec<u8> = v.iter().flat_map(|f| f.to_le_bytes()).collect();
-                self.set(*span, &bytes);
+                if unknown {
+                    self.bufs[span.buf].bytes[span.start..span.end].fill(Byte::Any);
+                } else {
+                    let bytes: Vec<u8> = v.iter().flat_map(|f| f.to_le_bytes()).collect();
+                    self.set(*span, &bytes);
+                }
             }
         }
+        false
     }
 
     /// What a replay of `recs` reads before anything in it wrote it (rule 14's check,
@@ -297,16 +371,18 @@ impl Model {
         state
     }
 
-    /// Applies `recs` `times` times, in order.
-    pub(crate) fn run_recs(&mut self, recs: &[Rec], times: u32) {
+    /// Applies `recs` `times` times, in order; whether any of their work faults.
+    pub(crate) fn run_recs(&mut self, recs: &[Rec], times: u32) -> bool {
+        let mut faults = false;
         for _ in 0..times {
             for rec in recs {
                 match rec {
-                    Rec::Launch(l) => self.run_launch(l),
+                    Rec::Launch(l) => faults |= self.run_launch(l),
                     Rec::Write { dst, bytes } => self.set(*dst, bytes),
                 }
             }
         }
+        faults
     }
 
     /// Whether two launch arguments alias in a way a GPU would race on (overlapping but

@@ -15,7 +15,7 @@ use capture_core::{
 };
 use capture_mock::{FaultOp, FaultPlan, Faulty};
 
-use super::program::{ArgSpec, BodyOp, LATEST, LaunchSpec, Op};
+use super::program::{ArgSpec, BodyOp, LATEST, LaunchSpec, Op, UserKernel};
 use super::reference::{Byte, Model, ModelGraph, Rec, ResolvedLaunch, Span, Window};
 
 /// A broken promise: which op of the program, and what the device did that the rules
@@ -60,12 +60,29 @@ enum Kind {
     Unexpected,
 }
 
-const WAIT_FAULTS: [FaultOp; 3] = [FaultOp::FenceWait, FaultOp::AsyncAtFence, FaultOp::Submit];
+/// Faults in a wait: a fence wait refused, an asynchronous error reported, a submit
+/// refused, or a device-side wait for another stream refused (the core then treats what
+/// the stream wrote since its last good fence as rule 15 says).
+const WAIT_FAULTS: [FaultOp; 4] = [
+    FaultOp::FenceWait,
+    FaultOp::AsyncAtFence,
+    FaultOp::Submit,
+    FaultOp::WaitFor,
+];
+
+/// The driver operation the mock names when a kernel's work faulted (a user kernel that
+/// panicked or resized a buffer), reported at a later wait.
+const KERNEL_FAULT: &str = "kernel";
 
 /// Sorts an error into a [`Kind`], and whether it says the window was doomed. `fired`
 /// are the faults injected during the call; a driver error that none of them explains
-/// is unexpected.
-fn classify(error: &ServerError, fired: &[FaultOp], surfaced: &mut Vec<FaultOp>) -> (Kind, bool) {
+/// is unexpected, unless it is a kernel's fault and one may be unreported (`kernel`).
+fn classify(
+    error: &ServerError,
+    fired: &[FaultOp],
+    kernel: bool,
+    surfaced: &mut Vec<FaultOp>,
+) -> (Kind, bool) {
     match error {
         ServerError::Unwritten(_) => (Kind::Unwritten, false),
         ServerError::NeighbourRefused { .. }
@@ -84,13 +101,14 @@ fn classify(error: &ServerError, fired: &[FaultOp], surfaced: &mut Vec<FaultOp>)
                     (Kind::OwnFault, false)
                 }
             }
+            None if kernel && *op == KERNEL_FAULT => (Kind::WaitFault, false),
             None => (Kind::Unexpected, false),
         },
-        ServerError::Doomed(pm) => (classify(&pm.cause, fired, surfaced).0, true),
+        ServerError::Doomed(pm) => (classify(&pm.cause, fired, kernel, surfaced).0, true),
         ServerError::Abandoned { .. } => (Kind::Closed, false),
         ServerError::Several(all) => {
             for e in all {
-                classify(e, fired, surfaced);
+                classify(e, fired, kernel, surfaced);
             }
             (Kind::Closed, false)
         }
@@ -149,6 +167,7 @@ fn render(bytes: &[Byte]) -> String {
             Byte::Val(v) => format!("{v:02x}"),
             Byte::Either(v) => format!("{v:02x}?"),
             Byte::Unwritten => "--".to_string(),
+            Byte::Any => "**".to_string(),
         })
         .collect();
     shown.join(" ")
@@ -163,10 +182,18 @@ struct Issued {
 
 /// The state of one run: the device, its plan and kernels, the model, and the handles
 /// behind the program's names.
-pub(crate) struct Run<'d, B: Builtins> {
-    pub(crate) dev: &'d Device<Faulty<B>>,
+pub(crate) struct Run<B: Builtins> {
+    pub(crate) dev: Arc<Device<Faulty<B>>>,
     plan: Arc<FaultPlan>,
     kernels: Vec<KernelHandle>,
+    /// The user kernels the backend provides, in [`UserKernel::ALL`]'s order.
+    user: Vec<Option<KernelHandle>>,
+    /// Another device on the same driver context has a window recording: its capture
+    /// domain may refuse a first kernel load or a page release here (rule 20).
+    pub(crate) elsewhere: bool,
+    /// Per pooled stream: work that faults (a user kernel's) may be unreported on it, so
+    /// what any stream writes may yet be claimed (rule 15, taken wide).
+    faulty: Vec<bool>,
     streams: u8,
     pooled: usize,
     /// One thread of a threaded run: every op runs on this logical stream, and other
@@ -187,18 +214,21 @@ pub(crate) struct Run<'d, B: Builtins> {
     pub(crate) violation: Option<Violation>,
 }
 
-impl<'d, B: Builtins> Run<'d, B> {
+impl<B: Builtins> Run<B> {
     pub(crate) fn new(
-        dev: &'d Device<Faulty<B>>,
+        dev: Arc<Device<Faulty<B>>>,
         kernels: Vec<KernelHandle>,
         streams: u8,
         pooled: usize,
         fixed: Option<u8>,
     ) -> Self {
         Self {
-            dev,
             plan: Arc::clone(dev.backend().plan()),
+            dev,
             kernels,
+            user: vec![None; UserKernel::ALL.len()],
+            elsewhere: false,
+            faulty: vec![false; pooled],
             streams,
             pooled,
             fixed,
@@ -213,6 +243,38 @@ impl<'d, B: Builtins> Run<'d, B> {
             surfaced: Vec::new(),
             violation: None,
         }
+    }
+
+    /// Registers the user kernels the backend provides (`source` gives `None` for one it
+    /// has not); launches of the others do nothing.
+    pub(crate) fn user_kernels(&mut self, source: &dyn Fn(UserKernel) -> Option<B::KernelSource>) {
+        for (slot, kernel) in self.user.iter_mut().zip(UserKernel::ALL) {
+            *slot = source(kernel).map(|s| self.dev.kernel(s));
+        }
+    }
+
+    /// Drops `other` (another device's run: its device, buffers and graphs, whatever it
+    /// was doing) under `catch_unwind`: a panic is a violation, named as `step`.
+    pub(crate) fn guarded_drop(&mut self, step: usize, other: Run<B>) {
+        self.step = step;
+        self.op_text = "SecondDevice (dropped)".to_string();
+        let (result, _) = guarded(&self.plan, move || drop(other));
+        if let Err(panic) = result {
+            self.fail(format!("dropping the second device panicked: {panic}"));
+        }
+    }
+
+    /// Whether the model has a window recording on this device.
+    pub(crate) fn records(&self) -> bool {
+        self.model.windows.iter().flatten().any(|w| w.recording)
+    }
+
+    /// A launch or replay whose work faults was enqueued: the fault is reported at some
+    /// later wait, on this stream or on one that waits for it, and claims what each wrote
+    /// since its last good fence (rule 15).
+    fn kernel_fault(&mut self) {
+        self.faulty.fill(true);
+        self.model.widen_since();
     }
 
     /// Adds a buffer the caller allocated and wrote (`bytes`, settled), under the next
@@ -251,9 +313,10 @@ impl<'d, B: Builtins> Run<'d, B> {
         s as usize % self.pooled
     }
 
-    /// Whether a window may be open anywhere: then a typed refusal is no surprise.
+    /// Whether a window may be open anywhere (on this device, or recording on another of
+    /// the same driver context): then a typed refusal is no surprise.
     fn any_window(&self) -> bool {
-        self.fixed.is_some() || self.model.windows.iter().any(Option::is_some)
+        self.fixed.is_some() || self.elsewhere || self.model.windows.iter().any(Option::is_some)
     }
 
     /// The window `s` records on its own pooled stream, if it does.
@@ -270,7 +333,8 @@ impl<'d, B: Builtins> Run<'d, B> {
     }
 
     fn classify(&mut self, error: &ServerError, fired: &[FaultOp]) -> (Kind, bool) {
-        classify(error, fired, &mut self.surfaced)
+        let kernel = self.faulty.iter().any(|f| *f);
+        classify(error, fired, kernel, &mut self.surfaced)
     }
 
     fn guarded<T>(&mut self, f: impl FnOnce() -> T) -> Option<(T, Vec<FaultOp>)> {
@@ -299,6 +363,30 @@ impl<'d, B: Builtins> Run<'d, B> {
         }
     }
 
+    /// A sync of pooled stream `p` failed at its wait, which waits for `p` alone: when
+    /// with a kernel's fault, `p` reported it, and it claimed what `p` wrote since its
+    /// last good fence (the model widened it already).
+    fn reported(&mut self, error: &ServerError, p: usize) {
+        if let ServerError::Driver { op, .. } = error.root_cause()
+            && *op == KERNEL_FAULT
+        {
+            self.faulty[p] = false;
+        }
+    }
+
+    /// The pooled stream `op` enqueues device work on (which may wait for other
+    /// streams), if it does.
+    fn enqueues_on(&self, op: &Op) -> Option<usize> {
+        match op {
+            Op::Launch { stream, .. }
+            | Op::Begin { stream }
+            | Op::Capture { stream, .. }
+            | Op::Replay { stream, .. } => Some(self.pooled_of(self.stream(*stream))),
+            Op::Write { buf, .. } => self.live(*buf).map(|idx| self.model.bufs[idx].pooled),
+            _ => None,
+        }
+    }
+
     fn live(&self, name: u8) -> Option<usize> {
         let at = match name {
             LATEST => self.slots.len().checked_sub(1)?,
@@ -323,6 +411,11 @@ impl<'d, B: Builtins> Run<'d, B> {
         self.op_text = format!("{op:?}");
         self.fired.clear();
         self.surfaced.clear();
+        // Work enqueued on a pooled stream may wait (on the device) for another stream
+        // whose fault is unreported: the fault then reaches it too.
+        let enqueues = self.enqueues_on(op);
+        let imported =
+            enqueues.is_some_and(|p| self.faulty.iter().enumerate().any(|(q, f)| *f && q != p));
         match op {
             Op::Alloc { stream, bytes } => self.alloc(*stream, *bytes),
             Op::Drop { buf } => self.drop_buffer(*buf),
@@ -358,6 +451,12 @@ impl<'d, B: Builtins> Run<'d, B> {
                         .expect("a valid fault position");
                 }
             }
+            // The second device is the caller's (`check_with`): a run of one device
+            // ignores them.
+            Op::SecondDevice | Op::OnSecond(_) => {}
+        }
+        if let (true, Some(p)) = (imported, enqueues) {
+            self.faulty[p] = true;
         }
         self.after_op();
     }
@@ -368,9 +467,10 @@ impl<'d, B: Builtins> Run<'d, B> {
         let widen = self.fired.iter().any(|f| {
             WAIT_FAULTS.contains(f) || (*f != FaultOp::Upload && !self.surfaced.contains(f))
         });
-        if widen {
+        if widen || self.faulty.iter().any(|f| *f) {
             // Rule 15, taken wide: any pooled stream's writes since its last good fence
-            // may be claimed by an asynchronous error, wherever it was reported.
+            // may be claimed by an asynchronous error, wherever it was reported (an
+            // injected one, or a kernel's fault not yet reported).
             self.model.widen_since();
         }
         if self.fired.iter().any(|f| *f != FaultOp::Upload) {
@@ -378,7 +478,7 @@ impl<'d, B: Builtins> Run<'d, B> {
                 w.may_doom = true;
             }
         }
-        let dev = self.dev;
+        let dev = Arc::clone(&self.dev);
         let Some((recording, _)) = self.guarded(|| dev.captures().recording()) else {
             return;
         };
@@ -416,7 +516,7 @@ impl<'d, B: Builtins> Run<'d, B> {
         let s = self.stream(stream);
         let p = self.pooled_of(s);
         let size = u64::from(bytes.max(1));
-        let dev = self.dev;
+        let dev = Arc::clone(&self.dev);
         let Some((result, fired)) = self.guarded(|| dev.alloc(StreamId::new(s.into()), size))
         else {
             self.slots.push(None);
@@ -496,7 +596,7 @@ impl<'d, B: Builtins> Run<'d, B> {
             self.neighbour_of(p_b, s).is_some() || (p_s != p_b && self.recording_by(p_s, s));
         let handle = self.handle(idx);
         let data = bytes.clone();
-        let dev = self.dev;
+        let dev = Arc::clone(&self.dev);
         let Some((result, fired)) =
             self.guarded(|| dev.write(StreamId::new(s.into()), &handle, off as u64, data))
         else {
@@ -571,7 +671,7 @@ impl<'d, B: Builtins> Run<'d, B> {
             || (p_s != p_b && self.recording_by(p_s, s))
             || self.neighbour_of(p_b, s).is_some();
         let handle = self.handle(idx);
-        let dev = self.dev;
+        let dev = Arc::clone(&self.dev);
         let Some((result, fired)) = self
             .guarded(|| dev.read_range(StreamId::new(s.into()), &handle, off as u64, len as u64))
         else {
@@ -590,6 +690,7 @@ impl<'d, B: Builtins> Run<'d, B> {
                 for (i, (g, e)) in got.iter().zip(&expected).enumerate() {
                     let ok = match e {
                         Byte::Val(v) | Byte::Either(v) => g == v,
+                        Byte::Any => true,
                         Byte::Unwritten => false,
                     };
                     if !ok {
@@ -613,6 +714,9 @@ impl<'d, B: Builtins> Run<'d, B> {
                 }
                 self.model.settle(span);
                 self.model.since[p_b].clear();
+                // Everything enqueued on the buffer's stream ran and its faults were
+                // reported: none is left to claim what it writes from now on.
+                self.faulty[p_b] = false;
             }
             Err(e) => {
                 let (kind, _) = self.classify(&e, &fired);
@@ -630,6 +734,8 @@ impl<'d, B: Builtins> Run<'d, B> {
                             self.fail(format!("read refused with no window open: {}", Chain(&e)));
                         }
                     }
+                    // Reported by the read's own stream, or by another stream it waited
+                    // for first (rule 18): which, the error does not say.
                     Kind::WaitFault => {}
                     _ => self.fail(format!("read failed: {}", Chain(&e))),
                 }
@@ -663,18 +769,27 @@ impl<'d, B: Builtins> Run<'d, B> {
             };
             resolved.push(A { idx, off, len });
         }
-        let accesses: Vec<Access> = match spec.builtin {
-            Builtin::Fill => vec![Access::Write],
-            Builtin::Axpy => vec![Access::Read, Access::ReadWrite],
-            _ => vec![Access::Read, Access::Write],
+        let accesses: Vec<Access> = match (spec.user, spec.builtin) {
+            (Some(_), _) => vec![Access::Read, Access::Write],
+            (None, Builtin::Fill) => vec![Access::Write],
+            (None, Builtin::Axpy) => vec![Access::Read, Access::ReadWrite],
+            (None, _) => vec![Access::Read, Access::Write],
         };
         if resolved.len() != accesses.len() {
             return None;
         }
+        if let Some(user) = spec.user {
+            self.user[UserKernel::ALL.iter().position(|k| *k == user)?]?;
+        }
         // The element count covers the output range exactly, so the kernel writes every
-        // byte the launch declares it writes.
+        // byte the launch declares it writes (a builtin does; a user kernel may not).
         let a = f32::from(spec.scalar);
         let info = match spec.builtin {
+            _ if spec.user.is_some() => {
+                let n = resolved[0].len.min(resolved[1].len);
+                resolved[1].len = n;
+                [n as u64, 0]
+            }
             Builtin::Fill => spec.builtin.info(resolved[0].len as u64, a),
             Builtin::RowBias => {
                 let m = resolved[0].len.min(resolved[1].len);
@@ -721,6 +836,7 @@ impl<'d, B: Builtins> Run<'d, B> {
             info,
             model: ResolvedLaunch {
                 builtin: spec.builtin,
+                user: spec.user,
                 args: model_args,
                 info,
             },
@@ -735,13 +851,22 @@ impl<'d, B: Builtins> Run<'d, B> {
         let p = self.pooled_of(s);
         let recorded = self.recording_by(p, s);
         let must_refuse = self.neighbour_of(p, s).is_some();
-        let kernel = self.kernels[Builtin::ALL
-            .iter()
-            .position(|b| *b == spec.builtin)
-            .expect("a builtin")];
+        let kernel = match spec.user {
+            Some(user) => {
+                let at = UserKernel::ALL.iter().position(|k| *k == user);
+                at.and_then(|at| self.user[at])
+                    .expect("resolve checked the user kernel")
+            }
+            None => {
+                self.kernels[Builtin::ALL
+                    .iter()
+                    .position(|b| *b == spec.builtin)
+                    .expect("a builtin")]
+            }
+        };
         let inputs: Vec<Span> = issued.model.inputs().collect();
         let outputs: Vec<Span> = issued.model.outputs().collect();
-        let dev = self.dev;
+        let dev = Arc::clone(&self.dev);
         let Some((result, fired)) = self.guarded(|| {
             dev.launch(
                 StreamId::new(s.into()),
@@ -800,8 +925,10 @@ impl<'d, B: Builtins> Run<'d, B> {
                     self.fail("launch ran though an input byte is unwritten (it must be skipped)");
                     return result;
                 }
-                self.model.run_launch(&issued.model);
                 self.model.since[p].extend(outputs);
+                if self.model.run_launch(&issued.model) {
+                    self.kernel_fault();
+                }
             }
             Some(((kind, _), e)) => {
                 let e = e.clone();
@@ -848,7 +975,7 @@ impl<'d, B: Builtins> Run<'d, B> {
         let s = self.stream(stream);
         let p = self.pooled_of(s);
         let must_refuse = self.recording_by(p, s) || self.neighbour_of(p, s).is_some();
-        let dev = self.dev;
+        let dev = Arc::clone(&self.dev);
         let Some((result, fired)) = self.guarded(|| dev.sync(StreamId::new(s.into()))) else {
             return;
         };
@@ -858,6 +985,7 @@ impl<'d, B: Builtins> Run<'d, B> {
                     self.fail("sync accepted on a recording stream or a neighbour of a window");
                 }
                 self.model.since[p].clear();
+                self.faulty[p] = false;
             }
             Err(e) => match self.classify(&e, &fired).0 {
                 Kind::Refused | Kind::LateRefused => {
@@ -865,7 +993,7 @@ impl<'d, B: Builtins> Run<'d, B> {
                         self.fail(format!("sync refused with no window open: {}", Chain(&e)));
                     }
                 }
-                Kind::WaitFault => {}
+                Kind::WaitFault => self.reported(&e, p),
                 _ => self.fail(format!("sync failed: {}", Chain(&e))),
             },
         }
@@ -873,14 +1001,29 @@ impl<'d, B: Builtins> Run<'d, B> {
 
     fn cleanup(&mut self) {
         let recording = self.model.windows.iter().flatten().any(|w| w.recording);
-        let dev = self.dev;
+        let dev = Arc::clone(&self.dev);
+        // What a refusal must leave as it was (issue 23, item 4): every pool's pages and
+        // bytes, on every pooled stream.
+        let before = self.fixed.is_none().then(|| dev.memory_report());
         let Some((result, fired)) = self.guarded(|| dev.cleanup()) else {
             return;
         };
+        if let (Some(before), Err(ServerError::GraphState { .. })) = (&before, &result) {
+            let after = dev.memory_report();
+            if &after != before {
+                self.fail(format!(
+                    "a refused cleanup changed the memory:\nbefore:\n{before:#}after:\n{after:#}"
+                ));
+            }
+        }
         match result {
             Ok(_) => {
                 if recording && self.fixed.is_none() {
                     self.fail("cleanup accepted while a stream records");
+                }
+                let active = self.model.windows.iter().any(Option::is_some);
+                if active && self.fixed.is_none() {
+                    self.fail("cleanup accepted while a window is prepared (rule 17: it must change nothing)");
                 }
             }
             Err(e) => {
@@ -889,7 +1032,7 @@ impl<'d, B: Builtins> Run<'d, B> {
                 // pools are armed) to the window's close, and a refusal changes nothing.
                 let active = self.model.windows.iter().any(Option::is_some);
                 let fine = match kind {
-                    Kind::LateRefused => active || self.fixed.is_some(),
+                    Kind::LateRefused => active || self.fixed.is_some() || self.elsewhere,
                     Kind::WaitFault => true,
                     _ => false,
                 };
@@ -904,7 +1047,7 @@ impl<'d, B: Builtins> Run<'d, B> {
         let s = self.stream(stream);
         let p = self.pooled_of(s);
         let open = self.model.windows[p].is_some();
-        let dev = self.dev;
+        let dev = Arc::clone(&self.dev);
         let Some((result, fired)) = self.guarded(|| dev.prepare(StreamId::new(s.into()))) else {
             return;
         };
@@ -932,7 +1075,7 @@ impl<'d, B: Builtins> Run<'d, B> {
         let s = self.stream(stream);
         let p = self.pooled_of(s);
         let prepared = matches!(&self.model.windows[p], Some(w) if w.owner == s && !w.recording);
-        let dev = self.dev;
+        let dev = Arc::clone(&self.dev);
         let Some((result, fired)) = self.guarded(|| dev.begin(StreamId::new(s.into()))) else {
             return;
         };
@@ -979,7 +1122,7 @@ impl<'d, B: Builtins> Run<'d, B> {
         let s = self.stream(stream);
         let p = self.pooled_of(s);
         let window = self.model.windows[p].clone();
-        let dev = self.dev;
+        let dev = Arc::clone(&self.dev);
         let Some((result, fired)) = self.guarded(|| dev.end(StreamId::new(s.into()))) else {
             self.graphs.push(None);
             return;
@@ -1055,7 +1198,7 @@ impl<'d, B: Builtins> Run<'d, B> {
         let s = self.stream(stream);
         let p = self.pooled_of(s);
         let neighbour = self.neighbour_of(p, s).is_some();
-        let dev = self.dev;
+        let dev = Arc::clone(&self.dev);
         let Some((result, fired)) = self.guarded(|| dev.abort(StreamId::new(s.into()))) else {
             return;
         };
@@ -1093,7 +1236,7 @@ impl<'d, B: Builtins> Run<'d, B> {
         let s = self.stream(stream);
         let p = self.pooled_of(s);
         let open = self.model.windows[p].is_some();
-        let dev = self.dev;
+        let dev = Arc::clone(&self.dev);
         let plan = Arc::clone(&self.plan);
         let mut calls = 0u32;
         let mut body_error: Option<ServerError> = None;
@@ -1224,7 +1367,7 @@ impl<'d, B: Builtins> Run<'d, B> {
         // A graph replays only on its own stream; never inside a window (rule 16) or
         // from a neighbour of one (rule 13).
         let must_refuse = graph.owner != s || self.model.windows[p].is_some();
-        let dev = self.dev;
+        let dev = Arc::clone(&self.dev);
         let Some((result, fired)) = self.guarded(|| dev.replay(StreamId::new(s.into()), id, times))
         else {
             return;
@@ -1244,8 +1387,10 @@ impl<'d, B: Builtins> Run<'d, B> {
                     ));
                     return;
                 }
-                self.model.run_recs(&graph.recs, times);
                 self.model.since[p].extend(written);
+                if self.model.run_recs(&graph.recs, times) {
+                    self.kernel_fault();
+                }
             }
             Err(e) => {
                 let kind = self.classify(&e, &fired).0;
@@ -1293,7 +1438,7 @@ impl<'d, B: Builtins> Run<'d, B> {
             return;
         };
         let Some((id, _)) = slot.take() else { return };
-        let dev = self.dev;
+        let dev = Arc::clone(&self.dev);
         let Some((result, _)) = self.guarded(|| dev.drop_graph(id)) else {
             return;
         };
@@ -1327,7 +1472,7 @@ impl<'d, B: Builtins> Run<'d, B> {
     pub(crate) fn fresh_capture(&mut self, s: u8) {
         let fill = self.kernels[0];
         let stream = StreamId::new(s.into());
-        let dev = self.dev;
+        let dev = Arc::clone(&self.dev);
         let Some((result, _)) = self.guarded(|| -> Result<(), ServerError> {
             let b = dev.alloc(stream, 16)?;
             let g = dev.capture(stream, |d| {
@@ -1385,7 +1530,7 @@ impl<'d, B: Builtins> Run<'d, B> {
         }
         self.drop_all();
         for p in 0..self.pooled {
-            let dev = self.dev;
+            let dev = Arc::clone(&self.dev);
             let Some((result, _)) = self.guarded(|| dev.sync(StreamId::new(p as u64))) else {
                 return;
             };
@@ -1393,7 +1538,7 @@ impl<'d, B: Builtins> Run<'d, B> {
                 self.fail(format!("sync of pooled stream {p} failed: {}", Chain(&e)));
             }
         }
-        let dev = self.dev;
+        let dev = Arc::clone(&self.dev);
         let Some((result, _)) = self.guarded(|| dev.cleanup()) else {
             return;
         };
@@ -1405,7 +1550,7 @@ impl<'d, B: Builtins> Run<'d, B> {
 
     /// Every pool reports nothing in use and no graph is live.
     pub(crate) fn check_empty(&mut self) {
-        let dev = self.dev;
+        let dev = Arc::clone(&self.dev);
         let Some((report, _)) = self.guarded(|| dev.memory_report()) else {
             return;
         };

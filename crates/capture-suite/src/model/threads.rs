@@ -9,7 +9,7 @@
 //! and whether its own captures seal, is checked as strictly as in the single-threaded
 //! runner.
 
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 use capture_core::{
@@ -187,6 +187,7 @@ fn run_threads<B: Builtins>(backend: B, program: &ThreadsProgram) -> Result<(), 
         .map_err(|e| setup_violation(Chain(&e).to_string()))?;
     let dev = Device::new(Faulty::new(backend), config)
         .map_err(|e| setup_violation(format!("Device::new: {}", Chain(&e))))?;
+    let dev = Arc::new(dev);
     let kernels: Vec<_> = Builtin::ALL
         .iter()
         .map(|&b| dev.kernel(B::builtin(b)))
@@ -195,7 +196,7 @@ fn run_threads<B: Builtins>(backend: B, program: &ThreadsProgram) -> Result<(), 
         .map_err(|e| setup_violation(format!("preparing the buffers: {}", Chain(&e))))?;
     let mut runs = Vec::with_capacity(threads);
     for (t, bufs) in own.into_iter().enumerate() {
-        let mut run = Run::new(&dev, kernels.clone(), 8, threads, Some(t as u8));
+        let mut run = Run::new(Arc::clone(&dev), kernels.clone(), 8, threads, Some(t as u8));
         for (b, bytes) in &shared {
             run.adopt(b.clone(), bytes, true);
         }
@@ -206,7 +207,7 @@ fn run_threads<B: Builtins>(backend: B, program: &ThreadsProgram) -> Result<(), 
     }
     drop(shared);
     let programs = &program.threads;
-    let results: Vec<(usize, Run<'_, B>)> = std::thread::scope(|scope| {
+    let results: Vec<(usize, Run<B>)> = std::thread::scope(|scope| {
         let handles: Vec<_> = runs
             .into_iter()
             .enumerate()
@@ -248,7 +249,7 @@ fn run_threads<B: Builtins>(backend: B, program: &ThreadsProgram) -> Result<(), 
         }
     }
     drop(runs);
-    let mut last = Run::new(&dev, kernels, 8, threads, None);
+    let mut last = Run::new(dev, kernels, 8, threads, None);
     last.finish(0);
     match last.violation.take() {
         Some(v) => Err(v),

@@ -425,3 +425,34 @@ fn i23_13_an_end_from_another_pooled_stream_is_refused_and_the_window_goes_on() 
     dev.replay(S0, g, 1).unwrap();
     assert_eq!(read(&dev, S0, &y).unwrap(), [2, 3]);
 }
+
+/// Found by the widened model: a cleanup refused because a window of *another* device
+/// on the same driver context records had already drained the drop queues (freeing
+/// what they held); a refused cleanup changes nothing.
+#[test]
+fn i23_04_a_cleanup_refused_for_another_devices_window_changes_nothing() {
+    let _suite = suite_lock();
+    let mock = capture_mock::MockBackend::new();
+    let config = || capture_core::DeviceConfig::new().streams(2).unwrap();
+    let a = capture_core::Device::new(mock.clone(), config()).unwrap();
+    let b = capture_core::Device::new(mock, config()).unwrap();
+    let x = b.alloc(S1, 64).unwrap();
+    b.write_values(S1, &x, 0, &[1u32; 16]).unwrap();
+    let before = b.memory_report();
+    assert!(
+        before.pending_drops() > 0,
+        "the write's staging waits in the drop queue"
+    );
+    a.prepare(S0).unwrap();
+    a.begin(S0).unwrap();
+    let err = b.cleanup().unwrap_err();
+    assert!(
+        text(&err).contains("another device on the same driver context is recording"),
+        "{}",
+        text(&err)
+    );
+    assert_eq!(b.memory_report(), before, "nothing changed");
+    a.abort(S0).unwrap();
+    b.cleanup().unwrap();
+    assert_eq!(b.read_values::<u32>(S1, &x).unwrap(), [1; 16]);
+}

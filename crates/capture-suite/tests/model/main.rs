@@ -38,13 +38,19 @@ fn run<S: Strategy>(
     });
 }
 
-fn single<B: Builtins>(backend: &str, make: fn() -> B, regressions: &'static str) {
+fn single<B: Builtins + Clone>(
+    backend: &str,
+    make: fn() -> B,
+    extras: fn() -> model::Extras<B>,
+    regressions: &'static str,
+) {
+    let extras = extras();
     run(
         backend,
         cases(2000),
         regressions,
         model::program(),
-        |program| model::check(make, program),
+        |program| model::check_with(make, program, &extras),
     );
 }
 
@@ -53,6 +59,7 @@ fn mock() {
     single(
         "MockBackend",
         MockBackend::new,
+        model::mock_extras,
         concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/tests/model/regressions/mock.txt"
@@ -65,6 +72,7 @@ fn affine_mock() {
     single(
         "AffineMock",
         AffineMock::new,
+        model::mock_extras,
         concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/tests/model/regressions/affine_mock.txt"
@@ -122,7 +130,7 @@ fn survey_programs(n: u32) -> impl Iterator<Item = model::Program> {
 
 fn survey_check(program: &model::Program) -> Result<(), model::Violation> {
     let _suite = suite_lock();
-    model::check(MockBackend::new, program)
+    model::check_with(MockBackend::new, program, &model::mock_extras())
 }
 
 /// Runs this test binary's survey as a child doing `mode` (`from=<i>`, or
