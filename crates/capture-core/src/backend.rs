@@ -14,11 +14,14 @@ pub use crate::capture::{
     TouchedPage, Window,
 };
 pub use crate::driver::{
-    Backend, DeviceResource, DeviceStream, GraphDriver, HostResource, LaunchBuffer,
+    Backend, DeviceResource, DeviceStream, GraphDriver, HostResource, LaunchBuffer, LaunchParam,
 };
 pub use crate::drop_queue::{Fence, FlushingPolicy, Pending, PendingDropQueue};
 pub use crate::info_cache::{CacheMode, CachePolicy, Inserted, MetadataInfoCache, Refusal};
-pub use crate::kernel::{Grid, KernelSignature, LaunchLimits, MAX_LAUNCH_BUFFERS};
+pub use crate::kernel::{
+    Dims, Grid, KernelSignature, LaunchLimits, MAX_KERNEL_PARAMS, MAX_LAUNCH_BUFFERS,
+    MAX_SCALAR_BYTES, Param, ScalarValue,
+};
 pub use crate::memory::{
     AllocGate, BufferBinding, ClaimKey, ComputeStorage, DYNAMIC_PAGE_BYTES, ManagedMemoryBinding,
     ManagedMemoryHandle, MemoryIds, MemoryLocation, MemoryManagement, PERSISTENT_PAGE_BYTES,

@@ -10,7 +10,7 @@ use std::str::FromStr;
 
 use crate::driver::Backend;
 use crate::error::ServerError;
-use crate::kernel::KernelSignature;
+use crate::kernel::{KernelSignature, Param};
 
 /// The kernels every backend provides, elementwise over `f32`. Each reads how many
 /// elements it covers (and its scalar) from its info words, so shapes live in metadata
@@ -71,11 +71,12 @@ impl Builtin {
     /// What the kernel takes: its buffers and its [`INFO_WORDS`](Self::INFO_WORDS) info
     /// words.
     pub const fn signature(self) -> KernelSignature {
-        let buffers = match self {
-            Builtin::Fill => 1,
-            _ => 2,
+        let params: &[Param] = match self {
+            Builtin::Fill => &[Param::WRITE],
+            Builtin::Axpy => &[Param::READ, Param::READ_WRITE],
+            _ => &[Param::READ, Param::WRITE],
         };
-        KernelSignature::new(buffers, Self::INFO_WORDS)
+        KernelSignature::of(params).with_info(Self::INFO_WORDS)
     }
 
     /// The info words of a launch over `n` elements with scalar `a` (for `RowBias`,

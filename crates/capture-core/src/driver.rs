@@ -12,7 +12,7 @@ use crate::capture::{CaptureDomain, StreamCapture};
 use crate::drop_queue::Fence;
 use crate::error::ServerError;
 use crate::info_cache::MetadataInfoCache;
-use crate::kernel::{Grid, KernelSignature, LaunchLimits};
+use crate::kernel::{Dims, KernelSignature, LaunchLimits, ScalarValue};
 use crate::memory::{ComputeStorage, ManagedMemoryHandle, MemoryManagement};
 use crate::stream_state::{StreamSetup, StreamState};
 
@@ -157,6 +157,25 @@ pub struct LaunchBuffer<R> {
     pub access: crate::memory::Access,
 }
 
+/// One parameter of a launch, resolved for the driver, in the kernel's order.
+#[derive(Debug, Clone)]
+pub enum LaunchParam<R> {
+    /// A buffer parameter: the bytes of the range given, and the access.
+    Buffer(LaunchBuffer<R>),
+    /// A scalar passed by value.
+    Scalar(ScalarValue),
+}
+
+impl<R> LaunchParam<R> {
+    /// The buffer, for a buffer parameter.
+    pub fn buffer(&self) -> Option<&LaunchBuffer<R>> {
+        match self {
+            LaunchParam::Buffer(b) => Some(b),
+            LaunchParam::Scalar(_) => None,
+        }
+    }
+}
+
 /// The eager half of a driver, which the generic runtime drives: streams, kernels,
 /// launches, copies and syncs.
 ///
@@ -170,6 +189,10 @@ pub trait Backend: GraphDriver {
     type KernelSource: Send + Sync + 'static;
     /// A loaded kernel.
     type Kernel: Send + Sync + 'static;
+    /// A piece of the user's own work (a library call, commands of its own) a launch
+    /// slot runs, with what it references: see [`run_work`](Self::run_work). Where the
+    /// backend cannot check what the work touches, making one is `unsafe`.
+    type Work: Clone + Send + Sync + 'static;
 
     /// Creates pooled stream `setup.index()`, building its [`StreamState`] from `setup`.
     /// For a thread-affine backend the runtime calls it on the stream's worker thread.
@@ -209,12 +232,14 @@ pub trait Backend: GraphDriver {
         source: &Self::KernelSource,
     ) -> Result<Self::Kernel, ServerError>;
 
-    /// Enqueues `kernel` over `buffers` (in the order the kernel declares them) and the
-    /// info buffer holding its info words, if it has any. The core has checked the launch
-    /// against the kernel's signature and the device's limits: `buffers` has exactly the
-    /// declared count (at most [`MAX_LAUNCH_BUFFERS`](crate::backend::MAX_LAUNCH_BUFFERS)),
-    /// `info` is there exactly when the kernel takes info words, every grid dimension is
-    /// within the limits and every binding starts aligned.
+    /// Enqueues `kernel` over `params` (buffers and scalars, in the order the kernel
+    /// declares them) and the info buffer holding its info words, if it has any, run as
+    /// `dims` says (a block of the kernel's own where `dims` gives none). The core has
+    /// checked the launch against the kernel's signature and the device's limits:
+    /// `params` matches the declared parameters one for one (each buffer's access and
+    /// each scalar's size), `info` is there exactly when the kernel takes info words,
+    /// the grid, block and shared memory are within the limits and every binding starts
+    /// aligned.
     ///
     /// # Errors
     ///
@@ -222,9 +247,29 @@ pub trait Backend: GraphDriver {
     fn launch(
         stream: &mut Self::Stream,
         kernel: &Self::Kernel,
-        grid: Grid,
-        buffers: &[LaunchBuffer<DeviceResource<Self::Stream>>],
+        dims: &Dims,
+        params: &[LaunchParam<DeviceResource<Self::Stream>>],
         info: Option<&DeviceResource<Self::Stream>>,
+    ) -> Result<(), ServerError>;
+
+    /// The name of a piece of the user's own work, for traces and errors.
+    fn work_name(work: &Self::Work) -> Cow<'static, str>;
+
+    /// Runs (or records, while `stream` records) the user's own `work` on `stream` over
+    /// `buffers`, the ranges and accesses the user declared, in order: on CUDA the work
+    /// is called with the raw stream and each range's device address; on Vulkan with the
+    /// command buffer being recorded, the core's barriers around it; on the mock it runs
+    /// when the queue reaches it, on every replay too. The core treats it as a launch
+    /// (taint, order, pins, dooming) and keeps a clone of `work` for as long as the
+    /// device (or a graph) may still run it.
+    ///
+    /// # Errors
+    ///
+    /// The work's own error, or the driver's refusal to enqueue around it.
+    fn run_work(
+        stream: &mut Self::Stream,
+        work: &Self::Work,
+        buffers: &[LaunchBuffer<DeviceResource<Self::Stream>>],
     ) -> Result<(), ServerError>;
 
     /// Copies `bytes` into the staging slice `staging` now, and enqueues the copy from

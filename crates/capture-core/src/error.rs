@@ -58,6 +58,20 @@ pub enum ServerError {
     /// A read overlapped bytes that nothing successfully wrote.
     #[error("{0}")]
     Unwritten(Box<Unwritten>),
+    /// Work issued on another stream while a capture closure of this device runs on the
+    /// same thread: it would run eagerly in both phases and be left out of the graph, so
+    /// it is refused (one stream per window). Nothing was done; the window goes on.
+    #[error(
+        "{op} on {other} refused: the capture closure of {window} is running on this thread, and work on another stream would run eagerly and be left out of the graph (one stream per window: issue it on {window}, or before or after the capture)"
+    )]
+    OtherStreamInCapture {
+        /// The refused operation.
+        op: &'static str,
+        /// The stream whose capture closure runs.
+        window: StreamId,
+        /// The stream the work was issued on.
+        other: StreamId,
+    },
     /// A window was ended by a stream that did not open it: the window is closed with no
     /// graph, and the owner's later `end` gets this error too.
     #[error("capture window of {owner} abandoned: ended by {by}")]

@@ -1,42 +1,195 @@
-//! What a launch must fit, checked by the core before any backend sees it: the kernel's
-//! [`KernelSignature`] (declared when it is registered), the device's [`LaunchLimits`]
-//! (declared by the backend once), and [`MAX_LAUNCH_BUFFERS`] for every backend.
+//! The launch model, and what a launch must fit, checked by the core before any backend
+//! sees it: the kernel's [`KernelSignature`] (an ordered list of [`Param`]s, declared
+//! when it is registered), the launch's [`Dims`] (grid, block, dynamic shared memory),
+//! and the device's [`LaunchLimits`] (declared by the backend once).
 
 use crate::error::ServerError;
-use crate::memory::SLICE_ALIGNMENT;
+use crate::memory::{Access, SLICE_ALIGNMENT};
 
 /// How many workgroups (blocks) a launch runs, per dimension.
 pub type Grid = [u32; 3];
 
-/// The most buffers one launch binds, on every backend.
-pub const MAX_LAUNCH_BUFFERS: usize = 8;
+/// The most buffers one launch binds on any device (a device may bind fewer:
+/// [`LaunchLimits::max_buffers`]).
+pub const MAX_LAUNCH_BUFFERS: usize = 32;
 
-/// What a kernel takes: how many buffers (in launch order) and how many 64-bit info
-/// words. A kernel declares it when it is registered; every launch of it must match.
+/// The most parameters a kernel takes (buffers and scalars together).
+pub const MAX_KERNEL_PARAMS: usize = 64;
+
+/// The largest scalar passed by value, in bytes (a plain struct of 2, 4 and 8-byte
+/// fields).
+pub const MAX_SCALAR_BYTES: usize = 64;
+
+/// One parameter of a kernel, in the order the kernel takes them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Param {
+    /// A buffer (or a range of one) the kernel reads, writes or both. A launch's
+    /// [`Arg`](crate::Arg) must say the same access: an access the kernel does not make
+    /// is refused, in either direction, since taint and cross-stream order follow the
+    /// `Arg`.
+    Buffer(Access),
+    /// A buffer whose access the kernel does not declare: each launch's `Arg` says it
+    /// (the form [`KernelSignature::new`] makes).
+    AnyBuffer,
+    /// A value passed by value, of this many bytes: 2, 4 or 8, or a plain struct of such
+    /// fields (a multiple of 4, at most [`MAX_SCALAR_BYTES`]).
+    Scalar(u16),
+}
+
+impl Param {
+    /// A buffer the kernel reads.
+    pub const READ: Param = Param::Buffer(Access::Read);
+    /// A buffer the kernel writes.
+    pub const WRITE: Param = Param::Buffer(Access::Write);
+    /// A buffer the kernel reads and writes in place.
+    pub const READ_WRITE: Param = Param::Buffer(Access::ReadWrite);
+
+    /// A scalar of type `T`, passed by value (`Param::scalar::<u32>()`).
+    pub const fn scalar<T>() -> Param {
+        Param::Scalar(std::mem::size_of::<T>() as u16)
+    }
+
+    /// Whether this is a buffer parameter.
+    pub const fn is_buffer(self) -> bool {
+        matches!(self, Param::Buffer(_) | Param::AnyBuffer)
+    }
+
+    /// Where a scalar of `size` bytes starts after `offset` bytes of scalars: at its
+    /// alignment, which is its size for 2, 4 and 8 bytes, 8 for a struct whose size is a
+    /// multiple of 8, else 4. The layout the backends pass scalars in (Vulkan's push
+    /// constants, the mock's words), the same as a `#[repr(C)]` struct of them.
+    pub const fn scalar_offset(offset: u32, size: u16) -> u32 {
+        let align = match size {
+            1 | 2 | 4 => size as u32,
+            s if s % 8 == 0 => 8,
+            _ => 4,
+        };
+        offset.div_ceil(align) * align
+    }
+}
+
+/// What a kernel takes: its parameters in order (buffers with their access, and scalars
+/// passed by value), how many 64-bit info words (handed to it in a buffer the core keeps
+/// and caches, the form the builtins use), and, where the kernel fixes it, its block
+/// (workgroup) shape. A kernel declares it when it is registered; every launch of it must
+/// fit.
+///
+/// ```
+/// use capture_graphs::{KernelSignature, Param};
+///
+/// // y = a * x + b over n elements: x read, y written, n and (a, b) by value.
+/// const AXPB: KernelSignature = KernelSignature::of(&[
+///     Param::READ,
+///     Param::WRITE,
+///     Param::scalar::<u32>(),
+///     Param::scalar::<[f32; 2]>(),
+/// ]);
+/// assert_eq!((AXPB.buffers(), AXPB.scalars()), (2, 2));
+/// // n at 0; (a, b) at 8: an 8-byte value aligns to 8, as CUDA's float2 and a
+/// // Vulkan vec2 do.
+/// assert_eq!(AXPB.scalar_bytes(), 16);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct KernelSignature {
-    buffers: usize,
-    info_words: usize,
+    params: [Param; MAX_KERNEL_PARAMS],
+    len: u8,
+    info_words: u16,
+    block: Option<[u32; 3]>,
 }
 
 impl KernelSignature {
-    /// A kernel over `buffers` buffers and `info_words` info words (0 for none: the
-    /// kernel then gets no info buffer).
+    /// A kernel over `buffers` buffers whose access it does not declare (each launch's
+    /// `Arg` says it) and `info_words` info words (0 for none: the kernel then gets no
+    /// info buffer). The form the library's first kernels took; on CUDA such a kernel
+    /// takes each buffer as a pointer and a length, then the info words' pointer.
     pub const fn new(buffers: usize, info_words: usize) -> Self {
+        let mut params = [Param::AnyBuffer; MAX_KERNEL_PARAMS];
+        let mut i = buffers;
+        while i < MAX_KERNEL_PARAMS {
+            params[i] = Param::Scalar(0);
+            i += 1;
+        }
         Self {
-            buffers,
-            info_words,
+            params,
+            len: if buffers > MAX_KERNEL_PARAMS {
+                u8::MAX
+            } else {
+                buffers as u8
+            },
+            info_words: info_words as u16,
+            block: None,
         }
     }
 
+    /// A kernel taking `params`, in order (more than [`MAX_KERNEL_PARAMS`] makes a
+    /// signature every launch is refused with).
+    pub const fn of(params: &[Param]) -> Self {
+        let mut all = [Param::Scalar(0); MAX_KERNEL_PARAMS];
+        let mut i = 0;
+        while i < params.len() && i < MAX_KERNEL_PARAMS {
+            all[i] = params[i];
+            i += 1;
+        }
+        Self {
+            params: all,
+            len: if params.len() > MAX_KERNEL_PARAMS {
+                u8::MAX
+            } else {
+                params.len() as u8
+            },
+            info_words: 0,
+            block: None,
+        }
+    }
+
+    /// The same kernel, also taking `words` info words.
+    pub const fn with_info(mut self, words: usize) -> Self {
+        self.info_words = words as u16;
+        self
+    }
+
+    /// The same kernel, whose block (workgroup) shape is fixed at `block` (a Vulkan
+    /// shader's `local_size`): a launch that gives another is refused.
+    pub const fn with_block(mut self, block: [u32; 3]) -> Self {
+        self.block = Some(block);
+        self
+    }
+
+    /// The parameters, in order.
+    pub fn params(&self) -> &[Param] {
+        &self.params[..usize::from(self.len).min(MAX_KERNEL_PARAMS)]
+    }
+
     /// How many buffers the kernel binds.
-    pub const fn buffers(&self) -> usize {
-        self.buffers
+    pub fn buffers(&self) -> usize {
+        self.params().iter().filter(|p| p.is_buffer()).count()
+    }
+
+    /// How many scalars it takes by value.
+    pub fn scalars(&self) -> usize {
+        self.params().len() - self.buffers()
+    }
+
+    /// The bytes of its scalars laid out in order ([`Param::scalar_offset`]), padded to
+    /// 4 bytes.
+    pub fn scalar_bytes(&self) -> u32 {
+        let mut end = 0;
+        for p in self.params() {
+            if let Param::Scalar(size) = *p {
+                end = Param::scalar_offset(end, size) + u32::from(size);
+            }
+        }
+        end.div_ceil(4) * 4
+    }
+
+    /// Whether every buffer's access is left to the launch (made by [`new`](Self::new)).
+    pub fn undeclared(&self) -> bool {
+        self.params().iter().all(|p| matches!(p, Param::AnyBuffer))
     }
 
     /// How many info words the kernel reads.
     pub const fn info_words(&self) -> usize {
-        self.info_words
+        self.info_words as usize
     }
 
     /// Whether the kernel gets an info buffer.
@@ -44,38 +197,256 @@ impl KernelSignature {
         self.info_words > 0
     }
 
-    /// Checks a launch with `buffers` buffers, `info_words` info words and `grid`
-    /// against this signature and `limits`; `name` names the kernel, asked only for an
-    /// error.
+    /// The block shape the kernel fixes, if it does.
+    pub const fn block(&self) -> Option<[u32; 3]> {
+        self.block
+    }
+
+    /// Checks a launch of `args` (each a buffer with its access, or a scalar of its
+    /// size), `info_words` info words and `dims` against this signature and `limits`;
+    /// `name` names the kernel, asked only for an error.
     pub(crate) fn check_launch<N: std::fmt::Display>(
         &self,
-        name: impl FnOnce() -> N,
+        name: impl Fn() -> N,
         limits: &LaunchLimits,
-        grid: Grid,
-        buffers: usize,
+        dims: &Dims,
+        args: impl ExactSizeIterator<Item = ArgShape>,
         info_words: usize,
     ) -> Result<(), ServerError> {
-        if buffers > MAX_LAUNCH_BUFFERS {
+        if usize::from(self.len) > MAX_KERNEL_PARAMS {
             return Err(ServerError::invalid(
-                "buffer count",
-                buffers,
-                format!("a launch binds at most {MAX_LAUNCH_BUFFERS} buffers"),
+                "kernel signature",
+                name(),
+                format!("a kernel takes at most {MAX_KERNEL_PARAMS} parameters"),
             ));
         }
-        if buffers != self.buffers {
+        let params = self.params();
+        if args.len() != params.len() {
             return Err(ServerError::invalid(
-                "buffer count",
-                buffers,
-                format!("kernel {} takes {} buffers", name(), self.buffers),
+                "argument count",
+                args.len(),
+                format!(
+                    "kernel {} takes {} parameters ({} buffers, {} scalars)",
+                    name(),
+                    params.len(),
+                    self.buffers(),
+                    self.scalars()
+                ),
             ));
         }
-        if info_words != self.info_words {
+        for (i, (arg, param)) in args.zip(params).enumerate() {
+            match (arg, *param) {
+                (ArgShape::Buffer(_), Param::AnyBuffer) => {}
+                (ArgShape::Buffer(given), Param::Buffer(declared)) if given == declared => {}
+                (ArgShape::Buffer(given), Param::Buffer(declared)) => {
+                    return Err(ServerError::invalid(
+                        "argument access",
+                        format!("{given:?} for argument {i}"),
+                        format!(
+                            "kernel {} declares {declared:?} there: an argument's access must be \
+                             the kernel's, or taint and cross-stream order would follow the wrong one",
+                            name()
+                        ),
+                    ));
+                }
+                (ArgShape::Scalar(given), Param::Scalar(declared))
+                    if given == usize::from(declared) => {}
+                (ArgShape::Scalar(given), Param::Scalar(declared)) => {
+                    return Err(ServerError::invalid(
+                        "scalar size",
+                        format!("{given} bytes for argument {i}"),
+                        format!("kernel {} takes a {declared}-byte scalar there", name()),
+                    ));
+                }
+                (ArgShape::Buffer(_), Param::Scalar(declared)) => {
+                    return Err(ServerError::invalid(
+                        "argument",
+                        format!("a buffer for argument {i}"),
+                        format!("kernel {} takes a {declared}-byte scalar there", name()),
+                    ));
+                }
+                (ArgShape::Scalar(given), _) => {
+                    return Err(ServerError::invalid(
+                        "argument",
+                        format!("a {given}-byte scalar for argument {i}"),
+                        format!("kernel {} takes a buffer there", name()),
+                    ));
+                }
+            }
+        }
+        for p in params {
+            if let Param::Scalar(size) = *p
+                && (size == 0
+                    || usize::from(size) > MAX_SCALAR_BYTES
+                    || !(matches!(size, 1 | 2) || size % 4 == 0))
+            {
+                return Err(ServerError::invalid(
+                    "scalar size",
+                    format!("{size} bytes"),
+                    format!(
+                        "kernel {}: a scalar is 1, 2 or a multiple of 4 bytes, at most {MAX_SCALAR_BYTES}",
+                        name()
+                    ),
+                ));
+            }
+        }
+        if info_words != self.info_words() {
             return Err(ServerError::invalid(
                 "info words",
                 info_words,
-                format!("kernel {} takes {} info words", name(), self.info_words),
+                format!("kernel {} takes {} info words", name(), self.info_words()),
             ));
         }
+        let buffers = self.buffers();
+        if buffers > limits.max_buffers {
+            return Err(ServerError::invalid(
+                "buffer count",
+                buffers,
+                format!(
+                    "kernel {}: a launch binds at most {} buffers on this device",
+                    name(),
+                    limits.max_buffers
+                ),
+            ));
+        }
+        let pointers = buffers + usize::from(self.has_info());
+        let param_bytes =
+            u64::from(self.scalar_bytes()) + pointers as u64 * u64::from(limits.pointer_bytes);
+        if param_bytes > u64::from(limits.max_param_bytes) {
+            return Err(ServerError::invalid(
+                "parameter bytes",
+                param_bytes,
+                format!(
+                    "kernel {}: this device passes at most {} bytes of parameters to a kernel{}",
+                    name(),
+                    limits.max_param_bytes,
+                    if limits.pointer_bytes > 0 {
+                        format!(" ({} per buffer)", limits.pointer_bytes)
+                    } else {
+                        String::new()
+                    }
+                ),
+            ));
+        }
+        dims.check(name, self.block, limits)
+    }
+}
+
+/// A scalar argument's bytes, held inline (a launch allocates nothing for it).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ScalarValue {
+    len: u16,
+    bytes: [u8; MAX_SCALAR_BYTES],
+}
+
+impl ScalarValue {
+    /// `bytes` as a scalar; more than [`MAX_SCALAR_BYTES`] keeps only the length, and the
+    /// launch check refuses it.
+    pub(crate) fn of(bytes: &[u8]) -> Self {
+        let mut inline = [0; MAX_SCALAR_BYTES];
+        if bytes.len() <= MAX_SCALAR_BYTES {
+            inline[..bytes.len()].copy_from_slice(bytes);
+        }
+        Self {
+            len: bytes.len().min(usize::from(u16::MAX)) as u16,
+            bytes: inline,
+        }
+    }
+
+    /// The value's size in bytes.
+    pub fn len(&self) -> usize {
+        usize::from(self.len)
+    }
+
+    /// Whether it has no bytes (never, for a scalar the check let through).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The value's bytes, in the host's byte order.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes[..self.len().min(MAX_SCALAR_BYTES)]
+    }
+}
+
+impl std::fmt::Debug for ScalarValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Scalar({:02x?})", self.bytes())
+    }
+}
+
+/// What one launch argument is, as the launch check sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ArgShape {
+    /// A buffer with the access the argument gives.
+    Buffer(Access),
+    /// A scalar of this many bytes.
+    Scalar(usize),
+}
+
+/// How a launch runs: its grid (workgroups, CUDA's blocks), its block (workgroup) shape
+/// where the launch gives one, and its dynamic shared-memory bytes. A `[u32; 3]` is a
+/// grid alone: the kernel's own block (the shader's on Vulkan, the kernel source's on
+/// CUDA) and no dynamic shared memory.
+///
+/// ```
+/// use capture_graphs::Dims;
+///
+/// let dims = Dims::grid([8, 1, 1]).block([256, 1, 1]).shared_bytes(1024);
+/// assert_eq!(dims.block_shape(), Some([256, 1, 1]));
+/// assert_eq!(Dims::from([4, 1, 1]).block_shape(), None);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Dims {
+    grid: Grid,
+    block: Option<[u32; 3]>,
+    shared: u32,
+}
+
+impl Dims {
+    /// `grid` workgroups, the kernel's own block, no dynamic shared memory.
+    pub const fn grid(grid: Grid) -> Self {
+        Self {
+            grid,
+            block: None,
+            shared: 0,
+        }
+    }
+
+    /// The same launch with blocks of `block` threads.
+    pub const fn block(mut self, block: [u32; 3]) -> Self {
+        self.block = Some(block);
+        self
+    }
+
+    /// The same launch with `bytes` of dynamic shared memory per block.
+    pub const fn shared_bytes(mut self, bytes: u32) -> Self {
+        self.shared = bytes;
+        self
+    }
+
+    /// The grid.
+    pub const fn grid_shape(&self) -> Grid {
+        self.grid
+    }
+
+    /// The block shape, where the launch gives one.
+    pub const fn block_shape(&self) -> Option<[u32; 3]> {
+        self.block
+    }
+
+    /// The dynamic shared-memory bytes per block.
+    pub const fn shared(&self) -> u32 {
+        self.shared
+    }
+
+    fn check<N: std::fmt::Display>(
+        &self,
+        name: impl Fn() -> N,
+        fixed: Option<[u32; 3]>,
+        limits: &LaunchLimits,
+    ) -> Result<(), ServerError> {
+        let grid = self.grid;
         if grid.contains(&0) {
             return Err(ServerError::invalid(
                 "grid",
@@ -93,7 +464,55 @@ impl KernelSignature {
                 ),
             ));
         }
+        if let Some(block) = self.block {
+            if let Some(fixed) = fixed
+                && fixed != block
+            {
+                return Err(ServerError::invalid(
+                    "block",
+                    format!("{block:?}"),
+                    format!("kernel {} runs blocks of {fixed:?} (its own)", name()),
+                ));
+            }
+            let threads: u64 = block.iter().map(|&b| u64::from(b)).product();
+            if block.contains(&0)
+                || block.iter().zip(limits.max_block).any(|(&b, max)| b > max)
+                || threads > u64::from(limits.max_threads)
+            {
+                return Err(ServerError::invalid(
+                    "block",
+                    format!("{block:?}"),
+                    format!(
+                        "this device runs blocks of 1 to {:?} threads per dimension, at most {} \
+                         in all",
+                        limits.max_block, limits.max_threads
+                    ),
+                ));
+            }
+        }
+        if self.shared > limits.max_shared_bytes {
+            return Err(ServerError::invalid(
+                "shared memory",
+                format!("{} bytes", self.shared),
+                if limits.max_shared_bytes == 0 {
+                    "this device gives a launch no dynamic shared memory (a kernel declares its \
+                     own)"
+                        .to_string()
+                } else {
+                    format!(
+                        "this device gives a block at most {} bytes of dynamic shared memory",
+                        limits.max_shared_bytes
+                    )
+                },
+            ));
+        }
         Ok(())
+    }
+}
+
+impl From<Grid> for Dims {
+    fn from(grid: Grid) -> Self {
+        Dims::grid(grid)
     }
 }
 
@@ -103,12 +522,20 @@ pub struct LaunchLimits {
     binding_alignment: u64,
     max_binding_bytes: u64,
     max_grid: Grid,
+    max_block: [u32; 3],
+    max_threads: u32,
+    max_shared_bytes: u32,
+    max_param_bytes: u32,
+    pointer_bytes: u32,
+    max_buffers: usize,
 }
 
 impl LaunchLimits {
     /// A device that binds ranges starting at multiples of `binding_alignment` bytes
     /// and at most `max_binding_bytes` long, and runs at most `max_grid` workgroups per
-    /// dimension.
+    /// dimension; blocks of at most 1,024 threads ([1024, 1024, 64]), 48 KiB of dynamic
+    /// shared memory, 4,096 bytes of parameters with 8 per buffer, and
+    /// [`MAX_LAUNCH_BUFFERS`] buffers, until the `with_*` calls say otherwise.
     ///
     /// # Errors
     ///
@@ -147,7 +574,40 @@ impl LaunchLimits {
             binding_alignment,
             max_binding_bytes,
             max_grid,
+            max_block: [1024, 1024, 64],
+            max_threads: 1024,
+            max_shared_bytes: 48 << 10,
+            max_param_bytes: 4096,
+            pointer_bytes: 8,
+            max_buffers: MAX_LAUNCH_BUFFERS,
         })
+    }
+
+    /// The same limits with blocks of at most `max_block` threads per dimension and
+    /// `max_threads` in all.
+    pub fn with_block(mut self, max_block: [u32; 3], max_threads: u32) -> Self {
+        self.max_block = max_block;
+        self.max_threads = max_threads;
+        self
+    }
+
+    /// The same limits with at most `bytes` of dynamic shared memory per block (0: the
+    /// device gives a launch none).
+    pub fn with_shared(mut self, bytes: u32) -> Self {
+        self.max_shared_bytes = bytes;
+        self
+    }
+
+    /// The same limits with at most `max_bytes` of parameters per launch, each buffer
+    /// (and the info words' buffer) taking `pointer_bytes` of them (8 on CUDA, whose
+    /// buffers are pointers in the parameter space; 0 on Vulkan, whose parameter bytes
+    /// are its push constants), and at most `max_buffers` buffers (capped at
+    /// [`MAX_LAUNCH_BUFFERS`]).
+    pub fn with_params(mut self, max_bytes: u32, pointer_bytes: u32, max_buffers: usize) -> Self {
+        self.max_param_bytes = max_bytes;
+        self.pointer_bytes = pointer_bytes;
+        self.max_buffers = max_buffers.min(MAX_LAUNCH_BUFFERS);
+        self
     }
 
     /// The multiple of bytes a bound range starts at.
@@ -163,6 +623,26 @@ impl LaunchLimits {
     /// The most workgroups per dimension.
     pub fn max_grid(&self) -> Grid {
         self.max_grid
+    }
+
+    /// The most threads per block dimension, and in all.
+    pub fn max_block(&self) -> ([u32; 3], u32) {
+        (self.max_block, self.max_threads)
+    }
+
+    /// The most dynamic shared memory per block.
+    pub fn max_shared_bytes(&self) -> u32 {
+        self.max_shared_bytes
+    }
+
+    /// The most parameter bytes per launch, and what a buffer takes of them.
+    pub fn max_param_bytes(&self) -> (u32, u32) {
+        (self.max_param_bytes, self.pointer_bytes)
+    }
+
+    /// The most buffers per launch.
+    pub fn max_buffers(&self) -> usize {
+        self.max_buffers
     }
 
     /// Checks one bound range (`offset` and `len` within buffer `binding`).
@@ -204,27 +684,165 @@ mod tests {
         LaunchLimits::new(16, 1 << 20, [100, 10, 10]).unwrap()
     }
 
+    fn bufs(n: usize, access: Access) -> impl ExactSizeIterator<Item = ArgShape> {
+        std::iter::repeat_n(ArgShape::Buffer(access), n)
+    }
+
     #[test]
     fn a_launch_must_fit_its_signature() {
         let sig = KernelSignature::new(2, 2);
         let l = limits();
-        sig.check_launch(|| "k", &l, [1, 1, 1], 2, 2).unwrap();
-        let too_many = sig.check_launch(|| "k", &l, [1, 1, 1], 9, 2).unwrap_err();
+        let grid = Dims::grid([1, 1, 1]);
+        sig.check_launch(|| "k", &l, &grid, bufs(2, Access::Read), 2)
+            .unwrap();
+        let arity = sig
+            .check_launch(|| "k", &l, &grid, bufs(1, Access::Read), 2)
+            .unwrap_err();
         assert!(
-            too_many.to_string().contains("at most 8 buffers"),
-            "{too_many}"
-        );
-        let arity = sig.check_launch(|| "k", &l, [1, 1, 1], 1, 2).unwrap_err();
-        assert!(
-            arity.to_string().contains("kernel k takes 2 buffers"),
+            arity.to_string().contains("kernel k takes 2 parameters"),
             "{arity}"
         );
-        let info = sig.check_launch(|| "k", &l, [1, 1, 1], 2, 0).unwrap_err();
+        let info = sig
+            .check_launch(|| "k", &l, &grid, bufs(2, Access::Read), 0)
+            .unwrap_err();
         assert!(info.to_string().contains("takes 2 info words"), "{info}");
-        let empty = sig.check_launch(|| "k", &l, [1, 0, 1], 2, 2).unwrap_err();
+        let empty = sig
+            .check_launch(|| "k", &l, &Dims::grid([1, 0, 1]), bufs(2, Access::Read), 2)
+            .unwrap_err();
         assert!(empty.to_string().contains("[1, 0, 1]"), "{empty}");
-        let big = sig.check_launch(|| "k", &l, [101, 1, 1], 2, 2).unwrap_err();
+        let big = sig
+            .check_launch(
+                || "k",
+                &l,
+                &Dims::grid([101, 1, 1]),
+                bufs(2, Access::Read),
+                2,
+            )
+            .unwrap_err();
         assert!(big.to_string().contains("at most [100, 10, 10]"), "{big}");
+    }
+
+    #[test]
+    fn an_argument_must_be_what_its_parameter_declares() {
+        const SIG: KernelSignature =
+            KernelSignature::of(&[Param::READ, Param::WRITE, Param::scalar::<u32>()]);
+        let l = limits();
+        let grid = Dims::grid([1, 1, 1]);
+        let check = |args: [ArgShape; 3]| SIG.check_launch(|| "k", &l, &grid, args.into_iter(), 0);
+        let ok = [
+            ArgShape::Buffer(Access::Read),
+            ArgShape::Buffer(Access::Write),
+            ArgShape::Scalar(4),
+        ];
+        check(ok).unwrap();
+        // Writing through a read parameter, in either direction of a mismatch.
+        for access in [Access::Write, Access::ReadWrite] {
+            let mut args = ok;
+            args[0] = ArgShape::Buffer(access);
+            let e = check(args).unwrap_err();
+            assert!(e.to_string().contains("declares Read"), "{e}");
+        }
+        let mut args = ok;
+        args[1] = ArgShape::Buffer(Access::Read);
+        assert!(
+            check(args)
+                .unwrap_err()
+                .to_string()
+                .contains("declares Write")
+        );
+        // A scalar of the wrong size, a buffer where a scalar goes, and the reverse.
+        let mut args = ok;
+        args[2] = ArgShape::Scalar(8);
+        let e = check(args).unwrap_err();
+        assert!(e.to_string().contains("takes a 4-byte scalar"), "{e}");
+        let mut args = ok;
+        args[2] = ArgShape::Buffer(Access::Read);
+        assert!(
+            check(args)
+                .unwrap_err()
+                .to_string()
+                .contains("4-byte scalar")
+        );
+        let mut args = ok;
+        args[0] = ArgShape::Scalar(4);
+        assert!(
+            check(args)
+                .unwrap_err()
+                .to_string()
+                .contains("takes a buffer")
+        );
+    }
+
+    #[test]
+    fn block_shared_memory_and_parameter_bytes_must_fit_the_device() {
+        let sig = KernelSignature::of(&[Param::READ_WRITE, Param::scalar::<[u64; 8]>()]);
+        let l = limits()
+            .with_block([256, 4, 1], 256)
+            .with_shared(1024)
+            .with_params(64, 8, 4);
+        let args = || [ArgShape::Buffer(Access::ReadWrite), ArgShape::Scalar(64)].into_iter();
+        let check = |dims: Dims| sig.check_launch(|| "k", &l, &dims, args(), 0);
+        // 8 bytes for the buffer and 64 of scalar: past the device's 64.
+        let e = check(Dims::grid([1, 1, 1])).unwrap_err();
+        assert!(
+            e.to_string().contains("at most 64 bytes of parameters"),
+            "{e}"
+        );
+        let l = l.with_params(128, 8, 4);
+        let check = |dims: Dims| sig.check_launch(|| "k", &l, &dims, args(), 0);
+        check(Dims::grid([1, 1, 1]).block([256, 1, 1]).shared_bytes(1024)).unwrap();
+        for (dims, needle) in [
+            (Dims::grid([1, 1, 1]).block([257, 1, 1]), "[257, 1, 1]"),
+            (
+                Dims::grid([1, 1, 1]).block([128, 4, 1]),
+                "at most 256 in all",
+            ),
+            (Dims::grid([1, 1, 1]).block([0, 1, 1]), "[0, 1, 1]"),
+            (
+                Dims::grid([1, 1, 1]).shared_bytes(1025),
+                "at most 1024 bytes",
+            ),
+        ] {
+            let e = check(dims).unwrap_err();
+            assert!(e.to_string().contains(needle), "{needle}: {e}");
+        }
+        // A kernel that fixes its block refuses another.
+        let fixed = sig.with_block([64, 1, 1]);
+        let e = fixed
+            .check_launch(
+                || "k",
+                &l,
+                &Dims::grid([1, 1, 1]).block([32, 1, 1]),
+                args(),
+                0,
+            )
+            .unwrap_err();
+        assert!(e.to_string().contains("runs blocks of [64, 1, 1]"), "{e}");
+        // Too many buffers for the device.
+        let many = KernelSignature::new(5, 0);
+        let e = many
+            .check_launch(|| "k", &l, &Dims::grid([1, 1, 1]), bufs(5, Access::Read), 0)
+            .unwrap_err();
+        assert!(e.to_string().contains("at most 4 buffers"), "{e}");
+    }
+
+    #[test]
+    fn scalars_lay_out_as_a_repr_c_struct() {
+        assert_eq!(Param::scalar_offset(0, 4), 0);
+        assert_eq!(Param::scalar_offset(4, 8), 8);
+        assert_eq!(Param::scalar_offset(2, 4), 4);
+        assert_eq!(Param::scalar_offset(5, 2), 6);
+        assert_eq!(Param::scalar_offset(4, 12), 4);
+        assert_eq!(Param::scalar_offset(4, 16), 8);
+        #[repr(C)]
+        struct S(u32, u64, u16, [f32; 3]);
+        let sig = KernelSignature::of(&[
+            Param::scalar::<u32>(),
+            Param::scalar::<u64>(),
+            Param::scalar::<u16>(),
+            Param::scalar::<[f32; 3]>(),
+        ]);
+        assert_eq!(sig.scalar_bytes() as usize, std::mem::size_of::<S>());
     }
 
     #[test]

@@ -64,7 +64,9 @@ pub use error::{
 };
 pub use ids::{FailureId, GraphId, MemoryId, PageId, StreamId};
 pub use info_cache::CachePolicy;
-pub use kernel::{Grid, KernelSignature, MAX_LAUNCH_BUFFERS};
+pub use kernel::{
+    Dims, Grid, KernelSignature, MAX_KERNEL_PARAMS, MAX_LAUNCH_BUFFERS, MAX_SCALAR_BYTES, Param,
+};
 pub use label::MAX_LABEL_BYTES;
 pub use memory::{
     Access, AllocationMode, CleanupReport, MAX_ALLOCATION_BYTES, MemoryConfig, MemoryKind,

@@ -89,6 +89,17 @@ pub enum Event {
         /// Whether the launch went into a recording.
         recorded: bool,
     },
+    /// The user's own work ran (or was recorded) over its declared buffers.
+    Work {
+        /// The stream.
+        stream: StreamId,
+        /// Its name, interned as a kernel's is.
+        work: KernelId,
+        /// Its bindings, in the trace's arena.
+        args: Range<u32>,
+        /// Whether it went into a recording.
+        recorded: bool,
+    },
     /// A launch or replay was skipped: an input carried a failure, passed on to its
     /// outputs.
     Skip {
@@ -243,6 +254,17 @@ impl Trace {
         KernelId((log.kernels.len() - 1) as u32)
     }
 
+    /// The id of `name`, interned once: the user's work is named by it, however many
+    /// times it runs.
+    pub(crate) fn intern(&self, name: Cow<'static, str>) -> KernelId {
+        let mut log = self.lock();
+        if let Some(i) = log.kernels.iter().rposition(|k| *k == name) {
+            return KernelId(i as u32);
+        }
+        log.kernels.push(name);
+        KernelId((log.kernels.len() - 1) as u32)
+    }
+
     /// The name of a registered kernel.
     pub fn kernel_name(&self, kernel: KernelId) -> Cow<'static, str> {
         self.lock()
@@ -261,13 +283,14 @@ impl Trace {
         }
     }
 
-    /// Appends a launch whose bindings are `args`.
+    /// Appends a launch (or the user's work, `work`) whose bindings are `args`.
     pub(crate) fn launch(
         &self,
         stream: StreamId,
         kernel: KernelId,
         args: impl Iterator<Item = (ClaimKey, Access)>,
         recorded: bool,
+        work: bool,
     ) {
         let mut log = self.lock();
         if !log.enabled {
@@ -276,11 +299,20 @@ impl Trace {
         let start = log.args.len() as u32;
         log.args.extend(args);
         let end = log.args.len() as u32;
-        let event = Event::Launch {
-            stream,
-            kernel,
-            args: start..end,
-            recorded,
+        let event = if work {
+            Event::Work {
+                stream,
+                work: kernel,
+                args: start..end,
+                recorded,
+            }
+        } else {
+            Event::Launch {
+                stream,
+                kernel,
+                args: start..end,
+                recorded,
+            }
         };
         mirror(&log, &event);
         log.events.push(event);
@@ -374,6 +406,7 @@ fn mirror(log: &Log, event: &Event) {
         | Event::Read { .. }
         | Event::Load { .. }
         | Event::Launch { .. }
+        | Event::Work { .. }
         | Event::Lifecycle { .. }
         | Event::Sealed { .. }
         | Event::Replay { .. }
@@ -416,8 +449,18 @@ impl fmt::Display for Line<'_> {
                 kernel: k,
                 args,
                 recorded,
+            }
+            | Event::Work {
+                stream,
+                work: k,
+                args,
+                recorded,
             } => {
-                write!(f, "{stream} launch {}", kernel(k))?;
+                let what = match self.event {
+                    Event::Work { .. } => "work",
+                    _ => "launch",
+                };
+                write!(f, "{stream} {what} {}", kernel(k))?;
                 let args = self
                     .log
                     .args

@@ -10,18 +10,34 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use capture_core::backend::{
-    Backend, Builtins, CaptureDomain, GraphDriver, Grid, KernelSignature, LaunchBuffer,
-    LaunchLimits, StreamSetup,
+    Backend, Builtins, CaptureDomain, Dims, GraphDriver, KernelSignature, LaunchBuffer,
+    LaunchLimits, LaunchParam, MAX_LAUNCH_BUFFERS, StreamSetup,
 };
 use capture_core::{Builtin, MAX_ALLOCATION_BYTES, MemoryKind, ServerError};
+
+/// The dynamic shared memory every function may take without opting in.
+const DEFAULT_SHARED: u32 = 48 << 10;
+
+/// What the user's work said when it failed.
+#[derive(Debug)]
+struct CudaWorkError(String);
+
+impl std::fmt::Display for CudaWorkError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for CudaWorkError {}
 
 use crate::error::Unavailable;
 use crate::executable::CudaExecutable;
 use crate::gpu::Gpu;
-use crate::kernels::{self, BLOCK, CudaKernel, CudaKernelSource};
+use crate::kernels::{self, Abi, CudaKernel, CudaKernelSource};
 use crate::raw;
 use crate::storage::{CudaSlice, CudaStorage};
 use crate::stream::{CudaFence, CudaStream};
+use crate::work::{CudaRange, CudaWork};
 
 /// A CUDA device. Cloning gives another handle on the same device.
 #[derive(Clone, Debug)]
@@ -155,6 +171,7 @@ impl GraphDriver for CudaBackend {
 impl Backend for CudaBackend {
     type KernelSource = CudaKernelSource;
     type Kernel = CudaKernel;
+    type Work = CudaWork;
 
     /// Pooled stream 0 runs on the caller's stream, if one was handed over and no other
     /// pooled stream holds it; every other stream is a new non-blocking one.
@@ -193,10 +210,17 @@ impl Backend for CudaBackend {
     }
 
     /// CUDA's: arguments are 16-byte aligned for vector loads, grids run up to
-    /// `2^31 - 1` blocks in x and 65,535 in y and z.
+    /// `2^31 - 1` blocks in x and 65,535 in y and z; blocks and dynamic shared memory as
+    /// the driver reports the device's (shared memory past 48 KiB is opted into per
+    /// launch); 4,096 bytes of parameters, 8 per buffer (the parameter space every CUDA
+    /// version gives).
     fn launch_limits(&self) -> LaunchLimits {
+        let attrs = self.gpu.launch;
         LaunchLimits::new(16, MAX_ALLOCATION_BYTES, [i32::MAX as u32, 65_535, 65_535])
             .expect("CUDA's limits are valid")
+            .with_block(attrs.max_block, attrs.max_threads)
+            .with_shared(attrs.max_shared)
+            .with_params(4096, 8, MAX_LAUNCH_BUFFERS)
     }
 
     /// The context's: every device on this GPU in the process shares it.
@@ -212,28 +236,73 @@ impl Backend for CudaBackend {
     fn launch(
         stream: &mut CudaStream,
         kernel: &CudaKernel,
-        grid: Grid,
-        buffers: &[LaunchBuffer<CudaSlice>],
+        dims: &Dims,
+        params: &[LaunchParam<CudaSlice>],
         info: Option<&CudaSlice>,
     ) -> Result<(), ServerError> {
         let _current = raw::Current::enter(stream.gpu.context)?;
-        let count = buffers.len() * 2 + usize::from(info.is_some());
         // A fixed array: a launch allocates nothing.
-        let mut args = [0u64; raw::MAX_ARGS];
-        for (pair, b) in args.chunks_exact_mut(2).zip(buffers) {
-            pair[0] = b.resource.addr;
-            pair[1] = b.resource.len;
+        let mut args = [raw::Argument::Word(0); raw::MAX_ARGS];
+        let mut count = 0;
+        for p in params {
+            match (kernel.abi, p) {
+                (Abi::Pairs, LaunchParam::Buffer(b)) => {
+                    args[count] = raw::Argument::Word(b.resource.addr);
+                    args[count + 1] = raw::Argument::Word(b.resource.len);
+                    count += 2;
+                }
+                (Abi::Params, LaunchParam::Buffer(b)) => {
+                    args[count] = raw::Argument::Word(b.resource.addr);
+                    count += 1;
+                }
+                (_, LaunchParam::Scalar(v)) => {
+                    args[count] = raw::Argument::Bytes(v.bytes());
+                    count += 1;
+                }
+            }
         }
         if let Some(info) = info {
-            args[count - 1] = info.addr;
+            args[count] = raw::Argument::Word(info.addr);
+            count += 1;
+        }
+        let block = dims.block_shape().unwrap_or(kernel.block);
+        if dims.shared() > DEFAULT_SHARED {
+            raw::allow_shared(kernel.function, dims.shared())?;
         }
         raw::launch(
             kernel.function,
-            grid,
-            BLOCK,
+            dims.grid_shape(),
+            block,
+            dims.shared(),
             stream.stream,
-            &mut args[..count],
+            &args[..count],
         )
+    }
+
+    fn work_name(work: &CudaWork) -> Cow<'static, str> {
+        work.name()
+    }
+
+    fn run_work(
+        stream: &mut CudaStream,
+        work: &CudaWork,
+        buffers: &[LaunchBuffer<CudaSlice>],
+    ) -> Result<(), ServerError> {
+        let _current = raw::Current::enter(stream.gpu.context)?;
+        let ranges: Vec<CudaRange> = buffers
+            .iter()
+            .map(|b| CudaRange {
+                ptr: b.resource.addr,
+                bytes: b.resource.len,
+                access: b.access,
+            })
+            .collect();
+        work.call(stream.stream, &ranges).map_err(|why| {
+            ServerError::driver(
+                "work",
+                CudaWorkError(format!("work {} failed: {why}", work.name())),
+            )
+        })
     }
 
     fn write(

@@ -281,11 +281,12 @@ impl Floor {
         let bytes = self.elements * 4;
         // The library's argument layout: a pointer and a length per buffer, the info
         // pointer last.
-        let mut even = [a, bytes, b, bytes, info];
-        let mut odd = [b, bytes, a, bytes, info];
+        let words = |v: [u64; 5]| v.map(raw::Argument::Word);
+        let even = words([a, bytes, b, bytes, info]);
+        let odd = words([b, bytes, a, bytes, info]);
         for i in 0..self.kernels {
-            let args = if i % 2 == 0 { &mut even } else { &mut odd };
-            raw::launch(function, self.grid, BLOCK, stream, args).map_err(at(step))?;
+            let args = if i % 2 == 0 { &even } else { &odd };
+            raw::launch(function, self.grid, [BLOCK, 1, 1], 0, stream, args).map_err(at(step))?;
         }
         let enqueue = start.elapsed();
         raw::stream_sync(stream).map_err(at(step))?;

@@ -33,6 +33,8 @@ pub(crate) struct Gpu {
     ordinal: i32,
     name: String,
     pub(crate) compute: (i32, i32),
+    /// The device's block and shared-memory limits.
+    pub(crate) launch: raw::LaunchAttrs,
     driver: i32,
     domain: CaptureDomain,
     /// A stream of the caller's that pooled stream 0 of a device runs on: `Some` while
@@ -106,6 +108,7 @@ impl Gpu {
             ordinal,
             name: opened.name,
             compute: opened.compute,
+            launch: opened.launch,
             driver: opened.driver,
             domain: domain_of(&open, opened.context),
             lent: Mutex::new(None),
@@ -129,6 +132,7 @@ impl Gpu {
             ordinal: opened.ordinal,
             name: opened.name,
             compute: opened.compute,
+            launch: opened.launch,
             driver: opened.driver,
             domain: domain_of(&open, opened.context),
             lent: Mutex::new(stream),

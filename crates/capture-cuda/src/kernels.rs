@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use std::ffi::CString;
 use std::sync::Arc;
 
-use capture_core::{Builtin, KernelSignature, ServerError};
+use capture_core::{Builtin, KernelSignature, Param, ServerError};
 
 use crate::gpu::Gpu;
 use crate::raw;
@@ -26,7 +26,8 @@ pub const BUILTINS_SM80_CUBIN: &[u8] = include_bytes!("../kernels/builtins.sm_80
 /// The builtins' cubin for compute capability 9.0 (H100, H200).
 pub const BUILTINS_SM90_CUBIN: &[u8] = include_bytes!("../kernels/builtins.sm_90.cubin");
 
-/// Threads per block of every launch.
+/// Threads per block of a launch that gives none, unless the kernel source says
+/// otherwise.
 pub(crate) const BLOCK: u32 = 64;
 
 /// The NVRTC virtual architectures the builtins ship PTX for, with their PTX.
@@ -46,24 +47,50 @@ pub struct CudaKernelSource {
     ptx: Ptx,
     entry: CString,
     signature: KernelSignature,
+    abi: Abi,
+    block: [u32; 3],
 }
 
 #[derive(Clone, Debug)]
 enum Ptx {
     Builtins,
     User(Arc<CString>),
+    Cubin(Arc<[u8]>),
+}
+
+/// How a kernel takes its arguments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Abi {
+    /// Each buffer as a pointer and its length in bytes (two 64-bit arguments), then
+    /// the info words' pointer: the builtins' form, and a user kernel's whose signature
+    /// leaves the access to each launch ([`KernelSignature::new`]).
+    Pairs,
+    /// Each parameter as the kernel declares it: a buffer as one 8-byte device pointer
+    /// to the start of its range, a scalar by value; then the info words' pointer, if it
+    /// takes any.
+    Params,
 }
 
 impl CudaKernelSource {
-    /// A PTX kernel with entry point `entry` and `signature`: each of its buffers is
-    /// passed as a pointer and its length in bytes (two 64-bit arguments), and, when it
-    /// takes info words, a pointer to them comes last.
+    /// A PTX kernel with entry point `entry` and `signature`.
     ///
-    /// The PTX's parameter list is checked against `signature` when the kernel loads
-    /// (the driver reads the count from the image, so a mismatch would read past the
-    /// arguments): a kernel whose parameters differ is refused with
-    /// [`ServerError::InvalidArgument`], and so is any user kernel on a driver that cannot
-    /// report its parameters (`cuFuncGetParamInfo`, CUDA 12.4 and newer).
+    /// A signature listing its parameters ([`KernelSignature::of`]) is the kernel's own
+    /// parameter list, as CUDA C declares it: each buffer one 8-byte device pointer to
+    /// the start of the range the launch binds (no hidden length: pass one as a scalar),
+    /// each scalar by value, and a pointer to the info words last only when it takes any.
+    /// A signature of [`KernelSignature::new`] (buffers whose access each launch says) is
+    /// the library's first form: each buffer a pointer and its length in bytes (two
+    /// 64-bit arguments), then the info words' pointer.
+    ///
+    /// Blocks are `[64, 1, 1]` threads unless [`with_block`](Self::with_block) says
+    /// otherwise or a launch gives its own ([`Dims::block`](capture_core::Dims::block)),
+    /// with the dynamic shared memory the launch asks for.
+    ///
+    /// The image's parameters are checked against `signature` when the kernel loads (its
+    /// first launch, in warmup), offsets and sizes: a kernel whose parameters differ is
+    /// refused at that launch with [`ServerError::InvalidArgument`] naming both lists,
+    /// and so is any user kernel on a driver that cannot report its parameters
+    /// (`cuFuncGetParamInfo`, CUDA 12.4 and newer).
     ///
     /// # Errors
     ///
@@ -85,14 +112,61 @@ impl CudaKernelSource {
         }
         let ptx = CString::new(ptx)
             .map_err(|_| ServerError::invalid("PTX", &name, "it contains a NUL byte"))?;
+        Self::user(name, Ptx::User(Arc::new(ptx)), entry, signature)
+    }
+
+    /// A cubin (an ELF image NVRTC or nvcc built for the GPU's architecture) with entry
+    /// point `entry` and `signature`, taken as [`ptx`](Self::ptx) takes it.
+    ///
+    /// # Errors
+    ///
+    /// [`ServerError::InvalidArgument`] naming the kernel when the bytes are not an ELF
+    /// image or the entry name holds a NUL byte; a cubin for another architecture is
+    /// refused by the driver when it loads, at the first launch.
+    pub fn cubin(
+        name: impl Into<Cow<'static, str>>,
+        cubin: Vec<u8>,
+        entry: &str,
+        signature: KernelSignature,
+    ) -> Result<Self, ServerError> {
+        let name = name.into();
+        if !cubin.starts_with(b"\x7fELF") {
+            return Err(ServerError::invalid(
+                "cubin",
+                &name,
+                "the bytes are not an ELF image",
+            ));
+        }
+        Self::user(name, Ptx::Cubin(cubin.into()), entry, signature)
+    }
+
+    fn user(
+        name: Cow<'static, str>,
+        ptx: Ptx,
+        entry: &str,
+        signature: KernelSignature,
+    ) -> Result<Self, ServerError> {
         let entry = CString::new(entry)
             .map_err(|_| ServerError::invalid("entry point", &name, "it contains a NUL byte"))?;
+        let abi = if signature.undeclared() {
+            Abi::Pairs
+        } else {
+            Abi::Params
+        };
         Ok(Self {
             name,
-            ptx: Ptx::User(Arc::new(ptx)),
+            ptx,
             entry,
             signature,
+            abi,
+            block: [BLOCK, 1, 1],
         })
+    }
+
+    /// The same kernel, launched in blocks of `block` threads when a launch gives none.
+    pub fn with_block(mut self, block: [u32; 3]) -> Self {
+        self.block = block;
+        self
     }
 
     /// The builtin `kernel`.
@@ -102,6 +176,8 @@ impl CudaKernelSource {
             ptx: Ptx::Builtins,
             entry: CString::new(kernel.name()).expect("no NUL"),
             signature: kernel.signature(),
+            abi: Abi::Pairs,
+            block: [BLOCK, 1, 1],
         }
     }
 
@@ -121,6 +197,9 @@ pub struct CudaKernel {
     gpu: Arc<Gpu>,
     module: usize,
     pub(crate) function: usize,
+    pub(crate) abi: Abi,
+    /// Its block when a launch gives none.
+    pub(crate) block: [u32; 3],
 }
 
 impl Drop for CudaKernel {
@@ -137,6 +216,7 @@ impl Drop for CudaKernel {
 /// The image a module loads from: a cubin, or NUL-terminated PTX.
 enum Image {
     Cubin(&'static [u8]),
+    UserCubin(Arc<[u8]>),
     Ptx(Arc<CString>),
 }
 
@@ -144,6 +224,7 @@ impl Image {
     fn bytes(&self) -> &[u8] {
         match self {
             Self::Cubin(bytes) => bytes,
+            Self::UserCubin(bytes) => bytes,
             Self::Ptx(text) => text.as_bytes_with_nul(),
         }
     }
@@ -170,34 +251,66 @@ fn builtins_image(compute: (i32, i32)) -> Result<Image, ServerError> {
     }
 }
 
-/// Checks a kernel's parameters, as its image declares them (`(offset, size)` each), against
-/// what a launch of `signature` passes: two 8-byte arguments per buffer, and one for the
-/// info words when it takes any.
+/// What a launch of `signature` passes a kernel of `abi`, as `(size, what)` per
+/// parameter.
+fn passed(abi: Abi, signature: &KernelSignature) -> Vec<(usize, &'static str)> {
+    let mut out = Vec::new();
+    for p in signature.params() {
+        match (abi, *p) {
+            (Abi::Pairs, _) => out.extend([(8, "a pointer"), (8, "a length")]),
+            (Abi::Params, Param::Scalar(size)) => out.push((usize::from(size), "a scalar")),
+            (Abi::Params, _) => out.push((8, "a pointer")),
+        }
+    }
+    if signature.has_info() {
+        out.push((8, "the info pointer"));
+    }
+    out
+}
+
+/// Checks a kernel's parameters, as its image declares them (`(offset, size)` each),
+/// against what a launch of `signature` passes it under `abi`: the count, each size, and
+/// offsets that rise in order, each at least the end of the one before.
 pub(crate) fn check_params(
     name: &str,
     params: &[(usize, usize)],
-    signature: KernelSignature,
+    signature: &KernelSignature,
+    abi: Abi,
 ) -> Result<(), ServerError> {
-    let expected = 2 * signature.buffers() + usize::from(signature.info_words() > 0);
+    let expected = passed(abi, signature);
     let sizes: Vec<usize> = params.iter().map(|&(_, size)| size).collect();
-    let fits = sizes.len() == expected
-        && params
-            .iter()
-            .enumerate()
-            .all(|(i, &(offset, size))| size == 8 && offset == 8 * i);
+    // The pairs form is 8-byte words back to back; a parameter list is laid out as C
+    // lays out its parameters: in order, each past the one before (alignment may leave
+    // a gap).
+    let mut end = 0;
+    let ordered = params.iter().enumerate().all(|(i, &(offset, size))| {
+        let fits = match abi {
+            Abi::Pairs => offset == 8 * i,
+            Abi::Params => offset >= end,
+        };
+        end = offset + size;
+        fits
+    });
+    let fits = ordered
+        && sizes.len() == expected.len()
+        && sizes.iter().zip(&expected).all(|(a, (b, _))| a == b);
     if fits {
         return Ok(());
     }
+    let want: Vec<String> = expected
+        .iter()
+        .map(|(size, what)| format!("{what} ({size} B)"))
+        .collect();
     Err(ServerError::invalid(
         "kernel",
         name,
         format!(
-            "its image takes {} parameters of sizes {sizes:?} bytes, but a launch of its \
-             declared signature ({} buffers, {} info words) passes {expected} 8-byte \
-             arguments (a pointer and a length per buffer, then the info pointer)",
+            "its image takes {} parameters of sizes {sizes:?} bytes (offsets {:?}), but a launch \
+             of its declared signature passes {}: {}",
             sizes.len(),
-            signature.buffers(),
-            signature.info_words()
+            params.iter().map(|&(o, _)| o).collect::<Vec<_>>(),
+            expected.len(),
+            want.join(", ")
         ),
     ))
 }
@@ -207,6 +320,7 @@ pub(crate) fn check_params(
 pub(crate) fn load(gpu: &Arc<Gpu>, source: &CudaKernelSource) -> Result<CudaKernel, ServerError> {
     let image = match &source.ptx {
         Ptx::User(ptx) => Image::Ptx(Arc::clone(ptx)),
+        Ptx::Cubin(bytes) => Image::UserCubin(Arc::clone(bytes)),
         Ptx::Builtins => builtins_image(gpu.compute)?,
     };
     let module = raw::module_load(image.bytes())?;
@@ -215,11 +329,13 @@ pub(crate) fn load(gpu: &Arc<Gpu>, source: &CudaKernelSource) -> Result<CudaKern
         gpu: Arc::clone(gpu),
         module,
         function: 0,
+        abi: source.abi,
+        block: source.block,
     };
     let function = raw::module_function(module, &source.entry)?;
-    if let Ptx::User(_) = source.ptx {
+    if !matches!(source.ptx, Ptx::Builtins) {
         match raw::params(function)? {
-            Some(params) => check_params(&source.name, &params, source.signature)?,
+            Some(params) => check_params(&source.name, &params, &source.signature, source.abi)?,
             None => {
                 return Err(ServerError::invalid(
                     "kernel",
@@ -302,19 +418,54 @@ mod tests {
 
     #[test]
     fn a_kernel_taking_what_its_signature_passes_is_accepted() {
-        check_params("k", &params(5), KernelSignature::new(2, 3)).unwrap();
-        check_params("k", &params(4), KernelSignature::new(2, 0)).unwrap();
+        let pairs = |sig| check_params("k", &params(5), &sig, Abi::Pairs);
+        pairs(KernelSignature::new(2, 3)).unwrap();
+        check_params("k", &params(4), &KernelSignature::new(2, 0), Abi::Pairs).unwrap();
+        // (float* x, float* y, unsigned n, float2 ab): two pointers, a 4-byte and an
+        // 8-byte scalar (aligned to 8, after a gap), no info.
+        let sig = KernelSignature::of(&[
+            Param::READ,
+            Param::WRITE,
+            Param::scalar::<u32>(),
+            Param::scalar::<[f32; 2]>(),
+        ]);
+        check_params("k", &[(0, 8), (8, 8), (16, 4), (24, 8)], &sig, Abi::Params).unwrap();
+        // With info words, their pointer comes last.
+        let sig = KernelSignature::of(&[Param::READ_WRITE, Param::scalar::<u16>()]).with_info(2);
+        check_params("k", &[(0, 8), (8, 2), (16, 8)], &sig, Abi::Params).unwrap();
     }
 
     #[test]
     fn a_kernel_whose_parameters_differ_is_refused_naming_it() {
-        for (image, signature) in [
-            (params(3), KernelSignature::new(2, 1)),
-            (params(5), KernelSignature::new(2, 0)),
-            (vec![(0, 8), (8, 4)], KernelSignature::new(1, 0)),
-            (vec![(0, 8), (16, 8)], KernelSignature::new(1, 0)),
+        for (image, signature, abi) in [
+            (params(3), KernelSignature::new(2, 1), Abi::Pairs),
+            (params(5), KernelSignature::new(2, 0), Abi::Pairs),
+            (vec![(0, 8), (8, 4)], KernelSignature::new(1, 0), Abi::Pairs),
+            (
+                vec![(0, 8), (16, 8)],
+                KernelSignature::new(1, 0),
+                Abi::Pairs,
+            ),
+            // A pointer and a length where the list says one pointer.
+            (
+                vec![(0, 8), (8, 8)],
+                KernelSignature::of(&[Param::READ]),
+                Abi::Params,
+            ),
+            // A 4-byte scalar where the list says 8.
+            (
+                vec![(0, 8), (8, 4)],
+                KernelSignature::of(&[Param::READ, Param::scalar::<u64>()]),
+                Abi::Params,
+            ),
+            // Overlapping offsets.
+            (
+                vec![(0, 8), (4, 4)],
+                KernelSignature::of(&[Param::READ, Param::scalar::<u32>()]),
+                Abi::Params,
+            ),
         ] {
-            let e = check_params("mine", &image, signature).unwrap_err();
+            let e = check_params("mine", &image, &signature, abi).unwrap_err();
             assert!(matches!(e, ServerError::InvalidArgument { .. }), "{e:?}");
             assert!(capture_core::Chain(&e).to_string().contains("mine"), "{e}");
         }

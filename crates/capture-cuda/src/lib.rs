@@ -60,6 +60,7 @@ mod raw;
 mod storage;
 mod stream;
 mod version;
+mod work;
 
 pub use driver::CudaBackend;
 pub use error::{CudaError, Unavailable};
@@ -74,3 +75,4 @@ pub use kernels::{
 pub use storage::{CudaSlice, CudaStorage};
 pub use stream::{CudaFence, CudaStream};
 pub use version::{MIN_DRIVER, NVRTC_RELEASE, PTX_ISA};
+pub use work::{CudaRange, CudaWork, CudaWorkCall};

@@ -98,6 +98,7 @@ driver_api! {
     cuModuleGetFunction(*mut Handle, Handle, *const c_char);
     cuModuleUnload(Handle);
     cuLaunchKernel(Handle, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, Handle, *mut *mut c_void, *mut *mut c_void);
+    cuFuncSetAttribute(Handle, c_int, c_int);
     cuGraphGetNodes(Handle, *mut Handle, *mut usize);
     cuGraphNodeGetType(Handle, *mut c_uint);
     cuGraphInstantiateWithFlags(*mut Handle, Handle, u64);
@@ -113,6 +114,12 @@ mod consts {
     pub(super) const INVALID_VALUE: i32 = 1;
     pub(super) const STUB_LIBRARY: i32 = 34;
     pub(super) const NO_DEVICE: i32 = 100;
+    pub(super) const ATTRIBUTE_MAX_THREADS_PER_BLOCK: i32 = 1;
+    pub(super) const ATTRIBUTE_MAX_BLOCK_DIM_X: i32 = 2;
+    pub(super) const ATTRIBUTE_MAX_BLOCK_DIM_Y: i32 = 3;
+    pub(super) const ATTRIBUTE_MAX_BLOCK_DIM_Z: i32 = 4;
+    pub(super) const ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: i32 = 97;
+    pub(super) const FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: i32 = 8;
     pub(super) const ATTRIBUTE_COMPUTE_MAJOR: i32 = 75;
     pub(super) const ATTRIBUTE_COMPUTE_MINOR: i32 = 76;
     pub(super) const STREAM_NON_BLOCKING: u32 = 1;
@@ -243,6 +250,18 @@ pub(crate) struct Opened {
     pub(crate) name: String,
     pub(crate) compute: (i32, i32),
     pub(crate) driver: i32,
+    pub(crate) launch: LaunchAttrs,
+}
+
+/// What the device runs a launch with, as the driver reports it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LaunchAttrs {
+    /// The most threads per block dimension.
+    pub(crate) max_block: [u32; 3],
+    /// The most threads per block.
+    pub(crate) max_threads: u32,
+    /// The most dynamic shared memory a block may opt into.
+    pub(crate) max_shared: u32,
 }
 
 /// `Unavailable` for driver call `op` failing with `code`.
@@ -301,7 +320,7 @@ pub(crate) fn open(ordinal: i32) -> Result<Opened, Unavailable> {
         )));
     }
     let device = device_of(ordinal)?;
-    let (name, compute, driver) = describe(device)?;
+    let (name, compute, driver, launch) = describe(device)?;
     let mut context = std::ptr::null_mut();
     // SAFETY: `context` is a valid out-pointer; the device is valid.
     let code = unsafe { (api().cuDevicePrimaryCtxRetain)(&mut context, device) };
@@ -315,12 +334,13 @@ pub(crate) fn open(ordinal: i32) -> Result<Opened, Unavailable> {
         name,
         compute,
         driver,
+        launch,
     })
 }
 
 /// What the driver says of `device`: its name, its compute capability, and the CUDA
 /// version the driver supports.
-fn describe(device: i32) -> Result<(String, (i32, i32), i32), Unavailable> {
+fn describe(device: i32) -> Result<(String, (i32, i32), i32, LaunchAttrs), Unavailable> {
     let api = api();
     let mut name = [0 as c_char; 256];
     // SAFETY: the buffer is 256 bytes long, as passed.
@@ -347,13 +367,23 @@ fn describe(device: i32) -> Result<(String, (i32, i32), i32), Unavailable> {
         attribute(consts::ATTRIBUTE_COMPUTE_MAJOR)?,
         attribute(consts::ATTRIBUTE_COMPUTE_MINOR)?,
     );
+    let positive = |a| attribute(a).map(|v| v.max(1) as u32);
+    let launch = LaunchAttrs {
+        max_block: [
+            positive(consts::ATTRIBUTE_MAX_BLOCK_DIM_X)?,
+            positive(consts::ATTRIBUTE_MAX_BLOCK_DIM_Y)?,
+            positive(consts::ATTRIBUTE_MAX_BLOCK_DIM_Z)?,
+        ],
+        max_threads: positive(consts::ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
+        max_shared: attribute(consts::ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?.max(0) as u32,
+    };
     let mut driver = 0;
     // SAFETY: `driver` is a valid out-pointer.
     let code = unsafe { (api.cuDriverGetVersion)(&mut driver) };
     if code != consts::SUCCESS {
         return Err(fail("cuDriverGetVersion", code));
     }
-    Ok((name, compute, driver))
+    Ok((name, compute, driver, launch))
 }
 
 /// `CU_STREAM_LEGACY` (also null) and `CU_STREAM_PER_THREAD`: the default streams'
@@ -406,7 +436,7 @@ pub(crate) unsafe fn external(
         lendable(context, stream)?;
     }
     drop(current);
-    let (name, compute, driver) = describe(device)?;
+    let (name, compute, driver, launch) = describe(device)?;
     Ok(Opened {
         context,
         device,
@@ -414,6 +444,7 @@ pub(crate) unsafe fn external(
         name,
         compute,
         driver,
+        launch,
     })
 }
 
@@ -710,8 +741,8 @@ pub(crate) fn params(function: usize) -> Result<Option<Vec<(usize, usize)>>, Ser
         return Ok(None);
     };
     let mut params = Vec::new();
-    // The core's most buffers, two arguments each, the info pointer, and one more to
-    // see past them.
+    // A kernel's most parameters, two per buffer in the pairs form, the info pointer,
+    // and one more to see past them.
     for index in 0..=MAX_ARGS {
         let (mut offset, mut size) = (0, 0);
         // SAFETY: the function is loaded; both out-pointers are valid; an index past
@@ -730,39 +761,75 @@ pub(crate) fn params(function: usize) -> Result<Option<Vec<(usize, usize)>>, Ser
     Ok(Some(params))
 }
 
-/// The most 64-bit arguments a launch passes: the core's most buffers (a pointer and a
-/// length each) and the info words' pointer.
-pub(crate) const MAX_ARGS: usize = 2 * capture_core::MAX_LAUNCH_BUFFERS + 1;
+/// The most arguments a launch passes: a kernel's most parameters, two per buffer in
+/// the pairs form, and the info words' pointer.
+pub(crate) const MAX_ARGS: usize = 2 * capture_core::MAX_KERNEL_PARAMS + 1;
 
-/// Enqueues (or records) a launch of `function` with `args` (each a 64-bit value, at
-/// most [`MAX_ARGS`]).
+/// One argument of a launch, as the kernel's image takes it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Argument<'a> {
+    /// A 64-bit value: a device pointer, a length.
+    Word(u64),
+    /// A scalar's bytes, passed by value.
+    Bytes(&'a [u8]),
+}
+
+/// Enqueues (or records) a launch of `function`: `grid` blocks of `block` threads with
+/// `shared` bytes of dynamic shared memory each, over `args` in order (at most
+/// [`MAX_ARGS`]). The kernel's image declares exactly these arguments, of these sizes:
+/// checked when it loaded (`kernels::check_params`), so the driver reads each value
+/// within its bounds.
 pub(crate) fn launch(
     function: usize,
     grid: [u32; 3],
-    block: u32,
+    block: [u32; 3],
+    shared: u32,
     stream: usize,
-    args: &mut [u64],
+    args: &[Argument<'_>],
 ) -> Result<(), ServerError> {
-    let mut params = [std::ptr::null_mut::<c_void>(); MAX_ARGS];
-    for (slot, arg) in params.iter_mut().zip(args.iter_mut()) {
-        *slot = arg as *mut u64 as *mut c_void;
+    let mut words = [0u64; MAX_ARGS];
+    let mut pointers = [std::ptr::null_mut::<c_void>(); MAX_ARGS];
+    for (i, arg) in args.iter().enumerate().take(MAX_ARGS) {
+        pointers[i] = match *arg {
+            Argument::Word(w) => {
+                words[i] = w;
+                &mut words[i] as *mut u64 as *mut c_void
+            }
+            Argument::Bytes(bytes) => bytes.as_ptr() as *mut c_void,
+        };
     }
-    // SAFETY: every parameter points at a 64-bit value that lives across the call (the
-    // driver copies them at enqueue); the kernel takes exactly these 64-bit arguments
-    // (checked against its image at load, `kernels::check_params`).
+    let count = args.len().min(MAX_ARGS);
+    // SAFETY: each pointer points at a value that lives across the call (the driver
+    // copies them at enqueue): a word in `words`, or a scalar's bytes borrowed from the
+    // caller; the kernel takes exactly these arguments, of these sizes (checked against
+    // its image at load); the grid, block and shared bytes were checked against the
+    // device's limits by the core, and the driver refuses anything else with an error.
     check("cuLaunchKernel", unsafe {
         (api().cuLaunchKernel)(
             function as Handle,
             grid[0],
             grid[1],
             grid[2],
-            block,
-            1,
-            1,
-            0,
+            block[0],
+            block[1],
+            block[2],
+            shared,
             stream as Handle,
-            params.as_mut_ptr(),
+            pointers[..count].as_mut_ptr(),
             std::ptr::null_mut(),
+        )
+    })
+}
+
+/// Lets `function` take up to `bytes` of dynamic shared memory per block (past the
+/// default 48 KiB a function must opt in).
+pub(crate) fn allow_shared(function: usize, bytes: u32) -> Result<(), ServerError> {
+    // SAFETY: the function is loaded; the attribute takes an int.
+    check("cuFuncSetAttribute", unsafe {
+        (api().cuFuncSetAttribute)(
+            function as Handle,
+            consts::FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            bytes as c_int,
         )
     })
 }

@@ -9,14 +9,14 @@ use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
 
 use capture_core::backend::{
-    Backend, Builtins, CaptureDomain, DeviceStream, GraphDriver, Grid, KernelSignature,
-    LaunchBuffer, LaunchLimits, MAX_LAUNCH_BUFFERS, StreamSetup, StreamState,
+    Backend, Builtins, CaptureDomain, DeviceStream, Dims, GraphDriver, KernelSignature,
+    LaunchBuffer, LaunchLimits, LaunchParam, StreamSetup, StreamState,
 };
 use capture_core::{Builtin, MAX_ALLOCATION_BYTES, MemoryKind, ServerError};
 
 use crate::MockError;
 use crate::context::Context;
-use crate::kernels::MockKernel;
+use crate::kernels::{MOCK_MAX_BUFFERS, MockKernel, MockWork};
 use crate::lock::lock;
 use crate::queue::{self, MockFence, Op, Queue, Recording};
 use crate::storage::{MockResource, MockStorage, Pages};
@@ -268,6 +268,7 @@ impl<const AFFINE: bool> GraphDriver for Mock<AFFINE> {
 impl<const AFFINE: bool> Backend for Mock<AFFINE> {
     type KernelSource = MockKernel;
     type Kernel = MockKernel;
+    type Work = MockWork;
 
     fn create_stream(&self, setup: &StreamSetup) -> Result<MockStream, ServerError> {
         let queue = Arc::new(Queue::new(
@@ -327,18 +328,48 @@ impl<const AFFINE: bool> Backend for Mock<AFFINE> {
     fn launch(
         stream: &mut MockStream,
         kernel: &MockKernel,
-        _grid: Grid,
-        buffers: &[LaunchBuffer<MockResource>],
+        _dims: &Dims,
+        params: &[LaunchParam<MockResource>],
         info: Option<&MockResource>,
     ) -> Result<(), ServerError> {
-        let mut args = [None; MAX_LAUNCH_BUFFERS];
-        for (slot, b) in args.iter_mut().zip(buffers) {
+        let mut args = [None; MOCK_MAX_BUFFERS];
+        for (slot, b) in args
+            .iter_mut()
+            .zip(params.iter().filter_map(LaunchParam::buffer))
+        {
             *slot = Some((b.resource, b.access));
+        }
+        let mut scalars = Vec::new();
+        for p in params {
+            if let LaunchParam::Scalar(v) = p {
+                crate::kernels::scalar_words(&[v.bytes()], &mut scalars);
+            }
         }
         stream.queue.push(Op::Kernel {
             kernel: *kernel,
             args,
             info: info.copied(),
+            scalars,
+        });
+        Ok(())
+    }
+
+    fn work_name(work: &MockWork) -> Cow<'static, str> {
+        work.name()
+    }
+
+    fn run_work(
+        stream: &mut MockStream,
+        work: &MockWork,
+        buffers: &[LaunchBuffer<MockResource>],
+    ) -> Result<(), ServerError> {
+        let mut args = [None; MOCK_MAX_BUFFERS];
+        for (slot, b) in args.iter_mut().zip(buffers) {
+            *slot = Some((b.resource, b.access));
+        }
+        stream.queue.push(Op::Work {
+            work: work.clone(),
+            args,
         });
         Ok(())
     }
@@ -404,8 +435,13 @@ impl<const AFFINE: bool> Builtins for Mock<AFFINE> {
 
 /// What the mock binds and runs: CUDA's limits (the mode it models). Ranges bind at
 /// multiples of 16 bytes (the widest vector load a CUDA kernel makes), grids run up to
-/// `2^31 - 1` blocks in x and 65,535 in y and z.
+/// `2^31 - 1` blocks in x and 65,535 in y and z, blocks up to 1,024 threads, 48 KiB of
+/// dynamic shared memory (which its host functions do not see); its own: at most
+/// [`MOCK_MAX_BUFFERS`] buffers and 256 bytes of scalars per launch.
 pub(crate) fn mock_launch_limits() -> LaunchLimits {
     LaunchLimits::new(16, MAX_ALLOCATION_BYTES, [i32::MAX as u32, 65_535, 65_535])
         .expect("the mock's limits are valid")
+        .with_block([1024, 1024, 64], 1024)
+        .with_shared(48 << 10)
+        .with_params(256, 0, MOCK_MAX_BUFFERS)
 }

@@ -11,8 +11,9 @@ use std::fmt;
 use std::sync::{Arc, Mutex, Weak};
 
 use capture_core::backend::{
-    AllocGate, Backend, Builtins, DeviceResource, DeviceStream, Fence, GraphDriver, Grid,
-    HostResource, KernelSignature, LaunchBuffer, LaunchLimits, StreamSetup, StreamState,
+    AllocGate, Backend, Builtins, DeviceResource, DeviceStream, Dims, Fence, GraphDriver,
+    HostResource, KernelSignature, LaunchBuffer, LaunchLimits, LaunchParam, StreamSetup,
+    StreamState,
 };
 use capture_core::{Builtin, ServerError};
 
@@ -49,11 +50,13 @@ pub enum FaultOp {
     /// `cuStreamWaitEvent`, Vulkan's timeline wait): the wait is refused, so nothing
     /// after it may run on the waiting stream.
     WaitFor,
+    /// Running (or recording) the user's own work: its call fails.
+    Work,
 }
 
 impl FaultOp {
     /// Every operation.
-    pub const ALL: [FaultOp; 12] = [
+    pub const ALL: [FaultOp; 13] = [
         FaultOp::Begin,
         FaultOp::Instantiate,
         FaultOp::Upload,
@@ -66,6 +69,7 @@ impl FaultOp {
         FaultOp::FenceWait,
         FaultOp::AsyncAtFence,
         FaultOp::WaitFor,
+        FaultOp::Work,
     ];
 
     /// The operation's name in errors.
@@ -83,6 +87,7 @@ impl FaultOp {
             FaultOp::FenceWait => "fence wait",
             FaultOp::AsyncAtFence => "asynchronous error at fence",
             FaultOp::WaitFor => "stream wait",
+            FaultOp::Work => "foreign work",
         }
     }
 }
@@ -335,6 +340,7 @@ impl<B: Backend> GraphDriver for Faulty<B> {
 impl<B: Backend> Backend for Faulty<B> {
     type KernelSource = B::KernelSource;
     type Kernel = B::Kernel;
+    type Work = B::Work;
 
     fn create_stream(&self, setup: &StreamSetup) -> Result<Self::Stream, ServerError> {
         let gate_plan = Arc::clone(&self.plan);
@@ -371,12 +377,25 @@ impl<B: Backend> Backend for Faulty<B> {
     fn launch(
         stream: &mut Self::Stream,
         kernel: &B::Kernel,
-        grid: Grid,
-        buffers: &[LaunchBuffer<DeviceResource<Self::Stream>>],
+        dims: &Dims,
+        params: &[LaunchParam<DeviceResource<Self::Stream>>],
         info: Option<&DeviceResource<Self::Stream>>,
     ) -> Result<(), ServerError> {
         stream.plan.hit(FaultOp::Launch)?;
-        B::launch(&mut stream.inner, kernel, grid, buffers, info)
+        B::launch(&mut stream.inner, kernel, dims, params, info)
+    }
+
+    fn work_name(work: &B::Work) -> Cow<'static, str> {
+        B::work_name(work)
+    }
+
+    fn run_work(
+        stream: &mut Self::Stream,
+        work: &B::Work,
+        buffers: &[LaunchBuffer<DeviceResource<Self::Stream>>],
+    ) -> Result<(), ServerError> {
+        stream.plan.hit(FaultOp::Work)?;
+        B::run_work(&mut stream.inner, work, buffers)
     }
 
     fn write(

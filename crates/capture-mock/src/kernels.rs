@@ -1,12 +1,47 @@
-//! Kernels: the mock's are Rust functions over copies of their buffers and their info
-//! words, and its implementation of the core's builtin set.
+//! Kernels: the mock's are Rust functions over copies of their buffers and their words
+//! (info words, then scalars), and its implementation of the core's builtin set; and
+//! [`MockWork`], the user's own work as the mock runs it.
 
+use std::borrow::Cow;
 use std::fmt;
+use std::sync::Arc;
 
 use capture_core::{Builtin, KernelSignature};
 
+/// The most buffers one mock launch (or work) binds: the mock's own limit, so a launch
+/// carries its buffers inline and allocates nothing.
+pub const MOCK_MAX_BUFFERS: usize = 8;
+
 /// A mock kernel: a Rust function over copies of its buffers (in argument order) and its
-/// info words. The buffers it writes are copied back after it runs.
+/// words: its info words, then each scalar argument in order, its bytes little-endian
+/// in one word (zero-extended), or in as many words as it needs (a struct over 8 bytes).
+/// The buffers it writes are copied back after it runs.
+///
+/// ```
+/// use capture_graphs::{Arg, Device, DeviceConfig, KernelSignature, Param, StreamId};
+/// use capture_graphs::mock::{MockBackend, MockKernel};
+///
+/// // y = x * k, with k a scalar passed by value.
+/// const SCALE: MockKernel = MockKernel {
+///     name: "scale",
+///     signature: KernelSignature::of(&[Param::READ, Param::WRITE, Param::scalar::<u32>()]),
+///     f: |bufs, words| {
+///         let k = words[0] as u8;
+///         let (x, y) = bufs.split_at_mut(1);
+///         for (o, i) in y[0].iter_mut().zip(&x[0]) {
+///             *o = i * k;
+///         }
+///     },
+/// };
+/// let dev = Device::new(MockBackend::new(), DeviceConfig::new())?;
+/// let s = StreamId::new(0);
+/// let (x, y) = (dev.alloc(s, 4)?, dev.alloc(s, 4)?);
+/// dev.write(s, &x, 0, [1u8, 2, 3, 4])?;
+/// let k = dev.kernel(SCALE);
+/// dev.launch(s, &k, [1, 1, 1], &[Arg::read(&x), Arg::write(&y), Arg::scalar(3u32)], &[])?;
+/// assert_eq!(dev.read(s, &y)?, [3, 6, 9, 12]);
+/// # Ok::<(), capture_graphs::ServerError>(())
+/// ```
 #[derive(Clone, Copy)]
 pub struct MockKernel {
     /// The kernel's name, in traces and errors.
@@ -20,6 +55,56 @@ pub struct MockKernel {
 impl fmt::Debug for MockKernel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "MockKernel({})", self.name)
+    }
+}
+
+/// The user's own work on the mock: a host function over copies of exactly the declared
+/// ranges (in argument order), run when the stream's queue reaches it, on every replay
+/// too; the ranges the arguments let it write are copied back. An `Err` (or a panic)
+/// fails the work as a kernel's fault does: reported at a later wait.
+#[derive(Clone)]
+pub struct MockWork {
+    name: Cow<'static, str>,
+    #[allow(clippy::type_complexity)]
+    f: Arc<dyn Fn(&mut [Vec<u8>]) -> Result<(), String> + Send + Sync>,
+}
+
+impl MockWork {
+    /// Work named `name` (in traces and errors) running `f`.
+    pub fn new(
+        name: impl Into<Cow<'static, str>>,
+        f: impl Fn(&mut [Vec<u8>]) -> Result<(), String> + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            f: Arc::new(f),
+        }
+    }
+
+    /// Its name.
+    pub fn name(&self) -> Cow<'static, str> {
+        self.name.clone()
+    }
+
+    pub(crate) fn run(&self, ranges: &mut [Vec<u8>]) -> Result<(), String> {
+        (self.f)(ranges)
+    }
+}
+
+impl fmt::Debug for MockWork {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "MockWork({})", self.name)
+    }
+}
+
+/// The words a mock kernel sees for `scalars` (after its info words).
+pub(crate) fn scalar_words(scalars: &[&[u8]], out: &mut Vec<u64>) {
+    for bytes in scalars {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            out.push(u64::from_le_bytes(word));
+        }
     }
 }
 

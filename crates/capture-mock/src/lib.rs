@@ -35,7 +35,7 @@ use std::fmt;
 
 pub use backend::{AffineMock, Mock, MockBackend, MockExecutable, MockStream};
 pub use fault::{FaultOp, FaultPlan, Faulty, FaultyFence, FaultyStream};
-pub use kernels::MockKernel;
+pub use kernels::{MOCK_MAX_BUFFERS, MockKernel, MockWork};
 pub use queue::{MockFence, Queue};
 pub use storage::{FRESH, MOCK_MEMORY_BYTES, MockResource, MockStorage, POISON};
 

@@ -6,11 +6,11 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
-use capture_core::backend::{Fence, MAX_LAUNCH_BUFFERS};
+use capture_core::backend::Fence;
 use capture_core::{Access, ServerError};
 
 use crate::context::Context;
-use crate::kernels::MockKernel;
+use crate::kernels::{MOCK_MAX_BUFFERS, MockKernel, MockWork};
 use crate::lock::lock;
 use crate::storage::{MockResource, Pages};
 
@@ -31,7 +31,7 @@ pub(crate) struct Recording {
     pub(crate) destroyed: AtomicBool,
 }
 
-// A launch carries its buffers inline (the core's most): boxing them would allocate on
+// A launch carries its buffers inline (the mock's most): boxing them would allocate on
 // every launch.
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug)]
@@ -44,8 +44,16 @@ pub(crate) enum Op {
     },
     Kernel {
         kernel: MockKernel,
-        args: [Option<(MockResource, Access)>; MAX_LAUNCH_BUFFERS],
+        args: [Option<(MockResource, Access)>; MOCK_MAX_BUFFERS],
         info: Option<MockResource>,
+        /// The launch's scalars, as the words after the info words (empty, unallocated,
+        /// for a launch with none).
+        scalars: Vec<u64>,
+    },
+    /// The user's own work over the declared ranges, run when the queue reaches it.
+    Work {
+        work: MockWork,
+        args: [Option<(MockResource, Access)>; MOCK_MAX_BUFFERS],
     },
     Replay {
         graph: Arc<Recording>,
@@ -262,17 +270,15 @@ impl Queue {
                 dev.slice_mut(to.page, to.bytes)
                     .copy_from_slice(host.slice(from.page, from.bytes));
             }
-            Op::Kernel { kernel, args, info } => {
+            Op::Kernel {
+                kernel,
+                args,
+                info,
+                scalars,
+            } => {
                 let Engine { scratch, words } = engine;
                 let mut dev = lock(&self.dev);
-                let n = args.iter().flatten().count();
-                while scratch.len() < n {
-                    scratch.push(Vec::new());
-                }
-                for (i, (res, _)) in args.iter().flatten().enumerate() {
-                    scratch[i].clear();
-                    scratch[i].extend_from_slice(dev.slice(res.page, res.bytes));
-                }
+                let n = gather(&dev, args, scratch);
                 words.clear();
                 if let Some(info) = info {
                     words.extend(
@@ -281,6 +287,7 @@ impl Queue {
                             .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))),
                     );
                 }
+                words.extend_from_slice(scalars);
                 let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     (kernel.f)(&mut scratch[..n], words);
                 }));
@@ -292,30 +299,28 @@ impl Queue {
                         crate::MockError::new(format!("kernel {} panicked", kernel.name)),
                     ));
                 }
-                // A kernel cannot resize device memory: one that changed a buffer's length
-                // broke its contract, and faults like one that panicked (nothing written).
-                if let Some((i, (res, _))) = args
-                    .iter()
-                    .flatten()
-                    .enumerate()
-                    .find(|(i, (res, _))| scratch[*i].len() as u64 != res.bytes.len())
-                {
+                scatter(&mut dev, args, scratch, "kernel", kernel.name)?;
+            }
+            Op::Work { work, args } => {
+                let Engine { scratch, .. } = engine;
+                let mut dev = lock(&self.dev);
+                let n = gather(&dev, args, scratch);
+                let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    work.run(&mut scratch[..n])
+                }));
+                let failed = match ran {
+                    Ok(Ok(())) => None,
+                    Ok(Err(why)) => Some(why),
+                    Err(_) => Some("it panicked".to_string()),
+                };
+                if let Some(why) = failed {
+                    // The user's work failed on the device: like a kernel's fault.
                     return Err(ServerError::driver(
-                        "kernel",
-                        crate::MockError::new(format!(
-                            "kernel {} resized buffer {i} from {} to {} bytes",
-                            kernel.name,
-                            res.bytes.len(),
-                            scratch[i].len()
-                        )),
+                        "work",
+                        crate::MockError::new(format!("work {} failed: {why}", work.name())),
                     ));
                 }
-                for (i, (res, access)) in args.iter().flatten().enumerate() {
-                    if access.writes() {
-                        dev.slice_mut(res.page, res.bytes)
-                            .copy_from_slice(&scratch[i]);
-                    }
-                }
+                scatter(&mut dev, args, scratch, "work", &work.name())?;
             }
             Op::Replay { graph, times } => {
                 if graph.destroyed.load(Ordering::SeqCst) {
@@ -360,6 +365,57 @@ fn with_engine<R>(f: impl FnOnce(&mut Engine) -> R) -> R {
     RUNNING.with(|r| r.set(true));
     let _running = Running;
     f(guard.get_or_insert_with(Engine::default))
+}
+
+/// Copies the bytes of `args`' ranges into `scratch`; how many there are.
+fn gather(
+    dev: &Pages,
+    args: &[Option<(MockResource, Access)>],
+    scratch: &mut Vec<Vec<u8>>,
+) -> usize {
+    let n = args.iter().flatten().count();
+    while scratch.len() < n {
+        scratch.push(Vec::new());
+    }
+    for (i, (res, _)) in args.iter().flatten().enumerate() {
+        scratch[i].clear();
+        scratch[i].extend_from_slice(dev.slice(res.page, res.bytes));
+    }
+    n
+}
+
+/// Copies back what the kernel or work (`what` named `name`) wrote: only the ranges it
+/// may write. One that changed a range's length broke its contract, and faults like one
+/// that panicked (nothing written).
+fn scatter(
+    dev: &mut Pages,
+    args: &[Option<(MockResource, Access)>],
+    scratch: &[Vec<u8>],
+    what: &'static str,
+    name: &str,
+) -> Result<(), ServerError> {
+    if let Some((i, (res, _))) = args
+        .iter()
+        .flatten()
+        .enumerate()
+        .find(|(i, (res, _))| scratch[*i].len() as u64 != res.bytes.len())
+    {
+        return Err(ServerError::driver(
+            what,
+            crate::MockError::new(format!(
+                "{what} {name} resized buffer {i} from {} to {} bytes",
+                res.bytes.len(),
+                scratch[i].len()
+            )),
+        ));
+    }
+    for (i, (res, access)) in args.iter().flatten().enumerate() {
+        if access.writes() {
+            dev.slice_mut(res.page, res.bytes)
+                .copy_from_slice(&scratch[i]);
+        }
+    }
+    Ok(())
 }
 
 /// A point on a mock stream's queue.

@@ -1,9 +1,10 @@
-//! The launch check, the same on every backend: a launch with one buffer too many, an
-//! empty grid, or a range the device cannot bind is refused by the core, with the same
-//! typed error, before the backend sees it; the stream stays usable.
+//! The launch check, the same on every backend: a launch with one argument too many, an
+//! empty grid, a range the device cannot bind, an access beyond the kernel's declared
+//! one, a block or dynamic shared memory beyond the device's limits is refused by the
+//! core, with the same typed error, before the backend sees it; the stream stays usable.
 
 use capture_core::{
-    Arg, Builtin, Builtins, Chain, Device, DeviceConfig, MAX_LAUNCH_BUFFERS, ServerError, StreamId,
+    Arg, Builtin, Builtins, Chain, Device, DeviceConfig, Dims, ServerError, StreamId,
 };
 use capture_mock::{FaultOp, Faulty};
 
@@ -12,13 +13,15 @@ use crate::scenarios::{N, bytes, floats, splat, suite_lock};
 /// What one refused launch returned.
 #[derive(Debug)]
 pub struct Refusal {
-    /// Which launch: `too many buffers`, `empty grid` or `misaligned range`.
+    /// Which launch: `one argument too many`, `empty grid`, `misaligned range`,
+    /// `access beyond the declaration`, `block beyond the device` or `shared memory
+    /// beyond the device`.
     pub launch: &'static str,
     /// The error the core returned.
     pub error: ServerError,
 }
 
-/// Issues the three launches every backend must refuse on a device over `backend`, and
+/// Issues the launches every backend must refuse on a device over `backend`, and
 /// returns each refusal. Panics if one of them reached the backend, was not refused, or
 /// left the stream unusable.
 ///
@@ -32,10 +35,11 @@ pub fn refused_launches<B: Builtins>(backend: B) -> Result<Vec<Refusal>, ServerE
     let _suite = suite_lock();
     let faulty = Faulty::new(backend);
     let plan = std::sync::Arc::clone(faulty.plan());
-    let alignment = {
+    let limits = {
         use capture_core::backend::Backend;
-        faulty.launch_limits().binding_alignment()
+        faulty.launch_limits()
     };
+    let alignment = limits.binding_alignment();
     let dev = Device::new(faulty, DeviceConfig::new().streams(1)?)?;
     let s = StreamId::new(0);
     let k = dev.kernel(B::builtin(Builtin::AddScalar));
@@ -49,10 +53,48 @@ pub fn refused_launches<B: Builtins>(backend: B) -> Result<Vec<Refusal>, ServerE
         Ok(()) => panic!("the launch with {launch} was accepted"),
         Err(error) => refusals.push(Refusal { launch, error }),
     };
-    let too_many: Vec<Arg> = (0..=MAX_LAUNCH_BUFFERS).map(|_| Arg::read(&x)).collect();
     refuse(
-        "too many buffers",
-        dev.launch(s, &k, [1, 1, 1], &too_many, &info),
+        "one argument too many",
+        dev.launch(
+            s,
+            &k,
+            [1, 1, 1],
+            &[Arg::read(&x), Arg::write(&y), Arg::read(&x)],
+            &info,
+        ),
+    );
+    // add_scalar declares its output write-only: an argument saying read-write would
+    // have taint and order check bytes the kernel never reads.
+    refuse(
+        "access beyond the declaration",
+        dev.launch(
+            s,
+            &k,
+            [1, 1, 1],
+            &[Arg::read(&x), Arg::read_write(&y)],
+            &info,
+        ),
+    );
+    let (max_block, max_threads) = limits.max_block();
+    refuse(
+        "block beyond the device",
+        dev.launch(
+            s,
+            &k,
+            Dims::grid([1, 1, 1]).block([max_block[0].min(max_threads) + 1, 1, 1]),
+            &[Arg::read(&x), Arg::write(&y)],
+            &info,
+        ),
+    );
+    refuse(
+        "shared memory beyond the device",
+        dev.launch(
+            s,
+            &k,
+            Dims::grid([1, 1, 1]).shared_bytes(limits.max_shared_bytes() + 1),
+            &[Arg::read(&x), Arg::write(&y)],
+            &info,
+        ),
     );
     refuse(
         "empty grid",
@@ -83,7 +125,19 @@ pub fn refused_launches<B: Builtins>(backend: B) -> Result<Vec<Refusal>, ServerE
     for r in &refusals {
         let text = Chain(&r.error).to_string();
         let expected = match r.launch {
-            "too many buffers" => "buffer count 9: a launch binds at most 8 buffers".to_string(),
+            "one argument too many" => {
+                "argument count 3: kernel add_scalar takes 2 parameters".to_string()
+            }
+            "access beyond the declaration" => {
+                "argument access ReadWrite for argument 1: kernel add_scalar declares Write"
+                    .to_string()
+            }
+            "block beyond the device" => {
+                format!("threads per dimension, at most {max_threads} in all")
+            }
+            "shared memory beyond the device" => {
+                format!("{} bytes", limits.max_shared_bytes() + 1)
+            }
             "empty grid" => "every dimension runs at least one workgroup".to_string(),
             _ => format!(
                 "offset {}: this device binds ranges at multiples of {alignment} bytes",

@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use ash::vk;
 use capture_core::backend::{
-    Backend, Builtins, GraphDriver, Grid, KernelSignature, LaunchBuffer, LaunchLimits, StreamSetup,
+    Backend, Builtins, Dims, GraphDriver, KernelSignature, LaunchBuffer, LaunchLimits, LaunchParam,
+    Param, StreamSetup,
 };
 use capture_core::{Builtin, MemoryKind, ServerError};
 
@@ -22,6 +23,7 @@ use crate::options::{VulkanOptions, check_options};
 use crate::raw::{self, Gpu, Open};
 use crate::storage::{VulkanSlice, VulkanStorage};
 use crate::stream::{VulkanFence, VulkanStream};
+use crate::work::{VulkanRange, VulkanWork};
 
 /// A device's validation messages, held apart from the device (test hook).
 #[doc(hidden)]
@@ -215,47 +217,97 @@ impl VulkanBackend {
 /// What the device binds and runs, from its limits: storage-buffer offsets at multiples
 /// of `minStorageBufferOffsetAlignment` (the specification caps it at 256, the core's
 /// slice alignment), at most `maxStorageBufferRange` bytes a binding, at most
-/// `maxComputeWorkGroupCount` workgroups per dimension.
+/// `maxComputeWorkGroupCount` workgroups per dimension, blocks (workgroups) of at most
+/// `maxComputeWorkGroupSize` and `maxComputeWorkGroupInvocations` threads (a shader fixes
+/// its own: a launch's block must match it), no dynamic shared memory (a shader declares
+/// its workgroup memory), scalars in at most `maxPushConstantsSize` bytes of push
+/// constants, and `maxPerStageDescriptorStorageBuffers` buffers less one for the info
+/// words.
 fn launch_limits(limits: &vk::PhysicalDeviceLimits) -> Result<LaunchLimits, Unavailable> {
-    LaunchLimits::new(
+    let buffers = (limits.max_per_stage_descriptor_storage_buffers as usize)
+        .saturating_sub(1)
+        .min(raw::MAX_BINDINGS - 1);
+    Ok(LaunchLimits::new(
         limits.min_storage_buffer_offset_alignment.max(1),
         u64::from(limits.max_storage_buffer_range),
         limits.max_compute_work_group_count,
     )
-    .map_err(|e| crate::error::unavailable(format!("the device's limits do not fit: {e}")))
+    .map_err(|e| crate::error::unavailable(format!("the device's limits do not fit: {e}")))?
+    .with_block(
+        limits.max_compute_work_group_size,
+        limits.max_compute_work_group_invocations,
+    )
+    .with_shared(0)
+    .with_params(
+        limits
+            .max_push_constants_size
+            .min(raw::MAX_PUSH_BYTES as u32),
+        0,
+        buffers,
+    ))
 }
 
-/// A launch's bindings, on the stack: its buffers' slices, then its info words' slice.
+/// A launch's bindings, on the stack: its buffers' slices, then its info words' slice;
+/// and its scalars, laid out as push constants.
 struct Bindings {
     slices: [(vk::Buffer, u64, u64); raw::MAX_BINDINGS],
     len: usize,
+    push: [u8; raw::MAX_PUSH_BYTES],
+    push_len: usize,
 }
 
 impl Bindings {
     fn as_slice(&self) -> &[(vk::Buffer, u64, u64)] {
         &self.slices[..self.len]
     }
+
+    fn push(&self) -> &[u8] {
+        &self.push[..self.push_len]
+    }
 }
 
 fn slice_args(
-    buffers: &[LaunchBuffer<VulkanSlice>],
+    params: &[LaunchParam<VulkanSlice>],
     info: Option<&VulkanSlice>,
 ) -> Result<Bindings, ServerError> {
     let mut bindings = Bindings {
         slices: [(vk::Buffer::null(), 0, 0); raw::MAX_BINDINGS],
         len: 0,
+        push: [0; raw::MAX_PUSH_BYTES],
+        push_len: 0,
     };
-    for s in buffers.iter().map(|b| &b.resource).chain(info) {
+    let buffers = params.iter().filter_map(LaunchParam::buffer);
+    for s in buffers.map(|b| &b.resource).chain(info) {
         let slot = bindings.slices.get_mut(bindings.len).ok_or_else(|| {
             ServerError::invalid(
                 "kernel bindings",
-                buffers.len(),
+                params.len(),
                 format!("a launch binds at most {} buffers", raw::MAX_BINDINGS - 1),
             )
         })?;
         *slot = (s.buffer, s.offset, s.len);
         bindings.len += 1;
     }
+    let mut end = 0u32;
+    for p in params {
+        if let LaunchParam::Scalar(v) = p {
+            let at = Param::scalar_offset(end, v.len() as u16) as usize;
+            let bytes = v.bytes();
+            let slot = bindings.push.get_mut(at..at + bytes.len()).ok_or_else(|| {
+                ServerError::invalid(
+                    "scalars",
+                    format!("{} bytes", at + bytes.len()),
+                    format!(
+                        "a launch passes at most {} bytes of push constants",
+                        raw::MAX_PUSH_BYTES
+                    ),
+                )
+            })?;
+            slot.copy_from_slice(bytes);
+            end = (at + bytes.len()) as u32;
+        }
+    }
+    bindings.push_len = (end as usize).div_ceil(4) * 4;
     Ok(bindings)
 }
 
@@ -349,6 +401,7 @@ impl GraphDriver for VulkanBackend {
 impl Backend for VulkanBackend {
     type KernelSource = VulkanKernelSource;
     type Kernel = VulkanKernel;
+    type Work = VulkanWork;
 
     fn create_stream(&self, setup: &StreamSetup) -> Result<VulkanStream, ServerError> {
         let lane = Lane::new(Arc::clone(&self.gpu), self.lanes)?;
@@ -386,12 +439,45 @@ impl Backend for VulkanBackend {
     fn launch(
         stream: &mut VulkanStream,
         kernel: &VulkanKernel,
-        grid: Grid,
-        buffers: &[LaunchBuffer<VulkanSlice>],
+        dims: &Dims,
+        params: &[LaunchParam<VulkanSlice>],
         info: Option<&VulkanSlice>,
     ) -> Result<(), ServerError> {
-        let args = slice_args(buffers, info)?;
-        stream.lane.dispatch(&kernel.objects, args.as_slice(), grid)
+        let args = slice_args(params, info)?;
+        stream.lane.dispatch(
+            &kernel.objects,
+            args.as_slice(),
+            args.push(),
+            dims.grid_shape(),
+        )
+    }
+
+    fn work_name(work: &VulkanWork) -> Cow<'static, str> {
+        work.name()
+    }
+
+    fn run_work(
+        stream: &mut VulkanStream,
+        work: &VulkanWork,
+        buffers: &[LaunchBuffer<VulkanSlice>],
+    ) -> Result<(), ServerError> {
+        let mut ranges = [VulkanRange {
+            buffer: vk::Buffer::null(),
+            offset: 0,
+            size: 0,
+            access: capture_core::Access::Read,
+        }; raw::MAX_BINDINGS];
+        for (r, b) in ranges.iter_mut().zip(buffers) {
+            *r = VulkanRange {
+                buffer: b.resource.buffer,
+                offset: b.resource.offset,
+                size: b.resource.len,
+                access: b.access,
+            };
+        }
+        stream
+            .lane
+            .work(work, &ranges[..buffers.len().min(raw::MAX_BINDINGS)])
     }
 
     fn write(

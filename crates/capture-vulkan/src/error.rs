@@ -16,6 +16,11 @@ pub(crate) fn unavailable(why: impl Into<String>) -> Unavailable {
 #[error("{0}")]
 pub struct VulkanError(pub vk::Result);
 
+/// What the user's own work said when it failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct VulkanMessage(pub String);
+
 /// The core's error for a failed Vulkan call: a driver error naming the call and
 /// carrying the code.
 pub(crate) fn vk_error(op: &'static str, result: vk::Result) -> ServerError {

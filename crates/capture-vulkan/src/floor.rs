@@ -264,7 +264,7 @@ impl Floor {
                     ),
                 );
             }
-            raw::dispatch(gpu, cmd, kernel, self.sets[i % 2], self.grid);
+            raw::dispatch(gpu, cmd, kernel, self.sets[i % 2], &[], self.grid);
         }
         match (&self.a, &self.readback) {
             (Some(a), Some(readback)) => {

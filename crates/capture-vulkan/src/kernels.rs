@@ -1,18 +1,27 @@
 //! Kernels: SPIR-V compute pipelines. The builtins are WGSL, turned into SPIR-V with naga
-//! on first use and cached for the process; users bring their own SPIR-V with a binding
-//! layout (storage buffers at bindings `0..buffers`, then the info words' buffer), which
-//! is checked before any driver sees it: naga's SPIR-V front end must parse it and its
-//! validator accept it, it must have the compute entry point named, and every resource
-//! that entry point uses must be a storage buffer of set 0 at a binding the signature
-//! declares (no uniform buffers, images, samplers or push constants: the pipeline layout
-//! has none).
+//! on first use and cached for the process; users bring their own SPIR-V (or WGSL, which
+//! naga turns into SPIR-V) with a signature, which is checked against the module before
+//! any driver sees it (reflected by naga's SPIR-V front end and validator):
+//! - the compute entry point named exists; its workgroup size becomes the kernel's
+//!   block, which a launch that gives one must match;
+//! - every resource it uses is a storage buffer of set 0 at a binding the signature
+//!   declares (buffers at bindings `0..buffers` in parameter order, the info words at
+//!   binding `buffers`) or, when the kernel takes scalars, its push-constant block; no
+//!   uniform buffers, images or samplers;
+//! - each buffer's access as the shader makes it: a buffer declared read it must not
+//!   write, one declared written it must write, one declared write-only it must not
+//!   read; the info words' binding it must read and not write (so a signature declaring
+//!   one buffer too many, whose last buffer the shader reads as its info words, is
+//!   refused);
+//! - its push-constant block has one member per scalar, each at the offset and of the
+//!   size the scalars' layout gives them ([`Param::scalar_offset`]).
 
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::sync::{Arc, Mutex};
 
-use capture_core::{Builtin, KernelSignature, ServerError};
+use capture_core::{Access, Builtin, KernelSignature, Param, ServerError};
 
 use crate::raw::{self, Gpu, KernelObjects};
 
@@ -33,8 +42,11 @@ enum Code {
 
 impl VulkanKernelSource {
     /// A SPIR-V compute kernel with entry point `entry` and `signature`: its buffers are
-    /// storage buffers at bindings `0..buffers` of set 0, in launch order, and, when it
-    /// takes info words, their buffer is at binding `buffers`.
+    /// storage buffers at bindings `0..buffers` of set 0, in parameter order; when it
+    /// takes info words, their buffer is at binding `buffers`; its scalars are its push
+    /// constants, laid out in parameter order ([`Param::scalar_offset`]). The module is
+    /// checked against the signature here (see the module's header), and the signature
+    /// gains the entry point's workgroup size as the kernel's block.
     ///
     /// # Errors
     ///
@@ -42,7 +54,9 @@ impl VulkanKernelSource {
     /// number, words naga's SPIR-V front end or validator refuses, no compute entry point
     /// `entry`, a resource the entry point uses that the layout lacks (a binding past the
     /// signature's, another descriptor set, a uniform buffer, an image or sampler, push
-    /// constants), or an entry name with a NUL byte.
+    /// constants for a kernel without scalars), a buffer whose access disagrees with the
+    /// signature's, an info binding the shader does not read (or writes), a push-constant
+    /// block that disagrees with the scalars, or an entry name with a NUL byte.
     pub fn spirv(
         name: impl Into<Cow<'static, str>>,
         words: Vec<u32>,
@@ -59,14 +73,31 @@ impl VulkanKernelSource {
         }
         let entry_c = CString::new(entry)
             .map_err(|_| ServerError::invalid("entry point", &name, "it contains a NUL byte"))?;
-        check_spirv(&name, &words, entry, signature)?;
-        let entry = entry_c;
+        let block = check_spirv(&name, &words, entry, &signature)?;
         Ok(Self {
             name,
             code: Code::Spirv(words.into()),
-            entry,
-            signature,
+            entry: entry_c,
+            signature: signature.with_block(block),
         })
+    }
+
+    /// A WGSL compute kernel, turned into SPIR-V by naga (push constants are WGSL's
+    /// `var<immediate>`), then taken as [`spirv`](Self::spirv) takes it.
+    ///
+    /// # Errors
+    ///
+    /// [`ServerError::InvalidArgument`] naming the kernel with naga's message for WGSL it
+    /// refuses; otherwise as [`spirv`](Self::spirv).
+    pub fn wgsl(
+        name: impl Into<Cow<'static, str>>,
+        source: &str,
+        entry: &str,
+        signature: KernelSignature,
+    ) -> Result<Self, ServerError> {
+        let name = name.into();
+        let words = wgsl_to_spirv(&name, source)?;
+        Self::spirv(name, words.to_vec(), entry, signature)
     }
 
     /// The builtin `kernel`.
@@ -84,7 +115,7 @@ impl VulkanKernelSource {
         &self.name
     }
 
-    /// What the kernel takes.
+    /// What the kernel takes (with its workgroup size as its block, for user kernels).
     pub fn signature(&self) -> KernelSignature {
         self.signature
     }
@@ -104,14 +135,15 @@ impl Drop for VulkanKernel {
 }
 
 /// Checks a user's SPIR-V against what the driver is promised (see the module's header),
-/// naming the kernel in the refusal.
+/// naming the kernel in the refusal; the entry point's workgroup size.
 fn check_spirv(
     name: &str,
     words: &[u32],
     entry: &str,
-    signature: KernelSignature,
-) -> Result<(), ServerError> {
-    use naga::AddressSpace;
+    signature: &KernelSignature,
+) -> Result<[u32; 3], ServerError> {
+    use naga::valid::GlobalUse;
+    use naga::{AddressSpace, StorageAccess};
 
     let bad = |why: String| ServerError::invalid("SPIR-V", name, why);
     let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
@@ -137,21 +169,29 @@ fn check_spirv(
         )));
     };
     let used = info.get_entry_point(index);
-    let bindings = signature.buffers() + usize::from(signature.has_info());
-    let declared = if signature.has_info() {
-        format!(
-            "storage buffers at bindings 0..{} of set 0, the info words at binding {}",
-            signature.buffers(),
-            signature.buffers()
-        )
+    let buffers: Vec<Param> = signature
+        .params()
+        .iter()
+        .copied()
+        .filter(|p| p.is_buffer())
+        .collect();
+    let info_binding = signature.has_info().then_some(buffers.len() as u32);
+    let bindings = buffers.len() + usize::from(signature.has_info());
+    let declared = match info_binding {
+        Some(at) => {
+            format!("storage buffers at bindings 0..{at} of set 0, the info words at binding {at}")
+        }
+        None => format!("storage buffers at bindings 0..{} of set 0", buffers.len()),
+    } + if signature.scalars() > 0 {
+        ", and its scalars as push constants"
     } else {
-        format!(
-            "storage buffers at bindings 0..{} of set 0",
-            signature.buffers()
-        )
+        ""
     };
+    let mut info_read = false;
+    let mut push_seen = false;
     for (handle, var) in module.global_variables.iter() {
-        if used[handle].is_empty() {
+        let uses = used[handle];
+        if uses.is_empty() {
             continue;
         }
         let what = var.name.as_deref().unwrap_or("a global");
@@ -161,6 +201,16 @@ fn check_spirv(
             .map(|b| format!("set {} binding {}", b.group, b.binding));
         let kind = match var.space {
             AddressSpace::Storage { .. } => None,
+            AddressSpace::Immediate if signature.scalars() > 0 => {
+                check_push_block(&module, var.ty, signature).map_err(|why| {
+                    bad(format!(
+                        "entry point {entry:?}'s push constants ({what}) do not fit its \
+                         scalars: {why}"
+                    ))
+                })?;
+                push_seen = true;
+                continue;
+            }
             AddressSpace::Uniform => Some("a uniform buffer"),
             AddressSpace::Handle => Some("an image or sampler"),
             AddressSpace::Immediate => Some("push constants"),
@@ -172,8 +222,8 @@ fn check_spirv(
                 at.map(|a| format!(" at {a}")).unwrap_or_default()
             )));
         }
-        match &var.binding {
-            Some(b) if b.group == 0 && (b.binding as usize) < bindings => {}
+        let binding = match &var.binding {
+            Some(b) if b.group == 0 && (b.binding as usize) < bindings => b.binding,
             _ => {
                 return Err(bad(format!(
                     "entry point {entry:?} uses the storage buffer {what} at {}, which the \
@@ -181,9 +231,94 @@ fn check_spirv(
                     at.unwrap_or_else(|| "no binding".into())
                 )));
             }
+        };
+        let may_write = match var.space {
+            AddressSpace::Storage { access } => access.contains(StorageAccess::STORE),
+            _ => false,
+        };
+        let writes = may_write && uses.contains(GlobalUse::WRITE);
+        let reads = uses.contains(GlobalUse::READ);
+        if Some(binding) == info_binding {
+            if writes {
+                return Err(bad(format!(
+                    "entry point {entry:?} writes binding {binding} ({what}), where the \
+                     signature puts its info words, which a kernel only reads"
+                )));
+            }
+            info_read = reads;
+            continue;
+        }
+        let param = buffers[binding as usize];
+        let problem = match param {
+            Param::Buffer(Access::Read) if writes => Some("writes it, declared read"),
+            Param::Buffer(Access::Write | Access::ReadWrite) if !writes => {
+                Some("never writes it, declared written")
+            }
+            Param::Buffer(Access::Write) if reads => {
+                Some("reads it, declared write-only (declare it read-write)")
+            }
+            _ => None,
+        };
+        if let Some(problem) = problem {
+            return Err(bad(format!(
+                "entry point {entry:?} {problem}: buffer {binding} ({what}); a launch's \
+                 access must be the kernel's, or taint and cross-stream order follow the \
+                 wrong one"
+            )));
         }
     }
-    Ok(())
+    if let Some(at) = info_binding
+        && !info_read
+    {
+        return Err(bad(format!(
+            "the signature puts {} info words at binding {at}, which entry point {entry:?} \
+             does not read: does the signature declare a buffer too many (the shader then \
+             reads that buffer as its info words)?",
+            signature.info_words()
+        )));
+    }
+    if signature.scalars() > 0 && !push_seen {
+        return Err(bad(format!(
+            "the signature declares {} scalars, which entry point {entry:?} does not take \
+             (it uses no push constants)",
+            signature.scalars()
+        )));
+    }
+    Ok(module.entry_points[index].workgroup_size)
+}
+
+/// Checks a push-constant block's type against the scalars' layout: a struct with one
+/// member per scalar at its offset and of its size (a single scalar may be the block
+/// itself).
+fn check_push_block(
+    module: &naga::Module,
+    ty: naga::Handle<naga::Type>,
+    signature: &KernelSignature,
+) -> Result<(), String> {
+    let gctx = module.to_ctx();
+    let mut expected = Vec::new();
+    let mut end = 0;
+    for p in signature.params() {
+        if let Param::Scalar(size) = *p {
+            let at = Param::scalar_offset(end, size);
+            expected.push((at, u32::from(size)));
+            end = at + u32::from(size);
+        }
+    }
+    let found: Vec<(u32, u32)> = match &module.types[ty].inner {
+        naga::TypeInner::Struct { members, .. } => members
+            .iter()
+            .map(|m| (m.offset, module.types[m.ty].inner.size(gctx)))
+            .collect(),
+        other => vec![(0, other.size(gctx))],
+    };
+    if found == expected {
+        Ok(())
+    } else {
+        Err(format!(
+            "its members are (offset, size) {found:?} bytes; the scalars are laid out as {expected:?}"
+        ))
+    }
 }
 
 /// SPIR-V compiled from WGSL, by source text.
@@ -198,11 +333,18 @@ fn compile(name: &str, source: &'static str) -> Result<Arc<[u32]>, ServerError> 
     if let Some(words) = cache.get(source) {
         return Ok(Arc::clone(words));
     }
+    let words = wgsl_to_spirv(name, source)?;
+    cache.insert(source, Arc::clone(&words));
+    Ok(words)
+}
+
+/// WGSL turned into SPIR-V 1.3 by naga (push constants allowed).
+fn wgsl_to_spirv(name: &str, source: &str) -> Result<Arc<[u32]>, ServerError> {
     let bad = |what: String| ServerError::invalid("WGSL kernel", name, what);
     let module = naga::front::wgsl::parse_str(source).map_err(|e| bad(e.emit_to_string(source)))?;
     let info = naga::valid::Validator::new(
         naga::valid::ValidationFlags::all(),
-        naga::valid::Capabilities::empty(),
+        naga::valid::Capabilities::IMMEDIATES,
     )
     .validate(&module)
     .map_err(|e| bad(format!("{e:?}")))?;
@@ -210,11 +352,9 @@ fn compile(name: &str, source: &'static str) -> Result<Arc<[u32]>, ServerError> 
         lang_version: (1, 3),
         ..Default::default()
     };
-    let words: Arc<[u32]> = naga::back::spv::write_vec(&module, &info, &options, None)
+    Ok(naga::back::spv::write_vec(&module, &info, &options, None)
         .map_err(|e| bad(e.to_string()))?
-        .into();
-    cache.insert(source, Arc::clone(&words));
-    Ok(words)
+        .into())
 }
 
 /// Builds the pipeline for `source`.
@@ -228,7 +368,13 @@ pub(crate) fn load(
     };
     let signature = source.signature;
     let bindings = (signature.buffers() + usize::from(signature.has_info())) as u32;
-    let objects = raw::kernel(gpu, &words, &source.entry, bindings)?;
+    let objects = raw::kernel(
+        gpu,
+        &words,
+        &source.entry,
+        bindings,
+        signature.scalar_bytes(),
+    )?;
     Ok(VulkanKernel {
         gpu: Arc::clone(gpu),
         objects,
@@ -317,7 +463,7 @@ mod tests {
     fn every_builtin_passes_the_user_spirv_check() {
         for b in Builtin::ALL {
             let words = compile(b.name(), wgsl(b)).expect("compiles");
-            check_spirv(b.name(), &words, "main", b.signature())
+            check_spirv(b.name(), &words, "main", &b.signature())
                 .unwrap_or_else(|e| panic!("{}: {e}", b.name()));
         }
     }

@@ -20,6 +20,7 @@ use capture_core::ServerError;
 
 use crate::raw::{self, Gpu, KernelObjects};
 use crate::sets::SetPools;
+use crate::work::{VulkanRange, VulkanWork};
 
 /// How a lane batches its work.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -201,15 +202,39 @@ impl Lane {
         &self,
         kernel: &KernelObjects,
         buffers: &[(vk::Buffer, u64, u64)],
+        push: &[u8],
         grid: [u32; 3],
     ) -> Result<(), ServerError> {
         let mut b = self.batch();
         let cmd = self.target(&mut b)?;
         let set = self.set(&mut b, kernel, buffers)?;
-        raw::dispatch(&self.gpu, cmd, kernel, set, grid);
+        raw::dispatch(&self.gpu, cmd, kernel, set, push, grid);
         raw::barrier(&self.gpu, cmd);
         self.recorded(&mut b);
         Ok(())
+    }
+
+    /// Records the user's own `work` over `ranges` into the command buffer being
+    /// recorded, between barriers: what ran before is visible to it, and what it wrote
+    /// to what runs after.
+    pub(crate) fn work(
+        &self,
+        work: &VulkanWork,
+        ranges: &[VulkanRange],
+    ) -> Result<(), ServerError> {
+        let mut b = self.batch();
+        let cmd = self.target(&mut b)?;
+        raw::barrier(&self.gpu, cmd);
+        let ran = work.call(&self.gpu.device, cmd, ranges);
+        raw::barrier(&self.gpu, cmd);
+        // Recorded (or half recorded) either way: the batch holds it.
+        self.recorded(&mut b);
+        ran.map_err(|why| {
+            ServerError::driver(
+                "work",
+                crate::error::VulkanMessage(format!("work {} failed: {why}", work.name())),
+            )
+        })
     }
 
     /// Records `times` executions of `secondary` in the open primary, with barriers

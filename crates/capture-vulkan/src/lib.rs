@@ -55,13 +55,14 @@ mod raw;
 mod sets;
 mod storage;
 mod stream;
+mod work;
 
 pub use ash;
 pub use device::DeviceSelector;
 #[doc(hidden)]
 pub use driver::ValidationLog;
 pub use driver::VulkanBackend;
-pub use error::{Unavailable, VulkanError};
+pub use error::{Unavailable, VulkanError, VulkanMessage};
 pub use executable::VulkanExecutable;
 #[doc(hidden)]
 pub use fault::VulkanCall;
@@ -74,3 +75,4 @@ pub use options::{
 };
 pub use storage::{VulkanSlice, VulkanStorage};
 pub use stream::{VulkanFence, VulkanStream};
+pub use work::{VulkanRange, VulkanWork, VulkanWorkCall};

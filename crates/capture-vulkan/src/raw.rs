@@ -973,10 +973,13 @@ pub(crate) fn dispatch(
     buffer: vk::CommandBuffer,
     kernel: &KernelObjects,
     set: vk::DescriptorSet,
+    push: &[u8],
     grid: [u32; 3],
 ) {
     // SAFETY: pipeline, layout and set are live (the kernel and the set's pool outlive
-    // the submission), and `buffer` is recording under its pool lock.
+    // the submission), and `buffer` is recording under its pool lock; the push-constant
+    // bytes fit the layout's range (the core checked the scalars' size against the
+    // signature the layout was made from).
     unsafe {
         gpu.device
             .cmd_bind_pipeline(buffer, vk::PipelineBindPoint::COMPUTE, kernel.pipeline);
@@ -988,6 +991,15 @@ pub(crate) fn dispatch(
             &[set],
             &[],
         );
+        if !push.is_empty() && push.len() as u32 <= kernel.push_bytes {
+            gpu.device.cmd_push_constants(
+                buffer,
+                kernel.layout,
+                vk::ShaderStageFlags::COMPUTE,
+                0,
+                push,
+            );
+        }
         gpu.device.cmd_dispatch(buffer, grid[0], grid[1], grid[2]);
     }
 }
@@ -1040,16 +1052,20 @@ pub(crate) struct KernelObjects {
     pub(crate) set_layout: vk::DescriptorSetLayout,
     pub(crate) layout: vk::PipelineLayout,
     pub(crate) pipeline: vk::Pipeline,
+    /// The push-constant bytes its layout takes (its scalars), 0 for none.
+    pub(crate) push_bytes: u32,
 }
 
-/// Builds a compute pipeline from SPIR-V whose entry point is `entry` and whose set 0
-/// has `bindings` storage buffers at bindings `0..bindings`. On an error nothing it made
+/// Builds a compute pipeline from SPIR-V whose entry point is `entry`, whose set 0 has
+/// `bindings` storage buffers at bindings `0..bindings`, and whose layout takes
+/// `push_bytes` of push constants (its scalars; 0 for none). On an error nothing it made
 /// is left alive.
 pub(crate) fn kernel(
     gpu: &Gpu,
     spirv: &[u32],
     entry: &CStr,
     bindings: u32,
+    push_bytes: u32,
 ) -> Result<KernelObjects, ServerError> {
     // What is made so far; `destroy_kernel` skips the null handles.
     let mut objects = KernelObjects {
@@ -1057,6 +1073,7 @@ pub(crate) fn kernel(
         set_layout: vk::DescriptorSetLayout::null(),
         layout: vk::PipelineLayout::null(),
         pipeline: vk::Pipeline::null(),
+        push_bytes,
     };
     match build_kernel(gpu, spirv, entry, bindings, &mut objects) {
         Ok(()) => Ok(objects),
@@ -1105,7 +1122,19 @@ fn build_kernel(
         "vkCreatePipelineLayout",
     )?;
     let layouts = [made.set_layout];
-    let info = vk::PipelineLayoutCreateInfo::default().set_layouts(&layouts);
+    let ranges = [vk::PushConstantRange {
+        stage_flags: vk::ShaderStageFlags::COMPUTE,
+        offset: 0,
+        size: made.push_bytes,
+    }];
+    let ranges = if made.push_bytes > 0 {
+        &ranges[..]
+    } else {
+        &[]
+    };
+    let info = vk::PipelineLayoutCreateInfo::default()
+        .set_layouts(&layouts)
+        .push_constant_ranges(ranges);
     // SAFETY: the set layout is live; `info` lives across the call.
     made.layout = unsafe { gpu.device.create_pipeline_layout(&info, None) }
         .map_err(|e| vk_error("vkCreatePipelineLayout", e))?;
@@ -1184,6 +1213,10 @@ pub(crate) fn reset_descriptor_pool(gpu: &Gpu, pool: vk::DescriptorPool) {
 
 /// Buffers one descriptor set binds at most: a launch's buffers and its info words.
 pub(crate) const MAX_BINDINGS: usize = capture_core::MAX_LAUNCH_BUFFERS + 1;
+
+/// The most push-constant bytes a launch passes (Vulkan guarantees 128; a device may
+/// allow more, up to this).
+pub(crate) const MAX_PUSH_BYTES: usize = 256;
 
 /// A set for `kernel` from `pool` pointing at `buffers` (buffer, offset, range), or
 /// `None` when the pool is full.

@@ -5,6 +5,7 @@
 //! is a property of the type: `record`, `record_copy`, `touch` and `fail` do nothing
 //! outside a window, and `prepare` starts every window from an empty recording.
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
@@ -95,6 +96,9 @@ pub struct StreamCapture {
     /// Strong bindings on other pooled streams' buffers the window's launches were
     /// given: the graph holds them even if the user drops the handle (rule 7).
     foreign: Vec<ManagedMemoryBinding>,
+    /// What the user's recorded work references (its library handles, modules,
+    /// pipelines): the graph keeps it for its life.
+    kept: Vec<Box<dyn Any + Send>>,
 }
 
 impl StreamCapture {
@@ -117,6 +121,7 @@ impl StreamCapture {
             abandoned: None,
             closing: false,
             foreign: Vec::new(),
+            kept: Vec::new(),
         }
     }
 
@@ -239,6 +244,19 @@ impl StreamCapture {
         if self.is_recording() && !self.foreign.iter().any(|b| b.id() == binding.id()) {
             self.foreign.push(binding);
         }
+    }
+
+    /// Keeps `value` (what recorded work references) for the graph this recording seals
+    /// into. Only meaningful while recording.
+    pub fn keep(&mut self, value: Box<dyn Any + Send>) {
+        if self.is_recording() {
+            self.kept.push(value);
+        }
+    }
+
+    /// What [`keep`](Self::keep) kept, taken as the window closes.
+    pub fn take_kept(&mut self) -> Vec<Box<dyn Any + Send>> {
+        std::mem::take(&mut self.kept)
     }
 
     /// The other streams' memory the window's launches were given, taken as it closes.
@@ -581,6 +599,7 @@ impl StreamCapture {
         self.primed.clear();
         self.held.clear();
         self.foreign.clear();
+        self.kept.clear();
         self.failure = None;
     }
 }

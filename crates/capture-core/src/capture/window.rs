@@ -1,6 +1,7 @@
 //! `Window`: the shared half of each capture transition (arming pools, opening the
 //! driver capture, sealing what it recorded), and the `Graph` and `Refused` it ends in.
 
+use std::any::Any;
 use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::Arc;
@@ -39,6 +40,9 @@ pub struct Graph<D: GraphDriver> {
     id: GraphId,
     owner: StreamId,
     executable: D::Executable,
+    /// What the recorded user work references: dropped after the executable (fields
+    /// drop in order), which may still name it.
+    kept: Vec<Box<dyn Any + Send>>,
     staging: Vec<ManagedMemoryBinding>,
     inputs: Vec<ClaimKey>,
     written: Vec<ClaimKey>,
@@ -131,6 +135,7 @@ impl<'a, D: GraphDriver> Window<'a, D> {
         // or load again (rule 20).
         self.stream.capturing().driver_closed();
         let foreign = self.stream.capturing().take_foreign();
+        let kept = self.stream.capturing().take_kept();
         let device = self.stream.device_memory().capture_end();
         let staging = self.stream.host_memory().capture_end();
         self.stream.capturing().release_held();
@@ -211,6 +216,7 @@ impl<'a, D: GraphDriver> Window<'a, D> {
             id,
             owner: stream_id,
             executable,
+            kept,
             staging,
             inputs,
             written: written.iter().map(BufferBinding::claim_key).collect(),
@@ -279,6 +285,12 @@ impl<D: GraphDriver> Graph<D> {
     /// The device buffers the graph pins, in id order.
     pub fn pinned_device(&self) -> impl Iterator<Item = MemoryId> + '_ {
         self.ledger.device.iter().map(|pin| pin.binding.id())
+    }
+
+    /// How many objects of the user's recorded work (library handles, modules,
+    /// pipelines) the graph keeps for its life.
+    pub fn kept(&self) -> usize {
+        self.kept.len()
     }
 
     /// The host staging buffers the graph pins, in id order.

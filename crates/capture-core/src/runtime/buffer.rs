@@ -1,10 +1,13 @@
-//! `Buffer` (an allocation as a user holds it) and `Arg` (a range of one given to a
-//! launch, with its access).
+//! `Buffer` (an allocation as a user holds it) and `Arg` (one argument of a launch: a
+//! range of a buffer with its access, or a scalar by value).
 
 use std::fmt;
 
+use bytemuck::Pod;
+
 use crate::error::ServerError;
 use crate::ids::{MemoryId, StreamId};
+use crate::kernel::{ArgShape, ScalarValue};
 use crate::memory::{Access, BufferBinding, ManagedMemoryHandle};
 use crate::range::ByteRange;
 
@@ -112,9 +115,36 @@ impl fmt::Debug for Buffer {
     }
 }
 
-/// A buffer (or a range of it) given to a launch, and what the launch does to it.
+/// One argument of a launch, in the kernel's parameter order: a buffer (or a range of
+/// it) with what the launch does to it, or a scalar passed by value.
+///
+/// ```
+/// # use capture_graphs::{Arg, Device, DeviceConfig, StreamId};
+/// # use capture_graphs::mock::MockBackend;
+/// # let dev = Device::new(MockBackend::new(), DeviceConfig::new())?;
+/// # let s = StreamId::new(0);
+/// let x = dev.alloc(s, 64)?;
+/// let args = [
+///     Arg::read(&x).range(0, 32), // the first 32 bytes, read
+///     Arg::scalar(8u32),          // n, by value
+///     Arg::scalar([0.5f32, 1.0]), // a plain struct of two floats
+/// ];
+/// assert_eq!(args[1].scalar_bytes(), Some(&8u32.to_ne_bytes()[..]));
+/// assert!(args[2].buffer().is_none());
+/// # Ok::<(), capture_graphs::ServerError>(())
+/// ```
 #[derive(Clone, Debug)]
-pub struct Arg {
+pub struct Arg(pub(crate) ArgKind);
+
+#[derive(Clone, Debug)]
+pub(crate) enum ArgKind {
+    Buffer(BufferArg),
+    Scalar(ScalarValue),
+}
+
+/// A buffer argument: the buffer, the range given, and the access.
+#[derive(Clone, Debug)]
+pub(crate) struct BufferArg {
     pub(crate) buffer: Buffer,
     pub(crate) offset: u64,
     pub(crate) len: Option<u64>,
@@ -139,15 +169,24 @@ impl Arg {
 
     /// `buffer` with `access`.
     pub fn new(buffer: &Buffer, access: Access) -> Self {
-        Self {
+        Self(ArgKind::Buffer(BufferArg {
             buffer: buffer.clone(),
             offset: 0,
             len: None,
             access,
-        }
+        }))
     }
 
-    /// Only `len` bytes at `offset`, checked when the launch is issued.
+    /// `value` passed by value: any plain-old-data type (`u32`, `f32`, `[f32; 4]`, a
+    /// `#[repr(C)]` struct of them), up to [`MAX_SCALAR_BYTES`](crate::MAX_SCALAR_BYTES).
+    /// Fixed at capture like every argument: a value that changes per replay lives in a
+    /// buffer the kernel reads. A larger value is refused when the launch is issued.
+    pub fn scalar<T: Pod>(value: T) -> Self {
+        Self(ArgKind::Scalar(ScalarValue::of(bytemuck::bytes_of(&value))))
+    }
+
+    /// Only `len` bytes at `offset` of a buffer argument (nothing for a scalar), checked
+    /// when the launch is issued.
     ///
     /// `offset` must be a multiple of the device's binding alignment
     /// ([`Device::binding_alignment`](crate::Device::binding_alignment): a Vulkan
@@ -158,18 +197,48 @@ impl Arg {
     /// starts aligned ([`SLICE_ALIGNMENT`](crate::SLICE_ALIGNMENT) is a multiple of
     /// every device's alignment), so a whole buffer always binds.
     pub fn range(mut self, offset: u64, len: u64) -> Self {
-        self.offset = offset;
-        self.len = Some(len);
+        if let ArgKind::Buffer(b) = &mut self.0 {
+            b.offset = offset;
+            b.len = Some(len);
+        }
         self
     }
 
-    /// The buffer.
-    pub fn buffer(&self) -> &Buffer {
-        &self.buffer
+    /// The buffer, for a buffer argument.
+    pub fn buffer(&self) -> Option<&Buffer> {
+        match &self.0 {
+            ArgKind::Buffer(b) => Some(&b.buffer),
+            ArgKind::Scalar(_) => None,
+        }
     }
 
-    /// What the launch does to it.
-    pub fn access(&self) -> Access {
-        self.access
+    /// What the launch does to the buffer, for a buffer argument.
+    pub fn access(&self) -> Option<Access> {
+        match &self.0 {
+            ArgKind::Buffer(b) => Some(b.access),
+            ArgKind::Scalar(_) => None,
+        }
+    }
+
+    /// The value's bytes, for a scalar argument.
+    pub fn scalar_bytes(&self) -> Option<&[u8]> {
+        match &self.0 {
+            ArgKind::Buffer(_) => None,
+            ArgKind::Scalar(v) => Some(v.bytes()),
+        }
+    }
+
+    pub(crate) fn shape(&self) -> ArgShape {
+        match &self.0 {
+            ArgKind::Buffer(b) => ArgShape::Buffer(b.access),
+            ArgKind::Scalar(v) => ArgShape::Scalar(v.len()),
+        }
+    }
+
+    pub(crate) fn as_buffer(&self) -> Option<&BufferArg> {
+        match &self.0 {
+            ArgKind::Buffer(b) => Some(b),
+            ArgKind::Scalar(_) => None,
+        }
     }
 }

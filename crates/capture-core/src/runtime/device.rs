@@ -22,6 +22,7 @@ use bytemuck::Pod;
 
 use super::buffer::Buffer;
 use super::cell::StreamCell;
+use super::closure::ClosureScope;
 use super::config::DeviceConfig;
 use super::inner::{GraphRegistry, Inner};
 use super::order::Tracks;
@@ -288,6 +289,7 @@ impl<B: Backend> Device<B> {
         offset: u64,
         bytes: &[u8],
     ) -> Result<(), ServerError> {
+        ClosureScope::check(self.inner.serial, stream, "write")?;
         self.inner.check_buffer(buffer)?;
         let range = buffer.range(offset, Some(bytes.len() as u64))?;
         let caller = self.inner.pooled(stream);

@@ -6,17 +6,19 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use super::buffer::Arg;
+use super::closure::ClosureScope;
 use super::device::Device;
 use super::inner::Inner;
 use super::pooled::PooledStream;
 use super::registry::KernelRegistry;
 use crate::builtin::{Builtin, Builtins};
 use crate::capture::Recording;
-use crate::driver::{Backend, DeviceResource, DeviceStream, LaunchBuffer};
+use crate::driver::{Backend, DeviceResource, DeviceStream, LaunchBuffer, LaunchParam};
+use crate::drop_queue::Pending;
 use crate::error::ServerError;
 use crate::ids::StreamId;
 use crate::info_cache::Inserted;
-use crate::kernel::{Grid, KernelSignature};
+use crate::kernel::{Dims, KernelSignature};
 use crate::memory::{ClaimKey, MemoryLocation};
 use crate::range::ByteRange;
 use crate::trace::{Event, KernelId};
@@ -39,7 +41,7 @@ impl KernelHandle {
 }
 
 /// A buffer of another pooled stream, resolved there before the launch.
-pub(crate) struct Foreign<R> {
+pub(crate) struct Remote<R> {
     arg: usize,
     resource: R,
     location: MemoryLocation,
@@ -159,11 +161,12 @@ impl<B: Backend> Device<B> {
         &self,
         stream: StreamId,
         kernel: &KernelHandle,
-        grid: Grid,
+        dims: impl Into<Dims>,
         args: &[Arg],
         info: &[u64],
     ) -> Result<(), ServerError> {
-        let launched = self.launch_checked(stream, kernel, grid, args, info);
+        let dims = dims.into();
+        let launched = self.launch_checked(stream, kernel, dims, args, info);
         self.inner.labels.named(launched)
     }
 
@@ -171,10 +174,11 @@ impl<B: Backend> Device<B> {
         &self,
         stream: StreamId,
         kernel: &KernelHandle,
-        grid: Grid,
+        dims: Dims,
         args: &[Arg],
         info: &[u64],
     ) -> Result<(), ServerError> {
+        ClosureScope::check(self.inner.serial, stream, "launch")?;
         if kernel.device != self.inner.serial {
             return Err(ServerError::invalid(
                 "kernel",
@@ -185,11 +189,108 @@ impl<B: Backend> Device<B> {
         kernel.signature.check_launch(
             || self.kernel_name(kernel),
             &self.inner.limits,
-            grid,
-            args.len(),
+            &dims,
+            args.iter().map(Arg::shape),
             info.len(),
         )?;
-        for arg in args {
+        let job = Job::Kernel {
+            id: kernel.id,
+            dims,
+            info,
+        };
+        self.enqueue(stream, job, args)
+    }
+
+    /// Runs the user's own `work` (a library call, commands of its own) on `stream` over
+    /// the buffer ranges `args` declare, with their accesses: to the rules it is a
+    /// launch. Its inputs are checked (a claimed one skips it, passing the failure on),
+    /// its outputs claimed while it runs and settled after, other streams' uses ordered
+    /// before it (rule 18), every buffer pinned by a graph that records it (rule 7: a
+    /// library workspace declared as a read-write argument is the graph's for its life),
+    /// and a failure inside a window dooms it. Warmup runs it; the window records it. The
+    /// device keeps a clone of `work` (and what it references) until the device, or the
+    /// graph that recorded it, is done with it.
+    ///
+    /// What `work` is depends on the backend: on CUDA a closure given the raw stream and
+    /// each range's device address (a cuBLAS or NCCL call goes there), on Vulkan one
+    /// given the command buffer being recorded and each range's buffer, offset and size,
+    /// on the mock a host function over exactly the declared bytes, which runs when the
+    /// queue reaches it (on every replay too). Where the library cannot check what the
+    /// work touches, making it is `unsafe`, and its `# Safety` list says what the caller
+    /// guarantees.
+    ///
+    /// ```
+    /// # use capture_graphs::{Arg, Device, DeviceConfig, StreamId};
+    /// use capture_graphs::mock::{MockBackend, MockWork};
+    /// # let dev = Device::new(MockBackend::new(), DeviceConfig::new())?;
+    /// # let s = StreamId::new(0);
+    /// let (x, y) = (dev.alloc(s, 16)?, dev.alloc(s, 16)?);
+    /// dev.write_values(s, &x, 0, &[1u32, 2, 3, 4])?;
+    /// // A "library call" of the caller's own: y = x reversed.
+    /// let reverse = MockWork::new("reverse", |ranges| {
+    ///     let (x, y) = ranges.split_at_mut(1);
+    ///     y[0].copy_from_slice(&x[0]);
+    ///     y[0].reverse();
+    ///     Ok(())
+    /// });
+    /// let g = dev.capture(s, |d| d.foreign_work(s, &[Arg::read(&x), Arg::write(&y)], reverse.clone()))?;
+    /// dev.write_values(s, &x, 0, &[5u32, 6, 7, 8])?;
+    /// dev.replay(s, g, 1)?;
+    /// let mut out = [0u8; 16];
+    /// dev.read_into(s, &y, 0, &mut out)?;
+    /// assert_eq!(out[15], 5, "the replay ran the work again, over the new input");
+    /// # Ok::<(), capture_graphs::ServerError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// - [`ServerError::InvalidArgument`] for a scalar argument (work takes buffers only)
+    ///   or more buffers than a launch binds on this device.
+    /// - As [`launch`](Self::launch) for ranges, neighbours, claimed inputs; the work's
+    ///   own error, which inside a window dooms it.
+    pub fn foreign_work(
+        &self,
+        stream: StreamId,
+        args: &[Arg],
+        work: B::Work,
+    ) -> Result<(), ServerError> {
+        let ran = self.foreign_work_checked(stream, args, &work);
+        self.inner.labels.named(ran)
+    }
+
+    fn foreign_work_checked(
+        &self,
+        stream: StreamId,
+        args: &[Arg],
+        work: &B::Work,
+    ) -> Result<(), ServerError> {
+        ClosureScope::check(self.inner.serial, stream, "work")?;
+        let name = B::work_name(work);
+        if let Some(i) = args.iter().position(|a| a.buffer().is_none()) {
+            return Err(ServerError::invalid(
+                "argument",
+                format!("a scalar for argument {i}"),
+                format!("work {name} takes buffers only (its own values are its own)"),
+            ));
+        }
+        if args.len() > self.inner.limits.max_buffers() {
+            return Err(ServerError::invalid(
+                "buffer count",
+                args.len(),
+                format!(
+                    "work {name}: a launch binds at most {} buffers on this device",
+                    self.inner.limits.max_buffers()
+                ),
+            ));
+        }
+        let id = self.inner.trace.intern(name);
+        self.enqueue(stream, Job::Work { id, work }, args)
+    }
+
+    /// Checks `args`' buffers and ranges, resolves the buffers of other pooled streams,
+    /// and enqueues (or records) `job` on `stream`'s pooled stream.
+    fn enqueue(&self, stream: StreamId, job: Job<'_, B>, args: &[Arg]) -> Result<(), ServerError> {
+        for arg in args.iter().filter_map(Arg::as_buffer) {
             self.inner.check_buffer(&arg.buffer)?;
             let range = arg.buffer.range(arg.offset, arg.len)?;
             self.inner
@@ -197,32 +298,53 @@ impl<B: Backend> Device<B> {
                 .check_binding(arg.buffer.id(), range.start(), range.len())?;
         }
         let index = self.inner.pooled(stream);
-        let id = kernel.id;
-        if args.iter().all(|a| a.buffer.pooled == index) {
+        let all_here = args
+            .iter()
+            .filter_map(Arg::as_buffer)
+            .all(|a| a.buffer.pooled == index);
+        if all_here {
             let mut ps = self.inner.cells[index].lock();
-            return self
-                .inner
-                .launch_on(&mut ps, stream, id, grid, args, Ok(&[]), info);
+            return self.inner.launch_on(&mut ps, stream, job, args, Ok(&[]));
         }
-        let foreign = self.inner.resolve_foreign(index, args);
-        let foreign = foreign.as_deref().map_err(Clone::clone);
+        let remote = self.inner.resolve_remote(index, args);
+        let remote = remote.as_deref().map_err(Clone::clone);
         let mut ps = self.inner.cells[index].lock();
-        self.inner
-            .launch_on(&mut ps, stream, id, grid, args, foreign, info)
+        self.inner.launch_on(&mut ps, stream, job, args, remote)
+    }
+}
+
+/// What a launch slot runs: a registered kernel, or the user's own work.
+pub(crate) enum Job<'a, B: Backend> {
+    /// A kernel launch: the kernel, how it runs, its info words.
+    Kernel {
+        id: KernelId,
+        dims: Dims,
+        info: &'a [u64],
+    },
+    /// The user's own work, its name interned in the trace.
+    Work { id: KernelId, work: &'a B::Work },
+}
+
+impl<B: Backend> Job<'_, B> {
+    fn id(&self) -> KernelId {
+        match self {
+            Job::Kernel { id, .. } | Job::Work { id, .. } => *id,
+        }
     }
 }
 
 impl<B: Backend> Inner<B> {
     /// Resolves the buffers of other pooled streams on their own streams. Their order
     /// is kept by the launch's stream, on the device (rule 18).
-    fn resolve_foreign(
+    fn resolve_remote(
         &self,
         index: usize,
         args: &[Arg],
-    ) -> Result<Vec<Foreign<DeviceResource<B::Stream>>>, ServerError> {
-        let mut foreign = Vec::new();
+    ) -> Result<Vec<Remote<DeviceResource<B::Stream>>>, ServerError> {
+        let mut remote = Vec::new();
         let mut others: Vec<usize> = args
             .iter()
+            .filter_map(Arg::as_buffer)
             .map(|a| a.buffer.pooled)
             .filter(|&p| p != index)
             .collect();
@@ -232,6 +354,7 @@ impl<B: Backend> Inner<B> {
             let wanted: Vec<(usize, ClaimKey)> = args
                 .iter()
                 .enumerate()
+                .filter_map(|(i, a)| a.as_buffer().map(|a| (i, a)))
                 .filter(|(_, a)| a.buffer.pooled == other)
                 .map(|(i, a)| {
                     let range = a
@@ -252,7 +375,7 @@ impl<B: Backend> Inner<B> {
                 for (arg, key) in wanted {
                     let location = ps.stream.device_memory().location(key.memory)?;
                     let resource = ps.stream.device_memory().resource(key)?;
-                    out.push(Foreign {
+                    out.push(Remote {
                         arg,
                         resource,
                         location,
@@ -260,9 +383,9 @@ impl<B: Backend> Inner<B> {
                 }
                 Ok::<_, ServerError>(out)
             })?;
-            foreign.extend(resolved);
+            remote.extend(resolved);
         }
-        Ok(foreign)
+        Ok(remote)
     }
 
     /// The loaded kernel, loading it first if it never was (rule 10: never inside a
@@ -404,20 +527,18 @@ impl<B: Backend> Inner<B> {
         Ok(Some(resource))
     }
 
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn launch_on(
         &self,
         ps: &mut PooledStream<B>,
         stream: StreamId,
-        kernel: KernelId,
-        grid: Grid,
+        job: Job<'_, B>,
         args: &[Arg],
-        foreign: Result<&[Foreign<DeviceResource<B::Stream>>], ServerError>,
-        info: &[u64],
+        remote: Result<&[Remote<DeviceResource<B::Stream>>], ServerError>,
     ) -> Result<(), ServerError> {
         self.neighbour(ps, stream, "launch")?;
         let recording = ps.stream.capturing().is_recording();
-        let result = self.launch_inner(ps, stream, kernel, grid, args, foreign, info);
+        let id = job.id();
+        let result = self.launch_inner(ps, stream, job, args, remote);
         match result {
             // Rule 11: whatever failed inside the window dooms it (a doomed window
             // keeps its first failure).
@@ -430,29 +551,26 @@ impl<B: Backend> Inner<B> {
                 if matches!(error, ServerError::Doomed(_)) {
                     return Err(error);
                 }
-                let name = self.trace.kernel_name(kernel);
+                let name = self.trace.kernel_name(id);
                 Err(self.doom(ps, stream, name, error))
             }
             result => result,
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn launch_inner(
         &self,
         ps: &mut PooledStream<B>,
         stream: StreamId,
-        kernel: KernelId,
-        grid: Grid,
+        job: Job<'_, B>,
         args: &[Arg],
-        foreign: Result<&[Foreign<DeviceResource<B::Stream>>], ServerError>,
-        info: &[u64],
+        remote: Result<&[Remote<DeviceResource<B::Stream>>], ServerError>,
     ) -> Result<(), ServerError> {
         let recording = ps.stream.capturing().is_recording();
         ps.bindings.clear();
         ps.inputs.clear();
         ps.outputs.clear();
-        for arg in args {
+        for arg in args.iter().filter_map(Arg::as_buffer) {
             let range = arg.buffer.range(arg.offset, arg.len)?;
             let binding = arg.buffer.binding(range, arg.access);
             if arg.access.reads() {
@@ -463,17 +581,24 @@ impl<B: Backend> Inner<B> {
             }
             ps.bindings.push(binding);
         }
-        let (loaded, name) = match self.loaded_kernel(ps, stream, kernel) {
-            Ok(k) => k,
-            Err(error) => {
-                // Inside a window the caller claims them, once.
-                if !recording {
-                    let outputs = std::mem::take(&mut ps.outputs);
-                    self.claim(&outputs, &error);
-                    ps.outputs = outputs;
+        let (loaded, name) = match &job {
+            Job::Kernel { id, .. } => match self.loaded_kernel(ps, stream, *id) {
+                Ok((k, name)) => (Some(k), name),
+                Err(error) => {
+                    // Inside a window the caller claims them, once.
+                    if !recording {
+                        let outputs = std::mem::take(&mut ps.outputs);
+                        self.claim(&outputs, &error);
+                        ps.outputs = outputs;
+                    }
+                    return Err(error);
                 }
-                return Err(error);
-            }
+            },
+            Job::Work { id, .. } => (None, self.trace.kernel_name(*id)),
+        };
+        let what = match job {
+            Job::Kernel { .. } => "launch",
+            Job::Work { .. } => "work",
         };
         if recording {
             // Nothing runs inside the window: the ledger is left alone. The bytes of an
@@ -488,7 +613,7 @@ impl<B: Backend> Inner<B> {
                 for j in 0..ps.unwritten.len() {
                     if let Err(mut error) = self.taint().check_read(ps.unwritten[j]) {
                         if let ServerError::Unwritten(u) = &mut error {
-                            u.by = Some(format!("recorded launch of {name} on {stream}").into());
+                            u.by = Some(format!("recorded {what} of {name} on {stream}").into());
                         }
                         return Err(self.doom(ps, stream, name, error));
                     }
@@ -508,12 +633,12 @@ impl<B: Backend> Inner<B> {
                     op: name.clone(),
                     failure: u.failure,
                 });
-                u.by = Some(format!("launch of {name} on {stream}").into());
+                u.by = Some(format!("{what} of {name} on {stream}").into());
             }
             return Err(error);
         }
-        let foreign = match foreign {
-            Ok(foreign) => foreign,
+        let remote = match remote {
+            Ok(remote) => remote,
             Err(error) => return Err(self.fail_launch(ps, error)),
         };
         // Rule 18: after every other stream's use of these buffers, on the device.
@@ -529,19 +654,31 @@ impl<B: Backend> Inner<B> {
                 return Err(self.fail_launch(ps, error));
             }
         }
-        let info = match self.info_buffer(ps, stream, info) {
-            Ok(info) => info,
-            Err(error) => return Err(self.fail_launch(ps, error)),
+        let info = match &job {
+            Job::Kernel { info, .. } => match self.info_buffer(ps, stream, info) {
+                Ok(info) => info,
+                Err(error) => return Err(self.fail_launch(ps, error)),
+            },
+            Job::Work { .. } => None,
         };
+        ps.params.clear();
         ps.buffers.clear();
+        let mut b = 0;
         for (i, arg) in args.iter().enumerate() {
-            let binding = &ps.bindings[i];
-            let (resource, location) = match foreign.iter().find(|f| f.arg == i) {
+            let Some(buffer_arg) = arg.as_buffer() else {
+                if let super::buffer::ArgKind::Scalar(v) = &arg.0 {
+                    ps.params.push(LaunchParam::Scalar(*v));
+                }
+                continue;
+            };
+            let binding = &ps.bindings[b];
+            b += 1;
+            let (resource, location) = match remote.iter().find(|f| f.arg == i) {
                 Some(f) => {
                     // Rule 7: the graph keeps another stream's buffer for its life.
                     ps.stream
                         .capturing()
-                        .pin_foreign(arg.buffer.handle.binding());
+                        .pin_foreign(buffer_arg.buffer.handle.binding());
                     (f.resource.clone(), f.location)
                 }
                 None => {
@@ -557,20 +694,42 @@ impl<B: Backend> Inner<B> {
                 }
             };
             ps.stream.capturing().touch(binding.stream(), location);
-            ps.buffers.push(LaunchBuffer {
+            let buffer = LaunchBuffer {
                 resource,
                 access: binding.access(),
-            });
+            };
+            match job {
+                Job::Kernel { .. } => ps.params.push(LaunchParam::Buffer(buffer)),
+                Job::Work { .. } => ps.buffers.push(buffer),
+            }
         }
+        let enqueue = |ps: &mut PooledStream<B>| match &job {
+            Job::Kernel { dims, .. } => B::launch(
+                &mut ps.stream,
+                loaded.as_deref().expect("a kernel job has its kernel"),
+                dims,
+                &ps.params,
+                info.as_ref(),
+            ),
+            Job::Work { work, .. } => B::run_work(&mut ps.stream, work, &ps.buffers),
+        };
+        let id = job.id();
+        let is_work = matches!(job, Job::Work { .. });
         if recording {
-            return match B::launch(&mut ps.stream, &loaded, grid, &ps.buffers, info.as_ref()) {
+            return match enqueue(ps) {
                 Ok(()) => {
                     self.trace.launch(
                         stream,
-                        kernel,
+                        id,
                         ps.bindings.iter().map(|b| (b.claim_key(), b.access())),
                         true,
+                        is_work,
                     );
+                    if let Job::Work { work, .. } = &job {
+                        // What the work references stays with the graph (rule 7's twin
+                        // for the user's objects).
+                        ps.stream.capturing().keep(Box::new((*work).clone()));
+                    }
                     ps.stream.capturing().record(ps.bindings.drain(..));
                     Ok(())
                 }
@@ -580,14 +739,15 @@ impl<B: Backend> Inner<B> {
         let scope = self
             .taint()
             .enter(name.clone(), ps.outputs.iter().copied())?;
-        match B::launch(&mut ps.stream, &loaded, grid, &ps.buffers, info.as_ref()) {
+        match enqueue(ps) {
             Ok(()) => {
                 self.taint().settle(scope);
                 self.trace.launch(
                     stream,
-                    kernel,
+                    id,
                     ps.bindings.iter().map(|b| (b.claim_key(), b.access())),
                     false,
+                    is_work,
                 );
                 let (inputs, outputs) = (
                     std::mem::take(&mut ps.inputs),
@@ -597,9 +757,15 @@ impl<B: Backend> Inner<B> {
                     ps,
                     &inputs,
                     &outputs,
-                    args.iter().map(|a| a.buffer.handle.binding()),
+                    args.iter()
+                        .filter_map(Arg::as_buffer)
+                        .map(|a| a.buffer.handle.binding()),
                 );
                 (ps.inputs, ps.outputs) = (inputs, outputs);
+                if let Job::Work { work, .. } = &job {
+                    // The device may still run it: what it references waits for a fence.
+                    ps.drops.push(Pending::other((*work).clone(), 0));
+                }
                 self.maybe_flush(ps, stream);
                 Ok(())
             }

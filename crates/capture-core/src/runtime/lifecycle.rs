@@ -12,6 +12,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use super::capturing::{CapturePhase, Capturing};
+use super::closure::ClosureScope;
 use super::device::Device;
 use super::inner::Inner;
 use super::pooled::PooledStream;
@@ -87,7 +88,18 @@ impl<B: Backend> Device<B> {
                 let epoch = inner.order().epoch(ps.index);
                 match <B::Stream as DeviceStream>::fence(ps.stream.signal()).wait() {
                     Ok(()) => inner.order().good(ps.index, epoch),
-                    Err(error) => inner.fault(ps, stream, &error),
+                    Err(error) => {
+                        // An asynchronous error the stream reports now lost what it
+                        // wrote since its last good fence, warmup's work included (its
+                        // info-word uploads too): the window is not opened on lost
+                        // ground. It unwinds to no capture (rule 17) and says why;
+                        // prepare → begin can be retried.
+                        inner.fault(ps, stream, &error);
+                        let error = naming(stream, error);
+                        inner.refused(stream, "begin", &error);
+                        let _ = inner.abort_on(ps, stream);
+                        return Err(error);
+                    }
                 }
                 // Inputs other streams wrote are settled before the window opens: the
                 // stream waits for their queued work on the device (rule 18). A wait
@@ -272,7 +284,10 @@ impl<B: Backend> Device<B> {
             armed: true,
         };
         let warmup = tracing::debug_span!(target: "capture", "warmup", %stream, pooled).entered();
-        if let Err(error) = record(&Capturing::new(self, CapturePhase::Warmup)) {
+        let scope = ClosureScope::enter(self.inner.serial, stream);
+        let warmed = record(&Capturing::new(self, CapturePhase::Warmup));
+        drop(scope);
+        if let Err(error) = warmed {
             guard.defuse();
             let _ = self.abort(stream);
             return Err(error);
@@ -284,7 +299,10 @@ impl<B: Backend> Device<B> {
             let _ = self.abort(stream);
             return Err(error.into());
         }
-        if let Err(error) = record(&Capturing::new(self, CapturePhase::Record)) {
+        let scope = ClosureScope::enter(self.inner.serial, stream);
+        let recorded = record(&Capturing::new(self, CapturePhase::Record));
+        drop(scope);
+        if let Err(error) = recorded {
             guard.defuse();
             let _ = self.abort(stream);
             return Err(error);
@@ -344,6 +362,7 @@ impl<B: Backend> Device<B> {
         graph: GraphId,
         times: u32,
     ) -> Result<(), ServerError> {
+        ClosureScope::check(self.inner.serial, stream, "replay")?;
         if times == 0 || times > MAX_REPLAYS_PER_CALL {
             return Err(ServerError::invalid(
                 "replay count",

@@ -5,6 +5,7 @@
 mod buffer;
 mod capturing;
 mod cell;
+mod closure;
 mod config;
 mod device;
 mod inner;

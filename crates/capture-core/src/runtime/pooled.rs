@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, HashSet};
 
 use crate::capture::{Graph, Window};
-use crate::driver::{Backend, DeviceResource, DeviceStream, LaunchBuffer};
+use crate::driver::{Backend, DeviceResource, DeviceStream, LaunchBuffer, LaunchParam};
 use crate::drop_queue::{FlushingPolicy, PendingDropQueue};
 use crate::ids::{GraphId, MemoryId};
 use crate::memory::{BufferBinding, ClaimKey, ManagedMemoryBinding};
@@ -32,6 +32,9 @@ pub(crate) struct PooledStream<B: Backend> {
     /// Ids the memory managers took back, for the taint ledger to forget.
     pub(crate) freed: Vec<MemoryId>,
     /// Per-launch scratch, reused so a launch allocates nothing.
+    /// A launch's parameters, resolved for the driver (launch scratch).
+    pub(crate) params: Vec<LaunchParam<DeviceResource<B::Stream>>>,
+    /// The user's work's buffers, resolved for the driver (scratch).
     pub(crate) buffers: Vec<LaunchBuffer<DeviceResource<B::Stream>>>,
     pub(crate) bindings: Vec<BufferBinding>,
     pub(crate) inputs: Vec<ClaimKey>,
@@ -90,6 +93,7 @@ impl<B: Backend> PooledStream<B> {
             deps: Vec::new(),
             graphs: BTreeMap::new(),
             freed: Vec::new(),
+            params: Vec::new(),
             buffers: Vec::new(),
             bindings: Vec::new(),
             inputs: Vec::new(),

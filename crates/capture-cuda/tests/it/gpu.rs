@@ -84,7 +84,7 @@ fn user_ptx_whose_parameters_differ_from_its_signature_is_refused() {
         "{err}"
     );
     // The device stays usable: the right signature loads and runs.
-    let right = dev.kernel(user_fill(&b, Builtin::Fill.signature()));
+    let right = dev.kernel(user_fill(&b, KernelSignature::new(1, Builtin::INFO_WORDS)));
     fill_with(&dev, &right, &x, 2.5);
     assert_eq!(floats(&dev.read(S0, &x).unwrap()), vec![2.5; 64]);
 }

@@ -1525,6 +1525,14 @@ impl<B: Builtins> Run<B> {
         if self.violation.is_some() {
             return;
         }
+        // A kernel's fault may still be unreported: a wait of every pooled stream
+        // reports it first (a capture would meet it at `begin`, and refuse to open).
+        for p in 0..self.pooled {
+            self.sync(p as u8);
+        }
+        if self.violation.is_some() {
+            return;
+        }
         for s in 0..self.streams {
             self.fresh_capture(s);
         }

@@ -14,6 +14,13 @@ fn the_core_refuses_a_launch_that_does_not_fit_before_the_mock_sees_it() {
     let launches: Vec<_> = refusals.iter().map(|r| r.launch).collect();
     assert_eq!(
         launches,
-        ["too many buffers", "empty grid", "misaligned range"]
+        [
+            "one argument too many",
+            "access beyond the declaration",
+            "block beyond the device",
+            "shared memory beyond the device",
+            "empty grid",
+            "misaligned range"
+        ]
     );
 }

@@ -1,0 +1,54 @@
+//! The one-stream rule while a capture closure runs ([`ClosureScope`]): work the
+//! closure issues on another stream of the device, on the thread running it, would run
+//! eagerly in both phases and be left out of the graph, so it is refused with
+//! `ServerError::OtherStreamInCapture`, until multi-stream capture exists.
+
+use std::cell::RefCell;
+
+use crate::error::ServerError;
+use crate::ids::StreamId;
+
+thread_local! {
+    /// The capture closures running on this thread: each one's device (its serial) and
+    /// stream, innermost last.
+    static CLOSURES: RefCell<Vec<(u64, StreamId)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// While it lives, this thread runs the capture closure of `stream` on device `device`.
+pub(crate) struct ClosureScope;
+
+impl ClosureScope {
+    pub(crate) fn enter(device: u64, stream: StreamId) -> Self {
+        CLOSURES.with(|c| c.borrow_mut().push((device, stream)));
+        ClosureScope
+    }
+
+    /// Refuses `op` on `stream` of device `device` when this thread runs a capture
+    /// closure of another stream of that device: one stream per window, until
+    /// multi-stream capture exists. Other threads, and other devices, are unaffected.
+    pub(crate) fn check(
+        device: u64,
+        stream: StreamId,
+        op: &'static str,
+    ) -> Result<(), ServerError> {
+        CLOSURES.with(|c| {
+            let closures = c.borrow();
+            match closures.iter().rev().find(|(d, _)| *d == device) {
+                Some(&(_, window)) if window != stream => Err(ServerError::OtherStreamInCapture {
+                    op,
+                    window,
+                    other: stream,
+                }),
+                _ => Ok(()),
+            }
+        })
+    }
+}
+
+impl Drop for ClosureScope {
+    fn drop(&mut self) {
+        CLOSURES.with(|c| {
+            c.borrow_mut().pop();
+        });
+    }
+}
