@@ -6,8 +6,9 @@
 //! - no unsafe code in capture-core, capture-mock or capture-suite, whose `lib.rs` each
 //!   forbid it; in the backends (capture-vulkan, capture-cuda) unsafe only in
 //!   `src/raw.rs` (the FFI), `src/adopt.rs` (the `unsafe fn`s that take a caller's
-//!   driver objects, above the FFI) and `src/work.rs` (the user's own work, whose
-//!   constructor is `unsafe`), each use with a `// SAFETY:` line above it;
+//!   driver objects, above the FFI), `src/work.rs` and `src/import.rs` (the user's own
+//!   work and memory, whose constructors are `unsafe`), each use with a `// SAFETY:`
+//!   line above it;
 //! - capture-cuda's tests open CUDA only through `tests/it/support.rs`, which takes the
 //!   suite lock (`CUDA_OPENERS`);
 //! - capture-core depends on no GPU binding (cudarc, ash, libloading);
@@ -57,9 +58,10 @@ const BACKENDS: [&str; 3] = [
 const CUDA_OPENERS: [&str; 2] = ["CudaBackend::new(", "Floor::new("];
 
 /// A backend's files that may hold unsafe code: its FFI at the bottom, the `unsafe fn`s
-/// of its public API that take a caller's driver objects, and the user's own work
-/// (whose constructor is `unsafe`: what it touches cannot be checked).
-const UNSAFE_FILES: [&str; 3] = ["/raw.rs", "/adopt.rs", "/work.rs"];
+/// of its public API that take a caller's driver objects, the user's own work and the
+/// caller's own memory (whose constructors are `unsafe`: what they touch cannot be
+/// checked).
+const UNSAFE_FILES: [&str; 4] = ["/raw.rs", "/adopt.rs", "/work.rs", "/import.rs"];
 
 /// Every problem found, one line each; empty when the tree is tidy.
 pub(crate) fn check(root: &Path) -> Result<Vec<String>> {

@@ -14,7 +14,8 @@ pub use crate::capture::{
     TouchedPage, Window,
 };
 pub use crate::driver::{
-    Backend, DeviceResource, DeviceStream, GraphDriver, HostResource, LaunchBuffer, LaunchParam,
+    Backend, DeviceExternal, DeviceResource, DeviceStream, GraphDriver, HostResource, LaunchBuffer,
+    LaunchParam,
 };
 pub use crate::drop_queue::{Fence, FlushingPolicy, Pending, PendingDropQueue};
 pub use crate::info_cache::{CacheMode, CachePolicy, Inserted, MetadataInfoCache, Refusal};

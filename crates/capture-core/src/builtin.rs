@@ -194,10 +194,20 @@ mod tests {
     }
 
     #[test]
-    fn every_builtin_declares_its_buffers_and_two_info_words() {
-        assert_eq!(Builtin::Fill.signature(), KernelSignature::new(1, 2));
-        for b in &Builtin::ALL[1..] {
-            assert_eq!(b.signature(), KernelSignature::new(2, 2), "{b:?}");
+    fn every_builtin_declares_its_buffers_with_their_access_and_two_info_words() {
+        let with = |params: &[Param]| KernelSignature::of(params).with_info(2);
+        assert_eq!(Builtin::Fill.signature(), with(&[Param::WRITE]));
+        assert_eq!(
+            Builtin::Axpy.signature(),
+            with(&[Param::READ, Param::READ_WRITE])
+        );
+        for b in [
+            Builtin::AddScalar,
+            Builtin::MulScalar,
+            Builtin::Copy,
+            Builtin::RowBias,
+        ] {
+            assert_eq!(b.signature(), with(&[Param::READ, Param::WRITE]), "{b:?}");
         }
     }
 }

@@ -19,6 +19,10 @@ use crate::stream_state::{StreamSetup, StreamState};
 /// The resource a device storage hands out for a slice.
 pub type DeviceResource<S> = <<S as DeviceStream>::DeviceStorage as ComputeStorage>::Resource;
 
+/// Memory the caller owns, described for a device storage: what
+/// [`Device::import`](crate::Device::import) takes.
+pub type DeviceExternal<S> = <<S as DeviceStream>::DeviceStorage as ComputeStorage>::External;
+
 /// The resource a host (staging) storage hands out for a slice.
 pub type HostResource<S> = <<S as DeviceStream>::HostStorage as ComputeStorage>::Resource;
 

@@ -55,6 +55,7 @@ mod executable;
 #[cfg(feature = "floor")]
 mod floor;
 mod gpu;
+mod import;
 mod kernels;
 mod raw;
 mod storage;
@@ -67,6 +68,7 @@ pub use error::{CudaError, Unavailable};
 pub use executable::CudaExecutable;
 #[cfg(feature = "floor")]
 pub use floor::{FLOOR_ELEMENTS_PER_BLOCK, Floor, FloorError, FloorPass};
+pub use import::CudaExternal;
 pub use kernels::{
     BUILTINS_CU, BUILTINS_SM80, BUILTINS_SM80_CUBIN, BUILTINS_SM90, BUILTINS_SM90_CUBIN,
     CudaKernel, CudaKernelSource, SHIPPED, SHIPPED_CUBINS, compile_builtins,

@@ -9,6 +9,7 @@ use capture_core::backend::{ComputeStorage, StorageId};
 use capture_core::{ByteRange, MemoryKind, PoolKind, PoolName};
 
 use crate::gpu::Gpu;
+use crate::import::CudaExternal;
 use crate::raw;
 
 /// What a launch or copy is given: an address (a device pointer, or a pinned host
@@ -24,6 +25,8 @@ pub struct CudaStorage {
     gpu: Arc<Gpu>,
     kind: MemoryKind,
     pages: HashMap<u64, u64>,
+    /// The caller's memory adopted as pages (imports): forgotten, never freed.
+    adopted: HashMap<u64, u64>,
     next: u64,
 }
 
@@ -33,6 +36,7 @@ impl CudaStorage {
             gpu,
             kind,
             pages: HashMap::new(),
+            adopted: HashMap::new(),
             next: 0,
         }
     }
@@ -40,6 +44,7 @@ impl CudaStorage {
 
 impl ComputeStorage for CudaStorage {
     type Resource = CudaSlice;
+    type External = CudaExternal;
 
     fn alloc(&mut self, size: u64) -> Result<StorageId, ServerError> {
         let pool = PoolName {
@@ -58,6 +63,9 @@ impl ComputeStorage for CudaStorage {
     }
 
     fn dealloc(&mut self, id: StorageId) {
+        if self.adopted.remove(&id.0).is_some() {
+            return;
+        }
         if let Some(addr) = self.pages.remove(&id.0) {
             match raw::Current::enter(self.gpu.context) {
                 Ok(_current) => free(self.kind, addr),
@@ -68,9 +76,36 @@ impl ComputeStorage for CudaStorage {
         }
     }
 
+    fn adopt(&mut self, external: CudaExternal) -> Result<(StorageId, u64), ServerError> {
+        if self.kind != MemoryKind::Device {
+            return Err(ServerError::invalid(
+                "imported memory",
+                format!("{:#x}", external.ptr),
+                "only device memory is imported",
+            ));
+        }
+        if external.ptr == 0 || !external.ptr.is_multiple_of(16) {
+            return Err(ServerError::invalid(
+                "imported memory",
+                format!("{:#x}", external.ptr),
+                "an imported range starts at a non-null, 16-byte aligned device address",
+            ));
+        }
+        let id = self.next;
+        self.next += 1;
+        self.adopted.insert(id, external.ptr);
+        Ok((StorageId(id), external.bytes))
+    }
+
     fn resource(&mut self, id: StorageId, bytes: ByteRange) -> CudaSlice {
+        let base = self
+            .pages
+            .get(&id.0)
+            .or_else(|| self.adopted.get(&id.0))
+            .copied()
+            .unwrap_or(0);
         CudaSlice {
-            addr: self.pages[&id.0] + bytes.start(),
+            addr: base + bytes.start(),
             len: bytes.len(),
         }
     }

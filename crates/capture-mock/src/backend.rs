@@ -19,7 +19,7 @@ use crate::context::Context;
 use crate::kernels::{MOCK_MAX_BUFFERS, MockKernel, MockWork};
 use crate::lock::lock;
 use crate::queue::{self, MockFence, Op, Queue, Recording};
-use crate::storage::{MockResource, MockStorage, Pages};
+use crate::storage::{MockMemory, MockResource, MockStorage, Pages};
 
 #[derive(Debug)]
 struct Shared {
@@ -114,7 +114,15 @@ impl<const AFFINE: bool> Mock<AFFINE> {
             MemoryKind::Device => &self.shared.dev,
             MemoryKind::Host => &self.shared.host,
         };
-        lock(pages).pages.len()
+        lock(pages).device_pages()
+    }
+
+    /// `size` bytes of device memory of the caller's own on this backend's context, as an
+    /// engine allocates its weights or KV cache with the driver itself: what
+    /// [`Device::import`](capture_core::Device::import) takes (through
+    /// [`MockMemory::external`]). Every byte starts [`FRESH`](crate::FRESH).
+    pub fn external_memory(&self, size: u64) -> MockMemory {
+        MockMemory::new(&self.shared.dev, size)
     }
 
     /// Named fault: the next graph instantiated holds a memory allocation node, as CUDA

@@ -37,7 +37,9 @@ pub use backend::{AffineMock, Mock, MockBackend, MockExecutable, MockStream};
 pub use fault::{FaultOp, FaultPlan, Faulty, FaultyFence, FaultyStream};
 pub use kernels::{MOCK_MAX_BUFFERS, MockKernel, MockWork};
 pub use queue::{MockFence, Queue};
-pub use storage::{FRESH, MOCK_MEMORY_BYTES, MockResource, MockStorage, POISON};
+pub use storage::{
+    FRESH, MOCK_MEMORY_BYTES, MockExternal, MockMemory, MockResource, MockStorage, POISON,
+};
 
 /// What the mock driver (or an injected fault) reports: a message, as a driver's error
 /// string would read.

@@ -1,7 +1,7 @@
 //! `MockStorage`: pages of real bytes in host memory. A slice returned to its pool is
 //! poisoned at once, so a use after release shows.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use capture_core::backend::{ComputeStorage, StorageId};
@@ -28,9 +28,31 @@ pub(crate) struct Pages {
     next: u64,
     /// Bytes the live pages hold.
     bytes: u64,
+    /// The pages that are memory of the caller's own ([`MockMemory`]), live or freed: no
+    /// device's.
+    pub(crate) external: HashSet<u64>,
+    /// Of those, the ones the caller freed (poisoned, kept so a use after shows as
+    /// poisoned bytes rather than a crash).
+    freed: HashSet<u64>,
 }
 
 impl Pages {
+    /// A new page of `size` bytes, every byte [`FRESH`]; its number.
+    fn add(&mut self, size: u64) -> u64 {
+        // Filled by `vec!`'s memset: byte by byte, a debug build would crawl.
+        let page = vec![FRESH; size as usize];
+        let id = self.next;
+        self.next += 1;
+        self.bytes += size;
+        self.pages.insert(id, page);
+        id
+    }
+
+    /// How many pages devices hold: every page but the caller's own.
+    pub(crate) fn device_pages(&self) -> usize {
+        self.pages.len() - self.external.len()
+    }
+
     /// Frees page `page`.
     pub(crate) fn remove(&mut self, page: u64) {
         if let Some(bytes) = self.pages.remove(&page) {
@@ -57,6 +79,84 @@ pub struct MockResource {
     pub(crate) bytes: ByteRange,
 }
 
+/// Memory of the caller's own on a mock backend, as an engine allocates its weights with
+/// the driver itself ([`MockBackend::external_memory`](crate::MockBackend::external_memory)):
+/// live until the guard drops, when its bytes are poisoned (a use after shows as
+/// [`POISON`] bytes) and no device holds it any more.
+pub struct MockMemory {
+    pages: Arc<Mutex<Pages>>,
+    page: u64,
+    size: u64,
+}
+
+/// What [`Device::import`](capture_core::Device::import) takes on the mock: a
+/// [`MockMemory`]'s page. Safe to make: the mock checks that the memory is still the
+/// caller's when it is imported, and a use after the guard drops reads poisoned bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MockExternal {
+    page: u64,
+    size: u64,
+}
+
+impl MockMemory {
+    pub(crate) fn new(pages: &Arc<Mutex<Pages>>, size: u64) -> Self {
+        let mut p = lock(pages);
+        let page = p.add(size);
+        p.external.insert(page);
+        Self {
+            pages: Arc::clone(pages),
+            page,
+            size,
+        }
+    }
+
+    /// What [`Device::import`](capture_core::Device::import) takes.
+    pub fn external(&self) -> MockExternal {
+        MockExternal {
+            page: self.page,
+            size: self.size,
+        }
+    }
+
+    /// Its size in bytes.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Writes `bytes` at `offset`, as the caller fills its own memory (outside the
+    /// library: the rules know nothing of it until `Device::assume_written`).
+    ///
+    /// # Panics
+    ///
+    /// When the range runs past the memory.
+    pub fn write(&self, offset: u64, bytes: &[u8]) {
+        let mut pages = lock(&self.pages);
+        let page = pages.pages.get_mut(&self.page).expect("live until dropped");
+        page[offset as usize..offset as usize + bytes.len()].copy_from_slice(bytes);
+    }
+
+    /// Its bytes as they are now.
+    pub fn read(&self) -> Vec<u8> {
+        lock(&self.pages).pages[&self.page].clone()
+    }
+}
+
+impl Drop for MockMemory {
+    fn drop(&mut self) {
+        let mut pages = lock(&self.pages);
+        if let Some(bytes) = pages.pages.get_mut(&self.page) {
+            bytes.fill(POISON);
+        }
+        pages.freed.insert(self.page);
+    }
+}
+
+impl std::fmt::Debug for MockMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "MockMemory(page {}, {} B)", self.page, self.size)
+    }
+}
+
 /// One stream's view of one kind of memory (device, or pinned host).
 #[derive(Debug)]
 pub struct MockStorage {
@@ -65,6 +165,8 @@ pub struct MockStorage {
     /// The pages this storage allocated and has not freed: given back when it drops,
     /// as a real driver frees a device's memory when the device goes.
     owned: Vec<u64>,
+    /// The caller's pages this storage adopted (imports): never freed or poisoned.
+    adopted: HashSet<u64>,
 }
 
 impl MockStorage {
@@ -74,6 +176,7 @@ impl MockStorage {
             pages: Arc::clone(pages),
             context: Arc::clone(context),
             owned: Vec::new(),
+            adopted: HashSet::new(),
         }
     }
 
@@ -95,6 +198,7 @@ impl MockStorage {
 
 impl ComputeStorage for MockStorage {
     type Resource = MockResource;
+    type External = MockExternal;
 
     fn alloc(&mut self, size: u64) -> Result<StorageId, ServerError> {
         // Tolerated in relaxed mode: `cuMemAlloc` enqueues nothing a capture could miss.
@@ -119,20 +223,36 @@ impl ComputeStorage for MockStorage {
                 pages.bytes
             )));
         }
-        // Filled by `vec!`'s memset: byte by byte, a debug build would crawl.
-        let page = vec![FRESH; size as usize];
-        let id = pages.next;
-        pages.next += 1;
-        pages.bytes += size;
-        pages.pages.insert(id, page);
+        let id = pages.add(size);
         self.owned.push(id);
         Ok(StorageId(id))
     }
 
     fn dealloc(&mut self, id: StorageId) {
+        // An adopted page is the caller's: forgotten, not freed.
+        if self.adopted.remove(&id.0) {
+            return;
+        }
         self.context.conflicts_with_all("a free");
         lock(&self.pages).remove(id.0);
         self.owned.retain(|&p| p != id.0);
+    }
+
+    fn adopt(&mut self, external: MockExternal) -> Result<(StorageId, u64), ServerError> {
+        let pages = lock(&self.pages);
+        let live = pages.external.contains(&external.page)
+            && !pages.freed.contains(&external.page)
+            && pages.pages.contains_key(&external.page);
+        if !live {
+            return Err(ServerError::invalid(
+                "imported memory",
+                format!("mock page {}", external.page),
+                "it is not memory of the caller's that is still live on this backend",
+            ));
+        }
+        drop(pages);
+        self.adopted.insert(external.page);
+        Ok((StorageId(external.page), external.size))
     }
 
     fn resource(&mut self, id: StorageId, bytes: ByteRange) -> MockResource {
@@ -140,6 +260,10 @@ impl ComputeStorage for MockStorage {
     }
 
     fn slice_released(&mut self, id: StorageId, bytes: ByteRange) {
+        // The caller's own memory keeps its bytes: the library never frees it.
+        if self.adopted.contains(&id.0) {
+            return;
+        }
         let mut pages = lock(&self.pages);
         if pages.pages.contains_key(&id.0) {
             pages.slice_mut(id.0, bytes).fill(POISON);

@@ -105,6 +105,20 @@ impl VulkanBackend {
         self.gpu.with_queue(f)
     }
 
+    /// The logical device, for the caller's own objects on it: buffers to import
+    /// ([`VulkanExternal`](crate::VulkanExternal)), pipelines its own work records
+    /// ([`VulkanWork`](crate::VulkanWork)). Destroying the backend's objects through it,
+    /// or the device itself, is the caller's undefined behaviour.
+    pub fn ash_device(&self) -> &ash::Device {
+        &self.gpu.device
+    }
+
+    /// The physical device's memory types and heaps, to pick memory for a buffer of the
+    /// caller's own.
+    pub fn memory_properties(&self) -> vk::PhysicalDeviceMemoryProperties {
+        self.gpu.memory
+    }
+
     /// The device's name.
     pub fn device_name(&self) -> &str {
         &self.gpu.name

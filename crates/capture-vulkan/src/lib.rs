@@ -47,6 +47,7 @@ mod executable;
 mod fault;
 #[cfg(feature = "floor")]
 mod floor;
+mod import;
 mod kernels;
 mod lane;
 mod memory;
@@ -68,6 +69,7 @@ pub use executable::VulkanExecutable;
 pub use fault::VulkanCall;
 #[cfg(feature = "floor")]
 pub use floor::{FLOOR_ELEMENTS_PER_WORKGROUP, Floor, FloorError, FloorPass};
+pub use import::VulkanExternal;
 pub use kernels::{VulkanKernel, VulkanKernelSource};
 pub use memory::{MemoryChoice, MemoryMode, PagePlacement};
 pub use options::{

@@ -7,6 +7,7 @@ use ash::vk;
 use capture_core::backend::{ComputeStorage, StorageId};
 use capture_core::{ByteRange, MemoryKind, ServerError};
 
+use crate::import::VulkanExternal;
 use crate::memory::MemoryUse;
 use crate::raw::{self, Gpu, Page};
 
@@ -26,6 +27,8 @@ pub struct VulkanStorage {
     kind: MemoryKind,
     memory: MemoryUse,
     pages: HashMap<u64, Page>,
+    /// The caller's buffer ranges adopted as pages (imports): forgotten, never destroyed.
+    adopted: HashMap<u64, VulkanExternal>,
     next: u64,
 }
 
@@ -37,6 +40,7 @@ impl VulkanStorage {
             kind,
             memory,
             pages: HashMap::new(),
+            adopted: HashMap::new(),
             next: 0,
         }
     }
@@ -44,6 +48,7 @@ impl VulkanStorage {
 
 impl ComputeStorage for VulkanStorage {
     type Resource = VulkanSlice;
+    type External = VulkanExternal;
 
     fn alloc(&mut self, size: u64) -> Result<StorageId, ServerError> {
         let page = raw::create_page(&self.gpu, size, &self.memory)
@@ -55,12 +60,45 @@ impl ComputeStorage for VulkanStorage {
     }
 
     fn dealloc(&mut self, id: StorageId) {
+        if self.adopted.remove(&id.0).is_some() {
+            return;
+        }
         if let Some(page) = self.pages.remove(&id.0) {
             raw::destroy_page(&self.gpu, page);
         }
     }
 
+    fn adopt(&mut self, external: VulkanExternal) -> Result<(StorageId, u64), ServerError> {
+        if self.kind != MemoryKind::Device {
+            return Err(ServerError::invalid(
+                "imported memory",
+                format!("{:?}", external.buffer),
+                "only device memory is imported",
+            ));
+        }
+        let align = self.gpu.limits.min_storage_buffer_offset_alignment.max(1);
+        if external.buffer == vk::Buffer::null() || !external.offset.is_multiple_of(align) {
+            return Err(ServerError::invalid(
+                "imported memory",
+                format!("{:?} at {}", external.buffer, external.offset),
+                format!("an imported range is a non-null buffer at a multiple of {align} bytes"),
+            ));
+        }
+        let id = self.next;
+        self.next += 1;
+        self.adopted.insert(id, external);
+        Ok((StorageId(id), external.size))
+    }
+
     fn resource(&mut self, id: StorageId, bytes: ByteRange) -> VulkanSlice {
+        if let Some(external) = self.adopted.get(&id.0) {
+            return VulkanSlice {
+                buffer: external.buffer,
+                offset: external.offset + bytes.start(),
+                len: bytes.len(),
+                mapped: None,
+            };
+        }
         let page = &self.pages[&id.0];
         VulkanSlice {
             buffer: page.buffer,

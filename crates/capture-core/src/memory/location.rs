@@ -24,6 +24,10 @@ pub enum PoolKind {
     /// Exact-fit slices, reused only by a request of the identical padded size. Every
     /// allocation goes here while a capture is armed, matching a graph's static shapes.
     Persistent,
+    /// Memory the caller owns and imported (`Device::import`): one page per import, its
+    /// one slice the whole of it, never carved for anything else, never freed by the
+    /// library. Not a driver allocation of the library's: left out of its page counts.
+    Imported,
 }
 
 /// A pool named in full: whose memory, and which pool of it.
@@ -44,6 +48,7 @@ impl fmt::Display for PoolName {
         let pool = match self.pool {
             PoolKind::Dynamic => "dynamic",
             PoolKind::Persistent => "persistent",
+            PoolKind::Imported => "imported",
         };
         write!(f, "{memory}.{pool}")
     }

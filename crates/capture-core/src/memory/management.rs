@@ -135,6 +135,8 @@ pub struct MemoryManagement<S: ComputeStorage> {
     config: MemoryConfig,
     dynamic: Pool,
     persistent: Pool,
+    /// Memory the caller imported: a page each, never carved or reused.
+    imported: Pool,
     ids: MemoryIds,
     freed: Vec<MemoryId>,
     live: HashMap<MemoryId, (PoolKind, SlotIndex)>,
@@ -163,6 +165,10 @@ impl<S: ComputeStorage> MemoryManagement<S> {
             persistent: Pool::new(PoolName {
                 memory: kind,
                 pool: PoolKind::Persistent,
+            }),
+            imported: Pool::new(PoolName {
+                memory: kind,
+                pool: PoolKind::Imported,
             }),
             ids,
             freed: Vec::new(),
@@ -394,6 +400,41 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         };
         self.dynamic.reclaim(&mut self.storage, &mut gone);
         self.persistent.reclaim(&mut self.storage, &mut gone);
+        self.imported.reclaim(&mut self.storage, &mut gone);
+    }
+
+    /// Makes `external`, memory the caller owns, an allocation of this manager for
+    /// `stream`: a page of the imported pool holding one slice, the whole of it, which the
+    /// rules treat as any other (taint, order, pins) and the library never frees (its
+    /// page is forgotten, not freed, once nothing holds it and a cleanup runs).
+    ///
+    /// # Errors
+    ///
+    /// The storage's refusal of `external`; [`ServerError::InvalidArgument`] for a size
+    /// of zero or above [`MAX_ALLOCATION_BYTES`].
+    pub fn import(&mut self, external: S::External) -> Result<ManagedMemoryHandle, ServerError> {
+        let (storage, size) = self.storage.adopt(external)?;
+        if size == 0 || size > MAX_ALLOCATION_BYTES {
+            self.storage.dealloc(storage);
+            return Err(ServerError::invalid(
+                "imported memory",
+                format!("{size} bytes"),
+                format!("sizes run from 1 to {MAX_ALLOCATION_BYTES} bytes"),
+            ));
+        }
+        let id = self.ids.next();
+        let handle = ManagedMemoryHandle::fresh(id, size);
+        let at = self.imported.adopt_page(storage, size, &handle);
+        self.live.insert(id, (PoolKind::Imported, at));
+        if let Some(arming) = &mut self.arming {
+            arming
+                .touched
+                .insert((PoolKind::Imported, at.page, at.slot));
+            if arming.priming {
+                arming.primed.push(handle.binding());
+            }
+        }
+        Ok(handle)
     }
 
     /// Moves the ids of the allocations taken back since the last call into `out`, so a
@@ -485,12 +526,15 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         }
         self.reclaim();
         let mut report = CleanupReport::default();
-        for kind in [PoolKind::Dynamic, PoolKind::Persistent] {
+        for kind in [PoolKind::Dynamic, PoolKind::Persistent, PoolKind::Imported] {
             for index in self.pool(kind).empty_pages() {
                 if let Some(page) = self.pool_mut(kind).release_page(index) {
+                    // An imported page is forgotten, not freed: not the library's.
                     self.storage.dealloc(page.storage);
-                    report.pages_released += 1;
-                    report.bytes_released += page.size;
+                    if kind != PoolKind::Imported {
+                        report.pages_released += 1;
+                        report.bytes_released += page.size;
+                    }
                 }
             }
         }
@@ -513,7 +557,7 @@ impl<S: ComputeStorage> MemoryManagement<S> {
                 format!("{recording} is recording: no page is released or renumbered"),
             ));
         }
-        for kind in [PoolKind::Dynamic, PoolKind::Persistent] {
+        for kind in [PoolKind::Dynamic, PoolKind::Persistent, PoolKind::Imported] {
             if !self.pool(kind).has_holes() {
                 continue;
             }
@@ -541,17 +585,22 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         Ok(())
     }
 
-    /// Reserved and in-use bytes of both pools.
+    /// Reserved and in-use bytes of both pools, and of the imported memory once any was
+    /// imported.
     pub fn report(&self) -> MemoryReport {
-        MemoryReport {
-            pools: vec![self.dynamic.usage(), self.persistent.usage()],
+        let mut pools = vec![self.dynamic.usage(), self.persistent.usage()];
+        let imported = self.imported.usage();
+        if imported.allocations > 0 {
+            pools.push(imported);
         }
+        MemoryReport { pools }
     }
 
     fn pool(&self, kind: PoolKind) -> &Pool {
         match kind {
             PoolKind::Dynamic => &self.dynamic,
             PoolKind::Persistent => &self.persistent,
+            PoolKind::Imported => &self.imported,
         }
     }
 
@@ -559,6 +608,7 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         match kind {
             PoolKind::Dynamic => &mut self.dynamic,
             PoolKind::Persistent => &mut self.persistent,
+            PoolKind::Imported => &mut self.imported,
         }
     }
 }

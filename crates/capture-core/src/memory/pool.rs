@@ -84,7 +84,7 @@ impl Pool {
         let aligned = size.div_ceil(SLICE_ALIGNMENT) * SLICE_ALIGNMENT;
         match self.name.pool {
             PoolKind::Dynamic => aligned.next_power_of_two(),
-            PoolKind::Persistent => aligned,
+            PoolKind::Persistent | PoolKind::Imported => aligned,
         }
     }
 
@@ -93,6 +93,7 @@ impl Pool {
         match self.name.pool {
             PoolKind::Dynamic => padded.max(DYNAMIC_PAGE_BYTES),
             PoolKind::Persistent => padded.max(PERSISTENT_PAGE_BYTES),
+            PoolKind::Imported => padded,
         }
     }
 
@@ -176,6 +177,28 @@ impl Pool {
                 self.pages.len() - 1
             }
         }
+    }
+
+    /// Adds an adopted page (`storage`, `size` bytes) holding one slice, the whole page,
+    /// held by `handle`: an import, never carved or reused for anything else.
+    pub(crate) fn adopt_page(
+        &mut self,
+        storage: StorageId,
+        size: u64,
+        handle: &ManagedMemoryHandle,
+    ) -> SlotIndex {
+        let page = self.add_page(
+            storage,
+            Growth { page_size: size },
+            size.div_ceil(SLICE_ALIGNMENT) * SLICE_ALIGNMENT,
+        );
+        let p = self.pages[page].as_mut().expect("just added");
+        p.carved = p.size;
+        p.slots.push(Slot {
+            bytes: ByteRange::from_bounds(0, size),
+            holder: Some(Arc::clone(&handle.0)),
+        });
+        SlotIndex { page, slot: 0 }
     }
 
     /// Installs `handle` as the holder of the free slot `at`.

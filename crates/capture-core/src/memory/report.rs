@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use super::location::PoolName;
+use super::location::{PoolKind, PoolName};
 
 /// The figures of one pool.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,6 +26,13 @@ pub struct PoolUsage {
 
 impl fmt::Display for PoolUsage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.pool.pool == PoolKind::Imported {
+            return write!(
+                f,
+                "{}: {} imports of the caller's memory, {} B, {} B in use in {} slices",
+                self.pool, self.pages, self.reserved, self.in_use, self.slices_in_use
+            );
+        }
         write!(
             f,
             "{}: {} pages, {} B reserved, {} B in use in {} slices; {} driver allocations, {} freed",
@@ -43,14 +50,22 @@ impl fmt::Display for PoolUsage {
 /// Reserved and in-use bytes of every pool of one memory manager.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MemoryReport {
-    /// One entry per pool, dynamic first.
+    /// One entry per pool, dynamic first; the imported memory's last, once any was
+    /// imported.
     pub pools: Vec<PoolUsage>,
 }
 
 impl MemoryReport {
-    /// Bytes of storage held by all pools.
+    /// The pools of the library's own memory (every pool but the imported one).
+    fn own(&self) -> impl Iterator<Item = &PoolUsage> {
+        self.pools
+            .iter()
+            .filter(|p| p.pool.pool != PoolKind::Imported)
+    }
+
+    /// Bytes of storage held by all pools of the library's own memory.
     pub fn reserved(&self) -> u64 {
-        self.pools.iter().map(|p| p.reserved).sum()
+        self.own().map(|p| p.reserved).sum()
     }
 
     /// Bytes handed out by all pools.
@@ -58,9 +73,10 @@ impl MemoryReport {
         self.pools.iter().map(|p| p.in_use).sum()
     }
 
-    /// Pages held by all pools: live driver allocations.
+    /// Pages held by all pools of the library's own memory: its live driver
+    /// allocations (imported memory is the caller's).
     pub fn pages(&self) -> u64 {
-        self.pools.iter().map(|p| p.pages).sum()
+        self.own().map(|p| p.pages).sum()
     }
 
     /// Slices handed out by all pools.
@@ -68,14 +84,14 @@ impl MemoryReport {
         self.pools.iter().map(|p| p.slices_in_use).sum()
     }
 
-    /// Driver allocations all pools ever made.
+    /// Driver allocations all pools of the library's own memory ever made.
     pub fn allocations(&self) -> u64 {
-        self.pools.iter().map(|p| p.allocations).sum()
+        self.own().map(|p| p.allocations).sum()
     }
 
-    /// Driver allocations all pools gave back.
+    /// Driver allocations they gave back.
     pub fn frees(&self) -> u64 {
-        self.pools.iter().map(|p| p.frees).sum()
+        self.own().map(|p| p.frees).sum()
     }
 }
 

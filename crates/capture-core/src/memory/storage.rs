@@ -23,6 +23,11 @@ pub trait ComputeStorage: Send {
     /// an index into host memory; whatever the backend's driver calls take.
     type Resource: Clone + Send + 'static;
 
+    /// Memory the caller already owns, described for this storage (a device pointer and
+    /// size, a `VkBuffer` range): what [`adopt`](Self::adopt) takes. A storage that
+    /// cannot adopt memory uses [`std::convert::Infallible`].
+    type External: Send + 'static;
+
     /// Allocates one page of `size` bytes.
     ///
     /// # Errors
@@ -31,8 +36,18 @@ pub trait ComputeStorage: Send {
     /// [`ServerError::OutOfMemory`] with every pool's figures in the manager.
     fn alloc(&mut self, size: u64) -> Result<StorageId, ServerError>;
 
-    /// Frees a page. The manager calls it only for a page with no slice in use.
+    /// Frees a page. The manager calls it only for a page with no slice in use. For a
+    /// page [`adopt`](Self::adopt) made, it frees nothing and only forgets the page: the
+    /// memory is the caller's.
     fn dealloc(&mut self, id: StorageId);
+
+    /// Makes `external` (memory the caller owns and keeps alive) a page of this storage,
+    /// which the manager never carves for anything else; returns its id and size in bytes.
+    ///
+    /// # Errors
+    ///
+    /// [`ServerError::InvalidArgument`] naming what the backend cannot use.
+    fn adopt(&mut self, external: Self::External) -> Result<(StorageId, u64), ServerError>;
 
     /// The resource for `bytes` of page `id`.
     fn resource(&mut self, id: StorageId, bytes: ByteRange) -> Self::Resource;

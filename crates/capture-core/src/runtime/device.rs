@@ -30,7 +30,7 @@ use super::pooled::PooledStream;
 use super::registry::KernelRegistry;
 use super::report::{DeviceReport, StreamReport};
 use crate::capture::{CaptureStatus, DeviceCaptures, Recording};
-use crate::driver::{Backend, DeviceStream};
+use crate::driver::{Backend, DeviceExternal, DeviceStream};
 use crate::error::ServerError;
 use crate::ids::{GraphId, StreamId};
 use crate::label::{self, Labels};
@@ -177,6 +177,73 @@ impl<B: Backend> Device<B> {
     pub fn alloc(&self, stream: StreamId, size: u64) -> Result<Buffer, ServerError> {
         self.inner
             .on_stream(stream, |ps| self.inner.alloc_on(ps, stream, size))
+    }
+
+    /// Makes memory the caller already owns (weights, a KV cache its engine allocated) a
+    /// [`Buffer`] of `stream`'s pooled stream, with no copy: the rules apply to it as to
+    /// any buffer (its bytes start unwritten as far as the rules know, until written or
+    /// a launch writes them; graphs that use it pin it; cross-stream order is kept), and
+    /// the library never frees it. What `external` is depends on the backend (a device
+    /// pointer and size on CUDA, a `VkBuffer` range on Vulkan, memory of the mock's own
+    /// on the mock); making one is `unsafe` where the library cannot check it, and its
+    /// `# Safety` list is the lifetime contract: the memory outlives every use (every
+    /// graph that recorded it, every queued use; drop the graphs and sync first).
+    ///
+    /// A buffer imported as never written reads as unwritten until something writes it:
+    /// [`assume_written`](Self::assume_written) says the caller's bytes are valid.
+    ///
+    /// # Errors
+    ///
+    /// The backend's refusal of `external` (named); [`ServerError::NeighbourRefused`]
+    /// while another stream's window holds the pooled stream.
+    pub fn import(
+        &self,
+        stream: StreamId,
+        external: DeviceExternal<B::Stream>,
+    ) -> Result<Buffer, ServerError> {
+        let imported = self
+            .inner
+            .on_stream(stream, |ps| self.inner.import_on(ps, stream, external));
+        self.inner.labels.named(imported)
+    }
+
+    /// Tells the rules that the caller's own bytes of `buffer` (memory it imported, that
+    /// it filled itself) are valid: a read or a launch over them is no longer refused as
+    /// never written. Settled as a host write is: after every other stream's use
+    /// (rule 18).
+    ///
+    /// # Errors
+    ///
+    /// As [`write`](Self::write), for a buffer of another device, a neighbour or a
+    /// recording stream (inside the window the bytes would only be valid for the
+    /// replays, which the rules cannot know).
+    pub fn assume_written(&self, stream: StreamId, buffer: &Buffer) -> Result<(), ServerError> {
+        let settled = self.assume_written_on(stream, buffer);
+        self.inner.labels.named(settled)
+    }
+
+    fn assume_written_on(&self, stream: StreamId, buffer: &Buffer) -> Result<(), ServerError> {
+        ClosureScope::check(self.inner.serial, stream, "assume_written")?;
+        self.inner.check_buffer(buffer)?;
+        let range = buffer.range(0, None)?;
+        if self.inner.pooled(stream) != buffer.pooled {
+            self.inner.hand_over(stream, "assume_written", buffer)?;
+        }
+        let key = ClaimKey {
+            memory: buffer.id(),
+            range,
+        };
+        self.inner.order_host(buffer.pooled, stream, key)?;
+        self.inner.cells[buffer.pooled].run(|ps| {
+            self.inner.neighbour(ps, stream, "assume_written")?;
+            if ps.stream.capturing().is_recording() {
+                return Err(ServerError::graph_state(
+                    "assume_written",
+                    format!("{stream} is recording: the bytes would be valid only for replays"),
+                ));
+            }
+            self.inner.taint().host_write(key)
+        })
     }
 
     /// Names `buffer` for people: errors, the trace and reports show `label` beside its
@@ -695,6 +762,32 @@ impl<B: Backend> Inner<B> {
                 return Err(error);
             }
         };
+        self.forget_freed(ps);
+        self.taint().fresh(handle.id(), size)?;
+        let pool = ps.stream.device_memory().location(handle.id())?.pool;
+        self.trace.push(Event::Alloc {
+            stream,
+            memory: handle.id(),
+            len: size,
+            pool,
+        });
+        Ok(Buffer {
+            handle,
+            owner: stream,
+            pooled: ps.index,
+            device: self.serial,
+        })
+    }
+
+    fn import_on(
+        &self,
+        ps: &mut PooledStream<B>,
+        stream: StreamId,
+        external: DeviceExternal<B::Stream>,
+    ) -> Result<Buffer, ServerError> {
+        self.neighbour(ps, stream, "import")?;
+        let handle = ps.stream.device_memory().import(external)?;
+        let size = handle.size();
         self.forget_freed(ps);
         self.taint().fresh(handle.id(), size)?;
         let pool = ps.stream.device_memory().location(handle.id())?.pool;

@@ -11,6 +11,7 @@ mod bad_input;
 mod contexts;
 mod host_io;
 mod labels;
+mod launch_model;
 mod ledger;
 mod reliability;
 mod replay_order;
@@ -58,7 +59,16 @@ pub fn device() -> (Dev, World) {
 }
 
 pub fn device_with(config: DeviceConfig) -> (Dev, World) {
-    let backend = Faulty::new(MockBackend::new());
+    device_on_with(MockBackend::new(), config)
+}
+
+/// A device as [`device`] makes one, over `mock` (to use its own memory, say).
+pub fn device_on(mock: MockBackend) -> (Dev, World) {
+    device_on_with(mock, DeviceConfig::new())
+}
+
+fn device_on_with(mock: MockBackend, config: DeviceConfig) -> (Dev, World) {
+    let backend = Faulty::new(mock);
     let world = World(Arc::clone(backend.plan()));
     let config = config.streams(2).expect("two streams").trace(true);
     (Device::new(backend, config).expect("device"), world)

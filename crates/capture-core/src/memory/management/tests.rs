@@ -27,6 +27,8 @@ struct TestStorage {
 
 impl ComputeStorage for TestStorage {
     type Resource = (StorageId, ByteRange);
+    /// The size of memory the caller owns.
+    type External = u64;
 
     fn alloc(&mut self, size: u64) -> Result<StorageId, ServerError> {
         let mut log = self.log.lock().unwrap();
@@ -49,6 +51,11 @@ impl ComputeStorage for TestStorage {
 
     fn dealloc(&mut self, id: StorageId) {
         self.log.lock().unwrap().deallocs.push(id);
+    }
+
+    fn adopt(&mut self, size: u64) -> Result<(StorageId, u64), ServerError> {
+        self.next += 1;
+        Ok((StorageId(self.next - 1), size))
     }
 
     fn resource(&mut self, id: StorageId, bytes: ByteRange) -> Self::Resource {
@@ -625,4 +632,59 @@ fn cleanup_and_renumber_are_refused_while_armed() {
     assert!(log.lock().unwrap().deallocs.is_empty());
     drop(m.capture_end());
     assert_eq!(m.cleanup(PageUpdate::Free).unwrap().pages_released, 1);
+}
+
+#[test]
+fn an_import_is_a_page_of_its_own_never_reused_and_not_counted_as_the_librarys() {
+    let (mut m, log) = manager();
+    let imported = m.import(1000).unwrap();
+    assert_eq!(imported.size(), 1000);
+    let usage = pool(&m, PoolKind::Imported);
+    assert_eq!((usage.pages, usage.slices_in_use), (1, 1));
+    let report = m.report();
+    assert_eq!(
+        report.pages(),
+        0,
+        "not a driver allocation of the library's"
+    );
+    assert_eq!(report.allocations(), 0);
+    assert!(log.lock().unwrap().allocs.is_empty(), "nothing allocated");
+    // Freed by its holder: no other allocation ever lands in it.
+    let page = m.location(imported.id()).unwrap();
+    drop(imported);
+    m.reclaim();
+    let other = reserve(&mut m, 1000);
+    assert_ne!(m.location(other.id()).unwrap().pool, page.pool);
+    // A cleanup forgets the page (the storage is told, and frees nothing of its own).
+    let released = m.cleanup(PageUpdate::Free).unwrap();
+    assert_eq!(pool(&m, PoolKind::Imported).pages, 0);
+    assert_eq!(
+        released.pages_released, 0,
+        "an imported page is not one of the library's pages released"
+    );
+    assert_eq!(log.lock().unwrap().deallocs.len(), 1);
+    // A zero-sized import is refused, forgotten at once.
+    assert!(m.import(0).is_err());
+    assert_eq!(log.lock().unwrap().deallocs.len(), 2);
+    drop(other);
+}
+
+#[test]
+fn an_import_while_armed_is_touched_and_pinned_like_an_allocation() {
+    let (mut m, _) = manager();
+    m.capture_begin();
+    let imported = m.import(512).unwrap();
+    m.capture_priming_end();
+    let pinned = m.capture_end();
+    assert!(pinned.iter().any(|b| b.id() == imported.id()));
+    drop(imported);
+    m.reclaim();
+    assert_eq!(
+        pool(&m, PoolKind::Imported).slices_in_use,
+        1,
+        "the graph's binding keeps the import's slice"
+    );
+    drop(pinned);
+    m.reclaim();
+    assert_eq!(pool(&m, PoolKind::Imported).slices_in_use, 0);
 }
