@@ -305,13 +305,28 @@ fn check_push_block(
             end = at + u32::from(size);
         }
     }
-    let found: Vec<(u32, u32)> = match &module.types[ty].inner {
-        naga::TypeInner::Struct { members, .. } => members
-            .iter()
-            .map(|m| (m.offset, module.types[m.ty].inner.size(gctx)))
-            .collect(),
-        other => vec![(0, other.size(gctx))],
+    let members = |ty: naga::Handle<naga::Type>| -> Vec<(u32, u32, naga::Handle<naga::Type>)> {
+        match &module.types[ty].inner {
+            naga::TypeInner::Struct { members, .. } => members
+                .iter()
+                .map(|m| (m.offset, module.types[m.ty].inner.size(gctx), m.ty))
+                .collect(),
+            other => vec![(0, other.size(gctx), ty)],
+        }
     };
+    let mut found = members(ty);
+    // A SPIR-V writer may wrap the block's struct in a struct of one member (naga does):
+    // the scalars are that member's members.
+    let shape = |m: &[(u32, u32, naga::Handle<naga::Type>)]| -> Vec<(u32, u32)> {
+        m.iter().map(|&(o, s, _)| (o, s)).collect()
+    };
+    if shape(&found) != expected
+        && let [(0, _, inner)] = found[..]
+        && matches!(module.types[inner].inner, naga::TypeInner::Struct { .. })
+    {
+        found = members(inner);
+    }
+    let found = shape(&found);
     if found == expected {
         Ok(())
     } else {
@@ -336,6 +351,17 @@ fn compile(name: &str, source: &'static str) -> Result<Arc<[u32]>, ServerError> 
     let words = wgsl_to_spirv(name, source)?;
     cache.insert(source, Arc::clone(&words));
     Ok(words)
+}
+
+/// WGSL turned into SPIR-V 1.3 by naga (push constants, WGSL's `var<immediate>`,
+/// allowed), as the builtins and [`VulkanKernelSource::wgsl`] are: for a pipeline of the
+/// caller's own that its work ([`VulkanWork`](crate::VulkanWork)) dispatches.
+///
+/// # Errors
+///
+/// [`ServerError::InvalidArgument`] naming `name` with naga's message.
+pub fn compile_wgsl(name: &str, source: &str) -> Result<Vec<u32>, ServerError> {
+    wgsl_to_spirv(name, source).map(|w| w.to_vec())
 }
 
 /// WGSL turned into SPIR-V 1.3 by naga (push constants allowed).

@@ -70,7 +70,7 @@ pub use fault::VulkanCall;
 #[cfg(feature = "floor")]
 pub use floor::{FLOOR_ELEMENTS_PER_WORKGROUP, Floor, FloorError, FloorPass};
 pub use import::VulkanExternal;
-pub use kernels::{VulkanKernel, VulkanKernelSource};
+pub use kernels::{VulkanKernel, VulkanKernelSource, compile_wgsl};
 pub use memory::{MemoryChoice, MemoryMode, PagePlacement};
 pub use options::{
     DEFAULT_SETS_PER_POOL, DEFAULT_SUBMIT_EVERY, DEVICE_ENV, ExternalDevice, VulkanOptions,

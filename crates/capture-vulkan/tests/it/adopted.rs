@@ -36,6 +36,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 ///
 /// Called by the layer with a valid callback-data pointer and the `Messages` pointer the
 /// messenger was created with, which outlives the messenger.
+// SAFETY: the contract is the list above, which the layer keeps.
 unsafe extern "system" fn collect(
     severity: vk::DebugUtilsMessageSeverityFlagsEXT,
     _kind: vk::DebugUtilsMessageTypeFlagsEXT,

@@ -44,6 +44,7 @@ mod error_leaks;
 #[cfg(feature = "floor")]
 mod floor;
 mod launch_check;
+mod launch_model;
 mod memory_choice;
 mod model;
 mod submit_faults;
