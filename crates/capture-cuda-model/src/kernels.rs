@@ -51,15 +51,175 @@ fn square_plus(b: &mut [Vec<u8>], info: &[u64]) {
     }
 }
 
+/// A kernel of the parameter-list form (each buffer one pointer, scalars by value): a
+/// host function over the launch as the model hands it over and the model's memory.
+#[derive(Clone, Copy)]
+pub struct ParamKernel {
+    /// What it computes; why not, when the launch does not fit it or touches memory it
+    /// may not.
+    pub f: fn(&ParamLaunch, &mut dyn Memory) -> Result<(), String>,
+}
+
+impl std::fmt::Debug for ParamKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ParamKernel")
+    }
+}
+
+/// One launch of a parameter-list kernel: its grid, block, dynamic shared memory and
+/// each parameter's bytes in order.
+#[derive(Debug)]
+pub struct ParamLaunch {
+    /// Blocks per dimension.
+    pub grid: [u32; 3],
+    /// Threads per block dimension.
+    pub block: [u32; 3],
+    /// Dynamic shared memory per block.
+    pub shared_bytes: u32,
+    /// Each parameter's bytes.
+    pub params: Vec<Vec<u8>>,
+}
+
+impl ParamLaunch {
+    fn word(&self, i: usize) -> Result<u64, String> {
+        let p = self.params.get(i).ok_or(format!("no parameter {i}"))?;
+        let mut w = [0u8; 8];
+        w[..p.len().min(8)].copy_from_slice(&p[..p.len().min(8)]);
+        Ok(u64::from_le_bytes(w))
+    }
+
+    fn f32(&self, i: usize) -> Result<f32, String> {
+        Ok(f32::from_bits(self.word(i)? as u32))
+    }
+
+    /// Checks the parameter sizes are `sizes`.
+    fn expect(&self, entry: &str, sizes: &[usize]) -> Result<(), String> {
+        let got: Vec<usize> = self.params.iter().map(Vec::len).collect();
+        if got == sizes {
+            Ok(())
+        } else {
+            Err(format!(
+                "{entry} takes parameters of {sizes:?} bytes, the launch passed {got:?}"
+            ))
+        }
+    }
+}
+
+/// The host implementation of a parameter-list `entry`, if there is one: the kernels of
+/// capture-cuda's launch-model tests (`tests/it/kernels/user.cu`).
+pub fn find_params(entry: &str) -> Option<ParamKernel> {
+    match entry {
+        "block_sum" => Some(ParamKernel { f: block_sum }),
+        "scale" => Some(ParamKernel { f: scale }),
+        _ => None,
+    }
+}
+
+fn read_f32s(memory: &dyn Memory, r: Range) -> Vec<f32> {
+    memory
+        .read(r)
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
+        .collect()
+}
+
+fn check(memory: &dyn Memory, entry: &str, what: &str, r: Range) -> Result<(), String> {
+    if r.bytes > 0 && !memory.inside(r) {
+        return Err(format!(
+            "{entry}: {what} at {:#x} ({} bytes) is not inside a live allocation",
+            r.address, r.bytes
+        ));
+    }
+    Ok(())
+}
+
+/// `sums[b] = sum(x[i] * scale)` over block `b`'s elements, summed as the CUDA kernel's
+/// tree does (pairs at strides block/2, block/4, …), needing `block * 4` bytes of
+/// dynamic shared memory.
+fn block_sum(l: &ParamLaunch, memory: &mut dyn Memory) -> Result<(), String> {
+    l.expect("block_sum", &[8, 8, 4, 4])?;
+    let (x, sums, n, a) = (l.word(0)?, l.word(1)?, l.word(2)? as u32, l.f32(3)?);
+    let block = l.block[0] as usize;
+    if !block.is_power_of_two() || l.block[1] != 1 || l.block[2] != 1 {
+        return Err(format!(
+            "block_sum: a block of {:?} threads; it reduces over a power of two in x",
+            l.block
+        ));
+    }
+    if (l.shared_bytes as usize) < block * 4 {
+        return Err(format!(
+            "block_sum: {} bytes of shared memory for {block} threads' partial sums ({} needed)",
+            l.shared_bytes,
+            block * 4
+        ));
+    }
+    let blocks = l.grid[0] as usize;
+    let xs = Range {
+        address: x,
+        bytes: (n as usize).min(blocks * block) * 4,
+    };
+    let out = Range {
+        address: sums,
+        bytes: blocks * 4,
+    };
+    check(memory, "block_sum", "x", xs)?;
+    check(memory, "block_sum", "sums", out)?;
+    let values = read_f32s(memory, xs);
+    let mut result = Vec::with_capacity(blocks * 4);
+    for b in 0..blocks {
+        let mut partial: Vec<f32> = (0..block)
+            .map(|t| values.get(b * block + t).map_or(0.0, |v| v * a))
+            .collect();
+        let mut stride = block / 2;
+        while stride > 0 {
+            for t in 0..stride {
+                partial[t] += partial[t + stride];
+            }
+            stride /= 2;
+        }
+        result.extend_from_slice(&partial[0].to_le_bytes());
+    }
+    memory.write(out, &result);
+    Ok(())
+}
+
+/// `y[i] = x[i] * a` for `i < n`.
+fn scale(l: &ParamLaunch, memory: &mut dyn Memory) -> Result<(), String> {
+    l.expect("scale", &[8, 8, 4, 4])?;
+    let (x, y, n, a) = (l.word(0)?, l.word(1)?, l.word(2)? as usize, l.f32(3)?);
+    let threads = l.grid[0] as usize * l.block[0] as usize;
+    let n = n.min(threads);
+    let (xs, ys) = (
+        Range {
+            address: x,
+            bytes: n * 4,
+        },
+        Range {
+            address: y,
+            bytes: n * 4,
+        },
+    );
+    check(memory, "scale", "x", xs)?;
+    check(memory, "scale", "y", ys)?;
+    let out: Vec<u8> = read_f32s(memory, xs)
+        .iter()
+        .flat_map(|v| (v * a).to_le_bytes())
+        .collect();
+    memory.write(ys, &out);
+    Ok(())
+}
+
 /// One buffer a launch names: where it starts and how many bytes.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Range {
-    pub(crate) address: u64,
-    pub(crate) bytes: usize,
+pub struct Range {
+    /// Its first byte's address.
+    pub address: u64,
+    /// Its length.
+    pub bytes: usize,
 }
 
 /// The memory a launch runs over, as the model lets a kernel see it.
-pub(crate) trait Memory {
+pub trait Memory {
     /// Whether `range` lies in one live allocation.
     fn inside(&self, range: Range) -> bool;
     /// A copy of `range`'s bytes (checked inside first).

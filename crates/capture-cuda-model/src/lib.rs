@@ -5,16 +5,19 @@
 //!
 //! - the builtins (`fill`, `add_scalar`, …): the mock's implementations;
 //! - the decoder's (`decode_embed`, …): the mock decoder's kernels from `capture_cli`;
-//! - the CUDA example's `square_plus`.
+//! - the CUDA example's `square_plus`;
+//! - capture-cuda's launch-model kernels (`block_sum`, `scale`), in the parameter-list
+//!   form: each buffer one pointer, scalars by value, a block and dynamic shared memory
+//!   per launch, handed over as each parameter's bytes (`find_params`).
 //!
-//! The model hands a kernel its parameter buffer as the module image lays it out; every
-//! kernel here takes CUDA's form of capture's launches (each buffer a pointer and its
-//! length in bytes, then a pointer to the info words), checks every range against the
+//! The model hands a kernel its parameter buffer as the module image lays it out; the
+//! pairs-form kernels take each buffer as a pointer and its length in bytes, then a
+//! pointer to the info words; every kernel checks every range against the
 //! model's live allocations, runs on copies of the buffers and writes back the ones it
 //! changed. The one exported symbol, `capture_model_run`, is in `raw.rs`.
 
 mod kernels;
 mod raw;
 
-pub use kernels::{HostKernel, find};
+pub use kernels::{HostKernel, Memory, ParamKernel, ParamLaunch, Range, find, find_params};
 pub use raw::{Launch, capture_model_run};

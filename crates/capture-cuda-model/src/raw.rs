@@ -94,6 +94,31 @@ pub unsafe extern "C" fn capture_model_run(
     let launch = unsafe { &*launch };
     // SAFETY: as above, the entry point is NUL-terminated.
     let entry = unsafe { CStr::from_ptr(launch.entry) }.to_string_lossy();
+    let mut memory = ModelMemory {
+        inside: launch.inside,
+    };
+    if let Some(kernel) = kernels::find_params(&entry) {
+        // A kernel of the parameter-list form: each parameter's bytes as the image lays
+        // them out.
+        let mut params = Vec::with_capacity(launch.param_count as usize);
+        for i in 0..launch.param_count as usize {
+            // SAFETY: the caller's contract: `param_count` offsets and sizes, and a
+            // parameter buffer holding `offset + size` bytes.
+            let bytes = unsafe {
+                let (offset, size) = (*launch.param_offsets.add(i), *launch.param_sizes.add(i));
+                std::slice::from_raw_parts(launch.params.add(offset), size).to_vec()
+            };
+            params.push(bytes);
+        }
+        let call = kernels::ParamLaunch {
+            grid: launch.grid,
+            block: launch.block,
+            shared_bytes: launch.shared_bytes,
+            params,
+        };
+        let ran = catch_unwind(AssertUnwindSafe(|| (kernel.f)(&call, &mut memory)));
+        return answer(ran, &entry, error, error_len);
+    }
     let Some(kernel) = kernels::find(&entry) else {
         say(
             error,
@@ -111,7 +136,7 @@ pub unsafe extern "C" fn capture_model_run(
                 error,
                 error_len,
                 &format!(
-                    "{entry}: parameter {i} is {size} bytes, every parameter of capture's CUDA form is 8"
+                    "{entry}: parameter {i} is {size} bytes, every parameter of capture's pairs form is 8"
                 ),
             );
             return FAULT;
@@ -121,12 +146,19 @@ pub unsafe extern "C" fn capture_model_run(
         unsafe { std::ptr::copy_nonoverlapping(launch.params.add(offset), word.as_mut_ptr(), 8) };
         params.push(u64::from_le_bytes(word));
     }
-    let mut memory = ModelMemory {
-        inside: launch.inside,
-    };
     let ran = catch_unwind(AssertUnwindSafe(|| {
         kernels::run(&entry, kernel, &params, &mut memory)
     }));
+    answer(ran, &entry, error, error_len)
+}
+
+/// The model's answer for a kernel run: ran, or faulted with why.
+fn answer(
+    ran: std::thread::Result<Result<(), String>>,
+    entry: &str,
+    error: *mut c_char,
+    error_len: usize,
+) -> c_int {
     match ran {
         Ok(Ok(())) => RAN,
         Ok(Err(why)) => {

@@ -20,6 +20,7 @@ mod cuda {
 #[cfg(feature = "floor")]
 mod floor;
 mod gpu;
+mod launch_model;
 mod model;
 mod nvrtc;
 #[cfg(feature = "cudarc")]

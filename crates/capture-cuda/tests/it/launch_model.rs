@@ -1,0 +1,285 @@
+//! The launch model on CUDA (the driver model in every test run; a GPU where one is):
+//! a kernel as an engine writes it (plain pointers, dimensions and a factor as scalars,
+//! a 256-thread block, a reduction in dynamic shared memory), and the user's own work
+//! launching a kernel of its own on the raw stream, each run eagerly, captured and
+//! replayed with new inputs written in place, bit for bit; the shipped PTX is what the
+//! pinned NVRTC makes of the source.
+
+use std::ffi::{CString, c_int, c_void};
+use std::sync::{Arc, OnceLock};
+
+use capture_core::{Arg, Device, DeviceConfig, Dims, KernelSignature, Param, StreamId};
+use capture_cuda::{CudaKernelSource, CudaWork, NVRTC_RELEASE, compile_ptx, nvrtc_version};
+
+use crate::support::{self, nvrtc_required};
+
+const S: StreamId = StreamId::new(0);
+const SOURCE: &str = include_str!("kernels/user.cu");
+const PTX: &str = include_str!("kernels/user.compute_80.ptx");
+
+/// `(const float*, float*, unsigned, float)`: both kernels' parameter list.
+const SIGNATURE: KernelSignature = KernelSignature::of(&[
+    Param::READ,
+    Param::WRITE,
+    Param::scalar::<u32>(),
+    Param::scalar::<f32>(),
+]);
+
+/// Sums of 256-element blocks of `x * scale`, in the kernel's order (a tree over
+/// strides 128, 64, …), so the host and the device agree to the bit.
+fn tree_sums(x: &[f32], scale: f32) -> Vec<f32> {
+    x.chunks(256)
+        .map(|c| {
+            let mut p: Vec<f32> = (0..256)
+                .map(|t| c.get(t).map_or(0.0, |v| v * scale))
+                .collect();
+            let mut stride = 128;
+            while stride > 0 {
+                for t in 0..stride {
+                    p[t] += p[t + stride];
+                }
+                stride /= 2;
+            }
+            p[0]
+        })
+        .collect()
+}
+
+#[test]
+fn a_kernel_with_scalars_a_256_thread_block_and_dynamic_shared_memory_captures_and_replays() {
+    let Some(cuda) = support::open("launch model: block_sum") else {
+        return;
+    };
+    let dev = Device::new(cuda.backend.clone(), DeviceConfig::new()).unwrap();
+    let source = CudaKernelSource::ptx("block_sum", PTX.to_owned(), "block_sum", SIGNATURE)
+        .unwrap()
+        .with_block([256, 1, 1]);
+    let k = dev.kernel(source);
+    let n = 1000u32;
+    let x = dev.alloc(S, u64::from(n) * 4).unwrap();
+    let sums = dev.alloc(S, 16).unwrap();
+    let input: Vec<f32> = (0..n).map(|i| (i % 13) as f32 * 0.25).collect();
+    dev.write_values(S, &x, 0, &input).unwrap();
+    let dims = Dims::grid([4, 1, 1])
+        .block([256, 1, 1])
+        .shared_bytes(256 * 4);
+    let launch = |d: &Device<capture_cuda::CudaBackend>, scale: f32| {
+        d.launch(
+            S,
+            &k,
+            dims,
+            &[
+                Arg::read(&x),
+                Arg::write(&sums),
+                Arg::scalar(n),
+                Arg::scalar(scale),
+            ],
+            &[],
+        )
+    };
+    launch(&dev, 2.0).unwrap();
+    let eager = dev.read_values::<f32>(S, &sums).unwrap();
+    assert_eq!(eager, tree_sums(&input, 2.0));
+    let g = dev.capture(S, |d| launch(d, 2.0)).unwrap();
+    let next: Vec<f32> = (0..n).map(|i| (i % 7) as f32 * 0.5).collect();
+    dev.write_values(S, &x, 0, &next).unwrap();
+    dev.replay(S, g, 1).unwrap();
+    let replayed = dev.read_values::<f32>(S, &sums).unwrap();
+    assert_eq!(replayed, tree_sums(&next, 2.0));
+    // Back to the first input: the replay gives the eager launch's bits.
+    dev.write_values(S, &x, 0, &input).unwrap();
+    dev.replay(S, g, 1).unwrap();
+    let again = dev.read_values::<f32>(S, &sums).unwrap();
+    assert_eq!(
+        again.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+        eager.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+        "bit for bit"
+    );
+    dev.drop_graph(g).unwrap();
+    // A signature that disagrees with the image (a length the kernel does not take) is
+    // refused at the first launch, naming both lists.
+    let wrong = dev.kernel(
+        CudaKernelSource::ptx(
+            "block_sum",
+            PTX.to_owned(),
+            "block_sum",
+            KernelSignature::of(&[
+                Param::READ,
+                Param::WRITE,
+                Param::scalar::<u64>(),
+                Param::scalar::<f32>(),
+            ]),
+        )
+        .unwrap(),
+    );
+    let err = dev
+        .launch(
+            S,
+            &wrong,
+            dims,
+            &[
+                Arg::read(&x),
+                Arg::write(&sums),
+                Arg::scalar(u64::from(n)),
+                Arg::scalar(1.0f32),
+            ],
+            &[],
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("block_sum"), "{err}");
+}
+
+/// The driver's entry points the user's own work calls, loaded as an engine would.
+struct Driver {
+    _lib: libloading::Library,
+    // SAFETY: function-pointer types only; each call below says why it is sound.
+    module_load: unsafe extern "C" fn(*mut *mut c_void, *const c_void) -> c_int,
+    // SAFETY: as above, a type; the call site holds the argument.
+    get_function: unsafe extern "C" fn(*mut *mut c_void, *mut c_void, *const i8) -> c_int,
+    // SAFETY: as above, a type; the call site holds the argument.
+    launch: unsafe extern "C" fn(
+        *mut c_void,
+        u32,
+        u32,
+        u32,
+        u32,
+        u32,
+        u32,
+        u32,
+        *mut c_void,
+        *mut *mut c_void,
+        *mut *mut c_void,
+    ) -> c_int,
+}
+
+impl Driver {
+    fn load() -> Self {
+        // SAFETY: the process's CUDA driver (or its model), already loaded by the
+        // backend; each symbol is cuda.h's entry point of that name and signature.
+        unsafe {
+            let lib = libloading::Library::new("libcuda.so.1").unwrap();
+            let module_load = *lib.get(b"cuModuleLoadData\0").unwrap();
+            let get_function = *lib.get(b"cuModuleGetFunction\0").unwrap();
+            let launch = *lib.get(b"cuLaunchKernel\0").unwrap();
+            Self {
+                _lib: lib,
+                module_load,
+                get_function,
+                launch,
+            }
+        }
+    }
+}
+
+/// The user's module and its `scale` function, loaded on the first run (warmup's eager
+/// call, never inside a window).
+struct Module {
+    function: usize,
+}
+
+#[test]
+fn foreign_work_launches_the_users_own_kernel_on_the_raw_stream() {
+    let Some(cuda) = support::open("launch model: foreign work") else {
+        return;
+    };
+    let dev = Device::new(cuda.backend.clone(), DeviceConfig::new()).unwrap();
+    let driver = Arc::new(Driver::load());
+    let module: Arc<OnceLock<Module>> = Arc::new(OnceLock::new());
+    let n = 300u32;
+    let (x, y) = (
+        dev.alloc(S, u64::from(n) * 4).unwrap(),
+        dev.alloc(S, u64::from(n) * 4).unwrap(),
+    );
+    let input: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    dev.write_values(S, &x, 0, &input).unwrap();
+    let ptx = CString::new(PTX).unwrap();
+    let (d, m) = (Arc::clone(&driver), Arc::clone(&module));
+    let body = move |call: &capture_cuda::CudaWorkCall<'_>| -> Result<(), String> {
+        let module = m.get_or_init(|| {
+            let (mut module, mut function) = (std::ptr::null_mut(), std::ptr::null_mut());
+            // SAFETY: the backend made its context current for this call; the PTX is
+            // NUL-terminated; both out-pointers are valid.
+            unsafe {
+                assert_eq!((d.module_load)(&mut module, ptx.as_ptr().cast()), 0);
+                assert_eq!(
+                    (d.get_function)(&mut function, module, c"scale".as_ptr()),
+                    0
+                );
+            }
+            Module {
+                function: function as usize,
+            }
+        });
+        let [x, y] = call.ranges() else {
+            return Err("two ranges".into());
+        };
+        let (mut xp, mut yp, mut count, mut a) = (x.ptr, y.ptr, (x.bytes / 4) as u32, 3.0f32);
+        let mut params = [
+            (&mut xp as *mut u64).cast::<c_void>(),
+            (&mut yp as *mut u64).cast(),
+            (&mut count as *mut u32).cast(),
+            (&mut a as *mut f32).cast(),
+        ];
+        // SAFETY: `scale(const float*, float*, unsigned, float)` takes exactly these
+        // four values, which live across the call; the stream is the one given.
+        let code = unsafe {
+            (d.launch)(
+                module.function as *mut c_void,
+                count.div_ceil(128),
+                1,
+                1,
+                128,
+                1,
+                1,
+                0,
+                call.stream(),
+                params.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        };
+        if code == 0 {
+            Ok(())
+        } else {
+            Err(format!("cuLaunchKernel: {code}"))
+        }
+    };
+    // SAFETY: the work launches one kernel, on the stream it is given, over the two
+    // declared ranges only (reading x, writing y, n elements); it loads its module on
+    // its first run, eagerly, before any window; it synchronises nothing.
+    let work = unsafe { CudaWork::new("users_scale", body) }.keep(driver);
+    let args = [Arg::read(&x), Arg::write(&y)];
+    dev.foreign_work(S, &args, work.clone()).unwrap();
+    let tripled: Vec<f32> = input.iter().map(|v| v * 3.0).collect();
+    assert_eq!(dev.read_values::<f32>(S, &y).unwrap(), tripled);
+    let g = dev
+        .capture(S, |d| d.foreign_work(S, &args, work.clone()))
+        .unwrap();
+    let next: Vec<f32> = (0..n).map(|i| (n - i) as f32 * 0.5).collect();
+    dev.write_values(S, &x, 0, &next).unwrap();
+    dev.replay(S, g, 2).unwrap();
+    let want: Vec<f32> = next.iter().map(|v| v * 3.0).collect();
+    assert_eq!(
+        dev.read_values::<f32>(S, &y).unwrap(),
+        want,
+        "the graph replayed the user's launch over the new input"
+    );
+    dev.drop_graph(g).unwrap();
+}
+
+#[test]
+fn the_shipped_user_kernels_are_what_nvrtc_makes_of_their_source() {
+    let (_, version) = match nvrtc_version() {
+        Ok(found) => found,
+        Err(why) => {
+            assert!(!nvrtc_required(), "CAPTURE_REQUIRE_NVRTC=1 but {why}");
+            println!("SKIP: user kernels' PTX: libnvrtc is not installed");
+            return;
+        }
+    };
+    if version != NVRTC_RELEASE && !nvrtc_required() {
+        println!("SKIP: user kernels' PTX: NVRTC {version:?} is not the pinned release");
+        return;
+    }
+    let ptx = compile_ptx(SOURCE, "user.cu", "compute_80").unwrap();
+    assert_eq!(ptx, PTX, "tests/it/kernels/user.compute_80.ptx is stale");
+}
