@@ -10,7 +10,12 @@
 //!   and in the recording);
 //! - every slice handed out or bound while armed is *touched*, and the touched slices
 //!   still allocated when the window closes are retained for the graph's life. Touching
-//!   (not a snapshot) is what catches a slice freed and reused inside the window.
+//!   (not a snapshot) is what catches a slice freed and reused inside the window;
+//! - a slice touched while recording (after priming) is never taken back before the
+//!   window closes, even when the user drops every handle of it: a later allocation of
+//!   the window cannot alias an input or an intermediate the recorded work still reads
+//!   on every replay, and the graph keeps the very allocation (its id) it recorded.
+//!   Priming held warmup's whole working set apart, so the recording needs no reuse.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -124,8 +129,21 @@ struct Arming {
     /// Slots handed out or bound while armed. Slots, not ids: a slice used by the window,
     /// dropped and taken back before the seal has no live id, and must still be pinned.
     touched: BTreeSet<(PoolKind, usize, usize)>,
+    /// Slots handed out or bound after priming ended: not taken back while armed.
+    recorded: BTreeSet<(PoolKind, usize, usize)>,
     priming: bool,
     primed: Vec<ManagedMemoryBinding>,
+}
+
+impl Arming {
+    /// Marks a slot handed out or bound: retained by the graph, and (once priming is
+    /// over) never taken back while armed.
+    fn touch(&mut self, slot: (PoolKind, usize, usize)) {
+        self.touched.insert(slot);
+        if !self.priming {
+            self.recorded.insert(slot);
+        }
+    }
 }
 
 /// One stream's memory of one kind: a dynamic and a persistent pool over one storage.
@@ -248,7 +266,7 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         };
         self.live.insert(id, (pool_kind, at));
         if let Some(arming) = &mut self.arming {
-            arming.touched.insert((pool_kind, at.page, at.slot));
+            arming.touch((pool_kind, at.page, at.slot));
             if arming.priming {
                 arming.primed.push(handle.binding());
             }
@@ -332,7 +350,7 @@ impl<S: ComputeStorage> MemoryManagement<S> {
     pub fn bind(&mut self, id: MemoryId) -> Result<MemoryLocation, ServerError> {
         let location = self.location(id)?;
         if let (Some(arming), Some(&(kind, at))) = (&mut self.arming, self.live.get(&id)) {
-            arming.touched.insert((kind, at.page, at.slot));
+            arming.touch((kind, at.page, at.slot));
         }
         Ok(location)
     }
@@ -392,15 +410,25 @@ impl<S: ComputeStorage> MemoryManagement<S> {
 
     /// Takes back every slice nobody holds any more. Their ids are kept for
     /// [`take_freed`](Self::take_freed).
+    ///
+    /// While a window records, a slice it touched stays (rule 7): nothing the window
+    /// allocates later may take the memory its recorded work reads or writes.
     pub fn reclaim(&mut self) {
         let (live, freed) = (&mut self.live, &mut self.freed);
         let mut gone = |id| {
             live.remove(&id);
             freed.push(id);
         };
-        self.dynamic.reclaim(&mut self.storage, &mut gone);
-        self.persistent.reclaim(&mut self.storage, &mut gone);
-        self.imported.reclaim(&mut self.storage, &mut gone);
+        let recorded = self.arming.as_ref().map(|a| &a.recorded);
+        let keep = |kind: PoolKind| {
+            move |at: SlotIndex| recorded.is_some_and(|r| r.contains(&(kind, at.page, at.slot)))
+        };
+        self.dynamic
+            .reclaim(&mut self.storage, keep(PoolKind::Dynamic), &mut gone);
+        self.persistent
+            .reclaim(&mut self.storage, keep(PoolKind::Persistent), &mut gone);
+        self.imported
+            .reclaim(&mut self.storage, keep(PoolKind::Imported), &mut gone);
     }
 
     /// Makes `external`, memory the caller owns, an allocation of this manager for
@@ -427,9 +455,7 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         let at = self.imported.adopt_page(storage, size, &handle);
         self.live.insert(id, (PoolKind::Imported, at));
         if let Some(arming) = &mut self.arming {
-            arming
-                .touched
-                .insert((PoolKind::Imported, at.page, at.slot));
+            arming.touch((PoolKind::Imported, at.page, at.slot));
             if arming.priming {
                 arming.primed.push(handle.binding());
             }
@@ -451,6 +477,7 @@ impl<S: ComputeStorage> MemoryManagement<S> {
             self.arming = Some(Arming {
                 restore: self.mode,
                 touched: BTreeSet::new(),
+                recorded: BTreeSet::new(),
                 priming: true,
                 primed: Vec::new(),
             });

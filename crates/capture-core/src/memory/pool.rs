@@ -97,16 +97,19 @@ impl Pool {
         }
     }
 
-    /// Takes back every slice nobody holds any more, telling the storage. Returns the
-    /// ids that went back.
+    /// Takes back every slice nobody holds any more, except those `keep` names, telling
+    /// the storage. Returns the ids that went back.
     pub(crate) fn reclaim<S: ComputeStorage>(
         &mut self,
         storage: &mut S,
+        keep: impl Fn(SlotIndex) -> bool,
         freed: &mut impl FnMut(MemoryId),
     ) {
-        for page in self.pages.iter_mut().flatten() {
-            for slot in &mut page.slots {
-                if slot.holder.is_some() && !slot.in_use() {
+        for (p, page) in self.pages.iter_mut().enumerate() {
+            let Some(page) = page else { continue };
+            for (s, slot) in page.slots.iter_mut().enumerate() {
+                if slot.holder.is_some() && !slot.in_use() && !keep(SlotIndex { page: p, slot: s })
+                {
                     if let Some(id) = slot.id() {
                         freed(id);
                     }

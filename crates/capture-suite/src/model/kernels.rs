@@ -1,28 +1,87 @@
 //! What a backend adds to a model run beyond its builtins: the [`UserKernel`]s (a kernel
-//! that writes only part of what it declares, kernels that fault) and a count of the
-//! pages its driver holds. The mock provides both ([`mock_extras`]); a backend that
-//! provides neither runs the model without them ([`Extras::none`]).
+//! that writes only part of what it declares, kernels that fault, a kernel taking
+//! scalars by value), the user's own work computing what a launch would, memory of the
+//! caller's own to import, and a count of the pages its driver holds. The mock provides
+//! them all ([`mock_extras`]); a backend that provides none runs the model without them
+//! ([`Extras::none`]).
 
-use capture_core::backend::Backend;
-use capture_core::{KernelSignature, MemoryKind};
-use capture_mock::{Mock, MockKernel};
+use std::sync::Arc;
+
+use capture_core::backend::{Backend, Builtins, DeviceExternal, GraphDriver};
+use capture_core::{Builtin, KernelSignature, MemoryKind, Param};
+use capture_mock::{Mock, MockKernel, MockMemory, MockWork};
 
 use super::program::UserKernel;
 
-/// A backend's user kernels and page count, for [`check_with`](super::check_with).
+/// The computation a launch spec names, for the backend's own work to run: the builtin
+/// or user kernel, and the words its function sees (info words, then each scalar).
+#[derive(Clone, Debug)]
+pub struct WorkOf {
+    /// The builtin (when `user` is `None`).
+    pub builtin: Builtin,
+    /// The user kernel, if it is one.
+    pub user: Option<UserKernel>,
+    /// Info words, then scalars, one word each.
+    pub words: Vec<u64>,
+}
+
+/// Memory of the caller's own, as the runner holds it: filled before the import, and
+/// read at the end (the library must never have freed or reused it).
+pub trait Imported: Send {
+    /// Writes `bytes` at `offset`, outside the library.
+    fn write(&self, offset: u64, bytes: &[u8]);
+    /// Its bytes now.
+    fn read(&self) -> Vec<u8>;
+}
+
+impl Imported for MockMemory {
+    fn write(&self, offset: u64, bytes: &[u8]) {
+        MockMemory::write(self, offset, bytes);
+    }
+    fn read(&self) -> Vec<u8> {
+        MockMemory::read(self)
+    }
+}
+
+/// Builds the backend's own work for a computation (`None`: it has no form of it).
+pub type WorkFn<B> = Arc<dyn Fn(&WorkOf) -> Option<<B as Backend>::Work> + Send + Sync>;
+
+/// Makes `size` bytes of the caller's own memory on the backend: what `Device::import`
+/// takes, and the caller's handle of it.
+pub type ImportFn<B> = Arc<
+    dyn Fn(
+            &B,
+            u64,
+        ) -> (
+            DeviceExternal<<B as GraphDriver>::Stream>,
+            Box<dyn Imported>,
+        ) + Send
+        + Sync,
+>;
+
+/// A backend's user kernels, own work, imported memory and page count, for
+/// [`check_with`](super::check_with).
 pub struct Extras<B: Backend> {
     /// The kernel source of each user kernel the backend has.
     pub user: Box<dyn Fn(UserKernel) -> Option<B::KernelSource>>,
+    /// The backend's own work computing what a launch would, when it has one: the
+    /// model's foreign-work ops run it.
+    pub work: Option<WorkFn<B>>,
+    /// Memory of the caller's own, when the backend can make it: the model's import
+    /// ops use it.
+    pub import: Option<ImportFn<B>>,
     /// The pages the driver holds for every device on one backend value, when the
     /// backend can count them.
     pub live_pages: Option<fn(&B) -> usize>,
 }
 
 impl<B: Backend> Extras<B> {
-    /// No user kernels (their launches do nothing) and no page count.
+    /// No user kernels (their launches do nothing), no work, no imports, no page count.
     pub fn none() -> Self {
         Self {
             user: Box::new(|_| None),
+            work: None,
+            import: None,
             live_pages: None,
         }
     }
@@ -66,16 +125,60 @@ const RESIZES: MockKernel = MockKernel {
     },
 };
 
-/// The mock's user kernels, and its page count.
-pub fn mock_extras<const AFFINE: bool>() -> Extras<Mock<AFFINE>> {
+/// `y[i] = a * x[i] + b` for `i < n`: `a` an `f32`, `b` an `i16`, `n` a `u32`, each a
+/// scalar passed by value (one word each, after no info words).
+const AFFINE: MockKernel = MockKernel {
+    name: "affine",
+    signature: KernelSignature::of(&[
+        Param::READ,
+        Param::WRITE,
+        Param::scalar::<f32>(),
+        Param::scalar::<i16>(),
+        Param::scalar::<u32>(),
+    ]),
+    f: |b, words| {
+        let a = f32::from_bits(words[0] as u32);
+        let bias = f32::from(words[1] as u16 as i16);
+        let n = words[2] as usize;
+        let (x, y) = b.split_at_mut(1);
+        let n = n.min(x[0].len() / 4).min(y[0].len() / 4);
+        for i in 0..n {
+            let v = a * f32::from_le_bytes(f32_at(&x[0], i)) + bias;
+            y[0][i * 4..i * 4 + 4].copy_from_slice(&v.to_le_bytes());
+        }
+    },
+};
+
+fn user_kernel(kernel: UserKernel) -> MockKernel {
+    match kernel {
+        UserKernel::Partial => PARTIAL,
+        UserKernel::Panics => PANICS,
+        UserKernel::Resizes => RESIZES,
+        UserKernel::Affine => AFFINE,
+    }
+}
+
+/// The mock's user kernels, its own work (a [`MockWork`] running the kernel's function
+/// over the declared ranges), its memory of the caller's own ([`MockMemory`]), and its
+/// page count.
+pub fn mock_extras<const A: bool>() -> Extras<Mock<A>> {
     Extras {
-        user: Box::new(|kernel| {
-            Some(match kernel {
-                UserKernel::Partial => PARTIAL,
-                UserKernel::Panics => PANICS,
-                UserKernel::Resizes => RESIZES,
-            })
-        }),
+        user: Box::new(|kernel| Some(user_kernel(kernel))),
+        work: Some(Arc::new(|of: &WorkOf| {
+            let kernel = match of.user {
+                Some(user) => user_kernel(user),
+                None => <Mock<A> as Builtins>::builtin(of.builtin),
+            };
+            let words = of.words.clone();
+            Some(MockWork::new(kernel.name, move |ranges| {
+                (kernel.f)(ranges, &words);
+                Ok(())
+            }))
+        })),
+        import: Some(Arc::new(|backend: &Mock<A>, size| {
+            let memory = backend.external_memory(size);
+            (memory.external(), Box::new(memory) as Box<dyn Imported>)
+        })),
         live_pages: Some(|backend| {
             backend.live_pages(MemoryKind::Device) + backend.live_pages(MemoryKind::Host)
         }),

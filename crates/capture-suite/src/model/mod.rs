@@ -3,12 +3,17 @@
 //!
 //! A [`Program`] is a random list of ops over 2 to 6 logical streams on 1 to 4 pooled
 //! streams (allocate, drop, write and read partial ranges, launch any builtin or a user
-//! kernel that writes only part of its output or faults, over buffers of any stream,
-//! sync, cleanup at any point, the explicit lifecycle and the capture closure, replay
-//! ×K, drop a graph, a fault on the Nth call of any driver operation, device-side waits
-//! included), with motifs that line up what single random ops rarely do (a buffer
-//! dropped under queued work, a foreign buffer dropped in a window, info words recorded
-//! in an aborted window and met again, cleanup around a window), and a second device on
+//! kernel that writes only part of its output, faults, or takes scalars (`y = a·x + b`
+//! with an f32, an i16 and a u32), over buffers of any stream, as a kernel launch or as
+//! the same kernel run by foreign work on the raw stream, a launch with a wrong-sized
+//! scalar that must be refused changing nothing, caller memory imported and declared
+//! written, sync, cleanup at any point, the explicit lifecycle and the capture closure,
+//! replay ×K, drop a graph, a fault on the Nth call of any driver operation, device-side
+//! waits included), with motifs that line up what single random ops rarely do (a buffer
+//! dropped under queued work, a foreign buffer dropped in a window, an input of the
+//! window's own stream (imported, dynamic or persistent) dropped inside the window, info
+//! words recorded in an aborted window and met again, cleanup around a window), and a
+//! second device on
 //! the same backend value, built, used (capturing too) and dropped at any point.
 //! [`check_with`] runs one on a fresh `Device<Faulty<B>>` beside a plain-Rust model that
 //! keeps, per byte, its value, "unwritten", "either" (a fault may or may not have
@@ -21,7 +26,8 @@
 //! - `captures().recording()` names exactly the windows the model has recording, on each
 //!   device;
 //! - at the end, after a failure too, a fresh capture works on every stream, after
-//!   dropping everything every pool reports nothing in use and no graph lives, and (where
+//!   dropping everything every pool reports nothing in use and no graph lives, imported
+//!   caller memory holds exactly the bytes the model predicts, and (where
 //!   the backend can count them) the driver holds exactly the pages the live devices
 //!   report: a device dropped mid-window gave its pages back once the window closed.
 //!
@@ -40,10 +46,10 @@ mod runner;
 mod threads;
 
 pub use drive::{cases_from_env, drive};
-pub use kernels::{Extras, mock_extras};
+pub use kernels::{Extras, ImportFn, Imported, WorkFn, WorkOf, mock_extras};
 pub use program::{
-    ArgSpec, BodyOp, LATEST, LaunchSpec, MAX_ELEMENTS, MAX_OPS, Op, Program, UserKernel,
-    any_launch, launch_spec, op, program,
+    ArgSpec, BodyOp, Form, LATEST, LaunchSpec, MAX_ELEMENTS, MAX_OPS, Op, PREVIOUS, Program,
+    UserKernel, any_launch, launch_spec, op, program,
 };
 pub use runner::Violation;
 pub use threads::{ThreadsProgram, check_threads, threads_program};
@@ -96,6 +102,7 @@ fn open<B: Builtins>(
         .collect();
     let mut run = Run::new(Arc::new(dev), kernels, streams, pooled, None);
     run.user_kernels(&extras.user);
+    run.foreign(extras.work.clone(), extras.import.clone());
     Ok(run)
 }
 

@@ -27,6 +27,9 @@ const NAMES: u8 = 8;
 /// just allocated or the graph it just captured.
 pub const LATEST: u8 = u8::MAX;
 
+/// A buffer name meaning "the one before the latest".
+pub const PREVIOUS: u8 = u8::MAX - 1;
+
 /// A random program for one device (and, through [`Op::SecondDevice`] and
 /// [`Op::OnSecond`], a second device built on the same backend value).
 #[derive(Clone, Debug)]
@@ -49,6 +52,18 @@ pub enum Op {
         stream: u8,
         /// The size (a multiple of 4 mostly, odd sizes sometimes).
         bytes: u32,
+    },
+    /// Import `bytes` bytes of memory the caller owns (the next buffer name) on
+    /// `stream`: filled by the caller with `values` (cycled), and declared written with
+    /// `Device::assume_written`, or left unwritten when `None`. Nothing on a backend
+    /// that cannot make such memory.
+    Import {
+        /// The owning stream.
+        stream: u8,
+        /// The size, a multiple of 4.
+        bytes: u32,
+        /// What the caller fills it with, as `f32`s.
+        values: Option<Vec<i8>>,
     },
     /// Drop the user's handle of buffer `buf`.
     Drop {
@@ -168,7 +183,8 @@ pub enum BodyOp {
 
 /// A user kernel the model knows, which a backend may provide (the mock does; see
 /// `model::mock_kernels`). Each takes two buffers, an input `x` (read) and an output
-/// `y` (write), and two info words: the element count and 0.
+/// `y` (write); then two info words (the element count and 0), or for
+/// [`Affine`](Self::Affine) three scalars by value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum UserKernel {
     /// Copies the first half of its elements from `x` to `y` and leaves the second half
@@ -178,16 +194,40 @@ pub enum UserKernel {
     Panics,
     /// Shortens a buffer it was given: breaks the contract, and faults like a panic.
     Resizes,
+    /// `y[i] = a * x[i] + b` for `i < n`, its parameters scalars passed by value: `a` an
+    /// `f32` (the spec's scalar), `b` an `i16` (`1 - scalar`), `n` a `u32` (the element
+    /// count); no info words.
+    Affine,
 }
 
 impl UserKernel {
     /// Every user kernel.
-    pub const ALL: [UserKernel; 3] = [UserKernel::Partial, UserKernel::Panics, UserKernel::Resizes];
+    pub const ALL: [UserKernel; 4] = [
+        UserKernel::Partial,
+        UserKernel::Panics,
+        UserKernel::Resizes,
+        UserKernel::Affine,
+    ];
 
     /// Whether its work faults when it runs.
     pub const fn faults(self) -> bool {
         matches!(self, UserKernel::Panics | UserKernel::Resizes)
     }
+}
+
+/// How a [`LaunchSpec`] reaches the device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Form {
+    /// `Device::launch` of the kernel.
+    Kernel,
+    /// `Device::foreign_work` over the same buffers and accesses, the backend's own work
+    /// computing what the kernel would (on the mock, a `MockWork` running the kernel's
+    /// function on the declared ranges).
+    Work,
+    /// `Device::launch` with a scalar the signature does not take: of the wrong size
+    /// (`Affine`'s `b` passed as an `i32`), or one argument too many (the others). The
+    /// launch check must refuse it, changing nothing.
+    WrongScalar,
 }
 
 /// A launch: the kernel (a builtin, or a [`UserKernel`]), its buffers (in the kernel's
@@ -203,6 +243,8 @@ pub struct LaunchSpec {
     pub args: Vec<ArgSpec>,
     /// The scalar `a` (for `row_bias`, the column count is `1 + |scalar| % 4`).
     pub scalar: i8,
+    /// How it reaches the device.
+    pub form: Form,
 }
 
 /// One launch argument: a buffer, and optionally a range of it.
@@ -245,34 +287,65 @@ fn arg() -> impl Strategy<Value = ArgSpec> {
         .prop_map(|(buf, range)| ArgSpec { buf, range })
 }
 
-/// A launch of any builtin over any buffers.
+/// A kernel launch, mostly, or the same computation as foreign work.
+fn good_form() -> impl Strategy<Value = Form> {
+    prop_oneof![3 => Just(Form::Kernel), 1 => Just(Form::Work)]
+}
+
+/// A launch of any builtin over any buffers, as a kernel or as foreign work.
 pub fn launch_spec() -> impl Strategy<Value = LaunchSpec> {
-    (select(Builtin::ALL.to_vec()), arg(), arg(), -3i8..=3).prop_map(|(builtin, x, y, scalar)| {
-        let args = match builtin {
-            Builtin::Fill => vec![y],
-            _ => vec![x, y],
-        };
-        LaunchSpec {
-            builtin,
-            user: None,
-            args,
-            scalar,
-        }
-    })
+    (
+        select(Builtin::ALL.to_vec()),
+        arg(),
+        arg(),
+        -3i8..=3,
+        good_form(),
+    )
+        .prop_map(|(builtin, x, y, scalar, form)| {
+            let args = match builtin {
+                Builtin::Fill => vec![y],
+                _ => vec![x, y],
+            };
+            LaunchSpec {
+                builtin,
+                user: None,
+                args,
+                scalar,
+                form,
+            }
+        })
 }
 
 /// A launch of a builtin, mostly, or of a [`UserKernel`] (which writes only part of its
-/// output, or faults).
+/// output, faults, or takes scalars), as a kernel or as foreign work; now and then one
+/// with a scalar the kernel does not take.
 pub fn any_launch() -> impl Strategy<Value = LaunchSpec> {
+    let user = (
+        select(UserKernel::ALL.to_vec()),
+        arg(),
+        arg(),
+        -3i8..=3,
+        good_form(),
+    )
+        .prop_map(|(user, x, y, scalar, form)| LaunchSpec {
+            builtin: Builtin::Copy,
+            user: Some(user),
+            args: vec![x, y],
+            scalar,
+            form,
+        });
     prop_oneof![
-        3 => launch_spec(),
-        1 => (select(UserKernel::ALL.to_vec()), arg(), arg()).prop_map(|(user, x, y)| {
-            LaunchSpec {
-                builtin: Builtin::Copy,
-                user: Some(user),
-                args: vec![x, y],
-                scalar: 0,
+        12 => launch_spec(),
+        4 => user,
+        1 => (launch_spec(), any::<bool>()).prop_map(|(mut spec, affine)| {
+            if affine {
+                spec.user = Some(UserKernel::Affine);
+                if spec.args.len() == 1 {
+                    spec.args.insert(0, spec.args[0].clone());
+                }
             }
+            spec.form = Form::WrongScalar;
+            spec
         }),
     ]
 }
@@ -293,6 +366,8 @@ fn fault() -> impl Strategy<Value = Op> {
 pub fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         6 => (stream(), alloc_bytes()).prop_map(|(stream, bytes)| Op::Alloc { stream, bytes }),
+        2 => (stream(), 1u32..=MAX_ELEMENTS, prop::option::weighted(0.8, values()))
+            .prop_map(|(stream, elements, values)| Op::Import { stream, bytes: elements * 4, values }),
         3 => name().prop_map(|buf| Op::Drop { buf }),
         5 => (stream(), name(), 0u8..MAX_ELEMENTS as u8, values())
             .prop_map(|(stream, buf, offset, values)| Op::Write { stream, buf, offset, values }),
@@ -329,7 +404,13 @@ fn second_op() -> impl Strategy<Value = Op> {
 
 /// `op` with every buffer and graph name folded below `n` ([`LATEST`] kept).
 fn few_names(op: Op, n: u8) -> Op {
-    let fold = |name: u8| if name == LATEST { name } else { name % n };
+    let fold = |name: u8| {
+        if name == LATEST || name == PREVIOUS {
+            name
+        } else {
+            name % n
+        }
+    };
     let launch = |mut l: LaunchSpec| {
         for a in &mut l.args {
             a.buf = fold(a.buf);
@@ -444,6 +525,7 @@ fn foreign_dropped_in_window() -> impl Strategy<Value = Vec<Op>> {
                 user: None,
                 args,
                 scalar: 2,
+                form: Form::Kernel,
             };
             let bytes = elements * 4;
             vec![
@@ -490,6 +572,110 @@ fn foreign_dropped_in_window() -> impl Strategy<Value = Vec<Op>> {
                     range: None,
                 },
             ]
+        })
+}
+
+/// An input of the window's own stream (memory the caller owns, imported and declared
+/// written, or an allocation written; prepared first or not, so it comes from either
+/// pool) read by a launch (or foreign work) recorded in a window; the user drops it
+/// inside the window and allocates a new buffer of its size, written; then replays, and
+/// reads. The graph keeps the input (rule 7): the new buffer is other memory, each
+/// replay reads the input's bytes, and an import is intact at the end (the library
+/// never frees it).
+fn input_dropped_in_window() -> impl Strategy<Value = Vec<Op>> {
+    (
+        stream(),
+        select(vec![Builtin::AddScalar, Builtin::Copy, Builtin::MulScalar]),
+        good_form(),
+        1u32..=MAX_ELEMENTS,
+        values(),
+        values(),
+        0u8..3,
+    )
+        .prop_map(|(stream, builtin, form, elements, first, second, input)| {
+            let bytes = elements * 4;
+            let launch = LaunchSpec {
+                builtin,
+                user: None,
+                args: vec![
+                    ArgSpec {
+                        buf: LATEST,
+                        range: None,
+                    },
+                    ArgSpec {
+                        buf: 0,
+                        range: None,
+                    },
+                ],
+                scalar: 2,
+                form,
+            };
+            let written = |first| Op::Write {
+                stream,
+                buf: LATEST,
+                offset: 0,
+                values: first,
+            };
+            let mut ops = match input {
+                0 => vec![Op::Import {
+                    stream,
+                    bytes,
+                    values: Some(first),
+                }],
+                // From the dynamic pool.
+                1 => vec![
+                    Op::Alloc { stream, bytes },
+                    written(first),
+                    Op::Prepare { stream },
+                ],
+                // From the persistent pool: allocated while prepared.
+                _ => vec![
+                    Op::Prepare { stream },
+                    Op::Alloc { stream, bytes },
+                    written(first),
+                ],
+            };
+            if input == 0 {
+                ops.push(Op::Prepare { stream });
+            }
+            let mut recorded = launch.clone();
+            recorded.args[0].buf = PREVIOUS;
+            ops.extend([
+                Op::Launch { stream, launch },
+                // Warmup allocates what the recording will.
+                Op::Alloc { stream, bytes },
+                Op::Drop { buf: LATEST },
+                Op::Begin { stream },
+                Op::Launch {
+                    stream,
+                    launch: recorded,
+                },
+                Op::Drop { buf: PREVIOUS },
+                Op::Alloc { stream, bytes },
+                Op::Write {
+                    stream,
+                    buf: LATEST,
+                    offset: 0,
+                    values: second,
+                },
+                Op::End { stream },
+                Op::Replay {
+                    stream,
+                    graph: LATEST,
+                    times: 2,
+                },
+                Op::Read {
+                    stream,
+                    buf: 0,
+                    range: None,
+                },
+                Op::Read {
+                    stream,
+                    buf: LATEST,
+                    range: None,
+                },
+            ]);
+            ops
         })
 }
 
@@ -561,6 +747,7 @@ fn fault_reported_then_waited() -> impl Strategy<Value = Vec<Op>> {
                     user: Some(user),
                     args: vec![whole(0), whole(1)],
                     scalar: 0,
+                    form: Form::Kernel,
                 },
             }];
             ops.extend((0..6).map(|stream| Op::Sync { stream }));
@@ -578,6 +765,7 @@ fn fault_reported_then_waited() -> impl Strategy<Value = Vec<Op>> {
                         user: None,
                         args: vec![whole(0), whole(2)],
                         scalar: 0,
+                        form: Form::Kernel,
                     },
                 },
                 Op::Read {
@@ -602,6 +790,7 @@ fn refused_device_wait() -> impl Strategy<Value = Vec<Op>> {
             user: None,
             args: vec![whole(x), whole(y)],
             scalar: 0,
+            form: Form::Kernel,
         };
         vec![
             Op::Write {
@@ -760,6 +949,7 @@ pub fn program() -> impl Strategy<Value = Program> {
                 28 => op().prop_map(|op| vec![op]),
                 2 => use_then_drop(),
                 2 => foreign_dropped_in_window(),
+                2 => input_dropped_in_window(),
                 1 => info_reused_after_abort(),
                 1 => cleanup_around_a_window(),
                 1 => fault_reported_then_waited(),

@@ -15,7 +15,8 @@ use capture_core::{
 };
 use capture_mock::{FaultOp, FaultPlan, Faulty};
 
-use super::program::{ArgSpec, BodyOp, LATEST, LaunchSpec, Op, UserKernel};
+use super::kernels::{ImportFn, Imported, WorkFn, WorkOf};
+use super::program::{ArgSpec, BodyOp, Form, LATEST, LaunchSpec, Op, PREVIOUS, UserKernel};
 use super::reference::{Byte, Model, ModelGraph, Rec, ResolvedLaunch, Span, Window};
 
 /// A broken promise: which op of the program, and what the device did that the rules
@@ -74,6 +75,15 @@ const WAIT_FAULTS: [FaultOp; 4] = [
 /// panicked or resized a buffer), reported at a later wait.
 const KERNEL_FAULT: &str = "kernel";
 
+/// The driver operation the mock names when the user's own work failed on the device,
+/// reported as a kernel's fault is.
+const WORK_FAULT: &str = "work";
+
+/// Whether a driver error names a fault of device work (a kernel's or the user's own).
+fn device_fault(op: &str) -> bool {
+    op == KERNEL_FAULT || op == WORK_FAULT
+}
+
 /// Sorts an error into a [`Kind`], and whether it says the window was doomed. `fired`
 /// are the faults injected during the call; a driver error that none of them explains
 /// is unexpected, unless it is a kernel's fault and one may be unreported (`kernel`).
@@ -101,7 +111,7 @@ fn classify(
                     (Kind::OwnFault, false)
                 }
             }
-            None if kernel && *op == KERNEL_FAULT => (Kind::WaitFault, false),
+            None if kernel && device_fault(op) => (Kind::WaitFault, false),
             None => (Kind::Unexpected, false),
         },
         ServerError::Doomed(pm) => (classify(&pm.cause, fired, kernel, surfaced).0, true),
@@ -173,10 +183,13 @@ fn render(bytes: &[Byte]) -> String {
     shown.join(" ")
 }
 
-/// A launch ready to issue: the device's arguments and info words, and the model's view.
+/// A launch ready to issue: the device's arguments (buffers, then scalars) and info
+/// words, the words a mock kernel would see (for the same computation as foreign work),
+/// and the model's view.
 struct Issued {
     args: Vec<Arg>,
-    info: [u64; 2],
+    info: Vec<u64>,
+    words: Vec<u64>,
     model: ResolvedLaunch,
 }
 
@@ -212,6 +225,13 @@ pub(crate) struct Run<B: Builtins> {
     fired: Vec<FaultOp>,
     surfaced: Vec<FaultOp>,
     pub(crate) violation: Option<Violation>,
+    /// The backend's own work for a launch's computation, where it has a form of it.
+    work: Option<WorkFn<B>>,
+    /// Memory of the caller's own, where the backend can make it.
+    import: Option<ImportFn<B>>,
+    /// Each import that succeeded: its model buffer and the caller's memory. Declared
+    /// last, so it outlives the device and every graph (its `# Safety` contract).
+    imports: Vec<(usize, Box<dyn Imported>)>,
 }
 
 impl<B: Builtins> Run<B> {
@@ -242,7 +262,17 @@ impl<B: Builtins> Run<B> {
             fired: Vec::new(),
             surfaced: Vec::new(),
             violation: None,
+            work: None,
+            import: None,
+            imports: Vec::new(),
         }
+    }
+
+    /// Gives the run the backend's own work and imported memory (`None`: work and
+    /// import ops do nothing).
+    pub(crate) fn foreign(&mut self, work: Option<WorkFn<B>>, import: Option<ImportFn<B>>) {
+        self.work = work;
+        self.import = import;
     }
 
     /// Registers the user kernels the backend provides (`source` gives `None` for one it
@@ -368,7 +398,7 @@ impl<B: Builtins> Run<B> {
     /// last good fence (the model widened it already).
     fn reported(&mut self, error: &ServerError, p: usize) {
         if let ServerError::Driver { op, .. } = error.root_cause()
-            && *op == KERNEL_FAULT
+            && device_fault(op)
         {
             self.faulty[p] = false;
         }
@@ -390,6 +420,7 @@ impl<B: Builtins> Run<B> {
     fn live(&self, name: u8) -> Option<usize> {
         let at = match name {
             LATEST => self.slots.len().checked_sub(1)?,
+            PREVIOUS => self.slots.len().checked_sub(2)?,
             name => name as usize,
         };
         let idx = (*self.slots.get(at)?)?;
@@ -418,6 +449,11 @@ impl<B: Builtins> Run<B> {
             enqueues.is_some_and(|p| self.faulty.iter().enumerate().any(|(q, f)| *f && q != p));
         match op {
             Op::Alloc { stream, bytes } => self.alloc(*stream, *bytes),
+            Op::Import {
+                stream,
+                bytes,
+                values,
+            } => self.import(*stream, *bytes, values.as_deref()),
             Op::Drop { buf } => self.drop_buffer(*buf),
             Op::Write {
                 stream,
@@ -558,6 +594,110 @@ impl<B: Builtins> Run<B> {
                     _ => self.fail(format!("alloc failed: {}", Chain(&e))),
                 }
             }
+        }
+    }
+
+    /// Memory of the caller's own: made by the backend, filled by the caller, imported,
+    /// and (with `values`) declared written.
+    fn import(&mut self, stream: u8, bytes: u32, values: Option<&[i8]>) {
+        let Some(make) = self.import.clone() else {
+            self.slots.push(None);
+            return;
+        };
+        let s = self.stream(stream);
+        let p = self.pooled_of(s);
+        let size = bytes.max(4) as usize;
+        let (external, memory) = make(self.dev.backend().inner(), size as u64);
+        let content: Option<Vec<u8>> = values.map(|v| {
+            let mut b: Vec<u8> = f32_bytes(v).into_iter().cycle().take(size).collect();
+            b.truncate(size);
+            b
+        });
+        if let Some(c) = &content {
+            memory.write(0, c);
+        }
+        let must_refuse = self.neighbour_of(p, s).is_some();
+        let dev = Arc::clone(&self.dev);
+        let stream_id = StreamId::new(s.into());
+        let Some((result, fired)) = self.guarded(|| dev.import(stream_id, external)) else {
+            self.slots.push(None);
+            return;
+        };
+        let buffer = match result {
+            Ok(buffer) => buffer,
+            Err(e) => {
+                self.slots.push(None);
+                let (kind, _) = self.classify(&e, &fired);
+                match kind {
+                    Kind::Refused if must_refuse || self.any_window() => {}
+                    Kind::OwnFault | Kind::WaitFault => {}
+                    _ => self.fail(format!("import failed: {}", Chain(&e))),
+                }
+                return;
+            }
+        };
+        if must_refuse {
+            self.fail("import accepted from a neighbour of an active window");
+        }
+        if buffer.size() != size as u64 {
+            self.fail(format!("import of {size} B gave {} B", buffer.size()));
+        }
+        let idx = self.model.alloc(size, p);
+        self.handles.push(Some(buffer.clone()));
+        self.shared.push(false);
+        self.slots.push(Some(idx));
+        self.imports.push((idx, memory));
+        let Some(content) = content else { return };
+        let recording = self.recording_by(p, s);
+        let Some((result, fired)) = self.guarded(|| dev.assume_written(stream_id, &buffer)) else {
+            return;
+        };
+        match result {
+            Ok(()) => {
+                if recording {
+                    self.fail("assume_written accepted while its stream records");
+                }
+                self.model.set(
+                    Span {
+                        buf: idx,
+                        start: 0,
+                        end: size,
+                    },
+                    &content,
+                );
+            }
+            Err(e) => {
+                let (kind, _) = self.classify(&e, &fired);
+                match kind {
+                    Kind::Refused | Kind::LateRefused if recording || self.any_window() => {}
+                    Kind::OwnFault | Kind::WaitFault => {}
+                    _ => self.fail(format!("assume_written failed: {}", Chain(&e))),
+                }
+            }
+        }
+    }
+
+    /// Every import holds, in the caller's own memory, the bytes the model knows for
+    /// certain: the library never freed, reused or poisoned memory it does not own.
+    pub(crate) fn check_imports(&mut self) {
+        let mut wrong = None;
+        for (idx, memory) in &self.imports {
+            let held = memory.read();
+            for (at, (byte, value)) in self.model.bufs[*idx].bytes.iter().zip(&held).enumerate() {
+                if let Byte::Val(v) = byte
+                    && v != value
+                {
+                    wrong = Some(format!(
+                        "imported buffer {idx}'s memory holds {value:#04x} at byte {at}; the \
+                         model has {v:#04x} (model: {})",
+                        render(&self.model.bufs[*idx].bytes)
+                    ));
+                    break;
+                }
+            }
+        }
+        if let Some(what) = wrong {
+            self.fail(what);
         }
     }
 
@@ -750,7 +890,7 @@ impl<B: Builtins> Run<B> {
             off: usize,
             len: usize,
         }
-        let mut resolved = Vec::with_capacity(spec.args.len());
+        let mut resolved: Vec<A> = Vec::with_capacity(spec.args.len());
         for ArgSpec { buf, range } in &spec.args {
             let idx = self.live(*buf)?;
             let elems = self.model.bufs[idx].size / 4;
@@ -778,13 +918,35 @@ impl<B: Builtins> Run<B> {
         if resolved.len() != accesses.len() {
             return None;
         }
-        if let Some(user) = spec.user {
-            self.user[UserKernel::ALL.iter().position(|k| *k == user)?]?;
+        match spec.form {
+            Form::Work => {
+                self.work.as_ref()?;
+            }
+            Form::Kernel | Form::WrongScalar => {
+                if let Some(user) = spec.user {
+                    self.user[UserKernel::ALL.iter().position(|k| *k == user)?]?;
+                }
+            }
         }
         // The element count covers the output range exactly, so the kernel writes every
         // byte the launch declares it writes (a builtin does; a user kernel may not).
         let a = f32::from(spec.scalar);
+        // Scalars by value, and the model's view of them (as info words).
+        let mut scalars: Vec<Arg> = Vec::new();
         let info = match spec.builtin {
+            _ if spec.user == Some(UserKernel::Affine) => {
+                let n = resolved[0].len.min(resolved[1].len);
+                resolved[1].len = n;
+                let b = 1 - i16::from(spec.scalar);
+                scalars.push(Arg::scalar(a));
+                if spec.form == Form::WrongScalar {
+                    scalars.push(Arg::scalar(i32::from(b)));
+                } else {
+                    scalars.push(Arg::scalar(b));
+                }
+                scalars.push(Arg::scalar(n as u32));
+                [u64::from(a.to_bits()), u64::from(f32::from(b).to_bits())]
+            }
             _ if spec.user.is_some() => {
                 let n = resolved[0].len.min(resolved[1].len);
                 resolved[1].len = n;
@@ -803,6 +965,21 @@ impl<B: Builtins> Run<B> {
                 resolved[1].len = n;
                 spec.builtin.info(n as u64, a)
             }
+        };
+        if spec.form == Form::WrongScalar && scalars.is_empty() {
+            // One argument the signature does not have.
+            scalars.push(Arg::scalar(1u32));
+        }
+        // What the kernel's function sees: its info words, then each scalar as a word.
+        let (info_words, words) = if spec.user == Some(UserKernel::Affine) {
+            let n = resolved[1].len as u64;
+            let b = 1 - i16::from(spec.scalar);
+            (
+                Vec::new(),
+                vec![u64::from(a.to_bits()), u64::from(b as u16), n],
+            )
+        } else {
+            (info.to_vec(), info.to_vec())
         };
         let mut args = Vec::with_capacity(resolved.len());
         let mut model_args = Vec::with_capacity(resolved.len());
@@ -831,9 +1008,14 @@ impl<B: Builtins> Run<B> {
         if Model::races(&model_args) {
             return None;
         }
+        if spec.form != Form::Work {
+            // Work takes buffers only: its scalars ride in its own words.
+            args.extend(scalars);
+        }
         Some(Issued {
             args,
-            info,
+            info: info_words,
+            words,
             model: ResolvedLaunch {
                 builtin: spec.builtin,
                 user: spec.user,
@@ -851,33 +1033,61 @@ impl<B: Builtins> Run<B> {
         let p = self.pooled_of(s);
         let recorded = self.recording_by(p, s);
         let must_refuse = self.neighbour_of(p, s).is_some();
-        let kernel = match spec.user {
-            Some(user) => {
-                let at = UserKernel::ALL.iter().position(|k| *k == user);
-                at.and_then(|at| self.user[at])
-                    .expect("resolve checked the user kernel")
-            }
-            None => {
-                self.kernels[Builtin::ALL
-                    .iter()
-                    .position(|b| *b == spec.builtin)
-                    .expect("a builtin")]
-            }
-        };
         let inputs: Vec<Span> = issued.model.inputs().collect();
         let outputs: Vec<Span> = issued.model.outputs().collect();
         let dev = Arc::clone(&self.dev);
-        let Some((result, fired)) = self.guarded(|| {
-            dev.launch(
-                StreamId::new(s.into()),
-                &kernel,
-                [1, 1, 1],
-                &issued.args,
-                &issued.info,
-            )
-        }) else {
+        let stream = StreamId::new(s.into());
+        let called = match spec.form {
+            Form::Work => {
+                let make = self.work.clone().expect("resolve checked the work");
+                let Some(work) = make(&WorkOf {
+                    builtin: spec.builtin,
+                    user: spec.user,
+                    words: issued.words.clone(),
+                }) else {
+                    return Ok(());
+                };
+                self.guarded(|| dev.foreign_work(stream, &issued.args, work))
+            }
+            Form::Kernel | Form::WrongScalar => {
+                let kernel = match spec.user {
+                    Some(user) => {
+                        let at = UserKernel::ALL.iter().position(|k| *k == user);
+                        at.and_then(|at| self.user[at])
+                            .expect("resolve checked the user kernel")
+                    }
+                    None => {
+                        self.kernels[Builtin::ALL
+                            .iter()
+                            .position(|b| *b == spec.builtin)
+                            .expect("a builtin")]
+                    }
+                };
+                self.guarded(|| dev.launch(stream, &kernel, [1, 1, 1], &issued.args, &issued.info))
+            }
+        };
+        let Some((result, fired)) = called else {
             return Ok(());
         };
+        if spec.form == Form::WrongScalar {
+            // The launch check refuses it before anything runs: nothing changes.
+            match &result {
+                Ok(()) => self.fail("a launch with a scalar its kernel does not take was accepted"),
+                Err(e @ ServerError::InvalidArgument { .. }) => {
+                    let _ = e;
+                }
+                Err(e) => {
+                    let (kind, _) = self.classify(e, &fired);
+                    if kind != Kind::Refused || !(must_refuse || self.any_window()) {
+                        self.fail(format!(
+                            "a launch with a wrong scalar failed otherwise than refused: {}",
+                            Chain(e)
+                        ));
+                    }
+                }
+            }
+            return result;
+        }
         let error = result.as_ref().err().map(|e| (self.classify(e, &fired), e));
         if recorded {
             match error {
@@ -1554,6 +1764,7 @@ impl<B: Builtins> Run<B> {
             self.fail(format!("cleanup failed: {}", Chain(&e)));
         }
         self.check_empty();
+        self.check_imports();
     }
 
     /// Every pool reports nothing in use and no graph is live.

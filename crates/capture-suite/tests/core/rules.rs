@@ -238,6 +238,46 @@ fn rule_07_a_graph_pins_every_slice_its_launches_touch() {
 }
 
 #[test]
+fn rule_07_inputs_dropped_inside_the_window_are_not_reused_by_it() {
+    let _suite = crate::suite_lock();
+    // Two inputs written before the window, one from the dynamic pool and one from the
+    // persistent pool (allocated while prepared), read by a recorded launch and dropped
+    // right after it; then the window allocates two buffers of their size and records
+    // writes to them. The window's allocations must take other memory (not the dropped
+    // persistent input's slice), and the graph must keep the inputs it recorded: each
+    // replay reads the inputs' bytes, never the new buffers', and never fails as if the
+    // memory were unknown.
+    let (dev, _) = device();
+    let k = kernels(&dev);
+    let a = filled(&dev, S0, &[5; 64]);
+    let y = dev.alloc(S0, 256).unwrap();
+    dev.prepare(S0).unwrap();
+    let b = filled(&dev, S0, &[7; 64]);
+    let args = |a: &capture_core::Buffer, b: &capture_core::Buffer| {
+        [Arg::read(a), Arg::read(b), Arg::write(&y)]
+    };
+    dev.launch(S0, &k.add, [1, 1, 1], &args(&a, &b), &[])
+        .unwrap();
+    // Warmup allocates what the recording will, so the window finds room.
+    drop((dev.alloc(S0, 256).unwrap(), dev.alloc(S0, 256).unwrap()));
+    dev.begin(S0).unwrap();
+    dev.launch(S0, &k.add, [1, 1, 1], &args(&a, &b), &[])
+        .unwrap();
+    drop((a, b));
+    let z1 = dev.alloc(S0, 256).unwrap();
+    let z2 = dev.alloc(S0, 256).unwrap();
+    dev.write(S0, &z1, 0, bytes_of(&[100; 64])).unwrap();
+    dev.write(S0, &z2, 0, bytes_of(&[200; 64])).unwrap();
+    let g = dev.end(S0).unwrap();
+    for _ in 0..2 {
+        dev.replay(S0, g, 1).unwrap();
+        assert_eq!(read(&dev, S0, &y).unwrap(), vec![12; 64]);
+        assert_eq!(read(&dev, S0, &z1).unwrap(), vec![100; 64]);
+        assert_eq!(read(&dev, S0, &z2).unwrap(), vec![200; 64]);
+    }
+}
+
+#[test]
 fn rule_08_recorded_copies_keep_their_bytes_and_clear_no_claim() {
     let _suite = crate::suite_lock();
     let (dev, _) = device();
