@@ -314,8 +314,45 @@ if [ "$SHORT" = 1 ]; then
 else
     decode_size=()
 fi
-if [ -z "$NO_CUDA_DEMO" ]; then
-    step "decode --backend cuda" ./capture decode --backend cuda "${decode_size[@]}"
+# On a GPU its matrix-vector products run as cuBLAS SGEMMs through foreign work, and
+# the step fails when cuBLAS cannot be loaded: looked for where PyTorch installs it (its
+# lib/ and the nvidia wheels beside it), then the CUDA toolkit's and the system's. On the
+# driver model no real library can run, and the decoder's own kernel takes them.
+find_cublas() {
+    command -v python3 >/dev/null 2>&1 || return 0
+    python3 - <<'PY' 2>/dev/null
+import glob, os
+dirs = []
+try:
+    import torch
+    here = os.path.dirname(torch.__file__)
+    dirs += [os.path.join(here, "lib"), os.path.join(os.path.dirname(here), "nvidia")]
+except Exception:
+    pass
+try:
+    import nvidia
+    dirs += list(nvidia.__path__)
+except Exception:
+    pass
+dirs += ["/usr/local/cuda/lib64", "/usr/lib/x86_64-linux-gnu"]
+for d in dirs:
+    found = sorted(glob.glob(os.path.join(d, "**", "libcublas.so*"), recursive=True), reverse=True)
+    found = [p for p in found if not os.path.basename(p).startswith("libcublasLt")]
+    if found:
+        print(found[0])
+        break
+PY
+}
+if [ -z "$NO_CUDA_DEMO" ] && [ "$DRIVER_MODEL" = 1 ]; then
+    step "decode --backend cuda" --expect '^GEMM path: own kernel' \
+        ./capture decode --backend cuda "${decode_size[@]}"
+elif [ -z "$NO_CUDA_DEMO" ]; then
+    cublas=${CAPTURE_CUBLAS:-$(find_cublas)}
+    echo "cuBLAS for the decoder: ${cublas:-not found (the decode step fails)}"
+    step "decode --backend cuda" --expect '^GEMM path: cuBLAS' \
+        env CAPTURE_REQUIRE_CUBLAS=1 CAPTURE_CUBLAS="$cublas" \
+        LD_LIBRARY_PATH="${cublas:+$(dirname "$cublas"):}${LD_LIBRARY_PATH:-}" \
+        ./capture decode --backend cuda "${decode_size[@]}"
 else
     skip "decode --backend cuda" "$NO_CUDA_DEMO"
 fi

@@ -371,7 +371,10 @@ It prints nvidia-smi, then runs
                                  replays, where PyTorch is installed
   capture bench --backend vulkan the launch-bound rows on Vulkan, beside the ash floor
   capture decode --backend cuda  the llama-shaped decoder captured once and replayed per
-                                 token, its ids, logits and host reference checked
+                                 token, its ids, logits and host reference checked; its
+                                 products as cuBLAS SGEMMs through foreign work (cuBLAS
+                                 looked for where PyTorch installs it; the step fails
+                                 without it; CAPTURE_CUBLAS=PATH names one)
   capture decode --backend vulkan the same, when libvulkan.so.1 is present
 and ends with `bundle: N passed, M failed` (exit status non-zero on any failure).
 Each step runs under a timeout (--step-timeout S, default 420) and writes its output to
@@ -554,7 +557,16 @@ mod tests {
                 "capture-vulkan-it",
                 "echo \"vulkan $*\" >> calls".to_string(),
             ),
-            ("capture", "echo \"capture $*\" >> calls".to_string()),
+            (
+                "capture",
+                // The decoder prints its GEMM path: cuBLAS when run.sh requires it.
+                "echo \"capture $*\" >> calls; if [ \"$1\" = decode ]; then \
+                 echo \"decode cuBLAS required: ${CAPTURE_REQUIRE_CUBLAS:-0}\" >> calls; \
+                 if [ \"${CAPTURE_REQUIRE_CUBLAS:-0}\" = 1 ]; then \
+                 echo 'GEMM path: cuBLAS SGEMM (fake)'; \
+                 else echo 'GEMM path: own kernel (fake)'; fi; fi"
+                    .to_string(),
+            ),
         ] {
             let path = dir.join(file);
             fs::write(&path, format!("#!/usr/bin/env bash\n{body}\n")).unwrap();
@@ -641,6 +653,10 @@ mod tests {
         assert!(calls.contains("cuda-alloc 1\n"), "{calls}");
         assert!(calls.contains("capture bench --backend cuda\n"), "{calls}");
         assert!(calls.contains("capture decode --backend cuda\n"), "{calls}");
+        assert!(
+            calls.contains("decode cuBLAS required: 1\n"),
+            "on a GPU the decoder must run its products through cuBLAS:\n{calls}"
+        );
         assert_eq!(tally(&text).1, 0, "{text}");
         // One log file per step, and the summary, beside run.sh.
         let logs: Vec<String> = fs::read_dir(dir.join("logs"))

@@ -7,6 +7,7 @@
 
 use capture_cli::decode::Kernel;
 use capture_cuda::{NVRTC_RELEASE, compile_ptx, nvrtc_version};
+use capture_graphs::Param;
 
 const SOURCE: &str = include_str!("../src/decode/decode.cu");
 const SHIPPED: &str = include_str!("../src/decode/decode.compute_80.ptx");
@@ -46,11 +47,27 @@ fn has_every_entry(ptx: &str) {
             .find(&entry)
             .unwrap_or_else(|| panic!("the PTX lacks {entry}"));
         let params = &ptx[at..at + ptx[at..].find(')').expect("a parameter list")];
-        // A pointer and a length per buffer, then the info words' pointer.
-        let want = 2 * kernel.signature().buffers() + 1;
+        // One 8-byte pointer per buffer, then each scalar at its size, in order.
+        let want: Vec<u32> = kernel
+            .signature()
+            .params()
+            .iter()
+            .map(|p| match p {
+                Param::Scalar(bytes) => u32::from(*bytes),
+                _ => 8,
+            })
+            .collect();
+        let got: Vec<u32> = params
+            .split(".param ")
+            .skip(1)
+            .map(|p| match p.split_whitespace().next().unwrap_or("") {
+                ".u64" | ".b64" | ".f64" | ".s64" => 8,
+                ".u32" | ".b32" | ".f32" | ".s32" => 4,
+                other => panic!("{entry}: a parameter of type {other}"),
+            })
+            .collect();
         assert_eq!(
-            params.matches(".param").count(),
-            want,
+            got, want,
             "{entry} takes other parameters than its signature declares"
         );
     }

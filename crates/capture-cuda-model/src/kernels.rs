@@ -1,7 +1,8 @@
 //! The kernels by entry point name, and how one runs over the model's memory.
 
+use capture_cli::decode::model::STATE_WORDS;
 use capture_cli::decode::{DecodeBackend, Kernel};
-use capture_core::{Builtin, Builtins, KernelSignature};
+use capture_core::{Builtin, Builtins, KernelSignature, Param};
 use capture_mock::MockBackend;
 
 /// A host implementation of one CUDA entry point: the mock's form, a function over
@@ -18,15 +19,6 @@ pub struct HostKernel {
 pub fn find(entry: &str) -> Option<HostKernel> {
     if let Some(builtin) = Builtin::from_name(entry) {
         let k = MockBackend::builtin(builtin);
-        return Some(HostKernel {
-            signature: k.signature,
-            f: k.f,
-        });
-    }
-    if let Some(name) = entry.strip_prefix("decode_")
-        && let Some(kernel) = Kernel::ALL.into_iter().find(|k| k.name() == name)
-    {
-        let k = <MockBackend as DecodeBackend>::decode_kernel(kernel).ok()?;
         return Some(HostKernel {
             signature: k.signature,
             f: k.f,
@@ -66,10 +58,12 @@ impl std::fmt::Debug for ParamKernel {
     }
 }
 
-/// One launch of a parameter-list kernel: its grid, block, dynamic shared memory and
-/// each parameter's bytes in order.
+/// One launch of a parameter-list kernel: its entry point, grid, block, dynamic shared
+/// memory and each parameter's bytes in order.
 #[derive(Debug)]
 pub struct ParamLaunch {
+    /// The entry point's name.
+    pub entry: String,
     /// Blocks per dimension.
     pub grid: [u32; 3],
     /// Threads per block dimension.
@@ -106,12 +100,193 @@ impl ParamLaunch {
 }
 
 /// The host implementation of a parameter-list `entry`, if there is one: the kernels of
-/// capture-cuda's launch-model tests (`tests/it/kernels/user.cu`).
+/// capture-cuda's launch-model tests (`tests/it/kernels/user.cu`) and the decoder's
+/// (`decode_*`, capture-cli's `decode.cu`).
 pub fn find_params(entry: &str) -> Option<ParamKernel> {
     match entry {
         "block_sum" => Some(ParamKernel { f: block_sum }),
         "scale" => Some(ParamKernel { f: scale }),
-        _ => None,
+        _ => decode_kernel(entry).map(|_| ParamKernel { f: decode }),
+    }
+}
+
+/// The decoder's kernel whose CUDA entry point is `entry`.
+fn decode_kernel(entry: &str) -> Option<Kernel> {
+    let name = entry.strip_prefix("decode_")?;
+    Kernel::ALL.into_iter().find(|k| k.name() == name)
+}
+
+/// Bytes from `address` to the end of the live allocation holding it: what a kernel
+/// given only a pointer may reach.
+fn extent(memory: &dyn Memory, entry: &str, what: usize, address: u64) -> Result<usize, String> {
+    let inside = |bytes: usize| memory.inside(Range { address, bytes });
+    if !inside(1) {
+        return Err(format!(
+            "{entry}: parameter {what} points at {address:#x}, not inside a live allocation"
+        ));
+    }
+    let (mut lo, mut hi) = (1usize, 2usize);
+    while hi < 1 << 40 && inside(hi) {
+        lo = hi;
+        hi *= 2;
+    }
+    // `lo` bytes fit, `hi` do not: halve the gap.
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if inside(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(lo)
+}
+
+/// A decoder kernel (`decode_*`) in the parameter-list form: each buffer one pointer,
+/// its dimensions and constants by value, a block and (for a reduction) dynamic shared
+/// memory per launch. Checks the parameters against the kernel's signature and a
+/// reduction's block and shared memory against what its tree needs, then runs the mock
+/// decoder's function (the host reference's order) over each buffer from its pointer to
+/// the end of its allocation, and writes back only the bytes it changed in the buffers
+/// the kernel may write.
+fn decode(l: &ParamLaunch, memory: &mut dyn Memory) -> Result<(), String> {
+    let entry = l.entry.as_str();
+    let kernel = decode_kernel(entry).ok_or(format!("{entry} is not a decoder kernel"))?;
+    let signature = kernel.signature();
+    let sizes: Vec<usize> = signature
+        .params()
+        .iter()
+        .map(|p| match p {
+            Param::Scalar(bytes) => usize::from(*bytes),
+            _ => 8,
+        })
+        .collect();
+    l.expect(entry, &sizes)?;
+    let per_thread = kernel.shared_per_thread();
+    if per_thread > 0 {
+        let block = l.block[0];
+        if !block.is_power_of_two() || l.block[1] != 1 || l.block[2] != 1 {
+            return Err(format!(
+                "{entry}: a block of {:?} threads; its tree reduces over a power of two in x",
+                l.block
+            ));
+        }
+        if l.shared_bytes < per_thread * block {
+            return Err(format!(
+                "{entry}: {} bytes of dynamic shared memory for a tree over {block} threads \
+                 ({} needed)",
+                l.shared_bytes,
+                per_thread * block
+            ));
+        }
+    }
+    if matches!(kernel, Kernel::Matvec | Kernel::MatvecResidual) {
+        let rows = l.word(3)?;
+        if u64::from(l.grid[0]) < rows {
+            return Err(format!(
+                "{entry}: {} blocks for {rows} rows (one block per row)",
+                l.grid[0]
+            ));
+        }
+    }
+    let mock = <MockBackend as DecodeBackend>::decode_kernel(kernel).map_err(|e| e.to_string())?;
+    let words: Vec<u64> = (0..sizes.len())
+        .filter(|&i| !signature.params()[i].is_buffer())
+        .map(|i| l.word(i))
+        .collect::<Result<_, _>>()?;
+    let reach = reach(kernel, &words);
+    let (mut buffers, mut ranges) = (Vec::new(), Vec::new());
+    for (i, param) in signature.params().iter().enumerate() {
+        if param.is_buffer() {
+            let address = l.word(i)?;
+            let extent = extent(memory, entry, i, address)?;
+            let bytes = match reach.get(ranges.len()).copied().flatten() {
+                Some(bytes) if bytes > extent => {
+                    return Err(format!(
+                        "{entry}: parameter {i} reaches {bytes} bytes from {address:#x}, past \
+                         the end of its allocation ({extent} bytes on)"
+                    ));
+                }
+                Some(bytes) => bytes,
+                None => extent,
+            };
+            let range = Range { address, bytes };
+            buffers.push(memory.read(range));
+            ranges.push((range, *param));
+        }
+    }
+    let before = buffers.clone();
+    (mock.f)(&mut buffers, &words);
+    for (((range, param), after), before) in ranges.iter().zip(&buffers).zip(&before) {
+        let changed = after != before;
+        if changed && *param == Param::READ {
+            return Err(format!(
+                "{entry} wrote the buffer at {:#x}, which it takes read-only",
+                range.address
+            ));
+        }
+        if changed {
+            write_changes(memory, range.address, before, after);
+        }
+    }
+    Ok(())
+}
+
+/// Bytes each buffer parameter of `kernel` reaches from its pointer, given its scalars
+/// (`words`, in order), where the scalars bound it; `None` where only the data does (the
+/// embedding row a token picks).
+fn reach(kernel: Kernel, words: &[u64]) -> Vec<Option<usize>> {
+    let w = |i: usize| words.get(i).copied().unwrap_or(0) as usize * 4;
+    let dims = |i: usize| words.get(i).copied().unwrap_or(0) as usize;
+    let state = Some(STATE_WORDS as usize * 4);
+    match kernel {
+        Kernel::Embed => vec![state, None, Some(w(0))],
+        Kernel::RmsNorm | Kernel::SwiGlu => vec![Some(w(0)); 3],
+        Kernel::Matvec | Kernel::MatvecResidual => {
+            vec![Some(w(0) * dims(1)), Some(w(1)), Some(w(0))]
+        }
+        Kernel::Rope => vec![state, Some(w(0)), Some(w(0))],
+        Kernel::KvStore => {
+            let cache = Some(w(0) * dims(1));
+            vec![state, Some(w(0)), Some(w(0)), cache, cache]
+        }
+        Kernel::AttnScores => vec![
+            state,
+            Some(w(0)),
+            Some(w(0) * dims(2)),
+            Some(w(1) * dims(2)),
+        ],
+        Kernel::AttnSoftmax => vec![state, Some(w(0) * dims(1))],
+        Kernel::AttnMix => vec![
+            state,
+            Some(w(1) * dims(2)),
+            Some(w(0) * dims(2)),
+            Some(w(0)),
+        ],
+        Kernel::RecordLogits => vec![state, Some(w(0)), Some(w(0) * dims(1))],
+        Kernel::Argmax => vec![state, Some(w(0)), Some(w(1))],
+    }
+}
+
+/// Writes the runs of `after` that differ from `before` at `address`.
+fn write_changes(memory: &mut dyn Memory, address: u64, before: &[u8], after: &[u8]) {
+    let mut i = 0;
+    while i < after.len() {
+        if after[i] == before[i] {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < after.len() && after[i] != before[i] {
+            i += 1;
+        }
+        memory.write(
+            Range {
+                address: address + start as u64,
+                bytes: i - start,
+            },
+            &after[start..i],
+        );
     }
 }
 

@@ -4,11 +4,13 @@
 //! entry point's name, reusing the mock's where one exists:
 //!
 //! - the builtins (`fill`, `add_scalar`, …): the mock's implementations;
-//! - the decoder's (`decode_embed`, …): the mock decoder's kernels from `capture_cli`;
 //! - the CUDA example's `square_plus`;
-//! - capture-cuda's launch-model kernels (`block_sum`, `scale`), in the parameter-list
-//!   form: each buffer one pointer, scalars by value, a block and dynamic shared memory
-//!   per launch, handed over as each parameter's bytes (`find_params`).
+//! - in the parameter-list form (each buffer one pointer, scalars by value, a block and
+//!   dynamic shared memory per launch, handed over as each parameter's bytes:
+//!   `find_params`): capture-cuda's launch-model kernels (`block_sum`, `scale`) and the
+//!   decoder's (`decode_embed`, …), which run the mock decoder's functions from
+//!   `capture_cli` over each buffer from its pointer to the end of its allocation,
+//!   after checking the parameters and a reduction's block and shared memory.
 //!
 //! The model hands a kernel its parameter buffer as the module image lays it out; the
 //! pairs-form kernels take each buffer as a pointer and its length in bytes, then a

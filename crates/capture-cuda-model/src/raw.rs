@@ -111,6 +111,7 @@ pub unsafe extern "C" fn capture_model_run(
             params.push(bytes);
         }
         let call = kernels::ParamLaunch {
+            entry: entry.to_string(),
             grid: launch.grid,
             block: launch.block,
             shared_bytes: launch.shared_bytes,

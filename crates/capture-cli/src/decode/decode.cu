@@ -1,56 +1,66 @@
-// The decode kernels for CUDA (capture decode). As every kernel capture launches, each
-// buffer comes as a pointer and its length in bytes, then a pointer to the launch's
-// 64-bit info words (floats as bits in the low half). One thread per output element,
-// blocks of 64; the summation orders are the host reference's (host.rs).
-// Compiled to decode.compute_80.ptx by NVRTC (capture_cuda::compile_ptx, pinned
-// release, --fmad=false); crates/capture/tests/decode_ptx.rs checks the shipped PTX is
-// that output.
+// The decode kernels for CUDA (capture decode), written as an engine writes them: each
+// buffer a plain pointer to its first element, dimensions and constants by value. The
+// reductions (rmsnorm, matvec, softmax, argmax) run one block per output, the block's
+// threads striding over the input and meeting in a tree in dynamic shared memory
+// (blockDim.x floats, a power of two; the argmax also blockDim.x indices); the rest run
+// one thread per element. Compiled to decode.compute_80.ptx by NVRTC
+// (capture_cuda::compile_ptx, pinned release, --fmad=false); tests/decode_ptx.rs checks
+// the shipped PTX is that output and that each entry point's parameters are its
+// signature's.
 
-typedef unsigned long long u64;
 typedef unsigned int u32;
 
-#define TID ((u64)blockIdx.x * blockDim.x + threadIdx.x)
-#define F(w) __uint_as_float((u32)(w))
+#define TID (blockIdx.x * blockDim.x + threadIdx.x)
 
-extern "C" __global__ void decode_embed(const u32* state, u64 state_bytes, const float* table, u64 table_bytes, float* x, u64 x_bytes, const u64* info) {
-    u64 d = info[0], i = TID;
-    if (i < d) x[i] = table[(u64)state[1] * d + i];
-}
+extern __shared__ float shared[];
 
-extern "C" __global__ void decode_rmsnorm(const float* x, u64 x_bytes, const float* w, u64 w_bytes, float* out, u64 out_bytes, const u64* info) {
-    u64 n = info[0], i = TID;
-    float eps = F(info[1]);
-    if (i < n) {
-        float ss = 0.0f;
-        for (u64 j = 0; j < n; j++) ss += x[j] * x[j];
-        float r = 1.0f / sqrtf(ss / (float)n + eps);
-        out[i] = x[i] * r * w[i];
+// The block's partial values in shared[0..blockDim.x), summed into shared[0].
+__device__ void block_sum(float v) {
+    u32 t = threadIdx.x;
+    shared[t] = v;
+    __syncthreads();
+    for (u32 s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (t < s) shared[t] += shared[t + s];
+        __syncthreads();
     }
 }
 
-extern "C" __global__ void decode_matvec(const float* w, u64 w_bytes, const float* x, u64 x_bytes, float* out, u64 out_bytes, const u64* info) {
-    u64 rows = info[0], cols = info[1], r = TID;
-    if (r < rows) {
-        float acc = 0.0f;
-        for (u64 c = 0; c < cols; c++) acc += w[r * cols + c] * x[c];
-        out[r] = acc;
-    }
+extern "C" __global__ void decode_embed(const u32* state, const float* table, float* x, u32 d) {
+    u32 i = TID;
+    if (i < d) x[i] = table[state[1] * d + i];
 }
 
-extern "C" __global__ void decode_matvec_residual(const float* w, u64 w_bytes, const float* x, u64 x_bytes, float* out, u64 out_bytes, const u64* info) {
-    u64 rows = info[0], cols = info[1], r = TID;
-    if (r < rows) {
-        float acc = 0.0f;
-        for (u64 c = 0; c < cols; c++) acc += w[r * cols + c] * x[c];
-        out[r] = out[r] + acc;
-    }
+extern "C" __global__ void decode_rmsnorm(const float* x, const float* w, float* out, u32 n, float eps) {
+    float acc = 0.0f;
+    for (u32 j = threadIdx.x; j < n; j += blockDim.x) acc += x[j] * x[j];
+    block_sum(acc);
+    float r = 1.0f / sqrtf(shared[0] / (float)n + eps);
+    for (u32 i = threadIdx.x; i < n; i += blockDim.x) out[i] = x[i] * r * w[i];
 }
 
-extern "C" __global__ void decode_rope(const u32* state, u64 state_bytes, float* q, u64 q_bytes, float* k, u64 k_bytes, const u64* info) {
-    u64 d = info[0], hd = d / info[1], p = TID;
-    float theta = F(info[2]);
+__device__ float row_dot(const float* w, const float* x, u32 row, u32 cols) {
+    float acc = 0.0f;
+    for (u32 c = threadIdx.x; c < cols; c += blockDim.x) acc += w[(size_t)row * cols + c] * x[c];
+    block_sum(acc);
+    return shared[0];
+}
+
+extern "C" __global__ void decode_matvec(const float* w, const float* x, float* out, u32 rows, u32 cols) {
+    u32 row = blockIdx.x;
+    float v = row_dot(w, x, row, cols);
+    if (threadIdx.x == 0 && row < rows) out[row] = v;
+}
+
+extern "C" __global__ void decode_matvec_residual(const float* w, const float* x, float* out, u32 rows, u32 cols) {
+    u32 row = blockIdx.x;
+    float v = row_dot(w, x, row, cols);
+    if (threadIdx.x == 0 && row < rows) out[row] = out[row] + v;
+}
+
+extern "C" __global__ void decode_rope(const u32* state, float* q, float* k, u32 d, u32 heads, float theta) {
+    u32 hd = d / heads, p = TID;
     if (p < d / 2) {
-        u64 i = 2 * p;
+        u32 i = 2 * p;
         float j = (float)(i % hd);
         float angle = (float)state[0] * powf(theta, -(j / (float)hd));
         float c = cosf(angle), s = sinf(angle);
@@ -63,81 +73,111 @@ extern "C" __global__ void decode_rope(const u32* state, u64 state_bytes, float*
     }
 }
 
-extern "C" __global__ void decode_kv_store(const u32* state, u64 state_bytes, const float* k, u64 k_bytes, const float* v, u64 v_bytes, float* k_cache, u64 k_cache_bytes, float* v_cache, u64 v_cache_bytes, const u64* info) {
-    u64 d = info[0], pos = state[0], i = TID;
-    if (i < d && pos < info[1]) {
-        k_cache[pos * d + i] = k[i];
-        v_cache[pos * d + i] = v[i];
+extern "C" __global__ void decode_kv_store(const u32* state, const float* k, const float* v, float* k_cache, float* v_cache, u32 d, u32 ctx) {
+    u32 pos = state[0], i = TID;
+    if (i < d && pos < ctx) {
+        k_cache[(size_t)pos * d + i] = k[i];
+        v_cache[(size_t)pos * d + i] = v[i];
     }
 }
 
-extern "C" __global__ void decode_attn_scores(const u32* state, u64 state_bytes, const float* q, u64 q_bytes, const float* k_cache, u64 k_cache_bytes, float* scores, u64 scores_bytes, const u64* info) {
-    u64 d = info[0], heads = info[1], ctx = info[2], hd = d / heads, idx = TID;
-    float scale = F(info[3]);
+extern "C" __global__ void decode_attn_scores(const u32* state, const float* q, const float* k_cache, float* scores, u32 d, u32 heads, u32 ctx, float scale) {
+    u32 hd = d / heads, idx = TID;
     if (idx < heads * ctx) {
-        u64 h = idx / ctx, t = idx % ctx;
+        u32 h = idx / ctx, t = idx % ctx;
         float s = 0.0f;
         if (t <= state[0]) {
             float acc = 0.0f;
-            for (u64 j = 0; j < hd; j++) acc += q[h * hd + j] * k_cache[t * d + h * hd + j];
+            for (u32 j = 0; j < hd; j++) acc += q[h * hd + j] * k_cache[(size_t)t * d + h * hd + j];
             s = acc * scale;
         }
         scores[idx] = s;
     }
 }
 
-extern "C" __global__ void decode_attn_softmax(const u32* state, u64 state_bytes, float* scores, u64 scores_bytes, const u64* info) {
-    u64 heads = info[0], ctx = info[1], h = TID;
-    u64 rows = (u64)state[0] + 1;
+extern "C" __global__ void decode_attn_softmax(const u32* state, float* scores, u32 heads, u32 ctx) {
+    u32 t = threadIdx.x;
+    u32 h = blockIdx.x < heads ? blockIdx.x : heads - 1;
+    float* s = scores + (size_t)h * ctx;
+    u32 rows = state[0] + 1;
     if (rows > ctx) rows = ctx;
-    if (h < heads) {
-        float* s = scores + h * ctx;
-        float m = s[0];
-        for (u64 t = 0; t < rows; t++) m = fmaxf(m, s[t]);
-        float sum = 0.0f;
-        for (u64 t = 0; t < rows; t++) {
-            float e = expf(s[t] - m);
-            s[t] = e;
-            sum += e;
-        }
-        for (u64 t = 0; t < rows; t++) s[t] = s[t] / sum;
+    float m = s[0];
+    for (u32 i = t; i < rows; i += blockDim.x) m = fmaxf(m, s[i]);
+    shared[t] = m;
+    __syncthreads();
+    for (u32 k = blockDim.x / 2; k > 0; k >>= 1) {
+        if (t < k) shared[t] = fmaxf(shared[t], shared[t + k]);
+        __syncthreads();
     }
+    float top = shared[0];
+    __syncthreads();
+    float acc = 0.0f;
+    for (u32 i = t; i < rows; i += blockDim.x) {
+        float e = expf(s[i] - top);
+        s[i] = e;
+        acc += e;
+    }
+    block_sum(acc);
+    float sum = shared[0];
+    for (u32 i = t; i < rows; i += blockDim.x) s[i] = s[i] / sum;
 }
 
-extern "C" __global__ void decode_attn_mix(const u32* state, u64 state_bytes, const float* scores, u64 scores_bytes, const float* v_cache, u64 v_cache_bytes, float* out, u64 out_bytes, const u64* info) {
-    u64 d = info[0], hd = d / info[1], ctx = info[2], i = TID;
-    u64 rows = (u64)state[0] + 1;
+extern "C" __global__ void decode_attn_mix(const u32* state, const float* scores, const float* v_cache, float* out, u32 d, u32 heads, u32 ctx) {
+    u32 hd = d / heads, i = TID;
+    u32 rows = state[0] + 1;
     if (rows > ctx) rows = ctx;
     if (i < d) {
-        u64 h = i / hd;
+        u32 h = i / hd;
         float acc = 0.0f;
-        for (u64 t = 0; t < rows; t++) acc += scores[h * ctx + t] * v_cache[t * d + i];
+        for (u32 t = 0; t < rows; t++) acc += scores[h * ctx + t] * v_cache[(size_t)t * d + i];
         out[i] = acc;
     }
 }
 
-extern "C" __global__ void decode_swiglu(const float* gate, u64 gate_bytes, const float* up, u64 up_bytes, float* out, u64 out_bytes, const u64* info) {
-    u64 i = TID;
-    if (i < info[0]) {
+extern "C" __global__ void decode_swiglu(const float* gate, const float* up, float* out, u32 n) {
+    u32 i = TID;
+    if (i < n) {
         float g = gate[i];
         out[i] = g / (1.0f + expf(-g)) * up[i];
     }
 }
 
-extern "C" __global__ void decode_record_logits(const u32* state, u64 state_bytes, const float* logits, u64 logits_bytes, float* history, u64 history_bytes, const u64* info) {
-    u64 v = info[0], pos = state[0], i = TID;
-    if (i < v && pos < info[1]) history[pos * v + i] = logits[i];
+extern "C" __global__ void decode_record_logits(const u32* state, const float* logits, float* history, u32 vocab, u32 ctx) {
+    u32 pos = state[0], i = TID;
+    if (i < vocab && pos < ctx) history[(size_t)pos * vocab + i] = logits[i];
 }
 
-extern "C" __global__ void decode_argmax(u32* state, u64 state_bytes, const float* logits, u64 logits_bytes, u32* ids, u64 ids_bytes, const u64* info) {
-    if (TID == 0) {
-        u64 v = info[0];
-        u32 pos = state[0];
-        u32 best = 0;
-        for (u32 i = 1; i < v; i++) {
-            if (logits[i] > logits[best]) best = i;
+extern "C" __global__ void decode_argmax(u32* state, const float* logits, u32* ids, u32 vocab, u32 ctx) {
+    u32 t = threadIdx.x;
+    float* value = shared;
+    u32* index = (u32*)(shared + blockDim.x);
+    // Index 0 is every thread's first candidate; later ones win only when larger, so
+    // each thread holds the first largest of its elements.
+    float bv = logits[0];
+    u32 bi = 0;
+    for (u32 i = t; i < vocab; i += blockDim.x) {
+        if (logits[i] > bv) {
+            bv = logits[i];
+            bi = i;
         }
-        if (pos < info[1]) ids[pos] = best;
+    }
+    value[t] = bv;
+    index[t] = bi;
+    __syncthreads();
+    for (u32 s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (t < s) {
+            float v = value[t + s];
+            u32 j = index[t + s];
+            if (v > value[t] || (v == value[t] && j < index[t])) {
+                value[t] = v;
+                index[t] = j;
+            }
+        }
+        __syncthreads();
+    }
+    if (t == 0) {
+        u32 pos = state[0], best = index[0];
+        if (pos < ctx) ids[pos] = best;
         state[1] = best;
         state[0] = pos + 1;
     }

@@ -1,12 +1,15 @@
 //! The decode kernels for CUDA: CUDA C (`decode.cu`) compiled by NVRTC to PTX ahead of
 //! time and shipped beside it (`tests/decode_ptx.rs` checks the PTX is what the pinned
 //! NVRTC makes of the source), registered as [`CudaKernelSource::ptx`] with their
-//! signatures, which the backend checks against the PTX's parameters when it loads.
+//! parameter lists (one pointer per buffer, scalars by value), which the backend checks
+//! against the module's parameters (`cuFuncGetParamInfo`) when it loads; launched in
+//! blocks of 256 threads, a reduction with `256 × 4` (the argmax `256 × 8`) bytes of
+//! dynamic shared memory.
 
-use capture_graphs::ServerError;
 use capture_graphs::cuda::{CudaBackend, CudaKernelSource};
+use capture_graphs::{Device, ServerError};
 
-use super::backend::DecodeBackend;
+use super::backend::{DecodeBackend, GemmLibrary};
 use super::model::Kernel;
 
 /// The CUDA C source of every decode kernel.
@@ -24,6 +27,8 @@ pub fn entry(kernel: Kernel) -> String {
 impl DecodeBackend for CudaBackend {
     const NAME: &'static str = "cuda";
     const HOST_ONLY: bool = false;
+    const BLOCK: u32 = 256;
+    const DYNAMIC_SHARED: bool = true;
 
     fn decode_kernel(kernel: Kernel) -> Result<CudaKernelSource, ServerError> {
         CudaKernelSource::ptx(
@@ -32,5 +37,9 @@ impl DecodeBackend for CudaBackend {
             &entry(kernel),
             kernel.signature(),
         )
+    }
+
+    fn gemm_library(_: &Device<Self>) -> Result<Option<GemmLibrary<Self>>, ServerError> {
+        super::cublas::gemm_library()
     }
 }

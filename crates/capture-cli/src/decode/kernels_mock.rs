@@ -1,5 +1,7 @@
-//! The decode kernels for the mock: Rust functions over the launch's bytes, written per
-//! output element as the GPU kernels are, registered as [`MockKernel`]s.
+//! The decode kernels for the mock: Rust functions over the launch's bytes and its
+//! scalars (one word each, in parameter order: the mock's form), summing in the host
+//! reference's order, registered as [`MockKernel`]s. The CUDA driver model runs these
+//! same functions for the CUDA kernels' entry points.
 
 use capture_graphs::ServerError;
 use capture_graphs::mock::{MockBackend, MockKernel};
@@ -23,12 +25,12 @@ fn set_u(b: &mut [u8], i: usize, v: u32) {
     b[i * 4..i * 4 + 4].copy_from_slice(&v.to_le_bytes());
 }
 
-fn word(info: &[u64], i: usize) -> usize {
-    info[i] as usize
+fn word(scalars: &[u64], i: usize) -> usize {
+    scalars[i] as usize
 }
 
-fn float(info: &[u64], i: usize) -> f32 {
-    f32::from_bits(info[i] as u32)
+fn float(scalars: &[u64], i: usize) -> f32 {
+    f32::from_bits(scalars[i] as u32)
 }
 
 fn embed(b: &mut [Vec<u8>], info: &[u64]) {
@@ -201,6 +203,10 @@ fn argmax(b: &mut [Vec<u8>], info: &[u64]) {
 impl DecodeBackend for MockBackend {
     const NAME: &'static str = "mock";
     const HOST_ONLY: bool = true;
+    // The mock runs a kernel as one host function; it checks the block and shared
+    // memory against its own limits as CUDA does.
+    const BLOCK: u32 = 256;
+    const DYNAMIC_SHARED: bool = true;
 
     fn decode_kernel(kernel: Kernel) -> Result<MockKernel, ServerError> {
         let f = match kernel {

@@ -1,13 +1,19 @@
-//! The decode kernels for Vulkan: WGSL, compiled to SPIR-V by naga when the kernels
-//! are registered, bound as the Vulkan backend lays out every kernel (storage buffers
-//! at bindings `0..n` of set 0, then the info words as `array<u32>`, two words per info
-//! word, floats as bits in the low word).
+//! The decode kernels for Vulkan: WGSL as an engine writes it, compiled to SPIR-V by
+//! naga when the kernels are registered: storage buffers at bindings `0..n` of set 0
+//! with the access each kernel makes, dimensions and constants as push constants
+//! (WGSL's `var<immediate>`), workgroups of [`WORKGROUP`] threads; the reductions (norm,
+//! row dot products, softmax, argmax) run one workgroup per output with a tree in
+//! workgroup memory. The backend reflects each module's bindings, accesses, push
+//! constants and workgroup size, and checks them against [`Kernel::signature`].
 
 use capture_graphs::ServerError;
-use capture_graphs::vulkan::{VulkanBackend, VulkanKernelSource};
+use capture_graphs::vulkan::{VulkanBackend, VulkanKernelSource, compile_wgsl};
 
 use super::backend::DecodeBackend;
 use super::model::Kernel;
+
+/// Threads per workgroup of every decode kernel (fixed in each shader).
+pub const WORKGROUP: u32 = 64;
 
 /// The WGSL of `kernel`: one module with one entry point, `main`, 64 threads a group.
 pub fn wgsl(kernel: Kernel) -> &'static str {
@@ -27,125 +33,142 @@ pub fn wgsl(kernel: Kernel) -> &'static str {
     }
 }
 
-/// `kernel`'s WGSL compiled to SPIR-V words by naga.
+/// `kernel`'s WGSL compiled to SPIR-V words by naga (push constants allowed).
 ///
 /// # Errors
 ///
 /// [`ServerError::InvalidArgument`] naming the kernel when naga refuses the WGSL.
 pub fn spirv(kernel: Kernel) -> Result<Vec<u32>, ServerError> {
-    let refused = |why: String| ServerError::invalid("WGSL", kernel.name(), why);
-    let module =
-        naga::front::wgsl::parse_str(wgsl(kernel)).map_err(|e| refused(e.emit_to_string("")))?;
-    let info = naga::valid::Validator::new(
-        naga::valid::ValidationFlags::all(),
-        naga::valid::Capabilities::empty(),
-    )
-    .validate(&module)
-    .map_err(|e| refused(format!("{e:?}")))?;
-    naga::back::spv::write_vec(&module, &info, &naga::back::spv::Options::default(), None)
-        .map_err(|e| refused(e.to_string()))
+    compile_wgsl(kernel.name(), wgsl(kernel))
 }
 
 impl DecodeBackend for VulkanBackend {
     const NAME: &'static str = "vulkan";
     const HOST_ONLY: bool = false;
+    const BLOCK: u32 = WORKGROUP;
+    const DYNAMIC_SHARED: bool = false;
 
     fn decode_kernel(kernel: Kernel) -> Result<VulkanKernelSource, ServerError> {
-        VulkanKernelSource::spirv(kernel.name(), spirv(kernel)?, "main", kernel.signature())
+        VulkanKernelSource::wgsl(kernel.name(), wgsl(kernel), "main", kernel.signature())
     }
 }
 
 const EMBED: &str = "
+struct Params { d: u32 }
+var<immediate> p: Params;
 @group(0) @binding(0) var<storage, read> state: array<u32>;
 @group(0) @binding(1) var<storage, read> table: array<f32>;
 @group(0) @binding(2) var<storage, read_write> x: array<f32>;
-@group(0) @binding(3) var<storage, read> info: array<u32>;
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let d = info[0];
     let i = gid.x;
-    if i < d {
-        x[i] = table[state[1] * d + i];
+    if i < p.d {
+        x[i] = table[state[1] * p.d + i];
     }
 }
 ";
 
 const RMSNORM: &str = "
+struct Params { n: u32, eps: f32 }
+var<immediate> p: Params;
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read> w: array<f32>;
 @group(0) @binding(2) var<storage, read_write> out: array<f32>;
-@group(0) @binding(3) var<storage, read> info: array<u32>;
+var<workgroup> partial: array<f32, 64>;
 @compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let n = info[0];
-    let eps = bitcast<f32>(info[2]);
-    let i = gid.x;
-    if i < n {
-        var ss = 0.0;
-        for (var j = 0u; j < n; j++) {
-            ss += x[j] * x[j];
+fn main(@builtin(local_invocation_id) lid: vec3<u32>) {
+    let t = lid.x;
+    var acc = 0.0;
+    for (var j = t; j < p.n; j += 64u) {
+        acc += x[j] * x[j];
+    }
+    partial[t] = acc;
+    workgroupBarrier();
+    for (var s = 32u; s > 0u; s = s / 2u) {
+        if t < s {
+            partial[t] += partial[t + s];
         }
-        let r = 1.0 / sqrt(ss / f32(n) + eps);
+        workgroupBarrier();
+    }
+    let r = 1.0 / sqrt(partial[0] / f32(p.n) + p.eps);
+    for (var i = t; i < p.n; i += 64u) {
         out[i] = x[i] * r * w[i];
     }
 }
 ";
 
 const MATVEC: &str = "
+struct Params { rows: u32, cols: u32 }
+var<immediate> p: Params;
 @group(0) @binding(0) var<storage, read> w: array<f32>;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> out: array<f32>;
-@group(0) @binding(3) var<storage, read> info: array<u32>;
+var<workgroup> partial: array<f32, 64>;
 @compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let rows = info[0];
-    let cols = info[2];
-    let r = gid.x;
-    if r < rows {
-        var acc = 0.0;
-        for (var c = 0u; c < cols; c++) {
-            acc += w[r * cols + c] * x[c];
+fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let t = lid.x;
+    let row = wid.x;
+    var acc = 0.0;
+    for (var c = t; c < p.cols; c += 64u) {
+        acc += w[row * p.cols + c] * x[c];
+    }
+    partial[t] = acc;
+    workgroupBarrier();
+    for (var s = 32u; s > 0u; s = s / 2u) {
+        if t < s {
+            partial[t] += partial[t + s];
         }
-        out[r] = acc;
+        workgroupBarrier();
+    }
+    if t == 0u && row < p.rows {
+        out[row] = partial[0];
     }
 }
 ";
 
 const MATVEC_RESIDUAL: &str = "
+struct Params { rows: u32, cols: u32 }
+var<immediate> p: Params;
 @group(0) @binding(0) var<storage, read> w: array<f32>;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> out: array<f32>;
-@group(0) @binding(3) var<storage, read> info: array<u32>;
+var<workgroup> partial: array<f32, 64>;
 @compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let rows = info[0];
-    let cols = info[2];
-    let r = gid.x;
-    if r < rows {
-        var acc = 0.0;
-        for (var c = 0u; c < cols; c++) {
-            acc += w[r * cols + c] * x[c];
+fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let t = lid.x;
+    let row = wid.x;
+    var acc = 0.0;
+    for (var c = t; c < p.cols; c += 64u) {
+        acc += w[row * p.cols + c] * x[c];
+    }
+    partial[t] = acc;
+    workgroupBarrier();
+    for (var s = 32u; s > 0u; s = s / 2u) {
+        if t < s {
+            partial[t] += partial[t + s];
         }
-        out[r] = out[r] + acc;
+        workgroupBarrier();
+    }
+    if t == 0u && row < p.rows {
+        out[row] = out[row] + partial[0];
     }
 }
 ";
 
 const ROPE: &str = "
+struct Params { d: u32, heads: u32, theta: f32 }
+var<immediate> p: Params;
 @group(0) @binding(0) var<storage, read> state: array<u32>;
 @group(0) @binding(1) var<storage, read_write> q: array<f32>;
 @group(0) @binding(2) var<storage, read_write> k: array<f32>;
-@group(0) @binding(3) var<storage, read> info: array<u32>;
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let d = info[0];
-    let hd = d / info[2];
-    let theta = bitcast<f32>(info[4]);
-    let p = gid.x;
-    if p < d / 2u {
-        let i = 2u * p;
+    let hd = p.d / p.heads;
+    let pair = gid.x;
+    if pair < p.d / 2u {
+        let i = 2u * pair;
         let j = f32(i % hd);
-        let angle = f32(state[0]) * pow(theta, -(j / f32(hd)));
+        let angle = f32(state[0]) * pow(p.theta, -(j / f32(hd)));
         let c = cos(angle);
         let s = sin(angle);
         let qa = q[i];
@@ -161,48 +184,45 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 ";
 
 const KV_STORE: &str = "
+struct Params { d: u32, ctx: u32 }
+var<immediate> p: Params;
 @group(0) @binding(0) var<storage, read> state: array<u32>;
 @group(0) @binding(1) var<storage, read> k: array<f32>;
 @group(0) @binding(2) var<storage, read> v: array<f32>;
 @group(0) @binding(3) var<storage, read_write> k_cache: array<f32>;
 @group(0) @binding(4) var<storage, read_write> v_cache: array<f32>;
-@group(0) @binding(5) var<storage, read> info: array<u32>;
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let d = info[0];
     let pos = state[0];
     let i = gid.x;
-    if i < d && pos < info[2] {
-        k_cache[pos * d + i] = k[i];
-        v_cache[pos * d + i] = v[i];
+    if i < p.d && pos < p.ctx {
+        k_cache[pos * p.d + i] = k[i];
+        v_cache[pos * p.d + i] = v[i];
     }
 }
 ";
 
 const ATTN_SCORES: &str = "
+struct Params { d: u32, heads: u32, ctx: u32, scale: f32 }
+var<immediate> p: Params;
 @group(0) @binding(0) var<storage, read> state: array<u32>;
 @group(0) @binding(1) var<storage, read> q: array<f32>;
 @group(0) @binding(2) var<storage, read> k_cache: array<f32>;
 @group(0) @binding(3) var<storage, read_write> scores: array<f32>;
-@group(0) @binding(4) var<storage, read> info: array<u32>;
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let d = info[0];
-    let heads = info[2];
-    let ctx = info[4];
-    let scale = bitcast<f32>(info[6]);
-    let hd = d / heads;
+    let hd = p.d / p.heads;
     let idx = gid.x;
-    if idx < heads * ctx {
-        let h = idx / ctx;
-        let t = idx % ctx;
+    if idx < p.heads * p.ctx {
+        let h = idx / p.ctx;
+        let t = idx % p.ctx;
         var s = 0.0;
         if t <= state[0] {
             var acc = 0.0;
             for (var j = 0u; j < hd; j++) {
-                acc += q[h * hd + j] * k_cache[t * d + h * hd + j];
+                acc += q[h * hd + j] * k_cache[t * p.d + h * hd + j];
             }
-            s = acc * scale;
+            s = acc * p.scale;
         }
         scores[idx] = s;
     }
@@ -210,52 +230,68 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 ";
 
 const ATTN_SOFTMAX: &str = "
+struct Params { heads: u32, ctx: u32 }
+var<immediate> p: Params;
 @group(0) @binding(0) var<storage, read> state: array<u32>;
 @group(0) @binding(1) var<storage, read_write> scores: array<f32>;
-@group(0) @binding(2) var<storage, read> info: array<u32>;
+var<workgroup> partial: array<f32, 64>;
 @compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let heads = info[0];
-    let ctx = info[2];
-    let rows = min(state[0] + 1u, ctx);
-    let h = gid.x;
-    if h < heads {
-        let base = h * ctx;
-        var m = scores[base];
-        for (var t = 0u; t < rows; t++) {
-            m = max(m, scores[base + t]);
+fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let t = lid.x;
+    let base = min(wid.x, p.heads - 1u) * p.ctx;
+    let rows = min(state[0] + 1u, p.ctx);
+    var m = scores[base];
+    for (var i = t; i < rows; i += 64u) {
+        m = max(m, scores[base + i]);
+    }
+    partial[t] = m;
+    workgroupBarrier();
+    for (var s = 32u; s > 0u; s = s / 2u) {
+        if t < s {
+            partial[t] = max(partial[t], partial[t + s]);
         }
-        var sum = 0.0;
-        for (var t = 0u; t < rows; t++) {
-            let e = exp(scores[base + t] - m);
-            scores[base + t] = e;
-            sum += e;
+        workgroupBarrier();
+    }
+    let top = partial[0];
+    workgroupBarrier();
+    var acc = 0.0;
+    for (var i = t; i < rows; i += 64u) {
+        let e = exp(scores[base + i] - top);
+        scores[base + i] = e;
+        acc += e;
+    }
+    partial[t] = acc;
+    workgroupBarrier();
+    for (var s = 32u; s > 0u; s = s / 2u) {
+        if t < s {
+            partial[t] += partial[t + s];
         }
-        for (var t = 0u; t < rows; t++) {
-            scores[base + t] = scores[base + t] / sum;
-        }
+        workgroupBarrier();
+    }
+    let sum = partial[0];
+    for (var i = t; i < rows; i += 64u) {
+        scores[base + i] = scores[base + i] / sum;
     }
 }
 ";
 
 const ATTN_MIX: &str = "
+struct Params { d: u32, heads: u32, ctx: u32 }
+var<immediate> p: Params;
 @group(0) @binding(0) var<storage, read> state: array<u32>;
 @group(0) @binding(1) var<storage, read> scores: array<f32>;
 @group(0) @binding(2) var<storage, read> v_cache: array<f32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
-@group(0) @binding(4) var<storage, read> info: array<u32>;
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let d = info[0];
-    let hd = d / info[2];
-    let ctx = info[4];
-    let rows = min(state[0] + 1u, ctx);
+    let hd = p.d / p.heads;
+    let rows = min(state[0] + 1u, p.ctx);
     let i = gid.x;
-    if i < d {
+    if i < p.d {
         let h = i / hd;
         var acc = 0.0;
         for (var t = 0u; t < rows; t++) {
-            acc += scores[h * ctx + t] * v_cache[t * d + i];
+            acc += scores[h * p.ctx + t] * v_cache[t * p.d + i];
         }
         out[i] = acc;
     }
@@ -263,14 +299,15 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 ";
 
 const SWIGLU: &str = "
+struct Params { n: u32 }
+var<immediate> p: Params;
 @group(0) @binding(0) var<storage, read> gate: array<f32>;
 @group(0) @binding(1) var<storage, read> up: array<f32>;
 @group(0) @binding(2) var<storage, read_write> out: array<f32>;
-@group(0) @binding(3) var<storage, read> info: array<u32>;
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = gid.x;
-    if i < info[0] {
+    if i < p.n {
         let g = gate[i];
         out[i] = g / (1.0 + exp(-g)) * up[i];
     }
@@ -278,38 +315,60 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 ";
 
 const RECORD_LOGITS: &str = "
+struct Params { vocab: u32, ctx: u32 }
+var<immediate> p: Params;
 @group(0) @binding(0) var<storage, read> state: array<u32>;
 @group(0) @binding(1) var<storage, read> logits: array<f32>;
 @group(0) @binding(2) var<storage, read_write> history: array<f32>;
-@group(0) @binding(3) var<storage, read> info: array<u32>;
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let v = info[0];
     let pos = state[0];
     let i = gid.x;
-    if i < v && pos < info[2] {
-        history[pos * v + i] = logits[i];
+    if i < p.vocab && pos < p.ctx {
+        history[pos * p.vocab + i] = logits[i];
     }
 }
 ";
 
 const ARGMAX: &str = "
+struct Params { vocab: u32, ctx: u32 }
+var<immediate> p: Params;
 @group(0) @binding(0) var<storage, read_write> state: array<u32>;
 @group(0) @binding(1) var<storage, read> logits: array<f32>;
 @group(0) @binding(2) var<storage, read_write> ids: array<u32>;
-@group(0) @binding(3) var<storage, read> info: array<u32>;
+var<workgroup> best_value: array<f32, 64>;
+var<workgroup> best_index: array<u32, 64>;
 @compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-    if gid.x == 0u {
-        let v = info[0];
-        let pos = state[0];
-        var best = 0u;
-        for (var i = 1u; i < v; i++) {
-            if logits[i] > logits[best] {
-                best = i;
+fn main(@builtin(local_invocation_id) lid: vec3<u32>) {
+    let t = lid.x;
+    // Index 0 is every thread's first candidate; later ones win only when larger, so
+    // each thread holds the first largest of its elements.
+    var bv = logits[0];
+    var bi = 0u;
+    for (var i = t; i < p.vocab; i += 64u) {
+        if logits[i] > bv {
+            bv = logits[i];
+            bi = i;
+        }
+    }
+    best_value[t] = bv;
+    best_index[t] = bi;
+    workgroupBarrier();
+    for (var s = 32u; s > 0u; s = s / 2u) {
+        if t < s {
+            let v = best_value[t + s];
+            let j = best_index[t + s];
+            if v > best_value[t] || (v == best_value[t] && j < best_index[t]) {
+                best_value[t] = v;
+                best_index[t] = j;
             }
         }
-        if pos < info[2] {
+        workgroupBarrier();
+    }
+    if t == 0u {
+        let pos = state[0];
+        let best = best_index[0];
+        if pos < p.ctx {
             ids[pos] = best;
         }
         state[1] = best;

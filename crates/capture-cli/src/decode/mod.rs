@@ -32,6 +32,9 @@
 //! ```
 
 pub mod backend;
+#[cfg(feature = "cuda")]
+#[allow(unsafe_code)]
+pub mod cublas;
 pub mod host;
 #[cfg(feature = "cuda")]
 pub mod kernels_cuda;
@@ -45,7 +48,7 @@ mod run;
 mod step;
 pub mod weights;
 
-pub use backend::DecodeBackend;
+pub use backend::{DecodeBackend, GemmLibrary};
 pub use model::{Config, Kernel};
 pub use report::render;
 pub use run::{

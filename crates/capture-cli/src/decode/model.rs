@@ -1,12 +1,9 @@
 //! The model's shape ([`Config`]) and its kernel set ([`Kernel`]): what each kernel
-//! takes, how many threads it runs, and the info words it reads. The same twelve
+//! takes (buffers with their access, scalars by value) and how it is launched. The same twelve
 //! kernels are written once per backend (`kernels_mock.rs`, `kernels_wgsl.rs`,
 //! `kernels_cuda.rs`) and checked against the host reference (`host.rs`).
 
-use capture_graphs::{KernelSignature, ServerError};
-
-/// Threads per workgroup (Vulkan) or block (CUDA) of every decode kernel.
-pub const WORKGROUP: u32 = 64;
+use capture_graphs::{Dims, KernelSignature, Param, ServerError};
 
 /// Words of the state buffer: `[position, token, 0, 0]` as `u32`s. The host writes it
 /// before a generation; the `argmax` kernel advances it on the device after that.
@@ -101,43 +98,52 @@ impl Config {
     }
 }
 
-/// The decode kernels. Buffers are named in argument order; every kernel's info words
-/// are `u64`s, floats as their bits in the low half.
+/// The decode kernels, written as an engine writes them: buffers as plain pointers
+/// (bindings on Vulkan) with the access the kernel makes, dimensions and constants as
+/// scalars by value, in the order named. The reductions (norm, row dot products,
+/// softmax, argmax) run one block per output with a tree over the block's threads in
+/// shared memory; the rest run one thread per element.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Kernel {
-    /// `(state, table, x)`, info `[dim]`: `x = table[token]`.
+    /// `(state, table, x; dim)`: `x = table[token]`.
     Embed,
-    /// `(x, w, out)`, info `[n, eps]`: `out = x / rms(x) * w`.
+    /// `(x, w, out; n, eps)`: `out = x / rms(x) * w`, one block.
     RmsNorm,
-    /// `(w, x, out)`, info `[rows, cols]`: `out = w · x`, one thread per row.
+    /// `(w, x, out; rows, cols)`: `out = w · x`, one block per row.
     Matvec,
-    /// `(w, x, out)`, info `[rows, cols]`: `out += w · x` (the residual add).
+    /// `(w, x, out; rows, cols)`: `out += w · x` (the residual add), one block per row.
     MatvecResidual,
-    /// `(state, q, k)`, info `[dim, heads, theta]`: rotary embedding of `q` and `k` in
-    /// place at the state's position.
+    /// `(state, q, k; dim, heads, theta)`: rotary embedding of `q` and `k` in place at
+    /// the state's position.
     Rope,
-    /// `(state, k, v, k_cache, v_cache)`, info `[dim, context]`: `k` and `v` into the
-    /// caches' row at the state's position.
+    /// `(state, k, v, k_cache, v_cache; dim, context)`: `k` and `v` into the caches' row
+    /// at the state's position.
     KvStore,
-    /// `(state, q, k_cache, scores)`, info `[dim, heads, context, scale]`: per head the
-    /// scaled dot products with cache rows `0..=position`.
+    /// `(state, q, k_cache, scores; dim, heads, context, scale)`: per head the scaled
+    /// dot products with cache rows `0..=position`.
     AttnScores,
-    /// `(state, scores)`, info `[heads, context]`: softmax over rows `0..=position`,
-    /// in place, one thread per head.
+    /// `(state, scores; heads, context)`: softmax over rows `0..=position`, in place, one
+    /// block per head.
     AttnSoftmax,
-    /// `(state, scores, v_cache, out)`, info `[dim, heads, context]`: per head the
+    /// `(state, scores, v_cache, out; dim, heads, context)`: per head the
     /// probability-weighted sum of value rows `0..=position`.
     AttnMix,
-    /// `(gate, up, out)`, info `[n]`: `out = silu(gate) * up`.
+    /// `(gate, up, out; n)`: `out = silu(gate) * up`.
     SwiGlu,
-    /// `(state, logits, history)`, info `[vocab, context]`: the logits into the history's
-    /// row at the state's position.
-    RecordLogits,
-    /// `(state, logits, ids)`, info `[vocab, context]`: one thread picks the first
-    /// largest logit, writes it to `ids[position]` and the state's token, and advances
+    /// `(state, logits, history; vocab, context)`: the logits into the history's row at
     /// the state's position.
+    RecordLogits,
+    /// `(state, logits, ids; vocab, context)`: one block picks the first largest logit,
+    /// writes it to `ids[position]` and the state's token, and advances the state's
+    /// position.
     Argmax,
 }
+
+const R: Param = Param::READ;
+const W: Param = Param::WRITE;
+const RW: Param = Param::READ_WRITE;
+const U: Param = Param::scalar::<u32>();
+const F: Param = Param::scalar::<f32>();
 
 impl Kernel {
     /// Every kernel, in registration order.
@@ -174,30 +180,52 @@ impl Kernel {
         }
     }
 
-    /// Buffers and info words the kernel takes.
+    /// The kernel's parameters: its buffers with their access, then its scalars (`u32`
+    /// dimensions, `f32` constants).
     pub const fn signature(self) -> KernelSignature {
-        let (buffers, info) = match self {
-            Kernel::Embed => (3, 1),
-            Kernel::RmsNorm => (3, 2),
-            Kernel::Matvec | Kernel::MatvecResidual => (3, 2),
-            Kernel::Rope => (3, 3),
-            Kernel::KvStore => (5, 2),
-            Kernel::AttnScores => (4, 4),
-            Kernel::AttnSoftmax => (2, 2),
-            Kernel::AttnMix => (4, 3),
-            Kernel::SwiGlu => (3, 1),
-            Kernel::RecordLogits | Kernel::Argmax => (3, 2),
+        let params: &[Param] = match self {
+            Kernel::Embed => &[R, R, W, U],
+            Kernel::RmsNorm => &[R, R, W, U, F],
+            Kernel::Matvec => &[R, R, W, U, U],
+            Kernel::MatvecResidual => &[R, R, RW, U, U],
+            Kernel::Rope => &[R, RW, RW, U, U, F],
+            Kernel::KvStore => &[R, R, R, RW, RW, U, U],
+            Kernel::AttnScores => &[R, R, R, W, U, U, U, F],
+            Kernel::AttnSoftmax => &[R, RW, U, U],
+            Kernel::AttnMix => &[R, R, R, W, U, U, U],
+            Kernel::SwiGlu => &[R, R, W, U],
+            Kernel::RecordLogits => &[R, R, RW, U, U],
+            Kernel::Argmax => &[RW, R, RW, U, U],
         };
-        KernelSignature::new(buffers, info)
+        KernelSignature::of(params)
     }
-}
 
-/// Workgroups that cover `threads` threads.
-pub fn groups(threads: u32) -> [u32; 3] {
-    [threads.div_ceil(WORKGROUP).max(1), 1, 1]
-}
+    /// Bytes of shared memory per thread a reduction kernel's tree takes (a float, and
+    /// for the argmax an index beside it); 0 for the one-thread-per-element kernels.
+    pub const fn shared_per_thread(self) -> u32 {
+        match self {
+            Kernel::RmsNorm | Kernel::Matvec | Kernel::MatvecResidual | Kernel::AttnSoftmax => 4,
+            Kernel::Argmax => 8,
+            _ => 0,
+        }
+    }
 
-/// A float's bits as an info word.
-pub fn bits(v: f32) -> u64 {
-    u64::from(v.to_bits())
+    /// The launch of this kernel over `n` outputs (elements for the one-thread-per-
+    /// element kernels, blocks for the reductions: rows, heads, or 1) in blocks of
+    /// `block` threads, its tree's shared memory given per launch where the backend
+    /// takes it (`dynamic_shared`; a Vulkan shader declares its own).
+    pub fn dims(self, n: u32, block: u32, dynamic_shared: bool) -> Dims {
+        let per_thread = self.shared_per_thread();
+        let grid = if per_thread > 0 {
+            n.max(1)
+        } else {
+            n.div_ceil(block).max(1)
+        };
+        let dims = Dims::grid([grid, 1, 1]).block([block, 1, 1]);
+        if dynamic_shared && per_thread > 0 {
+            dims.shared_bytes(per_thread * block)
+        } else {
+            dims
+        }
+    }
 }

@@ -35,6 +35,7 @@ pub fn render(r: &DecodeReport) -> String {
         r.options.tokens,
         r.kernels_per_step
     );
+    let _ = writeln!(out, "GEMM path: {}", r.gemm);
     let _ = writeln!(
         out,
         "\nper token                 eager     replayed   one call (x{})",
@@ -96,6 +97,9 @@ pub fn render(r: &DecodeReport) -> String {
     let _ = writeln!(out, "      weights      {:>12}", kib(f.weights));
     let _ = writeln!(out, "      KV cache     {:>12}", kib(f.cache));
     let _ = writeln!(out, "      state, logit and id histories {}", kib(f.io));
+    if f.workspace > 0 {
+        let _ = writeln!(out, "      GEMM workspace {:>10}", kib(f.workspace));
+    }
     let _ = writeln!(
         out,
         "    graph only (intermediates, handles dropped after capture): {}",
@@ -103,7 +107,8 @@ pub fn render(r: &DecodeReport) -> String {
     );
     let _ = writeln!(
         out,
-        "    info words ({} info entries): {} B",
+        "    info words ({} info entries): {} B (the kernels take scalars by value, \
+         recorded with each launch)",
         l.info_entries, l.info_bytes
     );
     let _ = writeln!(

@@ -141,6 +141,9 @@ pub struct DecodeReport {
     pub prompt: Vec<u32>,
     /// Launches per step.
     pub kernels_per_step: u64,
+    /// Which path the matrix-vector products took: a library's GEMM through foreign
+    /// work, or the decoder's own kernel.
+    pub gemm: String,
     /// Eager prefill time (first mode).
     pub prefill_seconds: f64,
     /// Eager generation.
@@ -271,7 +274,11 @@ impl DecodeReport {
 
 /// Runs the prompt eagerly, the host writing each prompt token into the state; returns
 /// the time it took. Leaves the state at the prompt's last token, ready to generate.
-fn prefill<B: DecodeBackend>(dev: &Device<B>, model: &DeviceModel, prompt: &[u32]) -> Result<f64> {
+fn prefill<B: DecodeBackend>(
+    dev: &Device<B>,
+    model: &DeviceModel<B>,
+    prompt: &[u32],
+) -> Result<f64> {
     let start = Instant::now();
     model.reset(dev)?;
     let last = prompt.len() - 1;
@@ -287,7 +294,7 @@ fn prefill<B: DecodeBackend>(dev: &Device<B>, model: &DeviceModel, prompt: &[u32
 /// Reads the generation's ids and logits: once, at the end.
 fn collect<B: DecodeBackend>(
     dev: &Device<B>,
-    model: &DeviceModel,
+    model: &DeviceModel<B>,
     options: &DecodeOptions,
     seconds: f64,
 ) -> Result<Generation> {
@@ -412,6 +419,7 @@ pub fn run<B: DecodeBackend>(backend: B, options: DecodeOptions) -> Result<Decod
         options,
         prompt,
         kernels_per_step: config.kernels_per_step(),
+        gemm: model.gemm_path(),
         prefill_seconds,
         eager,
         replayed,

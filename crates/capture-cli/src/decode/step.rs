@@ -7,9 +7,45 @@ use std::collections::BTreeMap;
 
 use capture_graphs::{Arg, Buffer, Device, KernelHandle, Result, StreamId};
 
-use super::backend::DecodeBackend;
-use super::model::{Config, EPS, Kernel, STATE_WORDS, THETA, bits, groups};
+use super::backend::{DecodeBackend, GemmLibrary};
+use super::model::{Config, EPS, Kernel, STATE_WORDS, THETA};
 use super::weights::Weights;
+
+fn r(b: &Buffer) -> Arg {
+    Arg::read(b)
+}
+
+fn w(b: &Buffer) -> Arg {
+    Arg::write(b)
+}
+
+fn rw(b: &Buffer) -> Arg {
+    Arg::read_write(b)
+}
+
+fn s32(v: u32) -> Arg {
+    Arg::scalar(v)
+}
+
+fn sf(v: f32) -> Arg {
+    Arg::scalar(v)
+}
+
+/// The GEMM library the step's products run through, and the workspace it was handed:
+/// a buffer of the decoder's, declared read-write by every call, so the graph owns it.
+struct Gemm<B: DecodeBackend> {
+    library: GemmLibrary<B>,
+    workspace: Buffer,
+}
+
+impl<B: DecodeBackend> std::fmt::Debug for Gemm<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gemm")
+            .field("library", &self.library.name)
+            .field("workspace", &self.workspace)
+            .finish()
+    }
+}
 
 /// One layer's device buffers.
 #[derive(Debug)]
@@ -79,11 +115,14 @@ pub struct Footprint {
     pub io: u64,
     /// The step's intermediates.
     pub scratch: u64,
+    /// The GEMM library's workspace (kept by the program, declared by every call, so
+    /// the graph holds it too); 0 when the products run the decoder's own kernel.
+    pub workspace: u64,
 }
 
-/// The decoder on a device.
+/// The decoder on a device of backend `B`.
 #[derive(Debug)]
-pub struct DeviceModel {
+pub struct DeviceModel<B: DecodeBackend> {
     config: Config,
     stream: StreamId,
     kernels: BTreeMap<Kernel, KernelHandle>,
@@ -98,16 +137,18 @@ pub struct DeviceModel {
     /// `[context]` u32: each step's chosen id at its position.
     pub id_history: Buffer,
     scratch: Option<Scratch>,
+    /// The GEMM library the products run through, where the backend has one.
+    gemm: Option<Gemm<B>>,
 }
 
-impl DeviceModel {
+impl<B: DecodeBackend> DeviceModel<B> {
     /// Registers the kernels, allocates every buffer on `stream` and uploads `weights`;
     /// the caches and histories start zeroed.
     ///
     /// # Errors
     ///
     /// A kernel source refused, or an allocation or write failed.
-    pub fn new<B: DecodeBackend>(
+    pub fn new(
         dev: &Device<B>,
         stream: StreamId,
         config: Config,
@@ -169,6 +210,22 @@ impl DeviceModel {
             logit_history: f32s(config.context * config.vocab)?,
             id_history: dev.alloc(stream, u64::from(config.context) * 4)?,
             scratch: Some(scratch),
+            gemm: match B::gemm_library(dev)? {
+                Some(library) => Some(Gemm {
+                    workspace: {
+                        let workspace = dev.alloc(stream, library.workspace_bytes)?;
+                        dev.write(
+                            stream,
+                            &workspace,
+                            0,
+                            vec![0u8; library.workspace_bytes as usize],
+                        )?;
+                        workspace
+                    },
+                    library,
+                }),
+                None => None,
+            },
         };
         model.reset(dev)?;
         Ok(model)
@@ -182,7 +239,7 @@ impl DeviceModel {
     /// # Errors
     ///
     /// A write failed.
-    pub fn reset<B: DecodeBackend>(&self, dev: &Device<B>) -> Result<()> {
+    pub fn reset(&self, dev: &Device<B>) -> Result<()> {
         let zero = |b: &Buffer| dev.write(self.stream, b, 0, vec![0u8; b.size() as usize]);
         for l in &self.layers {
             zero(&l.k_cache)?;
@@ -198,8 +255,24 @@ impl DeviceModel {
     /// # Errors
     ///
     /// The write failed.
-    pub fn set_state<B: DecodeBackend>(&self, dev: &Device<B>, pos: u32, token: u32) -> Result<()> {
+    pub fn set_state(&self, dev: &Device<B>, pos: u32, token: u32) -> Result<()> {
         dev.write_values(self.stream, &self.state, 0, &[pos, token, 0, 0])
+    }
+
+    /// Which path the step's matrix-vector products take: the library's GEMM (named)
+    /// through foreign work, or the decoder's own kernel.
+    pub fn gemm_path(&self) -> String {
+        match &self.gemm {
+            Some(g) => format!(
+                "{} through foreign work ({} B workspace owned by the graph)",
+                g.library.name,
+                g.workspace.size()
+            ),
+            None => format!(
+                "own kernel (matvec, one block of {} threads per row)",
+                B::BLOCK
+            ),
+        }
     }
 
     /// Drops the handles of the step's intermediates: after capture only the graph
@@ -243,6 +316,7 @@ impl DeviceModel {
                 .sum(),
             io: size(&self.state) + size(&self.logit_history) + size(&self.id_history),
             scratch: self.scratch.as_ref().map_or(0, Scratch::bytes),
+            workspace: self.gemm.as_ref().map_or(0, |g| g.workspace.size()),
         }
     }
 
@@ -273,6 +347,9 @@ impl DeviceModel {
             all.push(("cache", &l.k_cache));
             all.push(("cache", &l.v_cache));
         }
+        if let Some(g) = &self.gemm {
+            all.push(("workspace", &g.workspace));
+        }
         if let Some(s) = &self.scratch {
             all.extend(s.buffers().into_iter().map(|b| ("scratch", b)));
         }
@@ -286,7 +363,7 @@ impl DeviceModel {
     ///
     /// A launch failed, or the intermediates were dropped (the step can only be
     /// replayed then).
-    pub fn step<B: DecodeBackend>(&self, dev: &Device<B>) -> Result<()> {
+    pub fn step(&self, dev: &Device<B>) -> Result<()> {
         let Some(s) = &self.scratch else {
             return Err(capture_graphs::ServerError::invalid(
                 "step",
@@ -296,40 +373,61 @@ impl DeviceModel {
         };
         let c = self.config;
         let (d, f, h, ctx, v) = (c.dim, c.hidden(), c.heads, c.context, c.vocab);
-        let (d64, f64_, h64, ctx64, v64) = (
-            u64::from(d),
-            u64::from(f),
-            u64::from(h),
-            u64::from(ctx),
-            u64::from(v),
-        );
         let k = |kernel: Kernel| &self.kernels[&kernel];
         let st = self.stream;
-        let launch = |kernel: Kernel, threads: u32, args: &[Arg], info: &[u64]| {
-            dev.launch(st, k(kernel), groups(threads), args, info)
+        // `n`: the outputs (elements, or blocks for a reduction: rows, heads, 1).
+        let launch = |kernel: Kernel, n: u32, args: &[Arg]| {
+            let dims = kernel.dims(n, B::BLOCK, B::DYNAMIC_SHARED);
+            dev.launch(st, k(kernel), dims, args, &[])
         };
-        let (r, w, rw) = (Arg::read, Arg::write, Arg::read_write);
+        // `out = w · x` (or `out += w · x`): the library's GEMM where the backend has
+        // one, the decoder's own kernel otherwise.
+        let matvec =
+            |wt: &Buffer, x: &Buffer, out: &Buffer, rows: u32, cols: u32, residual: bool| {
+                let out_arg = if residual { rw(out) } else { w(out) };
+                match &self.gemm {
+                    Some(gemm) => dev.foreign_work(
+                        st,
+                        &[r(wt), r(x), out_arg, rw(&gemm.workspace)],
+                        (gemm.library.work)(rows, cols, residual),
+                    ),
+                    None => {
+                        let kernel = if residual {
+                            Kernel::MatvecResidual
+                        } else {
+                            Kernel::Matvec
+                        };
+                        let dims = kernel.dims(rows, B::BLOCK, B::DYNAMIC_SHARED);
+                        let args = [r(wt), r(x), out_arg, s32(rows), s32(cols)];
+                        dev.launch(st, k(kernel), dims, &args, &[])
+                    }
+                }
+            };
         launch(
             Kernel::Embed,
             d,
-            &[r(&self.state), r(&self.embedding), w(&s.x)],
-            &[d64],
+            &[r(&self.state), r(&self.embedding), w(&s.x), s32(d)],
         )?;
         for l in &self.layers {
             launch(
                 Kernel::RmsNorm,
-                d,
-                &[r(&s.x), r(&l.attn_norm), w(&s.xn)],
-                &[d64, bits(EPS)],
+                1,
+                &[r(&s.x), r(&l.attn_norm), w(&s.xn), s32(d), sf(EPS)],
             )?;
             for (wt, out) in [(&l.wq, &s.q), (&l.wk, &s.k), (&l.wv, &s.v)] {
-                launch(Kernel::Matvec, d, &[r(wt), r(&s.xn), w(out)], &[d64, d64])?;
+                matvec(wt, &s.xn, out, d, d, false)?;
             }
             launch(
                 Kernel::Rope,
                 d / 2,
-                &[r(&self.state), rw(&s.q), rw(&s.k)],
-                &[d64, h64, bits(THETA)],
+                &[
+                    r(&self.state),
+                    rw(&s.q),
+                    rw(&s.k),
+                    s32(d),
+                    s32(h),
+                    sf(THETA),
+                ],
             )?;
             launch(
                 Kernel::KvStore,
@@ -340,87 +438,84 @@ impl DeviceModel {
                     r(&s.v),
                     rw(&l.k_cache),
                     rw(&l.v_cache),
+                    s32(d),
+                    s32(ctx),
                 ],
-                &[d64, ctx64],
             )?;
             launch(
                 Kernel::AttnScores,
                 h * ctx,
-                &[r(&self.state), r(&s.q), r(&l.k_cache), w(&s.scores)],
-                &[d64, h64, ctx64, bits(c.scale())],
+                &[
+                    r(&self.state),
+                    r(&s.q),
+                    r(&l.k_cache),
+                    w(&s.scores),
+                    s32(d),
+                    s32(h),
+                    s32(ctx),
+                    sf(c.scale()),
+                ],
             )?;
             launch(
                 Kernel::AttnSoftmax,
                 h,
-                &[r(&self.state), rw(&s.scores)],
-                &[h64, ctx64],
+                &[r(&self.state), rw(&s.scores), s32(h), s32(ctx)],
             )?;
             launch(
                 Kernel::AttnMix,
                 d,
-                &[r(&self.state), r(&s.scores), r(&l.v_cache), w(&s.att)],
-                &[d64, h64, ctx64],
+                &[
+                    r(&self.state),
+                    r(&s.scores),
+                    r(&l.v_cache),
+                    w(&s.att),
+                    s32(d),
+                    s32(h),
+                    s32(ctx),
+                ],
             )?;
-            launch(
-                Kernel::MatvecResidual,
-                d,
-                &[r(&l.wo), r(&s.att), rw(&s.x)],
-                &[d64, d64],
-            )?;
+            matvec(&l.wo, &s.att, &s.x, d, d, true)?;
             launch(
                 Kernel::RmsNorm,
-                d,
-                &[r(&s.x), r(&l.ffn_norm), w(&s.xn)],
-                &[d64, bits(EPS)],
+                1,
+                &[r(&s.x), r(&l.ffn_norm), w(&s.xn), s32(d), sf(EPS)],
             )?;
-            launch(
-                Kernel::Matvec,
-                f,
-                &[r(&l.w1), r(&s.xn), w(&s.gate)],
-                &[f64_, d64],
-            )?;
-            launch(
-                Kernel::Matvec,
-                f,
-                &[r(&l.w3), r(&s.xn), w(&s.up)],
-                &[f64_, d64],
-            )?;
+            matvec(&l.w1, &s.xn, &s.gate, f, d, false)?;
+            matvec(&l.w3, &s.xn, &s.up, f, d, false)?;
             launch(
                 Kernel::SwiGlu,
                 f,
-                &[r(&s.gate), r(&s.up), w(&s.hidden)],
-                &[f64_],
+                &[r(&s.gate), r(&s.up), w(&s.hidden), s32(f)],
             )?;
-            launch(
-                Kernel::MatvecResidual,
-                d,
-                &[r(&l.w2), r(&s.hidden), rw(&s.x)],
-                &[d64, f64_],
-            )?;
+            matvec(&l.w2, &s.hidden, &s.x, d, f, true)?;
         }
         launch(
             Kernel::RmsNorm,
-            d,
-            &[r(&s.x), r(&self.final_norm), w(&s.xn)],
-            &[d64, bits(EPS)],
+            1,
+            &[r(&s.x), r(&self.final_norm), w(&s.xn), s32(d), sf(EPS)],
         )?;
-        launch(
-            Kernel::Matvec,
-            v,
-            &[r(&self.output), r(&s.xn), w(&s.logits)],
-            &[v64, d64],
-        )?;
+        matvec(&self.output, &s.xn, &s.logits, v, d, false)?;
         launch(
             Kernel::RecordLogits,
             v,
-            &[r(&self.state), r(&s.logits), rw(&self.logit_history)],
-            &[v64, ctx64],
+            &[
+                r(&self.state),
+                r(&s.logits),
+                rw(&self.logit_history),
+                s32(v),
+                s32(ctx),
+            ],
         )?;
         launch(
             Kernel::Argmax,
             1,
-            &[rw(&self.state), r(&s.logits), rw(&self.id_history)],
-            &[v64, ctx64],
+            &[
+                rw(&self.state),
+                r(&s.logits),
+                rw(&self.id_history),
+                s32(v),
+                s32(ctx),
+            ],
         )
     }
 }
