@@ -362,6 +362,12 @@ else
     skip "decode --backend vulkan" "$vulkan_why"
 fi
 
+# The facade's engine example: kernels of its own with scalars, a library call through
+# foreign work, weights it allocated itself through cudarc, imported; captured and
+# replayed per token, checked against eager and a host reference.
+step "example engine_step --backend cuda" --expect '^engine_step on cuda: ' \
+    ./engine-step --backend cuda
+
 echo
 if [ "$failed" -gt 0 ]; then
     echo "failed: ${failures#, }"

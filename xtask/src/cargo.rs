@@ -73,6 +73,15 @@ impl Target {
         }
     }
 
+    /// `package`'s example `name` (`cargo build -p package --example name`).
+    pub(crate) const fn example(package: &'static str, name: &'static str) -> Self {
+        Self {
+            package,
+            kind: "example",
+            name,
+        }
+    }
+
     /// `package`'s program `name` (`cargo build -p package --bin name`).
     pub(crate) const fn bin(package: &'static str, name: &'static str) -> Self {
         Self {

@@ -1,5 +1,5 @@
 //! The examples step of `cargo xtask test`: builds the facade's examples with every
-//! backend feature (and capture-vulkan's), runs each, and gives the summary its
+//! backend feature (`cudarc` for CUDA, and capture-vulkan's), runs each, and gives the summary its
 //! `examples` row. An example that exits non-zero fails the row; one that says `SKIP:`
 //! is skipped with its reason, unless it needs Vulkan, which the test command requires.
 
@@ -27,7 +27,7 @@ struct Run {
     needs: Needs,
 }
 
-const RUNS: [Run; 6] = [
+const RUNS: [Run; 9] = [
     Run {
         package: "capture-graphs",
         example: "quick_start",
@@ -45,6 +45,24 @@ const RUNS: [Run; 6] = [
         example: "decode_loop",
         args: &["--backend", "vulkan", "--tokens", "32"],
         needs: Needs::Vulkan,
+    },
+    Run {
+        package: "capture-graphs",
+        example: "engine_step",
+        args: &["--tokens", "16"],
+        needs: Needs::Nothing,
+    },
+    Run {
+        package: "capture-graphs",
+        example: "engine_step",
+        args: &["--backend", "vulkan", "--tokens", "16", "--validation"],
+        needs: Needs::Vulkan,
+    },
+    Run {
+        package: "capture-graphs",
+        example: "engine_step",
+        args: &["--backend", "cuda", "--tokens", "16"],
+        needs: Needs::Cuda,
     },
     Run {
         package: "capture-graphs",
@@ -83,7 +101,7 @@ pub(crate) fn run(env: impl Fn(&mut Command)) -> Result<Backend> {
         "-p",
         "capture-vulkan",
         "--features",
-        "capture-graphs/vulkan,capture-graphs/cuda,capture-vulkan/floor",
+        "capture-graphs/vulkan,capture-graphs/cudarc,capture-vulkan/floor",
         "--examples",
     ]);
     env(&mut build);

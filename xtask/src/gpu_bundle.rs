@@ -31,6 +31,9 @@ into DIR (default target/gpu-bundle, replaced when it holds an earlier bundle):
   capture      the capture program (package capture-cli), --features cuda,vulkan
                (vulkan alone if the CUDA build fails; run.sh then skips the CUDA demo and
                says so)
+  engine-step  the facade's engine example (examples/engine_step.rs, --features
+               cudarc,vulkan): own kernels with scalars, a library call through foreign
+               work, imported weights, captured and replayed per token
   snapshots/   the scenario suite's shared snapshots (CAPTURE_SNAPSHOTS points here)
   run.sh       runs them all with CUDA required; ends `bundle: N passed, M failed`
                (xtask/gpu/run.sh, as checked in)
@@ -65,6 +68,13 @@ const TESTS: [(Target, &str); 4] = [
 
 /// The capture program, and its name in the bundle.
 const PROGRAM: (Target, &str) = (Target::bin("capture-cli", "capture"), "capture");
+
+/// The facade's engine example (its CUDA path through cudarc), and its name in the
+/// bundle.
+const ENGINE_EXAMPLE: (Target, &str) = (
+    Target::example("capture-graphs", "engine_step"),
+    "engine-step",
+);
 
 /// Where the shared snapshots live in the source tree (compiled into capture-suite).
 pub(crate) const SNAPSHOTS: &str = "crates/capture-suite/snapshots";
@@ -113,6 +123,7 @@ pub(crate) fn build(out: &Path, release: bool) -> Result<()> {
     check_replaceable(out)?;
     let tests = build_tests(release)?;
     let (capture, no_cuda_demo) = build_capture(release)?;
+    let engine = build_engine_example(release)?;
     let out = out.to_path_buf();
 
     prepare(&out)?;
@@ -120,6 +131,7 @@ pub(crate) fn build(out: &Path, release: bool) -> Result<()> {
         copy(exe, &out.join(name))?;
     }
     copy(&capture, &out.join(PROGRAM.1))?;
+    copy(&engine, &out.join(ENGINE_EXAMPLE.1))?;
     let snapshots = root.join(SNAPSHOTS);
     let copied = copy_snapshots(&snapshots, &out.join("snapshots"))?;
 
@@ -251,6 +263,33 @@ fn build_capture(release: bool) -> Result<(PathBuf, Option<String>)> {
     bail!("the capture program did not build, with or without CUDA")
 }
 
+/// Builds the facade's engine example with CUDA (through cudarc, loaded at run time, so
+/// no toolkit is needed) and Vulkan.
+fn build_engine_example(release: bool) -> Result<PathBuf> {
+    let (example, _) = ENGINE_EXAMPLE;
+    let mut args = vec![
+        "build",
+        "-p",
+        example.package,
+        "--example",
+        example.name,
+        "--features",
+        "cudarc,vulkan",
+    ];
+    if release {
+        args.push("--release");
+    }
+    let (ok, messages) = json_messages(&format!("cargo {}", args.join(" ")), cargo(&args))?;
+    let built: Vec<Executable> = messages.iter().filter_map(executable).collect();
+    match find(&built, &example, false) {
+        Some(exe) if ok => Ok(exe),
+        _ => bail!(
+            "the engine example did not build (cargo {})",
+            args.join(" ")
+        ),
+    }
+}
+
 /// Fails unless `out` is absent, empty, or an earlier bundle (it holds a `run.sh`).
 fn check_replaceable(out: &Path) -> Result<()> {
     if !out.exists() {
@@ -376,6 +415,8 @@ It prints nvidia-smi, then runs
                                  looked for where PyTorch installs it; the step fails
                                  without it; CAPTURE_CUBLAS=PATH names one)
   capture decode --backend vulkan the same, when libvulkan.so.1 is present
+  engine-step --backend cuda     the engine example on CUDA (its kernels, its library
+                                 call on the raw stream, its cudarc weights imported)
 and ends with `bundle: N passed, M failed` (exit status non-zero on any failure).
 Each step runs under a timeout (--step-timeout S, default 420) and writes its output to
 logs/NN-step.log beside run.sh (--logs DIR to put them elsewhere), with summary.txt;
@@ -450,6 +491,12 @@ mod tests {
                 "capture",
                 false,
             ),
+            (
+                "path+file:///w/crates/capture#capture-graphs@0.1.0",
+                "example",
+                "engine_step",
+                false,
+            ),
         ]);
         let path = |name: &str| Some(PathBuf::from(format!("/w/target/release/deps/{name}-0123")));
         assert_eq!(find(&built, &TESTS[2].0, true), path("it"));
@@ -460,6 +507,7 @@ mod tests {
             "capture-cuda's `it` is not built"
         );
         assert_eq!(find(&built, &PROGRAM.0, false), path("capture"));
+        assert_eq!(find(&built, &ENGINE_EXAMPLE.0, false), path("engine_step"));
         assert_eq!(
             find(&built, &PROGRAM.0, true),
             None,
@@ -558,6 +606,10 @@ mod tests {
                 "echo \"vulkan $*\" >> calls".to_string(),
             ),
             (
+                "engine-step",
+                "echo \"engine-step $*\" >> calls; echo 'engine_step on cuda: fake'".to_string(),
+            ),
+            (
                 "capture",
                 // The decoder prints its GEMM path: cuBLAS when run.sh requires it.
                 "echo \"capture $*\" >> calls; if [ \"$1\" = decode ]; then \
@@ -653,6 +705,7 @@ mod tests {
         assert!(calls.contains("cuda-alloc 1\n"), "{calls}");
         assert!(calls.contains("capture bench --backend cuda\n"), "{calls}");
         assert!(calls.contains("capture decode --backend cuda\n"), "{calls}");
+        assert!(calls.contains("engine-step --backend cuda\n"), "{calls}");
         assert!(
             calls.contains("decode cuBLAS required: 1\n"),
             "on a GPU the decoder must run its products through cuBLAS:\n{calls}"

@@ -100,12 +100,18 @@ impl ParamLaunch {
 }
 
 /// The host implementation of a parameter-list `entry`, if there is one: the kernels of
-/// capture-cuda's launch-model tests (`tests/it/kernels/user.cu`) and the decoder's
-/// (`decode_*`, capture-cli's `decode.cu`).
+/// capture-cuda's launch-model tests (`tests/it/kernels/user.cu`), the engine example's
+/// (`engine_*`, the facade's `examples/engine_step.cu`) and the decoder's (`decode_*`,
+/// capture-cli's `decode.cu`).
 pub fn find_params(entry: &str) -> Option<ParamKernel> {
     match entry {
         "block_sum" => Some(ParamKernel { f: block_sum }),
         "scale" => Some(ParamKernel { f: scale }),
+        "engine_affine" => Some(ParamKernel { f: engine_affine }),
+        "engine_gemv" => Some(ParamKernel { f: engine_gemv }),
+        "engine_temperature" => Some(ParamKernel {
+            f: engine_temperature,
+        }),
         _ => decode_kernel(entry).map(|_| ParamKernel { f: decode }),
     }
 }
@@ -381,6 +387,75 @@ fn scale(l: &ParamLaunch, memory: &mut dyn Memory) -> Result<(), String> {
         .flat_map(|v| (v * a).to_le_bytes())
         .collect();
     memory.write(ys, &out);
+    Ok(())
+}
+
+/// The threads a launch runs in x: its grid times its block.
+fn threads_x(l: &ParamLaunch) -> usize {
+    l.grid[0] as usize * l.block[0] as usize
+}
+
+/// A range of `n` floats at `address`, checked inside a live allocation.
+fn floats(
+    memory: &dyn Memory,
+    entry: &str,
+    what: &str,
+    address: u64,
+    n: usize,
+) -> Result<Range, String> {
+    let r = Range {
+        address,
+        bytes: n * 4,
+    };
+    check(memory, entry, what, r)?;
+    Ok(r)
+}
+
+fn to_bytes(values: impl Iterator<Item = f32>) -> Vec<u8> {
+    values.flat_map(f32::to_le_bytes).collect()
+}
+
+/// `engine_affine(x, h, n, a, b)`: `h[i] = a * x[i] + b` for `i < n`.
+fn engine_affine(l: &ParamLaunch, memory: &mut dyn Memory) -> Result<(), String> {
+    l.expect("engine_affine", &[8, 8, 4, 4, 4])?;
+    let n = (l.word(2)? as usize).min(threads_x(l));
+    let (a, b) = (l.f32(3)?, l.f32(4)?);
+    let x = floats(memory, "engine_affine", "x", l.word(0)?, n)?;
+    let h = floats(memory, "engine_affine", "h", l.word(1)?, n)?;
+    let out = to_bytes(read_f32s(memory, x).into_iter().map(|v| a * v + b));
+    memory.write(h, &out);
+    Ok(())
+}
+
+/// `engine_gemv(w, x, y, rows, cols)`: `y[r] = sum_c w[r * cols + c] * x[c]`, one thread
+/// per row, columns in order.
+fn engine_gemv(l: &ParamLaunch, memory: &mut dyn Memory) -> Result<(), String> {
+    l.expect("engine_gemv", &[8, 8, 8, 4, 4])?;
+    let (rows, cols) = (l.word(3)? as usize, l.word(4)? as usize);
+    let rows = rows.min(threads_x(l));
+    let w = floats(memory, "engine_gemv", "w", l.word(0)?, rows * cols)?;
+    let x = floats(memory, "engine_gemv", "x", l.word(1)?, cols)?;
+    let y = floats(memory, "engine_gemv", "y", l.word(2)?, rows)?;
+    let (w, x) = (read_f32s(memory, w), read_f32s(memory, x));
+    let out = to_bytes(w.chunks_exact(cols.max(1)).take(rows).map(|row| {
+        let mut acc = 0.0f32;
+        for (a, b) in row.iter().zip(&x) {
+            acc += a * b;
+        }
+        acc
+    }));
+    memory.write(y, &out);
+    Ok(())
+}
+
+/// `engine_temperature(logits, n, inv_t)`: `logits[i] *= inv_t` for `i < n`.
+fn engine_temperature(l: &ParamLaunch, memory: &mut dyn Memory) -> Result<(), String> {
+    l.expect("engine_temperature", &[8, 4, 4])?;
+    let n = (l.word(1)? as usize).min(threads_x(l));
+    let inv_t = l.f32(2)?;
+    let logits = floats(memory, "engine_temperature", "logits", l.word(0)?, n)?;
+    let out = to_bytes(read_f32s(memory, logits).into_iter().map(|v| v * inv_t));
+    memory.write(logits, &out);
     Ok(())
 }
 

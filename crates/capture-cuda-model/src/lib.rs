@@ -7,7 +7,8 @@
 //! - the CUDA example's `square_plus`;
 //! - in the parameter-list form (each buffer one pointer, scalars by value, a block and
 //!   dynamic shared memory per launch, handed over as each parameter's bytes:
-//!   `find_params`): capture-cuda's launch-model kernels (`block_sum`, `scale`) and the
+//!   `find_params`): capture-cuda's launch-model kernels (`block_sum`, `scale`), the
+//!   engine example's (`engine_affine`, `engine_gemv`, `engine_temperature`) and the
 //!   decoder's (`decode_embed`, …), which run the mock decoder's functions from
 //!   `capture_cli` over each buffer from its pointer to the end of its allocation,
 //!   after checking the parameters and a reduction's block and shared memory.
