@@ -464,6 +464,34 @@ fn imported_memory_follows_the_rules_and_a_graph_keeps_it() {
         "the caller's memory is untouched: not poisoned, not freed"
     );
     assert!(dev.memory_report().pages() >= pages.saturating_sub(1));
+    // An import whose handle is dropped inside the window: only the graph holds it then,
+    // through what the window touched; a cleanup while the graph lives forgets nothing
+    // it holds.
+    let w = dev.import(S0, weights.external()).unwrap();
+    dev.assume_written(S0, &w).unwrap();
+    dev.prepare(S0).unwrap();
+    let launch = |w: &capture_core::Buffer| {
+        dev.launch(
+            S0,
+            &add_one,
+            [1, 1, 1],
+            &[Arg::read(w), Arg::write(&y)],
+            &[],
+        )
+    };
+    launch(&w).unwrap();
+    dev.begin(S0).unwrap();
+    launch(&w).unwrap();
+    drop(w);
+    let g = dev.end(S0).unwrap();
+    dev.sync(S0).unwrap();
+    dev.cleanup().unwrap();
+    dev.write(S0, &y, 0, [0u8; 8]).unwrap();
+    dev.replay(S0, g, 1).unwrap();
+    assert_eq!(read(&dev, S0, &y).unwrap(), [3, 4], "the graph kept the import");
+    dev.drop_graph(g).unwrap();
+    dev.sync(S0).unwrap();
+    dev.cleanup().unwrap();
     // Memory the caller already freed is refused.
     let gone = mock.external_memory(8);
     let stale = gone.external();
