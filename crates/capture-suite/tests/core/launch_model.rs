@@ -488,7 +488,11 @@ fn imported_memory_follows_the_rules_and_a_graph_keeps_it() {
     dev.cleanup().unwrap();
     dev.write(S0, &y, 0, [0u8; 8]).unwrap();
     dev.replay(S0, g, 1).unwrap();
-    assert_eq!(read(&dev, S0, &y).unwrap(), [3, 4], "the graph kept the import");
+    assert_eq!(
+        read(&dev, S0, &y).unwrap(),
+        [3, 4],
+        "the graph kept the import"
+    );
     dev.drop_graph(g).unwrap();
     dev.sync(S0).unwrap();
     dev.cleanup().unwrap();
