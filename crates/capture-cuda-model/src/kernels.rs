@@ -576,12 +576,22 @@ mod tests {
         }
         for k in Kernel::ALL {
             assert!(
-                find(&format!("decode_{}", k.name())).is_some(),
+                find_params(&format!("decode_{}", k.name())).is_some(),
                 "{}",
                 k.name()
             );
         }
+        for entry in [
+            "block_sum",
+            "scale",
+            "engine_affine",
+            "engine_gemv",
+            "engine_temperature",
+        ] {
+            assert!(find_params(entry).is_some(), "{entry}");
+        }
         assert!(find("square_plus").is_some());
+        assert!(find_params("decode_no_such_kernel").is_none());
         assert!(find("no_such_kernel").is_none());
     }
 
@@ -619,5 +629,46 @@ mod tests {
         assert_eq!(mem.0, vec![0; 0x40]);
         let err = run("fill", k, &[0x1000, 16], &mut mem).unwrap_err();
         assert!(err.contains("3 parameters"), "{err}");
+    }
+
+    /// A `decode_rmsnorm` launch over 4 floats at 0x1000, weights at 0x1010, out at
+    /// 0x1020, in blocks of `block` with `shared` bytes of dynamic shared memory.
+    fn rmsnorm(block: u32, shared: u32, n: u32) -> ParamLaunch {
+        ParamLaunch {
+            entry: "decode_rmsnorm".into(),
+            grid: [1, 1, 1],
+            block: [block, 1, 1],
+            shared_bytes: shared,
+            params: vec![
+                0x1000u64.to_le_bytes().to_vec(),
+                0x1010u64.to_le_bytes().to_vec(),
+                0x1020u64.to_le_bytes().to_vec(),
+                n.to_le_bytes().to_vec(),
+                1e-5f32.to_le_bytes().to_vec(),
+            ],
+        }
+    }
+
+    #[test]
+    fn a_decode_stand_in_checks_its_launch_and_writes_only_its_output() {
+        let mut mem = Flat(vec![0; 0x30]);
+        let ones = [1.0f32; 4].map(f32::to_le_bytes).concat();
+        mem.0[..16].copy_from_slice(&ones);
+        mem.0[16..32].copy_from_slice(&ones);
+        let f = find_params("decode_rmsnorm").unwrap().f;
+        // The tree needs a power-of-two block and 4 bytes of shared memory per thread.
+        let err = f(&rmsnorm(256, 512, 4), &mut mem).unwrap_err();
+        assert!(err.contains("1024 needed"), "{err}");
+        let err = f(&rmsnorm(96, 384, 4), &mut mem).unwrap_err();
+        assert!(err.contains("power of two"), "{err}");
+        // Its scalars say how far each pointer reaches: past the allocation is a fault.
+        let err = f(&rmsnorm(256, 1024, 8), &mut mem).unwrap_err();
+        assert!(err.contains("past the end of its allocation"), "{err}");
+        assert_eq!(mem.0[32..], [0; 16], "nothing written on a fault");
+        f(&rmsnorm(256, 1024, 4), &mut mem).unwrap();
+        let out = floats(&mem.0[32..48]);
+        let want = 1.0 / (1.0f32 + 1e-5).sqrt();
+        assert_eq!(out, [want; 4]);
+        assert_eq!(floats(&mem.0[..16]), [1.0; 4], "the inputs are untouched");
     }
 }
