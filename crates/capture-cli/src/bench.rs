@@ -15,7 +15,7 @@
 use std::time::{Duration, Instant};
 
 use capture_graphs::{
-    Arg, Buffer, Builtin, Builtins, Chain, Device, DeviceConfig, GraphId, KernelHandle,
+    Arg, Buffer, Builtin, Builtins, Chain, Device, DeviceConfig, GraphHandle, KernelHandle,
     ServerError, StreamId,
 };
 
@@ -224,7 +224,7 @@ impl<B: Builtins> RowChain<'_, B> {
         ))
     }
 
-    fn replay_pass(&self, graph: GraphId) -> Result<(Pass, Vec<u8>), ServerError> {
+    fn replay_pass(&self, graph: &GraphHandle) -> Result<(Pass, Vec<u8>), ServerError> {
         let start = Instant::now();
         self.device.replay(STREAM, graph, 1)?;
         let enqueue = start.elapsed();
@@ -342,7 +342,7 @@ pub(crate) fn bench_row<B: Builtins>(
         .map_err(|e| fail("capture", e))?;
     let capture_ms = start.elapsed().as_secs_f64() * 1e3;
     let ledger = device
-        .graph(graph)
+        .graph(&graph)
         .ok_or_else(|| BenchError(format!("{}: the captured graph has no ledger", row.name)))?;
     let live_device_bytes: u64 = device
         .memory_report()
@@ -360,7 +360,7 @@ pub(crate) fn bench_row<B: Builtins>(
     // One untimed pass of each mode warms everything up.
     chain.eager_pass().map_err(|e| fail("eager warmup", e))?;
     chain
-        .replay_pass(graph)
+        .replay_pass(&graph)
         .map_err(|e| fail("replay warmup", e))?;
     if let Some(f) = floor.as_mut() {
         f.eager_pass()
@@ -384,7 +384,7 @@ pub(crate) fn bench_row<B: Builtins>(
             let mut last = Vec::new();
             for _ in 0..passes {
                 let (pass, out) = if replayed {
-                    chain.replay_pass(graph).map_err(|e| fail("replay", e))?
+                    chain.replay_pass(&graph).map_err(|e| fail("replay", e))?
                 } else {
                     chain.eager_pass().map_err(|e| fail("eager", e))?
                 };

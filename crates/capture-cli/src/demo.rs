@@ -213,10 +213,10 @@ pub(crate) fn run_demo<B: Builtins>(
     let capture = start.elapsed();
     device.sync(STREAM)?;
     let ledger = device
-        .graph(graph)
-        .ok_or(ServerError::UnknownGraph(graph))?;
+        .graph(&graph)
+        .ok_or(ServerError::UnknownGraph(graph.id()))?;
 
-    let replay = || device.replay(STREAM, graph, 1);
+    let replay = || device.replay(STREAM, &graph, 1);
     let replayed = timed(&replay)?;
     let replayed_output = check(&replay)?;
 

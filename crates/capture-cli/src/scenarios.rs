@@ -280,7 +280,7 @@ fn two_streams<B: Builtins>(h: &Harness<B>) -> Result<(), Failed> {
             turn.hand_over()?;
             let g0 = h.dev.end(S0)?;
             h.fill(S0, &x0, 3.0)?;
-            h.dev.replay(S0, g0, 1)?;
+            h.dev.replay(S0, &g0, 1)?;
             h.expect(S0, &y0, 4.0)?;
             turn.hand_over()?;
             h.dev.drop_graph(g0)?;
@@ -295,7 +295,7 @@ fn two_streams<B: Builtins>(h: &Harness<B>) -> Result<(), Failed> {
             let g1 = h.dev.capture(S1, |_| h.add(S1, &x1, &y1, 2.0))?;
             turn.hand_over()?;
             h.fill(S1, &x1, 20.0)?;
-            h.dev.replay(S1, g1, 2)?;
+            h.dev.replay(S1, &g1, 2)?;
             h.expect(S1, &y1, 22.0)?;
             h.dev.drop_graph(g1)?;
             Ok(())
@@ -324,9 +324,13 @@ fn fault<B: Builtins>(h: &Harness<B>) -> Result<(), Failed> {
     // A replay fails to enqueue: its outputs carry the failure until one succeeds.
     let g = h.dev.capture(S0, |_| h.add(S0, &x, &y, 1.0))?;
     h.arm(FaultOp::Replay)?;
-    refused(h.dev.replay(S0, g, 1), "injected fault in replay", "replay")?;
+    refused(
+        h.dev.replay(S0, &g, 1),
+        "injected fault in replay",
+        "replay",
+    )?;
     h.expect_unreadable(S0, &y, "injected fault in replay")?;
-    h.dev.replay(S0, g, 1)?;
+    h.dev.replay(S0, &g, 1)?;
     h.expect(S0, &y, 2.0)?;
     // A submit fails: what the stream wrote since its last good fence is tainted.
     h.copy(S0, &y, &z)?;
@@ -370,7 +374,7 @@ fn foreign_end<B: Builtins>(h: &Harness<B>) -> Result<(), Failed> {
     h.expect_unreadable(S0, &y, "abandoned")?;
     let g = h.dev.capture(S0, |_| h.add(S0, &x, &y, 1.0))?;
     h.fill(S0, &x, 5.0)?;
-    h.dev.replay(S0, g, 1)?;
+    h.dev.replay(S0, &g, 1)?;
     h.expect(S0, &y, 6.0)?;
     h.dev.drop_graph(g)?;
     Ok(())
@@ -387,7 +391,7 @@ fn drop_under_replay<B: Builtins>(h: &Harness<B>) -> Result<(), Failed> {
     })?;
     h.fill(S0, &y, 0.0)?;
     h.dev.sync(S0)?;
-    h.dev.replay(S0, g, 2)?;
+    h.dev.replay(S0, &g, 2)?;
     // Dropped while its replay is queued: it waits behind the replay's fence.
     h.dev.drop_graph(g)?;
     let other = h.filled(S0, 77.0)?;

@@ -75,8 +75,8 @@ pub use memory::{
 pub use range::{ByteRange, InvalidRange};
 pub use report::GraphLedger;
 pub use runtime::{
-    Arg, Buffer, CapturePhase, Capturing, Device, DeviceConfig, DeviceReport, KernelHandle,
-    MAX_REPLAYS_PER_CALL, StreamReport,
+    Arg, Buffer, CapturePhase, Capturing, Device, DeviceConfig, DeviceReport, GraphHandle,
+    KernelHandle, MAX_REPLAYS_PER_CALL, StreamReport,
 };
 pub use trace::{Event, KernelId, Trace};
 

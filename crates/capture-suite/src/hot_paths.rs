@@ -216,7 +216,7 @@ pub fn replays<B: Builtins>(dev: &Device<B>, count: Counter<'_>) -> Result<Measu
     })?;
     let round = || -> Result<(), ServerError> {
         for i in 0..CALLS {
-            dev.replay(S, g, 1)?;
+            dev.replay(S, &g, 1)?;
             if i % 100 == 99 {
                 dev.sync(S)?;
             }
@@ -264,7 +264,7 @@ pub fn host_io<B: Builtins>(dev: &Device<B>, count: Counter<'_>) -> Result<Measu
     let mut token = |i: usize| -> Result<(), ServerError> {
         input.fill(i as f32);
         dev.write_values(S, &a, 0, &input)?;
-        dev.replay(S, g, 1)?;
+        dev.replay(S, &g, 1)?;
         dev.read_values_into(S, &b, 0, &mut output)?;
         if output[0] != i as f32 + 1.0 {
             return Err(ServerError::invalid(

@@ -46,7 +46,7 @@ fn add_three<B: Builtins>(dev: &Device<B>) -> Result<f32, ServerError> {
         )
     })?;
     dev.write(S, &x, 0, vec![0u8; 16])?;
-    dev.replay(S, g, 1)?;
+    dev.replay(S, &g, 1)?;
     let out = dev.read(S, &y)?;
     dev.drop_graph(g)?;
     Ok(f32::from_le_bytes([out[0], out[1], out[2], out[3]]))

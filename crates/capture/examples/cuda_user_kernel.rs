@@ -56,7 +56,7 @@ fn main() -> capture_graphs::Result<()> {
         )
     })?;
     dev.write_values(s, &y, 0, &vec![0.0f32; n as usize])?;
-    dev.replay(s, graph, 1)?;
+    dev.replay(s, &graph, 1)?;
     let replayed: Vec<f32> = dev.read_values(s, &y)?;
     for (i, v) in input.iter().enumerate() {
         // Compiled without FMA contraction: the device rounds as the host does.

@@ -70,7 +70,7 @@ impl Step {
 fn generate<B: Builtins>(
     dev: &Device<B>,
     step: &Step,
-    graph: Option<capture_graphs::GraphId>,
+    graph: Option<&capture_graphs::GraphHandle>,
     prompt: u32,
     tokens: u32,
 ) -> Result<(Vec<u32>, f64)> {
@@ -96,7 +96,7 @@ fn run<B: Builtins>(dev: Device<B>, name: &str, tokens: u32) -> Result<()> {
     let (eager, eager_s) = generate(&dev, &step, None, 1, tokens)?;
     // Captured once; warmup runs the step, so the state is reset before generating.
     let graph = dev.capture(S, |d| step.launch(d))?;
-    let (replayed, replay_s) = generate(&dev, &step, Some(graph), 1, tokens)?;
+    let (replayed, replay_s) = generate(&dev, &step, Some(&graph), 1, tokens)?;
     assert_eq!(
         eager, replayed,
         "the replayed loop generates what the eager one did"
@@ -106,7 +106,7 @@ fn run<B: Builtins>(dev: Device<B>, name: &str, tokens: u32) -> Result<()> {
     println!("  eager:    {:8.1} µs per token", per_token(eager_s));
     println!("  replayed: {:8.1} µs per token", per_token(replay_s));
     println!("  ids: {:?}", &replayed[..replayed.len().min(12)]);
-    if let Some(ledger) = dev.graph(graph) {
+    if let Some(ledger) = dev.graph(&graph) {
         println!("  {ledger}");
     }
     dev.drop_graph(graph)

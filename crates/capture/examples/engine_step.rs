@@ -193,7 +193,7 @@ fn generate<B: Backend>(
     engine: &Engine<B>,
     step: &Step,
     weights: &Weights,
-    graph: Option<capture_graphs::GraphId>,
+    graph: Option<&capture_graphs::GraphHandle>,
     tokens: u32,
 ) -> Result<Generation> {
     let (mut ids, mut all) = (vec![1u32], Vec::new());
@@ -232,7 +232,7 @@ fn decode<B: Backend>(
     // The intermediate's handle can go: the graph holds it.
     step.h = None;
     let weights_bytes = engine.weights.size();
-    let replayed = generate(dev, &engine, &step, weights, Some(graph), tokens)?;
+    let replayed = generate(dev, &engine, &step, weights, Some(&graph), tokens)?;
     assert_eq!(eager.ids, replayed.ids, "replayed ids differ from eager");
     for (i, (e, r)) in eager.logits.iter().zip(&replayed.logits).enumerate() {
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
@@ -250,7 +250,7 @@ fn decode<B: Backend>(
         }
     }
     assert!(worst <= 1e-5, "logits off the reference by {worst:e}");
-    let ledger = dev.graph(graph).expect("a live graph");
+    let ledger = dev.graph(&graph).expect("a live graph");
     let per_token = |g: &Generation| g.seconds * 1e6 / f64::from(tokens);
     println!(
         "engine_step on {name}: {tokens} tokens, 3 calls per step (2 own kernels with \

@@ -16,7 +16,7 @@ fn main() -> capture_graphs::Result<()> {
     })?;
     for token in 1..=3 {
         dev.write_values(s, &x, 0, &[token as f32; 4])?; // a new input, in the same buffer
-        dev.replay(s, step, 1)?; // both kernels, one dispatch
+        dev.replay(s, &step, 1)?; // both kernels, one dispatch
         let y_host: Vec<f32> = dev.read_values(s, &y)?; // or read_values_into your buffer
         assert_eq!(y_host, [(token as f32 + 1.0) * 10.0; 4]);
     }

@@ -80,7 +80,7 @@ fn main() -> capture_graphs::Result<()> {
         )
     })?;
     dev.write_values(s, &y, 0, &vec![0.0f32; n as usize])?;
-    dev.replay(s, graph, 1)?;
+    dev.replay(s, &graph, 1)?;
     let replayed: Vec<f32> = dev.read_values(s, &y)?;
     for (i, v) in input.iter().enumerate() {
         assert_eq!(eager[i], v * v + 1.0, "eager, element {i}");

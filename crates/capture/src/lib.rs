@@ -46,7 +46,7 @@
 //!
 //! // A new input, one replay: y = (x + 1) * 10.
 //! dev.write_values(s, &x, 0, &[5.0f32, 6.0, 7.0, 8.0])?;
-//! dev.replay(s, graph, 1)?;
+//! dev.replay(s, &graph, 1)?;
 //! let mut out = [0.0f32; 4]; // read into the caller's buffer: no allocation
 //! dev.read_values_into(s, &y, 0, &mut out)?;
 //! assert_eq!(out, [60.0, 70.0, 80.0, 90.0]);

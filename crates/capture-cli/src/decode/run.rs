@@ -394,7 +394,7 @@ pub fn run<B: DecodeBackend>(backend: B, options: DecodeOptions) -> Result<Decod
     // Replayed in one call: the same prefill, then `replay(s, graph, T)`, one read.
     prefill(&dev, &model, &prompt)?;
     let start = Instant::now();
-    dev.replay(S, graph, options.tokens)?;
+    dev.replay(S, &graph, options.tokens)?;
     dev.sync(S)?;
     let one_call = collect(&dev, &model, &options, start.elapsed().as_secs_f64())?;
 
@@ -403,10 +403,12 @@ pub fn run<B: DecodeBackend>(backend: B, options: DecodeOptions) -> Result<Decod
     prefill(&dev, &model, &prompt)?;
     let footprint = model.footprint();
     model.drop_scratch();
-    let ledger = dev.graph(graph).ok_or(ServerError::UnknownGraph(graph))?;
+    let ledger = dev
+        .graph(&graph)
+        .ok_or(ServerError::UnknownGraph(graph.id()))?;
     let start = Instant::now();
     for _ in 0..options.tokens {
-        dev.replay(S, graph, 1)?;
+        dev.replay(S, &graph, 1)?;
     }
     dev.sync(S)?;
     let replayed = collect(&dev, &model, &options, start.elapsed().as_secs_f64())?;

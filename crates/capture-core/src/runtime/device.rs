@@ -24,6 +24,7 @@ use super::buffer::Buffer;
 use super::cell::StreamCell;
 use super::closure::ClosureScope;
 use super::config::DeviceConfig;
+use super::graph_handle::GraphHandle;
 use super::inner::{GraphRegistry, Inner};
 use super::order::Tracks;
 use super::pooled::PooledStream;
@@ -32,7 +33,7 @@ use super::report::{DeviceReport, StreamReport};
 use crate::capture::{CaptureStatus, DeviceCaptures, Recording};
 use crate::driver::{Backend, DeviceExternal, DeviceStream};
 use crate::error::ServerError;
-use crate::ids::{GraphId, StreamId};
+use crate::ids::StreamId;
 use crate::label::{self, Labels};
 use crate::memory::{Access, ClaimKey, CleanupReport, MemoryIds, PageUpdate};
 use crate::range::ByteRange;
@@ -294,9 +295,17 @@ impl<B: Backend> Device<B> {
     ///
     /// # Errors
     ///
-    /// [`ServerError::UnknownGraph`] when no such graph lives; as [`label`](Self::label)
-    /// for the label itself.
-    pub fn label_graph(&self, graph: GraphId, label: &str) -> Result<(), ServerError> {
+    /// [`ServerError::InvalidArgument`] for a graph of another device; as
+    /// [`label`](Self::label) for the label itself.
+    pub fn label_graph(&self, graph: &GraphHandle, label: &str) -> Result<(), ServerError> {
+        if graph.device() != self.inner.serial {
+            return Err(ServerError::invalid(
+                "graph",
+                graph.id(),
+                "the graph belongs to another device",
+            ));
+        }
+        let graph = graph.id();
         let label = label::checked(label)?;
         {
             let mut registry = self.inner.registry();
@@ -736,10 +745,18 @@ impl<B: Backend> Device<B> {
         self.inner.limits.max_binding_bytes()
     }
 
-    /// What graph `id` holds, while it lives, with its device bytes split as the handles
-    /// stand now: a buffer dropped since the seal counts as the graph's own.
-    pub fn graph(&self, id: GraphId) -> Option<GraphLedger> {
-        self.inner.registry().live.get(&id).map(|(_, l)| l.now())
+    /// What `graph` holds, with its device bytes split as the handles stand now: a
+    /// buffer dropped since the seal counts as the graph's own. `None` for a graph of
+    /// another device.
+    pub fn graph(&self, graph: &GraphHandle) -> Option<GraphLedger> {
+        if graph.device() != self.inner.serial {
+            return None;
+        }
+        self.inner
+            .registry()
+            .live
+            .get(&graph.id())
+            .map(|(_, l)| l.now())
     }
 }
 

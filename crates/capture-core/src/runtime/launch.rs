@@ -235,7 +235,7 @@ impl<B: Backend> Device<B> {
     /// });
     /// let g = dev.capture(s, |d| d.foreign_work(s, &[Arg::read(&x), Arg::write(&y)], reverse.clone()))?;
     /// dev.write_values(s, &x, 0, &[5u32, 6, 7, 8])?;
-    /// dev.replay(s, g, 1)?;
+    /// dev.replay(s, &g, 1)?;
     /// let mut out = [0u8; 16];
     /// dev.read_into(s, &y, 0, &mut out)?;
     /// assert_eq!(out[15], 5, "the replay ran the work again, over the new input");

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use super::capturing::{CapturePhase, Capturing};
 use super::closure::ClosureScope;
 use super::device::Device;
+use super::graph_handle::{GraphHandle, GraphOwner};
 use super::inner::Inner;
 use super::pooled::PooledStream;
 use crate::capture::{Refused, Window};
@@ -153,7 +154,7 @@ impl<B: Backend> Device<B> {
     /// dev.begin(s)?;
     /// step(&dev)?;
     /// let graph = dev.end(s)?;
-    /// dev.replay(s, graph, 1)?;
+    /// dev.replay(s, &graph, 1)?;
     /// // An end with nothing open is refused and changes nothing.
     /// assert!(dev.end(s).is_err());
     /// # Ok::<(), capture_graphs::ServerError>(())
@@ -166,7 +167,7 @@ impl<B: Backend> Device<B> {
     /// abandoned ([`ServerError::Abandoned`] naming both streams, also to the owner's
     /// later `end`). The ranges the recording would have written are claimed with the
     /// error, so a later read fails rather than see bytes nothing wrote.
-    pub fn end(&self, stream: StreamId) -> Result<GraphId, ServerError> {
+    pub fn end(&self, stream: StreamId) -> Result<GraphHandle, ServerError> {
         let _span = tracing::debug_span!(
             target: "capture", "seal", %stream, pooled = self.inner.pooled(stream)
         )
@@ -175,7 +176,16 @@ impl<B: Backend> Device<B> {
         let ended = self
             .inner
             .on_capture_stream(stream, move |ps| inner.end_on(ps, stream));
-        self.inner.labels.named(ended)
+        self.inner
+            .labels
+            .named(ended)
+            .map(|id| self.graph_handle(id))
+    }
+
+    /// The handle of graph `id`, just sealed on this device.
+    fn graph_handle(&self, id: GraphId) -> GraphHandle {
+        let inner: Arc<dyn GraphOwner> = Arc::clone(&self.inner) as Arc<dyn GraphOwner>;
+        GraphHandle::new(id, self.inner.serial, Arc::downgrade(&inner))
     }
 
     /// Gives up `stream`'s window. From capture: closes the driver capture, drops the
@@ -226,7 +236,7 @@ impl<B: Backend> Device<B> {
     /// assert_eq!(phases, [CapturePhase::Warmup, CapturePhase::Record]);
     /// // After `Ok`, the outputs hold warmup's results.
     /// assert_eq!(dev.read(s, &y)?, [2.0f32; 4].map(f32::to_le_bytes).concat());
-    /// assert_eq!(dev.graph(graph).map(|l| l.launches), Some(1));
+    /// assert_eq!(dev.graph(&graph).map(|l| l.launches), Some(1));
     /// # Ok::<(), capture_graphs::ServerError>(())
     /// ```
     ///
@@ -271,7 +281,7 @@ impl<B: Backend> Device<B> {
         &self,
         stream: StreamId,
         mut record: impl FnMut(&Capturing<'_, B>) -> Result<(), E>,
-    ) -> Result<GraphId, E> {
+    ) -> Result<GraphHandle, E> {
         let pooled = self.inner.pooled(stream);
         let span = tracing::debug_span!(
             target: "capture", "capture", %stream, pooled, graph = tracing::field::Empty
@@ -309,7 +319,7 @@ impl<B: Backend> Device<B> {
         }
         guard.defuse();
         let graph = self.end(stream)?;
-        span.record("graph", tracing::field::display(graph));
+        span.record("graph", tracing::field::display(graph.id()));
         Ok(graph)
     }
 
@@ -333,27 +343,48 @@ impl<B: Backend> Device<B> {
     /// let graph = dev.capture(s, |d| {
     ///     d.launch(s, &axpy, [1, 1, 1], &[Arg::read(&x), Arg::read_write(&y)], &info)
     /// })?;
-    /// dev.replay(s, graph, 3)?; // three times, one submission
+    /// dev.replay(s, &graph, 3)?; // three times, one submission
     /// assert_eq!(dev.read(s, &y)?, [4.0f32; 4].map(f32::to_le_bytes).concat());
-    /// assert!(dev.replay(s, graph, 0).is_err()); // refused; the graph lives on
-    /// dev.drop_graph(graph)?;
-    /// assert!(dev.replay(s, graph, 1).is_err()); // UnknownGraph
+    /// assert!(dev.replay(s, &graph, 0).is_err()); // refused; the graph lives on
+    /// dev.drop_graph(graph)?; // or let the handle go: the same release
     /// # Ok::<(), capture_graphs::ServerError>(())
     /// ```
     ///
     /// # Errors
     ///
-    /// [`ServerError::InvalidArgument`] for `times == 0` or a stream other than the
-    /// capturing one; [`ServerError::UnknownGraph`]; [`ServerError::GraphState`] inside
+    /// [`ServerError::InvalidArgument`] for `times == 0`, a stream other than the
+    /// capturing one, or a graph of another device (rule 24); [`ServerError::UnknownGraph`]
+    /// when the graph's device dropped it already; [`ServerError::GraphState`] inside
     /// a window; [`ServerError::NeighbourRefused`]; [`ServerError::Unwritten`] when
     /// skipped; the driver's refusal to enqueue.
-    pub fn replay(&self, stream: StreamId, graph: GraphId, times: u32) -> Result<(), ServerError> {
+    pub fn replay(
+        &self,
+        stream: StreamId,
+        graph: &GraphHandle,
+        times: u32,
+    ) -> Result<(), ServerError> {
+        let id = graph.id();
         let _span = tracing::debug_span!(
-            target: "capture", "replay", %stream, pooled = self.inner.pooled(stream), %graph, times
+            target: "capture", "replay", %stream, pooled = self.inner.pooled(stream), graph = %id, times
         )
         .entered();
-        let replayed = self.replay_checked(stream, graph, times);
+        let replayed = self
+            .owned(graph)
+            .and_then(|()| self.replay_checked(stream, id, times));
         self.inner.labels.named(replayed)
+    }
+
+    /// Refuses a graph another device captured (rule 24).
+    fn owned(&self, graph: &GraphHandle) -> Result<(), ServerError> {
+        if graph.device() == self.inner.serial {
+            Ok(())
+        } else {
+            Err(ServerError::invalid(
+                "graph",
+                graph.id(),
+                "the graph belongs to another device",
+            ))
+        }
     }
 
     fn replay_checked(
@@ -391,28 +422,44 @@ impl<B: Backend> Device<B> {
         self.inner.replay_on(&mut ps, stream, graph, times)
     }
 
-    /// Drops `graph`. Never blocks: its executable and pins wait in its stream's drop
-    /// queue behind the fence that follows its last replay.
+    /// Drops `graph`, as dropping its handle does, and says whether it could. Never
+    /// blocks: its executable and pins wait in its stream's drop queue behind the fence
+    /// that follows its last replay.
     ///
     /// # Errors
     ///
-    /// [`ServerError::UnknownGraph`] when no such graph lives.
-    pub fn drop_graph(&self, graph: GraphId) -> Result<(), ServerError> {
+    /// [`ServerError::InvalidArgument`] for a graph of another device (which its own
+    /// device then releases, as the handle is dropped); [`ServerError::UnknownGraph`]
+    /// when the graph is gone already (its device was dropped).
+    pub fn drop_graph(&self, graph: GraphHandle) -> Result<(), ServerError> {
+        self.owned(&graph)?;
+        let id = graph.into_id();
+        self.inner.drop_graph(id)
+    }
+}
+
+impl<B: Backend> GraphOwner for Inner<B> {
+    fn release(&self, graph: GraphId) {
+        let _ = self.drop_graph(graph);
+    }
+}
+
+impl<B: Backend> Inner<B> {
+    /// Releases `graph` behind the fence of its last replay (rule 16).
+    pub(crate) fn drop_graph(&self, graph: GraphId) -> Result<(), ServerError> {
         let dropped = self.drop_graph_checked(graph);
-        self.inner.labels.forget_graph(graph);
+        self.labels.forget_graph(graph);
         dropped
     }
 
     fn drop_graph_checked(&self, graph: GraphId) -> Result<(), ServerError> {
         let index = self
-            .inner
             .registry()
             .live
             .remove(&graph)
             .map(|(index, _)| index)
             .ok_or(ServerError::UnknownGraph(graph))?;
-        let inner = &self.inner;
-        inner.cells[index].run(|ps| {
+        self.cells[index].run(|ps| {
             let Some(g) = ps.graphs.remove(&graph) else {
                 return Err(ServerError::UnknownGraph(graph));
             };
@@ -427,7 +474,7 @@ impl<B: Backend> Device<B> {
                 ps.drops.push(handle);
             }
             ps.drops.push(Pending::other(g, bytes));
-            inner.trace.push(Event::DropGraph { stream, graph });
+            self.trace.push(Event::DropGraph { stream, graph });
             Ok(())
         })
     }

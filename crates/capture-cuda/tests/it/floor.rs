@@ -124,5 +124,5 @@ fn cuda_floor_is_made_and_freed_only_while_no_window_of_the_context_records() {
         assert_eq!(during.device_allocations, before.device_allocations);
         assert_eq!(after.device_allocations, before.device_allocations - 3);
     }
-    dev.replay(s, g, 1).unwrap();
+    dev.replay(s, &g, 1).unwrap();
 }

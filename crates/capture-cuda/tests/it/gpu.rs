@@ -114,7 +114,7 @@ fn two_devices_on_one_gpu_keep_each_others_captures() {
         });
     });
     let g = a.end(S0).unwrap();
-    a.replay(S0, g, 2).unwrap();
+    a.replay(S0, &g, 2).unwrap();
     assert_eq!(floats(&a.read(S0, &x).unwrap()), vec![3.0; 64]);
 }
 
@@ -167,7 +167,7 @@ fn a_capture_begun_on_one_thread_ends_on_another_with_no_context_made_current() 
         .unwrap();
     let d = Arc::clone(&dev);
     let bytes = std::thread::spawn(move || {
-        d.replay(S0, g, 1).unwrap();
+        d.replay(S0, &g, 1).unwrap();
         d.read(S0, &x).unwrap()
     })
     .join()
@@ -221,7 +221,7 @@ fn a_device_dropped_while_another_records_releases_nothing_until_the_window_clos
         assert!(now.modules < before.modules, "{now:?}");
     }
     a.write(S0, &x, 0, vec![0u8; 256]).unwrap();
-    a.replay(S0, g, 1).unwrap();
+    a.replay(S0, &g, 1).unwrap();
     assert_eq!(floats(&a.read(S0, &x).unwrap()), vec![6.0; 64]);
 }
 
@@ -262,7 +262,7 @@ fn nothing_outlives_its_device_on_the_driver_model() {
             )
         });
         let g = g.unwrap();
-        dev.replay(S0, g, 3).unwrap();
+        dev.replay(S0, &g, 3).unwrap();
         copy_xy(&dev).unwrap();
         assert_eq!(
             floats(&dev.read(StreamId::new(1), &y).unwrap()),

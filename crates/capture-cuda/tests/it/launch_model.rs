@@ -83,12 +83,12 @@ fn a_kernel_with_scalars_a_256_thread_block_and_dynamic_shared_memory_captures_a
     let g = dev.capture(S, |d| launch(d, 2.0)).unwrap();
     let next: Vec<f32> = (0..n).map(|i| (i % 7) as f32 * 0.5).collect();
     dev.write_values(S, &x, 0, &next).unwrap();
-    dev.replay(S, g, 1).unwrap();
+    dev.replay(S, &g, 1).unwrap();
     let replayed = dev.read_values::<f32>(S, &sums).unwrap();
     assert_eq!(replayed, tree_sums(&next, 2.0));
     // Back to the first input: the replay gives the eager launch's bits.
     dev.write_values(S, &x, 0, &input).unwrap();
-    dev.replay(S, g, 1).unwrap();
+    dev.replay(S, &g, 1).unwrap();
     let again = dev.read_values::<f32>(S, &sums).unwrap();
     assert_eq!(
         again.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
@@ -256,7 +256,7 @@ fn foreign_work_launches_the_users_own_kernel_on_the_raw_stream() {
         .unwrap();
     let next: Vec<f32> = (0..n).map(|i| (n - i) as f32 * 0.5).collect();
     dev.write_values(S, &x, 0, &next).unwrap();
-    dev.replay(S, g, 2).unwrap();
+    dev.replay(S, &g, 2).unwrap();
     let want: Vec<f32> = next.iter().map(|v| v * 3.0).collect();
     assert_eq!(
         dev.read_values::<f32>(S, &y).unwrap(),

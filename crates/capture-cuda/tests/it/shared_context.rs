@@ -58,7 +58,7 @@ fn capture_and_replay(backend: CudaBackend) {
             launch(Builtin::Axpy, &[Arg::read(&z), Arg::read_write(&w)], 1.0)
         })
         .expect("graph");
-    h.dev.replay(S0, g, 3).expect("replay");
+    h.dev.replay(S0, &g, 3).expect("replay");
     h.expect(S0, &w, &map(&ramp(0.0), |v| 8.0 * (v + 1.0)));
     h.dev.drop_graph(g).expect("drop");
 }

@@ -131,8 +131,20 @@ pub fn check_with<B: Builtins + Clone>(
                 Some(device) => run.guarded_drop(step, device),
                 None => second = Some(open(backend.clone(), pooled, streams, extras)?),
             },
+            // Rule 24: a graph of one device replayed on the other is refused.
+            Op::ReplayElsewhere { graph } => {
+                if let Some(other) = second.as_ref() {
+                    run.replay_elsewhere(*graph, &other.dev);
+                }
+            }
             Op::OnSecond(op) => {
-                if let Some(other) = second.as_mut() {
+                if let (Some(other), Op::ReplayElsewhere { graph }) = (second.as_mut(), &**op) {
+                    other.replay_elsewhere(*graph, &run.dev);
+                    if let Some(mut v) = other.violation.take() {
+                        v.op = format!("OnSecond({})", v.op);
+                        return Err(v);
+                    }
+                } else if let Some(other) = second.as_mut() {
                     other.elsewhere = run.records();
                     other.op(step, op);
                     if let Some(mut v) = other.violation.take() {

@@ -144,9 +144,17 @@ pub enum Op {
         /// 1 to 3.
         times: u8,
     },
-    /// `Device::drop_graph`.
+    /// Releases a graph: `Device::drop_graph`, or (`handle`) dropping its handle.
     DropGraph {
         /// The graph.
+        graph: u8,
+        /// Whether the handle is dropped rather than passed to `drop_graph`.
+        handle: bool,
+    },
+    /// Replays a graph of the first device on the second (rule 24: refused, naming the
+    /// graph, and nothing runs); nothing when there is no second device.
+    ReplayElsewhere {
+        /// The first device's graph.
         graph: u8,
     },
     /// Fail the `nth` next call of driver operation `op`.
@@ -391,7 +399,8 @@ pub fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(stream, body, stop)| Op::Capture { stream, body, stop }),
         4 => (stream(), 0u8..4, 1u8..=3)
             .prop_map(|(stream, graph, times)| Op::Replay { stream, graph, times }),
-        1 => (0u8..4).prop_map(|graph| Op::DropGraph { graph }),
+        1 => (0u8..4, any::<bool>()).prop_map(|(graph, handle)| Op::DropGraph { graph, handle }),
+        1 => (0u8..4).prop_map(|graph| Op::ReplayElsewhere { graph }),
         2 => fault(),
     ]
 }
@@ -467,7 +476,11 @@ fn few_names(op: Op, n: u8) -> Op {
             graph: fold(graph),
             times,
         },
-        Op::DropGraph { graph } => Op::DropGraph { graph: fold(graph) },
+        Op::DropGraph { graph, handle } => Op::DropGraph {
+            graph: fold(graph),
+            handle,
+        },
+        Op::ReplayElsewhere { graph } => Op::ReplayElsewhere { graph: fold(graph) },
         other => other,
     }
 }

@@ -10,7 +10,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use capture_core::{
-    Access, Arg, Buffer, Builtin, Builtins, Chain, Device, GraphId, KernelHandle, ServerError,
+    Access, Arg, Buffer, Builtin, Builtins, Chain, Device, GraphHandle, KernelHandle, ServerError,
     StreamId,
 };
 use capture_mock::{FaultOp, FaultPlan, Faulty};
@@ -219,7 +219,7 @@ pub(crate) struct Run<B: Builtins> {
     handles: Vec<Option<Buffer>>,
     /// Model buffers shared read-only between threads.
     shared: Vec<bool>,
-    graphs: Vec<Option<(GraphId, ModelGraph)>>,
+    graphs: Vec<Option<(GraphHandle, ModelGraph)>>,
     step: usize,
     op_text: String,
     fired: Vec<FaultOp>,
@@ -479,7 +479,9 @@ impl<B: Builtins> Run<B> {
                 graph,
                 times,
             } => self.replay(*stream, *graph, u32::from(*times).clamp(1, 3)),
-            Op::DropGraph { graph } => self.drop_graph(*graph),
+            Op::DropGraph { graph, handle } => self.drop_graph(*graph, *handle),
+            // Handled by `check_with`, which holds both devices.
+            Op::ReplayElsewhere { .. } => {}
             Op::Fault { op, nth } => {
                 if self.fixed.is_none() {
                     self.plan
@@ -1570,15 +1572,24 @@ impl<B: Builtins> Run<B> {
             LATEST => self.graphs.len().saturating_sub(1),
             name => name as usize,
         };
-        let Some(Some((id, graph))) = self.graphs.get(at).cloned() else {
+        let Some(Some((handle, graph))) = self.graphs.get_mut(at).map(Option::take) else {
             return;
         };
+        let id = handle.id();
+        self.replay_handle(s, &handle, &graph, times);
+        self.graphs[at] = Some((handle, graph));
+        let _ = id;
+    }
+
+    fn replay_handle(&mut self, s: u8, handle: &GraphHandle, graph: &ModelGraph, times: u32) {
+        let id = handle.id();
         let p = graph.pooled;
         // A graph replays only on its own stream; never inside a window (rule 16) or
         // from a neighbour of one (rule 13).
         let must_refuse = graph.owner != s || self.model.windows[p].is_some();
         let dev = Arc::clone(&self.dev);
-        let Some((result, fired)) = self.guarded(|| dev.replay(StreamId::new(s.into()), id, times))
+        let Some((result, fired)) =
+            self.guarded(|| dev.replay(StreamId::new(s.into()), handle, times))
         else {
             return;
         };
@@ -1643,18 +1654,52 @@ impl<B: Builtins> Run<B> {
         }
     }
 
-    fn drop_graph(&mut self, name: u8) {
+    /// Releases graph `name`: through `drop_graph`, or by dropping its handle (rule 24:
+    /// the same release, behind its last replay's fence, never blocking).
+    fn drop_graph(&mut self, name: u8, by_handle: bool) {
         let Some(slot) = self.graphs.get_mut(name as usize) else {
             return;
         };
-        let Some((id, _)) = slot.take() else { return };
+        let Some((handle, _)) = slot.take() else {
+            return;
+        };
+        let id = handle.id();
+        if by_handle {
+            // A panic in the release is a violation (`guarded` records it).
+            let _ = self.guarded(move || drop(handle));
+            return;
+        }
         let dev = Arc::clone(&self.dev);
-        let Some((result, _)) = self.guarded(|| dev.drop_graph(id)) else {
+        let Some((result, _)) = self.guarded(|| dev.drop_graph(handle)) else {
             return;
         };
         if let Err(e) = result {
             self.fail(format!("drop of {id} failed: {}", Chain(&e)));
         }
+    }
+
+    /// Replays graph `name` of this device on `other` (rule 24): refused with
+    /// `InvalidArgument` naming the graph before anything runs; the graph stays this
+    /// device's.
+    pub(crate) fn replay_elsewhere(&mut self, name: u8, other: &Device<Faulty<B>>) {
+        let Some(Some((handle, graph))) = self.graphs.get_mut(name as usize).map(Option::take)
+        else {
+            return;
+        };
+        let id = handle.id();
+        let s = StreamId::new(graph.owner.into());
+        let Some((result, _)) = self.guarded(|| other.replay(s, &handle, 1)) else {
+            return;
+        };
+        match result {
+            Err(ServerError::InvalidArgument { what: "graph", .. }) => {}
+            Ok(()) => self.fail(format!("{id} of another device replayed (rule 24)")),
+            Err(e) => self.fail(format!(
+                "{id} of another device refused otherwise than as another device's graph: {}",
+                Chain(&e)
+            )),
+        }
+        self.graphs[name as usize] = Some((handle, graph));
     }
 
     /// Disarms every fault still armed (re-arming it at a call that never comes).
@@ -1694,7 +1739,7 @@ impl<B: Builtins> Run<B> {
                     &Builtin::Fill.info(4, 3.0),
                 )
             })?;
-            dev.replay(stream, g, 1)?;
+            dev.replay(stream, &g, 1)?;
             let got = dev.read(stream, &b)?;
             let want: Vec<u8> = [3.0f32; 4].iter().flat_map(|v| v.to_le_bytes()).collect();
             if got != want {
@@ -1715,7 +1760,7 @@ impl<B: Builtins> Run<B> {
     /// Drops every graph and buffer this run holds.
     pub(crate) fn drop_all(&mut self) {
         for slot in 0..self.graphs.len() {
-            self.drop_graph(slot as u8);
+            self.drop_graph(slot as u8, slot % 2 == 1);
         }
         let handles: Vec<Buffer> = self.handles.iter_mut().filter_map(Option::take).collect();
         let _ = self.guarded(move || drop(handles));

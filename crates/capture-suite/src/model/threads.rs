@@ -64,7 +64,7 @@ fn thread_op() -> impl Strategy<Value = Op> {
         .prop_flat_map(|body| (Just(body), any::<bool>()))
         .prop_map(|(body, stop)| Op::Capture { stream: 0, body, stop }),
         5 => (0u8..4, 1u8..=3).prop_map(|(graph, times)| Op::Replay { stream: 0, graph, times }),
-        1 => (0u8..4).prop_map(|graph| Op::DropGraph { graph }),
+        1 => (0u8..4, any::<bool>()).prop_map(|(graph, handle)| Op::DropGraph { graph, handle }),
         1 => Just(Op::Sync { stream: 0 }),
         1 => (1u32..=ELEMENTS as u32).prop_map(|e| Op::Alloc { stream: 0, bytes: e * 4 }),
         1 => own().prop_map(|buf| Op::Drop { buf }),

@@ -15,7 +15,7 @@ pub(super) fn capture_replay<B: Builtins>(h: &Harness<B>) -> Result<(), ServerEr
     h.expect(S0, &y, &ramp(2.0));
     for _ in 0..2 {
         h.write(S0, &y, &splat(0.0))?;
-        h.dev.replay(S0, g, 1)?;
+        h.dev.replay(S0, &g, 1)?;
         h.expect(S0, &y, &ramp(2.0));
     }
     Ok(())
@@ -38,7 +38,7 @@ pub(super) fn input_rewrite<B: Builtins>(h: &Harness<B>) -> Result<(), ServerErr
     for step in 0..3 {
         let input = ramp(step as f32 * 10.0);
         h.write(S0, &x, &input)?;
-        h.dev.replay(S0, g, 1)?;
+        h.dev.replay(S0, &g, 1)?;
         h.expect(S0, &y, &map(&input, |v| (v + 1.0) * 3.0));
     }
     Ok(())
@@ -97,12 +97,12 @@ pub(super) fn many_launches_metadata<B: Builtins>(h: &Harness<B>) -> Result<(), 
     for start in [ramp(100.0), ramp(-7.0)] {
         h.write(S0, &a, &start)?;
         h.write(S0, &b, &splat(0.0))?;
-        h.dev.replay(S0, g, 1)?;
+        h.dev.replay(S0, &g, 1)?;
         let expected = model(&start);
         h.expect(S0, &a, &expected[0]);
         h.expect(S0, &b, &expected[1]);
     }
-    let ledger = h.dev.graph(g).expect("live graph");
+    let ledger = h.dev.graph(&g).expect("live graph");
     assert_eq!(ledger.launches, LAUNCHES as u64);
     assert_eq!(
         ledger.info_entries,
@@ -130,7 +130,7 @@ pub(super) fn isolation_from_other_stream<B: Builtins>(h: &Harness<B>) -> Result
     h.expect(S1, &q, &splat(7.0));
     let g = h.dev.end(S0)?;
     h.write(S0, &x, &splat(10.0))?;
-    h.dev.replay(S0, g, 1)?;
+    h.dev.replay(S0, &g, 1)?;
     h.expect(S0, &y, &splat(11.0));
     h.expect(S1, &q, &splat(7.0));
     Ok(())
@@ -144,11 +144,11 @@ pub(super) fn shared_info_entry_two_graphs<B: Builtins>(h: &Harness<B>) -> Resul
     let z = h.dev.alloc(S0, N * 4)?;
     let g1 = h.dev.capture(S0, |_| h.add(S0, &x, &y, 4.0))?;
     let g2 = h.dev.capture(S0, |_| h.add(S0, &x, &z, 4.0))?;
-    assert_eq!(h.dev.graph(g1).expect("live").info_entries, 1);
-    assert_eq!(h.dev.graph(g2).expect("live").info_entries, 1);
+    assert_eq!(h.dev.graph(&g1).expect("live").info_entries, 1);
+    assert_eq!(h.dev.graph(&g2).expect("live").info_entries, 1);
     h.dev.drop_graph(g1)?;
     h.write(S0, &x, &splat(2.0))?;
-    h.dev.replay(S0, g2, 1)?;
+    h.dev.replay(S0, &g2, 1)?;
     h.expect(S0, &z, &splat(6.0));
     h.dev.drop_graph(g2)?;
     h.dev.cleanup()?;
@@ -171,7 +171,7 @@ pub(super) fn replay_k_times_in_one_submission<B: Builtins>(
         )
     })?;
     h.expect(S0, &acc, &splat(2.0));
-    h.dev.replay(S0, g, 5)?;
+    h.dev.replay(S0, &g, 5)?;
     h.expect(S0, &acc, &splat(12.0));
     Ok(())
 }
@@ -193,7 +193,7 @@ pub(super) fn cross_stream_input_ordered<B: Builtins>(h: &Harness<B>) -> Result<
     let sentinels = (0..8)
         .map(|i| h.buffer(S1, &splat(300.0 + i as f32)))
         .collect::<Result<Vec<_>, _>>()?;
-    h.dev.replay(S0, g, 1)?;
+    h.dev.replay(S0, &g, 1)?;
     h.expect(S0, &y, &ramp(41.0));
     for (i, s) in sentinels.iter().enumerate() {
         h.expect(S1, s, &splat(300.0 + i as f32));

@@ -27,7 +27,7 @@ pub(super) fn begin_refused_then_retry<B: Builtins>(h: &Harness<B>) -> Result<()
     assert!(h.dev.captures().recording().is_empty());
     let g = h.dev.capture(S0, |_| h.add(S0, &x, &y, 1.0))?;
     h.write(S0, &x, &splat(2.0))?;
-    h.dev.replay(S0, g, 1)?;
+    h.dev.replay(S0, &g, 1)?;
     h.expect(S0, &y, &splat(3.0));
     Ok(())
 }
@@ -61,20 +61,20 @@ pub(super) fn replay_enqueue_failure_then_settle<B: Builtins>(
     let y = h.dev.alloc(S0, N * 4)?;
     let g = h.dev.capture(S0, |_| h.add(S0, &x, &y, 1.0))?;
     arm(h, FaultOp::Replay, 1);
-    let err = h.dev.replay(S0, g, 1).expect_err("the enqueue failed");
+    let err = h.dev.replay(S0, &g, 1).expect_err("the enqueue failed");
     assert_contains(&err, "injected fault in replay");
     h.expect_unreadable(S0, &y, "injected fault in replay");
-    h.dev.replay(S0, g, 1)?;
+    h.dev.replay(S0, &g, 1)?;
     h.expect(S0, &y, &ramp(1.0));
     // A replay whose input carries a failure is skipped and passes it on.
     arm(h, FaultOp::Launch, 1);
     h.launch(S0, Builtin::Copy, &[Arg::read(&y), Arg::write(&x)], N, 0.0)
         .expect_err("the launch writing the input failed");
-    let err = h.dev.replay(S0, g, 1).expect_err("skipped");
+    let err = h.dev.replay(S0, &g, 1).expect_err("skipped");
     assert!(matches!(err, ServerError::Unwritten(_)));
     h.expect_unreadable(S0, &y, "replay on stream#0 skipped");
     h.write(S0, &x, &ramp(5.0))?;
-    h.dev.replay(S0, g, 1)?;
+    h.dev.replay(S0, &g, 1)?;
     h.expect(S0, &y, &ramp(6.0));
     Ok(())
 }
@@ -178,7 +178,7 @@ pub(super) fn upload_failure_only_logged<B: Builtins>(h: &Harness<B>) -> Result<
     arm(h, FaultOp::Upload, 1);
     let g = h.dev.capture(S0, |_| h.add(S0, &x, &y, 3.0))?;
     assert!(!h.plan.is_armed(FaultOp::Upload), "the upload was tried");
-    h.dev.replay(S0, g, 2)?;
+    h.dev.replay(S0, &g, 2)?;
     h.expect(S0, &y, &map(&ramp(0.0), |v| v + 3.0));
     Ok(())
 }

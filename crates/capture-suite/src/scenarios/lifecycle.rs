@@ -25,7 +25,7 @@ pub(super) fn read_refused_while_recording<B: Builtins>(h: &Harness<B>) -> Resul
         Ok::<(), ServerError>(())
     })?;
     h.write(S0, &x, &splat(4.0))?;
-    h.dev.replay(S0, g, 1)?;
+    h.dev.replay(S0, &g, 1)?;
     h.expect(S0, &y, &splat(5.0));
     Ok(())
 }
@@ -80,7 +80,7 @@ pub(super) fn neighbour_refused<B: Builtins>(h: &Harness<B>) -> Result<(), Serve
     h.add(S0, &x, &y, 1.0)?;
     let g = h.dev.end(S0)?;
     h.write(S0, &x, &splat(3.0))?;
-    h.dev.replay(S0, g, 1)?;
+    h.dev.replay(S0, &g, 1)?;
     h.expect(S0, &y, &splat(4.0));
     h.expect(S2, &n, &splat(9.0));
     Ok(())
@@ -104,7 +104,7 @@ pub(super) fn panic_in_capture_closure<B: Builtins>(h: &Harness<B>) -> Result<()
     assert!(h.dev.captures().recording().is_empty());
     h.expect_unreadable(S0, &y, "the window was aborted");
     let g = h.dev.capture(S0, |_| h.add(S0, &x, &y, 2.0))?;
-    h.dev.replay(S0, g, 1)?;
+    h.dev.replay(S0, &g, 1)?;
     h.expect(S0, &y, &splat(3.0));
     Ok(())
 }
@@ -138,14 +138,14 @@ pub(super) fn replay_inside_window_refused<B: Builtins>(h: &Harness<B>) -> Resul
     let g = h.dev.capture(S0, |_| h.add(S0, &x, &y, 1.0))?;
     let g2 = h.dev.capture(S0, |d| {
         if d.captures().is_any_recording() {
-            let err = d.replay(S0, g, 1).expect_err("a replay in the window");
+            let err = d.replay(S0, &g, 1).expect_err("a replay in the window");
             assert_contains(&err, "a replay inside it is refused");
         }
         h.add(S0, &y, &x, 1.0)
     })?;
     h.write(S0, &x, &splat(1.0))?;
-    h.dev.replay(S0, g, 1)?;
-    h.dev.replay(S0, g2, 1)?;
+    h.dev.replay(S0, &g, 1)?;
+    h.dev.replay(S0, &g2, 1)?;
     h.expect(S0, &x, &splat(3.0));
     Ok(())
 }
@@ -163,7 +163,7 @@ pub(super) fn abort_from_capture<B: Builtins>(h: &Harness<B>) -> Result<(), Serv
     assert!(h.dev.captures().recording().is_empty());
     h.expect_unreadable(S0, &y, "the window was aborted");
     let g = h.dev.capture(S0, |_| h.add(S0, &x, &y, 1.0))?;
-    h.dev.replay(S0, g, 1)?;
+    h.dev.replay(S0, &g, 1)?;
     h.expect(S0, &y, &splat(2.0));
     Ok(())
 }
@@ -205,7 +205,7 @@ pub(super) fn out_of_order_lifecycle_refused<B: Builtins>(
     h.add(S0, &x, &y, 1.0)?;
     let g = h.dev.end(S0)?;
     h.write(S0, &x, &splat(5.0))?;
-    h.dev.replay(S0, g, 1)?;
+    h.dev.replay(S0, &g, 1)?;
     h.expect(S0, &y, &splat(6.0));
     Ok(())
 }
@@ -222,7 +222,7 @@ pub(super) fn end_in_prepare_disarms<B: Builtins>(h: &Harness<B>) -> Result<(), 
     );
     h.expect(S0, &y, &ramp(1.0));
     let g = h.dev.capture(S0, |_| h.add(S0, &x, &y, 2.0))?;
-    h.dev.replay(S0, g, 1)?;
+    h.dev.replay(S0, &g, 1)?;
     h.expect(S0, &y, &ramp(2.0));
     Ok(())
 }
@@ -250,7 +250,7 @@ pub(super) fn capture_ended_from_another_thread<B: Builtins>(
             .join()
             .expect("the closing thread")?;
         h.write(S0, &x, &splat(6.0))?;
-        h.dev.replay(S0, g, 1)?;
+        h.dev.replay(S0, &g, 1)?;
         h.expect(S0, &y, &splat(7.0));
         Ok(())
     })?;

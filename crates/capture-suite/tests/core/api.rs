@@ -164,7 +164,7 @@ fn the_memory_report_counts_pages_and_driver_allocations_as_the_driver_sees_them
             )
         })
         .unwrap();
-    dev.replay(s, graph, 2).unwrap();
+    dev.replay(s, &graph, 2).unwrap();
     let live = |kind| backend.live_pages(kind) as u64;
     let report = dev.memory_report();
     assert!(report.pages() >= 2, "{report}");

@@ -4,8 +4,8 @@
 use rstest::rstest;
 
 use capture_core::{
-    Arg, Buffer, CachePolicy, Chain, DeviceConfig, FlushingPolicy, GraphId, MAX_ALLOCATION_BYTES,
-    MemoryConfig, ServerError, StreamId,
+    Arg, Buffer, CachePolicy, Chain, DeviceConfig, FlushingPolicy, GraphHandle,
+    MAX_ALLOCATION_BYTES, MemoryConfig, ServerError, StreamId,
 };
 
 use crate::bytes_of;
@@ -41,8 +41,15 @@ fn foreign_buffer() -> Buffer {
     filled(&other, S0, &[7, 8])
 }
 
+/// A graph of a second device, which is gone: its handle outlives it, refused by any
+/// other device, and its drop does nothing.
+fn foreign_graph() -> GraphHandle {
+    let (other, _) = device();
+    graph(&other, S0)
+}
+
 /// A graph of one launch captured on `stream`.
-fn graph(dev: &Dev, stream: StreamId) -> GraphId {
+fn graph(dev: &Dev, stream: StreamId) -> GraphHandle {
     let k = kernels(dev);
     let x = filled(dev, stream, &[1, 2, 3]);
     let y = dev.alloc(stream, 12).unwrap();
@@ -176,20 +183,21 @@ fn launch_a_buffer_of_another_device(dev: &Dev) -> Outcome {
 
 fn replay_zero_times(dev: &Dev) -> Outcome {
     let g = graph(dev, S0);
-    (dev.replay(S0, g, 0), "invalid replay count 0".into())
+    (dev.replay(S0, &g, 0), "invalid replay count 0".into())
 }
 
-fn replay_an_unknown_graph(dev: &Dev) -> Outcome {
+fn replay_a_graph_of_another_device(dev: &Dev) -> Outcome {
+    let g = foreign_graph();
     (
-        dev.replay(S0, GraphId::new(99), 1),
-        "unknown graph graph#99".into(),
+        dev.replay(S0, &g, 1),
+        format!("invalid graph {g}: the graph belongs to another device"),
     )
 }
 
 fn replay_on_another_pooled_stream(dev: &Dev) -> Outcome {
     let g = graph(dev, S0);
     (
-        dev.replay(S1, g, 1),
+        dev.replay(S1, &g, 1),
         format!("invalid replay stream stream#1: {g} replays only on the stream that captured it"),
     )
 }
@@ -197,24 +205,17 @@ fn replay_on_another_pooled_stream(dev: &Dev) -> Outcome {
 fn replay_on_a_stream_sharing_the_pooled_stream(dev: &Dev) -> Outcome {
     let g = graph(dev, S0);
     (
-        dev.replay(S2, g, 1),
+        dev.replay(S2, &g, 1),
         format!(
             "invalid replay stream stream#2: {g} was captured on stream#0 and replays only there"
         ),
     )
 }
 
-fn drop_an_unknown_graph(dev: &Dev) -> Outcome {
-    (
-        dev.drop_graph(GraphId::new(99)),
-        "unknown graph graph#99".into(),
-    )
-}
-
-fn drop_a_graph_twice(dev: &Dev) -> Outcome {
-    let g = graph(dev, S0);
-    dev.drop_graph(g).unwrap();
-    (dev.drop_graph(g), format!("unknown graph {g}"))
+fn drop_a_graph_of_another_device(dev: &Dev) -> Outcome {
+    let g = foreign_graph();
+    let named = format!("invalid graph {g}: the graph belongs to another device");
+    (dev.drop_graph(g), named)
 }
 
 fn begin_with_nothing_prepared(dev: &Dev) -> Outcome {
@@ -287,15 +288,14 @@ fn a_cache_of_no_entries(_: &Dev) -> Outcome {
 #[case::launch_a_kernel_of_another_device(launch_a_kernel_of_another_device, "InvalidArgument", S0)]
 #[case::launch_a_buffer_of_another_device(launch_a_buffer_of_another_device, "InvalidBinding", S0)]
 #[case::replay_zero_times(replay_zero_times, "InvalidArgument", S0)]
-#[case::replay_an_unknown_graph(replay_an_unknown_graph, "UnknownGraph", S0)]
+#[case::replay_a_graph_of_another_device(replay_a_graph_of_another_device, "InvalidArgument", S0)]
 #[case::replay_on_another_pooled_stream(replay_on_another_pooled_stream, "InvalidArgument", S1)]
 #[case::replay_on_a_stream_sharing_the_pooled_stream(
     replay_on_a_stream_sharing_the_pooled_stream,
     "InvalidArgument",
     S2
 )]
-#[case::drop_an_unknown_graph(drop_an_unknown_graph, "UnknownGraph", S0)]
-#[case::drop_a_graph_twice(drop_a_graph_twice, "UnknownGraph", S0)]
+#[case::drop_a_graph_of_another_device(drop_a_graph_of_another_device, "InvalidArgument", S0)]
 #[case::begin_with_nothing_prepared(begin_with_nothing_prepared, "GraphState", S0)]
 #[case::end_with_nothing_prepared(end_with_nothing_prepared, "GraphState", S0)]
 #[case::no_streams(no_streams, "InvalidArgument", S0)]

@@ -78,7 +78,7 @@ fn a_device_on_the_same_context_keeps_another_devices_capture_valid() {
 
     let g = a.end(S0).unwrap();
     a.write(S0, &x, 0, bytes_of(&[10, 20, 30, 40])).unwrap();
-    a.replay(S0, g, 1).unwrap();
+    a.replay(S0, &g, 1).unwrap();
     assert_eq!(values_of(&a.read(S0, &y).unwrap()), [11, 21, 31, 41]);
 
     // The refused launch's output is claimed, as any launch that did not run; a host
@@ -123,7 +123,7 @@ fn devices_on_two_contexts_do_not_wait_for_each_other() {
     b.launch(S0, &kb, [1, 1, 1], &[Arg::read_write(&z)], &[1])
         .unwrap();
     let g = a.end(S0).unwrap();
-    a.replay(S0, g, 1).unwrap();
+    a.replay(S0, &g, 1).unwrap();
     assert_eq!(values_of(&a.read(S0, &y).unwrap()), [2, 3, 4, 5]);
 }
 
@@ -152,6 +152,6 @@ fn rule_25_a_device_dropped_while_another_records_releases_nothing_until_the_win
     let g = a.end(S0).unwrap();
     assert!(mock.live_pages(MemoryKind::Device) < pages);
     a.write(S0, &x, 0, bytes_of(&[5, 6, 7, 8])).unwrap();
-    a.replay(S0, g, 1).unwrap();
+    a.replay(S0, &g, 1).unwrap();
     assert_eq!(values_of(&a.read(S0, &y).unwrap()), [6, 7, 8, 9]);
 }

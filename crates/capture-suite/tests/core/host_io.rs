@@ -140,9 +140,9 @@ fn a_recorded_write_from_a_borrowed_buffer_keeps_the_bytes_it_was_given() {
         .unwrap();
     host = [0; 4]; // the caller reuses its buffer
     dev.write_values(S0, &x, 0, &host).unwrap();
-    dev.replay(S0, g, 1).unwrap();
+    dev.replay(S0, &g, 1).unwrap();
     assert_eq!(dev.read_values::<u32>(S0, &y).unwrap(), [41; 4]);
-    assert_eq!(dev.graph(g).unwrap().copies, 1);
+    assert_eq!(dev.graph(&g).unwrap().copies, 1);
     dev.drop_graph(g).unwrap();
 }
 

@@ -67,7 +67,7 @@ fn scalars_reach_the_kernel_and_are_fixed_at_capture() {
     assert_eq!(read(&dev, S0, &y).unwrap(), [15, 25, 35]);
     let g = dev.capture(S0, |d| axpb(d, &k, S0, &x, &y, 2, 1)).unwrap();
     dev.write_values(S0, &x, 0, &[7u32, 8, 9]).unwrap();
-    dev.replay(S0, g, 1).unwrap();
+    dev.replay(S0, &g, 1).unwrap();
     assert_eq!(
         read(&dev, S0, &y).unwrap(),
         [15, 17, 19],
@@ -240,7 +240,7 @@ fn foreign_work_runs_eagerly_in_warmup_and_every_replay() {
         "warmup ran it; the window recorded it"
     );
     dev.write_values(S0, &x, 0, &[3u32, 4]).unwrap();
-    dev.replay(S0, g, 2).unwrap();
+    dev.replay(S0, &g, 2).unwrap();
     let got = dev.read(S0, &y).unwrap();
     assert_eq!(runs.load(Ordering::SeqCst), 4, "each replay runs it");
     let mut want: Vec<u8> = [3u32, 4].iter().flat_map(|v| v.to_le_bytes()).collect();
@@ -333,7 +333,7 @@ fn foreign_work_rejects_scalars_and_a_workspace_it_declares_is_the_graphs() {
         })
         .unwrap();
     drop(workspace);
-    let ledger = dev.graph(g).unwrap();
+    let ledger = dev.graph(&g).unwrap();
     assert!(
         ledger.graph_only_bytes > 0,
         "the dropped workspace is the graph's: {ledger}"
@@ -341,7 +341,7 @@ fn foreign_work_rejects_scalars_and_a_workspace_it_declares_is_the_graphs() {
     let other = dev.alloc(S0, 8).unwrap();
     assert_ne!(other.id(), ws_id);
     dev.write_values(S0, &other, 0, &[9u32, 9]).unwrap();
-    dev.replay(S0, g, 1).unwrap();
+    dev.replay(S0, &g, 1).unwrap();
     assert_eq!(
         read(&dev, S0, &other).unwrap(),
         [9, 9],
@@ -410,7 +410,7 @@ fn work_on_another_stream_inside_a_capture_closure_is_refused_naming_both() {
     })
     .unwrap();
     assert_eq!(read(&dev, S1, &other).unwrap(), [7]);
-    dev.replay(S0, g, 1).unwrap();
+    dev.replay(S0, &g, 1).unwrap();
     assert_eq!(read(&dev, S0, &y).unwrap(), [2, 3]);
 }
 
@@ -450,7 +450,7 @@ fn imported_memory_follows_the_rules_and_a_graph_keeps_it() {
         .unwrap();
     // The user drops its handle: the graph keeps the import, and never frees it.
     drop(w);
-    dev.replay(S0, g, 1).unwrap();
+    dev.replay(S0, &g, 1).unwrap();
     assert_eq!(read(&dev, S0, &y).unwrap(), [3, 4]);
     dev.drop_graph(g).unwrap();
     dev.sync(S0).unwrap();
@@ -487,7 +487,7 @@ fn imported_memory_follows_the_rules_and_a_graph_keeps_it() {
     dev.sync(S0).unwrap();
     dev.cleanup().unwrap();
     dev.write(S0, &y, 0, [0u8; 8]).unwrap();
-    dev.replay(S0, g, 1).unwrap();
+    dev.replay(S0, &g, 1).unwrap();
     assert_eq!(
         read(&dev, S0, &y).unwrap(),
         [3, 4],

@@ -47,7 +47,7 @@ fn the_ledger_tells_the_user_s_buffers_from_what_only_the_graph_keeps_alive() {
         .unwrap();
 
     // Weight, intermediate and output are still the user's; the scratch is not.
-    let sealed = dev.graph(g).unwrap();
+    let sealed = dev.graph(&g).unwrap();
     assert_eq!(split(&sealed), (3 * 64, 64, 8), "{sealed}");
     // The info word's recorded upload reads its staging on every replay.
     assert_eq!((sealed.host_bytes, sealed.info_entries), (8, 1));
@@ -61,26 +61,27 @@ fn the_ledger_tells_the_user_s_buffers_from_what_only_the_graph_keeps_alive() {
 
     // The intermediate's handle goes after the capture: its bytes become the graph's.
     drop(mid);
-    let now = dev.graph(g).unwrap();
+    let now = dev.graph(&g).unwrap();
     assert_eq!(split(&now), (2 * 64, 2 * 64, 8), "{now}");
     assert_eq!(now.device_bytes, sealed.device_bytes);
     assert_eq!(dev.memory_report().graphs, vec![now]);
 
     // One clone of the output dropped: the other still owns it.
     drop(out);
-    assert_eq!(split(&dev.graph(g).unwrap()), (2 * 64, 2 * 64, 8));
+    assert_eq!(split(&dev.graph(&g).unwrap()), (2 * 64, 2 * 64, 8));
 
     // The graph still replays over what it alone holds.
-    dev.replay(S0, g, 1).unwrap();
+    dev.replay(S0, &g, 1).unwrap();
     assert_eq!(
         read(&dev, S0, &kept).unwrap(),
         vec![1 + (1 + 1 + 1 + 5); 16]
     );
 
     drop(weight);
-    assert_eq!(split(&dev.graph(g).unwrap()), (64, 3 * 64, 8));
+    assert_eq!(split(&dev.graph(&g).unwrap()), (64, 3 * 64, 8));
     drop(kept);
-    assert_eq!(split(&dev.graph(g).unwrap()), (0, 4 * 64, 8));
+    assert_eq!(split(&dev.graph(&g).unwrap()), (0, 4 * 64, 8));
     dev.drop_graph(g).unwrap();
-    assert!(dev.graph(g).is_none());
+    dev.sync(S0).unwrap();
+    assert!(dev.memory_report().graphs.is_empty());
 }

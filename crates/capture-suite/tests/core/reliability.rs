@@ -16,7 +16,7 @@ use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use capture_core::{
-    Arg, Buffer, Chain, GraphId, KernelHandle, KernelSignature, ServerError, StreamId,
+    Arg, Buffer, Chain, GraphHandle, KernelHandle, KernelSignature, ServerError, StreamId,
 };
 use capture_mock::{FaultOp, MockKernel};
 
@@ -280,7 +280,7 @@ fn item03_dropped_foreign_output(when: Sentinel) {
     let z = z.unwrap_or_else(|| dev.alloc(S1, 16).unwrap());
     dev.write(S1, &z, 0, bytes_of(&[7; 4])).unwrap();
     dev.sync(S1).unwrap();
-    if let Err(e) = dev.replay(S0, g, 1) {
+    if let Err(e) = dev.replay(S0, &g, 1) {
         panic!("replay: {}", text(&e));
     }
     dev.sync(S0).unwrap();
@@ -308,7 +308,7 @@ fn item03_dropped_foreign_input(when: Sentinel) {
     dev.write(S1, &z, 0, bytes_of(&[9; 4])).unwrap();
     dev.sync(S1).unwrap();
     for i in 0..3 {
-        if let Err(e) = dev.replay(S0, g, 1) {
+        if let Err(e) = dev.replay(S0, &g, 1) {
             panic!(
                 "replay {i} after the input handle was dropped: {}",
                 text(&e)
@@ -519,7 +519,7 @@ fn item06_replay() {
     // Claim x[32..64): a host write of it that fails.
     world.fail(FaultOp::Copy, 1);
     dev.write(S0, &x, 32, bytes_of(&[9; 8])).unwrap_err();
-    let replay = dev.replay(S0, g, 1);
+    let replay = dev.replay(S0, &g, 1);
     assert!(
         is_unwritten(&replay),
         "the replay reads the claimed half of x, yet returned {:?}",
@@ -858,7 +858,7 @@ fn item09_with(fault: FaultOp) {
         .capture(S0, |d| add_one(d, &k, S0, &x, &y))
         .expect("a full capture after the failed begin");
     dev.write(S0, &x, 0, bytes_of(&[10; 4])).unwrap();
-    dev.replay(S0, g, 1).unwrap();
+    dev.replay(S0, &g, 1).unwrap();
     assert_eq!(read(&dev, S0, &y).unwrap(), vec![11; 4]);
 }
 
@@ -978,8 +978,8 @@ fn ending_a_capture_does_not_hold_the_graph_registry_across_the_drivers_work() {
             {
                 std::thread::sleep(Duration::from_millis(1));
             }
-            let replay = dev.replay(S1, g1, 1);
-            let ledger = dev.graph(g1);
+            let replay = dev.replay(S1, &g1, 1);
+            let ledger = dev.graph(&g1);
             let dropped = dev.drop_graph(spare1);
             BLOCK_RELEASE.store(true, Ordering::SeqCst);
             (replay, ledger.is_some(), dropped)
@@ -1018,15 +1018,15 @@ fn ending_a_capture_does_not_hold_the_graph_registry_across_the_drivers_work() {
         };
         std::thread::spawn(move || {
             let done = AtomicBool::new(false);
-            let (graphs_tx, graphs_rx) = mpsc::channel::<GraphId>();
+            let (graphs_tx, graphs_rx) = mpsc::channel::<GraphHandle>();
             std::thread::scope(|s| {
                 s.spawn(|| {
                     let graphs_rx = graphs_rx; // moved in: a receiver is not shared
                     while !done.load(Ordering::SeqCst) {
-                        dev.replay(S1, g1, 1).unwrap();
+                        dev.replay(S1, &g1, 1).unwrap();
                         dev.sync(S1).unwrap();
                         let _ = dev.memory_report();
-                        let _ = dev.graph(g1);
+                        let _ = dev.graph(&g1);
                         while let Ok(g) = graphs_rx.try_recv() {
                             dev.drop_graph(g).unwrap();
                         }
@@ -1054,7 +1054,7 @@ fn ending_a_capture_does_not_hold_the_graph_registry_across_the_drivers_work() {
 
 /// Records a launch with info words the window is the first to use, then `close`s the
 /// window; an eager launch with the same words must then compute with them.
-fn item12_with(close: fn(&Dev) -> Option<GraphId>) {
+fn item12_with(close: fn(&Dev) -> Option<GraphHandle>) {
     let (dev, _) = device();
     let k = kernels(&dev);
     let x = filled(&dev, S0, &[1; 4]);
@@ -1077,7 +1077,7 @@ fn item12_with(close: fn(&Dev) -> Option<GraphId>) {
         "the eager launch was served an info entry whose upload never ran"
     );
     if let Some(g) = graph {
-        dev.replay(S0, g, 1).unwrap();
+        dev.replay(S0, &g, 1).unwrap();
         dev.write(S0, &y, 0, bytes_of(&[1; 4])).unwrap();
         add_scalar(&dev, &k, S0, &y, 77).unwrap();
         assert_eq!(read(&dev, S0, &y).unwrap(), vec![78; 4], "after a replay");

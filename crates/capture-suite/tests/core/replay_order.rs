@@ -20,7 +20,7 @@ fn a_replay_waits_for_another_streams_write_before_every_launch() {
         // Queued on the other pooled stream; nothing runs until someone waits.
         dev.launch(S1, &k.add_scalar, [1, 1, 1], &[Arg::read_write(&x)], &[10])
             .unwrap();
-        dev.replay(S0, g, 1).unwrap();
+        dev.replay(S0, &g, 1).unwrap();
         assert_eq!(
             read(&dev, S0, &y).unwrap(),
             vec![1 + 10 * round + 1; 4],
@@ -41,6 +41,6 @@ fn a_window_opened_over_another_streams_queued_write_records_no_wait() {
     // `begin` settles the other stream's write on the device before the window opens;
     // the recorded launch then needs no wait (one inside the window would doom it).
     let g = dev.capture(S0, |d| add_one(d, &k, S0, &x, &y)).unwrap();
-    dev.replay(S0, g, 1).unwrap();
+    dev.replay(S0, &g, 1).unwrap();
     assert_eq!(read(&dev, S0, &y).unwrap(), vec![12; 4]);
 }

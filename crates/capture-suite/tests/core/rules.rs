@@ -81,7 +81,7 @@ fn rule_02_no_path_leaves_a_stream_wedged() {
     // A doomed end leaves no capture either: a full capture works afterwards.
     dev.write(S0, &y, 0, bytes_of(&[0, 0])).unwrap();
     let g = dev.capture(S0, |d| launch(d)).unwrap();
-    dev.replay(S0, g, 1).unwrap();
+    dev.replay(S0, &g, 1).unwrap();
     assert_eq!(read(&dev, S0, &y).unwrap(), vec![2, 3]);
 }
 
@@ -97,14 +97,14 @@ fn rule_03_the_recording_starts_empty_and_eager_launches_are_not_recorded() {
     }
     // A sealed window and an aborted one recorded launches; the next must inherit none.
     let first = dev.capture(S0, |d| add_one(d, &k, S0, &x, &y)).unwrap();
-    assert_eq!(dev.graph(first).unwrap().launches, 1);
+    assert_eq!(dev.graph(&first).unwrap().launches, 1);
     dev.prepare(S0).unwrap();
     dev.begin(S0).unwrap();
     add_one(&dev, &k, S0, &x, &y).unwrap();
     dev.abort(S0).unwrap();
     dev.write(S0, &y, 0, bytes_of(&[0])).unwrap();
     let g = dev.capture(S0, |d| add_one(d, &k, S0, &x, &y)).unwrap();
-    assert_eq!(dev.graph(g).unwrap().launches, 1);
+    assert_eq!(dev.graph(&g).unwrap().launches, 1);
 }
 
 #[test]
@@ -126,14 +126,14 @@ fn rule_04_recorded_memory_names_each_claim_once_write_winning() {
     assert_eq!(read(&dev, S0, &x).unwrap(), vec![3]);
     // A replay that fails to enqueue claims every range the graph writes: x and y.
     world.fail(FaultOp::Replay, 1);
-    dev.replay(S0, g, 1).unwrap_err();
+    dev.replay(S0, &g, 1).unwrap_err();
     for b in [&x, &y] {
         let err = read(&dev, S0, b).unwrap_err();
         assert!(text(&err).contains("injected fault in replay"), "{err}");
     }
     // x is the graph's only input: once written, a replay runs (y needs no rewrite).
     dev.write(S0, &x, 0, bytes_of(&[10])).unwrap();
-    dev.replay(S0, g, 1).unwrap();
+    dev.replay(S0, &g, 1).unwrap();
     assert_eq!(read(&dev, S0, &y).unwrap(), vec![11]);
     assert_eq!(read(&dev, S0, &x).unwrap(), vec![12]);
 }
@@ -165,7 +165,7 @@ fn rule_05_priming_keeps_warmups_working_set_so_the_window_needs_no_growth() {
     for b in &bufs {
         dev.write(S0, b, 0, vec![0u8; MIB as usize]).unwrap();
     }
-    dev.replay(S0, g, 1).unwrap();
+    dev.replay(S0, &g, 1).unwrap();
     for (b, bytes) in bufs.iter().zip(&data) {
         assert_eq!(&dev.read(S0, b).unwrap(), bytes);
     }
@@ -230,7 +230,7 @@ fn rule_07_a_graph_pins_every_slice_its_launches_touch() {
     let sentinels: Vec<_> = (0..8).map(|i| filled(&dev, S0, &[1000 + i; 64])).collect();
     dev.abort(S0).unwrap();
     dev.write(S0, &x, 0, bytes_of(&[7; 64])).unwrap();
-    dev.replay(S0, g, 1).unwrap();
+    dev.replay(S0, &g, 1).unwrap();
     assert_eq!(read(&dev, S0, &y).unwrap(), vec![9; 64]);
     for (i, s) in sentinels.iter().enumerate() {
         assert_eq!(read(&dev, S0, s).unwrap(), vec![1000 + i as u32; 64]);
@@ -270,7 +270,7 @@ fn rule_07_inputs_dropped_inside_the_window_are_not_reused_by_it() {
     dev.write(S0, &z2, 0, bytes_of(&[200; 64])).unwrap();
     let g = dev.end(S0).unwrap();
     for _ in 0..2 {
-        dev.replay(S0, g, 1).unwrap();
+        dev.replay(S0, &g, 1).unwrap();
         assert_eq!(read(&dev, S0, &y).unwrap(), vec![12; 64]);
         assert_eq!(read(&dev, S0, &z1).unwrap(), vec![100; 64]);
         assert_eq!(read(&dev, S0, &z2).unwrap(), vec![200; 64]);
@@ -322,13 +322,13 @@ fn rule_08_recorded_copies_keep_their_bytes_and_clear_no_claim() {
         let other = filled(&dev, S0, &[1000 + i; 4]);
         drop(other);
     }
-    dev.replay(S0, g, 1).unwrap();
+    dev.replay(S0, &g, 1).unwrap();
     assert_eq!(read(&dev, S0, &a).unwrap(), vec![5, 6, 7, 8]);
     assert_eq!(read(&dev, S0, &b).unwrap(), vec![100, 200, 300, 400]);
     assert_eq!(read(&dev, S0, &y).unwrap(), vec![105, 206, 307, 408]);
     // The graph's host bytes are its two staging slices, which hold the copied bytes.
-    assert_eq!(dev.graph(g).unwrap().host_bytes, 2 * 16);
-    assert_eq!(dev.graph(g).unwrap().copies, 2);
+    assert_eq!(dev.graph(&g).unwrap().host_bytes, 2 * 16);
+    assert_eq!(dev.graph(&g).unwrap().copies, 2);
 }
 
 #[test]
@@ -360,7 +360,7 @@ fn rule_09_flushes_wait_for_the_window_and_a_host_read_is_refused_without_doomin
         0,
         "drained after end"
     );
-    dev.replay(S0, g, 1).unwrap();
+    dev.replay(S0, &g, 1).unwrap();
     assert_eq!(read(&dev, S0, &y).unwrap(), vec![42]);
 }
 
@@ -509,18 +509,18 @@ fn rule_14_a_replay_checks_its_inputs_and_a_failed_enqueue_is_settled_by_a_later
     let g = dev.capture(S0, |d| add_one(d, &k, S0, &x, &y)).unwrap();
     // A replay that fails to enqueue taints what it writes...
     world.fail(FaultOp::Replay, 1);
-    let err = dev.replay(S0, g, 1).unwrap_err();
+    let err = dev.replay(S0, &g, 1).unwrap_err();
     assert!(text(&err).contains("injected fault in replay"), "{err}");
     let err = read(&dev, S0, &y).unwrap_err();
     assert!(text(&err).contains("injected fault in replay"), "{err}");
     // ...and a later successful replay settles it.
-    dev.replay(S0, g, 1).unwrap();
+    dev.replay(S0, &g, 1).unwrap();
     assert_eq!(read(&dev, S0, &y).unwrap(), vec![2]);
     // A tainted input skips the replay and passes its failure on.
     let z = dev.alloc(S0, 4).unwrap();
     world.fail(FaultOp::Launch, 1);
     add_one(&dev, &k, S0, &y, &x).unwrap_err();
-    let err = dev.replay(S0, g, 1).unwrap_err();
+    let err = dev.replay(S0, &g, 1).unwrap_err();
     assert!(matches!(err, ServerError::Unwritten(_)), "{err}");
     let err = read(&dev, S0, &y).unwrap_err();
     assert!(text(&err).contains("replay on stream#0 skipped"), "{err}");
@@ -562,7 +562,7 @@ fn rule_14_bytes_the_graph_writes_before_it_reads_them_are_not_its_inputs() {
     assert!(read(&dev, S0, &x).is_err(), "x's upper half is claimed");
     // The replay rewrites those bytes before it reads them: it runs, and what it wrote
     // reads back.
-    dev.replay(S0, g, 1).unwrap();
+    dev.replay(S0, &g, 1).unwrap();
     assert_eq!(read(&dev, S0, &y).unwrap(), [2, 2, 2, 2, 8, 8, 8, 8]);
     // The lower half is still an input: claimed, the replay is skipped.
     world.fail(FaultOp::Launch, 1);
@@ -575,7 +575,7 @@ fn rule_14_bytes_the_graph_writes_before_it_reads_them_are_not_its_inputs() {
     )
     .unwrap_err();
     assert!(matches!(
-        dev.replay(S0, g, 1).unwrap_err(),
+        dev.replay(S0, &g, 1).unwrap_err(),
         ServerError::Unwritten(_)
     ));
 }
@@ -593,7 +593,7 @@ fn rule_15_an_asynchronous_error_taints_everything_written_since_the_last_good_f
     let g = dev.capture(S0, |d| add_one(d, &k, S0, &x, &y)).unwrap();
     let z = dev.alloc(S0, 4).unwrap();
     add_one(&dev, &k, S0, &x, &z).unwrap();
-    dev.replay(S0, g, 1).unwrap();
+    dev.replay(S0, &g, 1).unwrap();
     world.fail(FaultOp::AsyncAtFence, 1);
     let err = dev.sync(S0).unwrap_err();
     assert!(
@@ -632,11 +632,11 @@ fn rule_16_dropping_a_graph_never_blocks_and_a_replay_inside_a_window_is_refused
         .unwrap();
     dev.prepare(S0).unwrap();
     dev.begin(S0).unwrap();
-    assert!(is_graph_state(&dev.replay(S0, g, 1).unwrap_err()));
+    assert!(is_graph_state(&dev.replay(S0, &g, 1).unwrap_err()));
     dev.abort(S0).unwrap();
     dev.write(S0, &y, 0, bytes_of(&[0; 64])).unwrap();
     dev.sync(S0).unwrap();
-    dev.replay(S0, g, 1).unwrap();
+    dev.replay(S0, &g, 1).unwrap();
     let waits = world.calls(FaultOp::FenceWait);
     dev.drop_graph(g).unwrap();
     assert_eq!(
@@ -657,10 +657,6 @@ fn rule_16_dropping_a_graph_never_blocks_and_a_replay_inside_a_window_is_refused
     for (i, s) in sentinels.iter().enumerate() {
         assert_eq!(read(&dev, S0, s).unwrap(), vec![500 + i as u32; 64]);
     }
-    assert!(matches!(
-        dev.replay(S0, g, 1).unwrap_err(),
-        ServerError::UnknownGraph(_)
-    ));
 }
 
 #[test]
@@ -709,7 +705,7 @@ fn rule_18_work_across_streams_is_ordered_by_fences() {
     let g = dev.capture(S0, |d| add_one(d, &k, S0, &x, &y)).unwrap();
     dev.write(S1, &x, 0, bytes_of(&[1, 2, 3, 4])).unwrap();
     dev.sync(S1).unwrap();
-    dev.replay(S0, g, 1).unwrap();
+    dev.replay(S0, &g, 1).unwrap();
     assert_eq!(read(&dev, S0, &y).unwrap(), vec![2, 3, 4, 5]);
 }
 
@@ -761,6 +757,65 @@ fn memory_limits_report_every_pool_and_graph() {
         panic!("unexpected {err}")
     };
     assert_eq!(oom.graphs.len(), 1);
-    assert_eq!(oom.graphs[0].graph, g);
+    assert_eq!(oom.graphs[0].graph, g.id());
     assert!(text(&err).contains("graph#0: device"), "{err}");
+}
+
+#[test]
+fn rule_24_a_graph_belongs_to_one_device_and_dropping_its_handle_releases_it() {
+    let _suite = crate::suite_lock();
+    let (a, world) = device();
+    let (b, _) = device();
+    let (ka, kb) = (kernels(&a), kernels(&b));
+    // Each device has its graph#0: a's adds one into ya, b's into yb.
+    let (xa, ya) = (filled(&a, S0, &[1; 64]), a.alloc(S0, 256).unwrap());
+    let (xb, yb) = (filled(&b, S0, &[10; 64]), b.alloc(S0, 256).unwrap());
+    let ga = a.capture(S0, |d| add_one(d, &ka, S0, &xa, &ya)).unwrap();
+    let gb = b.capture(S0, |d| add_one(d, &kb, S0, &xb, &yb)).unwrap();
+    assert_eq!(ga.id(), gb.id(), "the same number on both devices");
+    b.write(S0, &yb, 0, bytes_of(&[0; 64])).unwrap();
+    // a's graph on b: refused, naming it; b's own graph of that number does not run.
+    for err in [
+        b.replay(S0, &ga, 1).unwrap_err(),
+        b.label_graph(&ga, "wrong device").unwrap_err(),
+    ] {
+        assert!(
+            matches!(err, ServerError::InvalidArgument { what: "graph", .. }),
+            "{err}"
+        );
+        assert!(text(&err).contains("belongs to another device"), "{err}");
+    }
+    assert!(b.graph(&ga).is_none());
+    assert_eq!(
+        read(&b, S0, &yb).unwrap(),
+        vec![0; 64],
+        "b's graph#0 did not run"
+    );
+    b.replay(S0, &gb, 1).unwrap();
+    assert_eq!(read(&b, S0, &yb).unwrap(), vec![11; 64]);
+    // Dropping the handle releases the graph behind its last replay's fence, without
+    // waiting: the intermediate it pinned goes back once the replay is behind a fence.
+    let tmp_before = a.memory_report().streams[0].device.in_use();
+    a.replay(S0, &ga, 1).unwrap();
+    let waits = world.calls(FaultOp::FenceWait);
+    drop(ga);
+    assert_eq!(
+        world.calls(FaultOp::FenceWait),
+        waits,
+        "the drop waited on nothing"
+    );
+    assert!(a.memory_report().graphs.is_empty(), "the graph is released");
+    a.sync(S0).unwrap();
+    assert_eq!(
+        read(&a, S0, &ya).unwrap(),
+        vec![2; 64],
+        "the queued replay ran"
+    );
+    drop((xa, ya));
+    a.sync(S0).unwrap();
+    a.cleanup().unwrap();
+    assert!(a.memory_report().streams[0].device.in_use() < tmp_before);
+    // A handle that outlives its device does nothing when dropped.
+    drop(b);
+    drop(gb);
 }

@@ -46,7 +46,7 @@ fn i23_01_a_good_fence_met_at_begin_settles_what_it_covers() {
     add_one(&dev, &k, S1, &a, &c).unwrap();
     let g = dev.end(S1).unwrap();
     world.fail(FaultOp::AsyncAtFence, 1);
-    dev.replay(S1, g, 1).unwrap();
+    dev.replay(S1, &g, 1).unwrap();
     assert!(dev.sync(S1).is_err());
     assert!(
         is_unwritten(&read(&dev, S1, &c)),
@@ -111,7 +111,7 @@ fn i23_03_an_info_entry_of_an_aborted_window_is_uploaded_before_a_graph_uses_it(
     dev.begin(S0).unwrap();
     add_scalar(&dev, &k, &x, 7);
     let g = dev.end(S0).unwrap();
-    dev.replay(S0, g, 1).unwrap();
+    dev.replay(S0, &g, 1).unwrap();
     assert_eq!(read(&dev, S0, &x).unwrap(), [8, 9, 10, 11]);
 }
 
@@ -156,7 +156,7 @@ fn i23_05_recorded_host_writes_are_not_counted_as_launches() {
             d.write(S0, &x, 0, bytes_of(&[6; 4]))
         })
         .unwrap();
-    let ledger = dev.graph(g).unwrap();
+    let ledger = dev.graph(&g).unwrap();
     assert_eq!((ledger.launches, ledger.copies), (1, 2));
     let sealed = dev.trace().render();
     assert!(
@@ -222,14 +222,14 @@ fn i23_09_a_replay_count_past_the_bound_is_refused() {
     let k = kernels(&dev);
     let x = filled(&dev, S0, &[1]);
     let g = dev.capture(S0, |d| add_scalar_in(d, &k, &x)).unwrap();
-    let err = dev.replay(S0, g, u32::MAX).unwrap_err();
+    let err = dev.replay(S0, &g, u32::MAX).unwrap_err();
     assert!(
         matches!(err, ServerError::InvalidArgument { .. })
             && text(&err).contains(&capture_core::MAX_REPLAYS_PER_CALL.to_string()),
         "{}",
         text(&err)
     );
-    dev.replay(S0, g, 2).unwrap();
+    dev.replay(S0, &g, 2).unwrap();
     assert_eq!(read(&dev, S0, &x).unwrap(), [4]);
 }
 
@@ -400,7 +400,7 @@ fn i23_11_the_capture_closure_fails_with_the_callers_error_type() {
             Ok(add_one(d, &k, S0, &x, &y)?)
         })
         .unwrap();
-    dev.replay(S0, g, 1).unwrap();
+    dev.replay(S0, &g, 1).unwrap();
     assert_eq!(read(&dev, S0, &y).unwrap(), [2, 3]);
 }
 
@@ -422,7 +422,7 @@ fn i23_13_an_end_from_another_pooled_stream_is_refused_and_the_window_goes_on() 
     assert!(matches!(err, ServerError::GraphState { .. }), "{err:?}");
     assert_eq!(dev.captures().recording(), [S0], "the owner still records");
     let g = dev.end(S0).unwrap();
-    dev.replay(S0, g, 1).unwrap();
+    dev.replay(S0, &g, 1).unwrap();
     assert_eq!(read(&dev, S0, &y).unwrap(), [2, 3]);
 }
 

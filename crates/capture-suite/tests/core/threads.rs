@@ -83,7 +83,7 @@ fn begun_on_one_thread_ended_on_another<B: Backend<KernelSource = MockKernel>>(
         .unwrap()
         .expect("the driver saw begin and end on one thread");
     dev.write(S0, &x, 0, bytes_of(&[10, 20, 30])).unwrap();
-    dev.replay(S0, g, 1).unwrap();
+    dev.replay(S0, &g, 1).unwrap();
     assert_eq!(read(&dev, S0, &y).unwrap(), vec![11, 21, 31]);
 }
 
@@ -132,7 +132,7 @@ fn streams_used_from_several_threads_stay_consistent() {
                     .unwrap();
                 drop(turn);
                 dev.write(s, &x, 0, bytes_of(&[100; 8])).unwrap();
-                dev.replay(s, g, 3).unwrap();
+                dev.replay(s, &g, 3).unwrap();
                 read(&dev, s, &y).unwrap()
             })
         })
@@ -169,7 +169,7 @@ fn a_kernel_that_panics_on_the_worker_fails_the_wait_and_the_worker_keeps_servin
     let g = dev
         .capture(S0, |_| Ok::<(), capture_core::ServerError>(()))
         .unwrap();
-    dev.replay(S0, g, 1).unwrap();
+    dev.replay(S0, &g, 1).unwrap();
     assert_eq!(read(&dev, S0, &y).unwrap(), vec![7, 8]);
 }
 

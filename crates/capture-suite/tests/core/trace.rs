@@ -32,10 +32,10 @@ fn a_capture_lifecycle_trace() {
         })
         .unwrap();
     dev.write(S0, &x, 0, bytes_of(&[5, 6])).unwrap();
-    dev.replay(S0, g, 2).unwrap();
+    dev.replay(S0, &g, 2).unwrap();
     assert_eq!(read(&dev, S0, &y).unwrap(), vec![17, 18]);
     world.fail(FaultOp::Replay, 1);
-    dev.replay(S0, g, 1).unwrap_err();
+    dev.replay(S0, &g, 1).unwrap_err();
     dev.drop_graph(g).unwrap();
     insta::assert_snapshot!("capture_lifecycle", dev.trace().render());
 }

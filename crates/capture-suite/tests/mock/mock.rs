@@ -200,7 +200,7 @@ fn another_context_touches_nothing_of_a_recording() {
     drop((xb, yb));
     b.cleanup().unwrap();
     let g = a.end(S0).unwrap();
-    a.replay(S0, g, 1).unwrap();
+    a.replay(S0, &g, 1).unwrap();
     assert_eq!(floats(&a.read(S0, &y).unwrap()), ramp(1.0));
 }
 
@@ -215,9 +215,9 @@ fn a_graph_holding_a_memory_node_replays_once() {
     dev.write(S0, &x, 0, bytes(&ramp(0.0))).unwrap();
     mock.arm_memory_node_fault();
     let g = dev.capture(S0, |d| add(d, &k, &x, &y, 1.0)).unwrap();
-    dev.replay(S0, g, 1).unwrap();
+    dev.replay(S0, &g, 1).unwrap();
     assert_eq!(floats(&dev.read(S0, &y).unwrap()), ramp(1.0));
-    let err = dev.replay(S0, g, 1).unwrap_err();
+    let err = dev.replay(S0, &g, 1).unwrap_err();
     assert!(
         text(&err).contains("CUDA_ERROR_INVALID_VALUE"),
         "{}",

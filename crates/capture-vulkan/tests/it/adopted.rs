@@ -466,12 +466,12 @@ fn a_device_handed_over_captures_and_replays_and_stays_the_callers() {
         )
     };
     let g = h.dev.capture(S, |d| chain(d)).expect("graph");
-    h.dev.replay(S, g, 1).expect("replay");
+    h.dev.replay(S, &g, 1).expect("replay");
     // The caller's own work on the same queue, under the backend's queue lock, between
     // replays still queued.
     let words = caller.own_work(0xA5A5_A5A5, |go| backend.with_queue(go));
     assert!(words.iter().all(|&v| v == 0xA5A5_A5A5), "{words:x?}");
-    h.dev.replay(S, g, 2).expect("replay");
+    h.dev.replay(S, &g, 2).expect("replay");
     // Warmup wrote w = z once, three replays added z three times: w = 4z = 8(x + 1).
     h.expect(S, &w, &map(&ramp(0.0), |v| 8.0 * (v + 1.0)));
     h.expect(S, &z, &map(&ramp(0.0), |v| 2.0 * (v + 1.0)));
@@ -531,7 +531,7 @@ fn the_caller_submits_under_its_own_lock_while_the_backend_works() {
         // The backend's: eager launches and replays, each call submitting.
         for _ in 0..ROUNDS {
             h.add(S, &x, &x, 0.0).expect("launch");
-            h.dev.replay(S, g, 1).expect("replay");
+            h.dev.replay(S, &g, 1).expect("replay");
             h.dev.sync(S).expect("sync");
         }
     });

@@ -79,7 +79,7 @@ fn a_replay_call_is_one_submission() {
     h.dev.sync(S).expect("settled");
     for times in [1, 5] {
         let before = keep.submissions();
-        h.dev.replay(S, g, times).expect("replay");
+        h.dev.replay(S, &g, times).expect("replay");
         assert_eq!(
             keep.submissions(),
             before + 1,

@@ -66,7 +66,7 @@ fn a_capture_of_more_launches_than_a_pool_holds_grows_its_pools_and_replays_righ
              {window_pools} pools"
         );
         // y = its ramp + x·7 after warmup, + x·7·3 after three replays.
-        h.dev.replay(S, g, 3).expect("replay");
+        h.dev.replay(S, &g, 3).expect("replay");
         let expected: Vec<f32> = ramp(0.0)
             .iter()
             .zip(ramp(1.0))
@@ -112,7 +112,7 @@ fn launches_that_bind_the_same_buffers_share_one_set() {
         "{LAUNCHES} identical launches made {} pools",
         keep.descriptor_pools_created() - before
     );
-    h.dev.replay(S, g, 3).expect("replay");
+    h.dev.replay(S, &g, 3).expect("replay");
     let expected: Vec<f32> = ramp(0.0)
         .iter()
         .zip(ramp(1.0))

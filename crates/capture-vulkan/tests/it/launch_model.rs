@@ -111,7 +111,7 @@ fn a_pipeline_with_push_constants_and_a_workgroup_reduction_captures_and_replays
         let g = dev.capture(S, |d| launch(d, 3.0)).unwrap();
         let next: Vec<f32> = (0..n).map(|i| (i % 5) as f32).collect();
         dev.write_values(S, &x, 0, &next).unwrap();
-        dev.replay(S, g, 1).unwrap();
+        dev.replay(S, &g, 1).unwrap();
         assert_eq!(
             dev.read_values::<f32>(S, &sums).unwrap(),
             expected_sums(&next, 3.0),
@@ -383,7 +383,7 @@ fn the_users_own_fill_copy_and_dispatch_run_as_foreign_work_captured_and_replaye
         drop(work);
         dev.write_values(S, &input, 0, &[4.0f32; 64]).unwrap();
         dev.write_values(S, &scratch, 0, &[7u32; 64]).unwrap();
-        dev.replay(S, g, 1).unwrap();
+        dev.replay(S, &g, 1).unwrap();
         assert_eq!(
             dev.read_values::<f32>(S, &out).unwrap(),
             vec![8.0; 64],
@@ -469,7 +469,7 @@ fn a_buffer_of_the_callers_own_is_imported_and_kept_by_a_graph() {
                 })
                 .unwrap();
             drop(weights);
-            dev.replay(S, g, 1).unwrap();
+            dev.replay(S, &g, 1).unwrap();
             let want: Vec<f32> = (0..64).map(|i| i as f32 + 1.0).collect();
             assert_eq!(dev.read_values::<f32>(S, &y).unwrap(), want);
             dev.drop_graph(g).unwrap();

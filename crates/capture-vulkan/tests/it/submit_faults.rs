@@ -107,13 +107,13 @@ fn a_failed_replay_submission_is_reported_at_the_next_sync_and_the_graph_replays
         0,
         vk::Result::ERROR_OUT_OF_DEVICE_MEMORY,
     );
-    h.dev.replay(S, g, 3).expect("the replay is recorded");
+    h.dev.replay(S, &g, 3).expect("the replay is recorded");
     let err = h.dev.sync(S).unwrap_err();
     assert_contains(&err, "vkQueueSubmit");
     assert_eq!(code(&err), Some(vk::Result::ERROR_OUT_OF_DEVICE_MEMORY));
     h.expect_unreadable(S, &y, "vkQueueSubmit");
     h.write(S, &x, &ramp(2.0)).expect("write");
-    h.dev.replay(S, g, 1).expect("replay");
+    h.dev.replay(S, &g, 1).expect("replay");
     h.expect(S, &y, &map(&ramp(2.0), |v| v + 5.0));
     h.dev.drop_graph(g).expect("drop");
     drop(h);

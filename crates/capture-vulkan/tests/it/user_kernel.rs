@@ -74,7 +74,7 @@ fn a_users_spirv_kernel_runs_eagerly_and_in_a_graph() {
         assert_eq!(floats(&dev.read(s, &y).unwrap()), tripled);
         let g = dev.capture(s, |d| launch(d)).unwrap();
         dev.write(s, &x, 0, bytes(&vec![2.0; 100])).unwrap();
-        dev.replay(s, g, 1).unwrap();
+        dev.replay(s, &g, 1).unwrap();
         assert_eq!(floats(&dev.read(s, &y).unwrap()), vec![6.0; 100]);
         // A launch that does not match the kernel's signature is refused by the core,
         // naming it.
