@@ -122,6 +122,7 @@ mod tests {
                 user_bytes: 12_112,
                 graph_only_bytes: 0,
                 info_bytes: 176,
+                marginal_bytes: 176,
                 host_bytes: 0,
                 info_entries: 11,
                 launches: 512,

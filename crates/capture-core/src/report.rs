@@ -4,7 +4,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::ids::{GraphId, Named};
+use crate::ids::{GraphId, MemoryId, Named};
 use crate::memory::ManagedMemoryBinding;
 
 /// What one live graph holds for its life.
@@ -30,6 +30,12 @@ pub struct GraphLedger {
     pub graph_only_bytes: u64,
     /// Of those, the graph's info-word buffers (its metadata info-cache entries).
     pub info_bytes: u64,
+    /// The bytes this graph alone keeps alive: its pins that no buffer handle holds and
+    /// no other live graph pins (dropping the graph frees exactly these). Summing
+    /// `device_bytes` over graphs counts a buffer several graphs pin once per graph; the
+    /// marginals plus the device report's
+    /// [`graph_shared_bytes`](crate::DeviceReport::graph_shared_bytes) count each once.
+    pub marginal_bytes: u64,
     /// Host bytes the graph's recorded copies read on every replay: its staging slices,
     /// which hold the copied bytes (the caller's own buffers are not kept).
     pub host_bytes: u64,
@@ -60,7 +66,7 @@ impl fmt::Display for GraphLedger {
             1 => write!(f, ", 1 copy")?,
             n => write!(f, ", {n} copies")?,
         }
-        Ok(())
+        write!(f, "; {} B marginal", self.marginal_bytes)
     }
 }
 
@@ -88,9 +94,25 @@ pub(crate) struct LiveLedger {
 }
 
 impl LiveLedger {
-    /// The ledger as the handles stand now. Walks the pins; allocates nothing.
-    pub(crate) fn now(&self) -> GraphLedger {
-        let (mut user, mut graph_only, mut info) = (0, 0, 0);
+    /// Whether this graph pins the allocation `id`.
+    fn pins(&self, id: MemoryId) -> bool {
+        self.device
+            .binary_search_by_key(&id, |p| p.binding.id())
+            .is_ok()
+    }
+
+    /// Whether a pin is held for graphs alone: no buffer handle holds it.
+    fn graphs_only(pin: &DevicePin) -> bool {
+        pin.info || !pin.binding.user_held()
+    }
+
+    /// The ledger as the handles stand now, its marginal bytes counted against `others`
+    /// (every other live graph of the device). Walks the pins; allocates nothing.
+    pub(crate) fn now<'a>(
+        &self,
+        others: impl Iterator<Item = &'a LiveLedger> + Clone,
+    ) -> GraphLedger {
+        let (mut user, mut graph_only, mut info, mut marginal) = (0, 0, 0, 0);
         for pin in self.device.iter() {
             let size = pin.binding.size();
             if pin.info {
@@ -100,6 +122,12 @@ impl LiveLedger {
             } else {
                 graph_only += size;
             }
+            let id = pin.binding.id();
+            if Self::graphs_only(pin)
+                && !others.clone().any(|o| o.graph != self.graph && o.pins(id))
+            {
+                marginal += size;
+            }
         }
         GraphLedger {
             graph: self.graph,
@@ -108,10 +136,28 @@ impl LiveLedger {
             user_bytes: user,
             graph_only_bytes: graph_only,
             info_bytes: info,
+            marginal_bytes: marginal,
             host_bytes: self.host_bytes,
             info_entries: self.info_entries,
             launches: self.launches,
             copies: self.copies,
         }
     }
+}
+
+/// Bytes held for graphs alone (no buffer handle holds them) that two or more of
+/// `ledgers` pin, each allocation counted once.
+pub(crate) fn shared_graph_bytes(ledgers: &[&LiveLedger]) -> u64 {
+    let mut shared = 0;
+    for (i, ledger) in ledgers.iter().enumerate() {
+        for pin in ledger.device.iter().filter(|p| LiveLedger::graphs_only(p)) {
+            let id = pin.binding.id();
+            // Counted at the first graph that pins it, when a later one pins it too.
+            let first = !ledgers[..i].iter().any(|o| o.pins(id));
+            if first && ledgers[i + 1..].iter().any(|o| o.pins(id)) {
+                shared += pin.binding.size();
+            }
+        }
+    }
+    shared
 }

@@ -303,9 +303,11 @@ impl<D: GraphDriver> Graph<D> {
         self.ledger.copies
     }
 
-    /// What the graph holds, with its device bytes split as the handles stand now.
+    /// What the graph holds, with its device bytes split as the handles stand now (its
+    /// marginal bytes counted as if it were the only graph: the device's registry
+    /// counts them against the others).
     pub fn ledger(&self) -> GraphLedger {
-        self.ledger.now()
+        self.ledger.now(std::iter::empty())
     }
 
     /// What its ledger is computed from, sharing its device pins: for the device's
@@ -320,7 +322,7 @@ impl<D: GraphDriver> fmt::Debug for Graph<D> {
         f.debug_struct("Graph")
             .field("id", &self.id)
             .field("owner", &self.owner)
-            .field("ledger", &self.ledger.now())
+            .field("ledger", &self.ledger())
             .finish()
     }
 }

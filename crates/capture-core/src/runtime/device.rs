@@ -727,9 +727,11 @@ impl<B: Backend> Device<B> {
                 pending_drops: ps.drops.len(),
             }));
         }
+        let (graphs, graph_shared_bytes) = self.inner.ledgers();
         DeviceReport {
             streams,
-            graphs: self.inner.ledgers(),
+            graphs,
+            graph_shared_bytes,
         }
     }
 
@@ -752,11 +754,9 @@ impl<B: Backend> Device<B> {
         if graph.device() != self.inner.serial {
             return None;
         }
-        self.inner
-            .registry()
-            .live
-            .get(&graph.id())
-            .map(|(_, l)| l.now())
+        let registry = self.inner.registry();
+        let others = registry.live.values().map(|(_, l)| l);
+        registry.live.get(&graph.id()).map(|(_, l)| l.now(others))
     }
 }
 

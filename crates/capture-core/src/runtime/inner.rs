@@ -25,7 +25,7 @@ use crate::label::Labels;
 use crate::lock_order::{Level, Ordered};
 use crate::memory::{ClaimKey, ManagedMemoryBinding, ManagedMemoryHandle};
 use crate::range::ByteRange;
-use crate::report::{GraphLedger, LiveLedger};
+use crate::report::{GraphLedger, LiveLedger, shared_graph_bytes};
 use crate::taint::TaintLedger;
 use crate::trace::{Event, Trace};
 
@@ -134,12 +134,13 @@ impl<B: Backend> Inner<B> {
         Ok(())
     }
 
-    pub(crate) fn ledgers(&self) -> Vec<GraphLedger> {
-        self.registry()
-            .live
-            .values()
-            .map(|(_, l)| l.now())
-            .collect()
+    /// Every live graph's ledger, each one's marginal bytes counted against the others,
+    /// and the bytes held for graphs alone that several of them pin (each once).
+    pub(crate) fn ledgers(&self) -> (Vec<GraphLedger>, u64) {
+        let registry = self.registry();
+        let all: Vec<&LiveLedger> = registry.live.values().map(|(_, l)| l).collect();
+        let ledgers = all.iter().map(|l| l.now(all.iter().copied())).collect();
+        (ledgers, shared_graph_bytes(&all))
     }
 
     /// Refuses a neighbour of an active window on this pooled stream (rule 13).
@@ -529,7 +530,7 @@ impl<B: Backend> Inner<B> {
     pub(crate) fn with_ledgers(&self, error: ServerError) -> ServerError {
         match error {
             ServerError::OutOfMemory(mut oom) => {
-                oom.graphs = self.ledgers();
+                oom.graphs = self.ledgers().0;
                 ServerError::OutOfMemory(oom)
             }
             other => other,

@@ -23,8 +23,13 @@ pub struct StreamReport {
 pub struct DeviceReport {
     /// One entry per pooled stream.
     pub streams: Vec<StreamReport>,
-    /// One entry per live graph, in id order.
+    /// One entry per live graph, in id order, each with its marginal bytes (what it
+    /// alone keeps alive).
     pub graphs: Vec<GraphLedger>,
+    /// Bytes held for graphs alone (no buffer handle holds them) that two or more live
+    /// graphs pin, each allocation counted once: with the graphs' marginal bytes, what
+    /// the pages hold only for graphs (see [`graph_held_bytes`](Self::graph_held_bytes)).
+    pub graph_shared_bytes: u64,
 }
 
 impl StreamReport {
@@ -35,6 +40,12 @@ impl StreamReport {
 }
 
 impl DeviceReport {
+    /// What the pages hold only for graphs: the bytes several graphs share, once, plus
+    /// each graph's marginal bytes. Dropping every graph frees this much.
+    pub fn graph_held_bytes(&self) -> u64 {
+        self.graph_shared_bytes + self.graphs.iter().map(|g| g.marginal_bytes).sum::<u64>()
+    }
+
     /// Pages held by every pool of every pooled stream: the device's live driver
     /// allocations of memory (one per page; executables and kernels are not counted).
     pub fn pages(&self) -> u64 {
@@ -127,6 +138,16 @@ impl fmt::Display for DeviceReport {
         }
         for g in &self.graphs {
             writeln!(f, "{g}")?;
+        }
+        if !self.graphs.is_empty() {
+            writeln!(
+                f,
+                "graphs hold {} B only for graphs: {} B shared by several (counted once) + {} B \
+                 marginal",
+                self.graph_held_bytes(),
+                self.graph_shared_bytes,
+                self.graph_held_bytes() - self.graph_shared_bytes
+            )?;
         }
         let (allocations, frees) = self.driver_allocations();
         writeln!(

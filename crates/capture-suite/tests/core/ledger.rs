@@ -56,7 +56,7 @@ fn the_ledger_tells_the_user_s_buffers_from_what_only_the_graph_keeps_alive() {
     assert_eq!(
         sealed.to_string(),
         "graph#0: device 264 B (user 192 B, graph only 64 B, info 8 B), host staging 8 B, \
-         1 info entries, 4 launches"
+         1 info entries, 4 launches; 72 B marginal"
     );
 
     // The intermediate's handle goes after the capture: its bytes become the graph's.
@@ -84,4 +84,72 @@ fn the_ledger_tells_the_user_s_buffers_from_what_only_the_graph_keeps_alive() {
     dev.drop_graph(g).unwrap();
     dev.sync(S0).unwrap();
     assert!(dev.memory_report().graphs.is_empty());
+}
+
+#[test]
+fn marginal_bytes_count_what_each_graph_alone_keeps_and_shared_bytes_count_once() {
+    let _suite = crate::suite_lock();
+    let (dev, _) = device();
+    let k = kernels(&dev);
+    let x = filled(&dev, S0, &[1; 64]);
+    let shared = dev.alloc(S0, 256).unwrap();
+    let (ya, yb) = (dev.alloc(S0, 256).unwrap(), dev.alloc(S0, 256).unwrap());
+    // Two graphs over one intermediate of the caller's, each with one of its own.
+    let capture = |y: &capture_core::Buffer| {
+        dev.capture(S0, |d| {
+            add_one(d, &k, S0, &x, &shared)?;
+            let own = d.alloc(S0, 256)?;
+            add_one(d, &k, S0, &shared, &own)?;
+            add_one(d, &k, S0, &own, y)
+        })
+        .unwrap()
+    };
+    let (ga, gb) = (capture(&ya), capture(&yb));
+    drop(shared); // now only the two graphs keep it
+    let report = dev.memory_report();
+    let (a, b) = (dev.graph(&ga).unwrap(), dev.graph(&gb).unwrap());
+    for g in [&a, &b] {
+        assert_eq!(
+            split(g),
+            (512, 512, 0),
+            "x and y the user's; shared and own"
+        );
+        assert_eq!(g.marginal_bytes, 256, "its own intermediate alone: {g}");
+    }
+    assert_eq!(report.graphs, vec![a, b]);
+    assert_eq!(
+        report.graph_shared_bytes, 256,
+        "the shared intermediate, once"
+    );
+    assert_eq!(
+        report.graph_held_bytes(),
+        768,
+        "not 1024, summing graph-only"
+    );
+    assert!(
+        report.to_string().contains(
+            "graphs hold 768 B only for graphs: 256 B shared by several (counted once) + \
+             512 B marginal"
+        ),
+        "{report}"
+    );
+    // With one graph left, what they shared is its alone; dropping it frees exactly
+    // its marginal bytes.
+    drop(ga);
+    dev.sync(S0).unwrap();
+    dev.cleanup().unwrap();
+    let b = dev.graph(&gb).unwrap();
+    assert_eq!(b.marginal_bytes, 512, "{b}");
+    let report = dev.memory_report();
+    assert_eq!(report.graph_shared_bytes, 0);
+    let in_use = report.streams[0].device.in_use();
+    drop(gb);
+    dev.sync(S0).unwrap();
+    dev.cleanup().unwrap();
+    assert_eq!(
+        in_use - dev.memory_report().streams[0].device.in_use(),
+        512,
+        "dropping the last graph freed its marginal bytes"
+    );
+    assert_eq!(read(&dev, S0, &ya).unwrap(), vec![4; 64]);
 }
