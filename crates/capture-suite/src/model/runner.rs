@@ -1757,6 +1757,34 @@ impl<B: Builtins> Run<B> {
         }
     }
 
+    /// The memory report's graph ledgers add up: each graph's marginal bytes are at most
+    /// what it holds for graphs alone (graph only and info), and the bytes held only for
+    /// graphs (shared once, plus every marginal) at most their sum over graphs, which
+    /// counts a shared allocation once per graph.
+    fn check_ledgers(&mut self) {
+        let dev = Arc::clone(&self.dev);
+        let Some((report, _)) = self.guarded(|| dev.memory_report()) else {
+            return;
+        };
+        let mut for_graphs = 0;
+        for g in &report.graphs {
+            let own = g.graph_only_bytes + g.info_bytes;
+            for_graphs += own;
+            if g.marginal_bytes > own {
+                self.fail(format!(
+                    "{}: marginal {} B above its {own} B held for graphs alone",
+                    g.graph, g.marginal_bytes
+                ));
+            }
+        }
+        if report.graph_held_bytes() > for_graphs {
+            self.fail(format!(
+                "graphs hold {} B only for graphs, above the {for_graphs} B their ledgers sum to",
+                report.graph_held_bytes()
+            ));
+        }
+    }
+
     /// Drops every graph and buffer this run holds.
     pub(crate) fn drop_all(&mut self) {
         for slot in 0..self.graphs.len() {
@@ -1791,6 +1819,7 @@ impl<B: Builtins> Run<B> {
         for s in 0..self.streams {
             self.fresh_capture(s);
         }
+        self.check_ledgers();
         self.drop_all();
         for p in 0..self.pooled {
             let dev = Arc::clone(&self.dev);
