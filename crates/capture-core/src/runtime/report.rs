@@ -88,7 +88,7 @@ impl DeviceReport {
 }
 
 /// One line per pooled stream and pool that holds or ever held memory, one per live
-/// graph, and a total. Pools that never allocated and streams with nothing in them are
+/// graph, one for what the pages hold only for graphs (when any lives), and a total. Pools that never allocated and streams with nothing in them are
 /// left out; the alternate form (`{:#}`) lists every stream and pool.
 ///
 /// ```
@@ -106,8 +106,9 @@ impl DeviceReport {
 /// })?;
 /// let report = dev.memory_report();
 /// let short = report.to_string();
-/// // Stream 0 and its four pools, the graph and the total: nothing of the idle streams.
-/// assert_eq!(short.lines().count(), 7, "{short}");
+/// // Stream 0 and its four pools, the graph, what graphs hold, and the total: nothing
+/// // of the idle streams.
+/// assert_eq!(short.lines().count(), 8, "{short}");
 /// assert!(!short.contains("pooled stream 3"));
 /// assert!(format!("{report:#}").contains("pooled stream 3"));
 /// # dev.drop_graph(g)?;
