@@ -53,6 +53,55 @@ impl DecodeBackend for VulkanBackend {
     }
 }
 
+/// The tree that sums each invocation's `acc` into `partial[0]` over a workgroup of 64,
+/// in workgroup memory (`partial`), shared by every reduction below.
+macro_rules! tree_sum {
+    () => {
+        "
+    partial[t] = acc;
+    workgroupBarrier();
+    for (var s = 32u; s > 0u; s = s / 2u) {
+        if t < s {
+            partial[t] += partial[t + s];
+        }
+        workgroupBarrier();
+    }
+"
+    };
+}
+
+/// A row's dot product per workgroup, its result stored by `$store` (`out[row]` from
+/// `partial[0]`): the matvec and its residual form.
+macro_rules! matvec {
+    ($store:literal) => {
+        concat!(
+            "
+struct Params { rows: u32, cols: u32 }
+var<immediate> p: Params;
+@group(0) @binding(0) var<storage, read> w: array<f32>;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> out: array<f32>;
+var<workgroup> partial: array<f32, 64>;
+@compute @workgroup_size(64)
+fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let t = lid.x;
+    let row = wid.x;
+    var acc = 0.0;
+    for (var c = t; c < p.cols; c += 64u) {
+        acc += w[row * p.cols + c] * x[c];
+    }",
+            tree_sum!(),
+            "    if t == 0u && row < p.rows {
+        ",
+            $store,
+            "
+    }
+}
+"
+        )
+    };
+}
+
 const EMBED: &str = "
 struct Params { d: u32 }
 var<immediate> p: Params;
@@ -68,7 +117,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 }
 ";
 
-const RMSNORM: &str = "
+const RMSNORM: &str = concat!(
+    "
 struct Params { n: u32, eps: f32 }
 var<immediate> p: Params;
 @group(0) @binding(0) var<storage, read> x: array<f32>;
@@ -81,79 +131,19 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>) {
     var acc = 0.0;
     for (var j = t; j < p.n; j += 64u) {
         acc += x[j] * x[j];
-    }
-    partial[t] = acc;
-    workgroupBarrier();
-    for (var s = 32u; s > 0u; s = s / 2u) {
-        if t < s {
-            partial[t] += partial[t + s];
-        }
-        workgroupBarrier();
-    }
-    let r = 1.0 / sqrt(partial[0] / f32(p.n) + p.eps);
+    }",
+    tree_sum!(),
+    "    let r = 1.0 / sqrt(partial[0] / f32(p.n) + p.eps);
     for (var i = t; i < p.n; i += 64u) {
         out[i] = x[i] * r * w[i];
     }
 }
-";
+"
+);
 
-const MATVEC: &str = "
-struct Params { rows: u32, cols: u32 }
-var<immediate> p: Params;
-@group(0) @binding(0) var<storage, read> w: array<f32>;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read_write> out: array<f32>;
-var<workgroup> partial: array<f32, 64>;
-@compute @workgroup_size(64)
-fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
-    let t = lid.x;
-    let row = wid.x;
-    var acc = 0.0;
-    for (var c = t; c < p.cols; c += 64u) {
-        acc += w[row * p.cols + c] * x[c];
-    }
-    partial[t] = acc;
-    workgroupBarrier();
-    for (var s = 32u; s > 0u; s = s / 2u) {
-        if t < s {
-            partial[t] += partial[t + s];
-        }
-        workgroupBarrier();
-    }
-    if t == 0u && row < p.rows {
-        out[row] = partial[0];
-    }
-}
-";
+const MATVEC: &str = matvec!("out[row] = partial[0];");
 
-const MATVEC_RESIDUAL: &str = "
-struct Params { rows: u32, cols: u32 }
-var<immediate> p: Params;
-@group(0) @binding(0) var<storage, read> w: array<f32>;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read_write> out: array<f32>;
-var<workgroup> partial: array<f32, 64>;
-@compute @workgroup_size(64)
-fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
-    let t = lid.x;
-    let row = wid.x;
-    var acc = 0.0;
-    for (var c = t; c < p.cols; c += 64u) {
-        acc += w[row * p.cols + c] * x[c];
-    }
-    partial[t] = acc;
-    workgroupBarrier();
-    for (var s = 32u; s > 0u; s = s / 2u) {
-        if t < s {
-            partial[t] += partial[t + s];
-        }
-        workgroupBarrier();
-    }
-    if t == 0u && row < p.rows {
-        out[row] = out[row] + partial[0];
-    }
-}
-";
+const MATVEC_RESIDUAL: &str = matvec!("out[row] = out[row] + partial[0];");
 
 const ROPE: &str = "
 struct Params { d: u32, heads: u32, theta: f32 }
@@ -229,7 +219,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 }
 ";
 
-const ATTN_SOFTMAX: &str = "
+const ATTN_SOFTMAX: &str = concat!(
+    "
 struct Params { heads: u32, ctx: u32 }
 var<immediate> p: Params;
 @group(0) @binding(0) var<storage, read> state: array<u32>;
@@ -259,21 +250,15 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
         let e = exp(scores[base + i] - top);
         scores[base + i] = e;
         acc += e;
-    }
-    partial[t] = acc;
-    workgroupBarrier();
-    for (var s = 32u; s > 0u; s = s / 2u) {
-        if t < s {
-            partial[t] += partial[t + s];
-        }
-        workgroupBarrier();
-    }
-    let sum = partial[0];
+    }",
+    tree_sum!(),
+    "    let sum = partial[0];
     for (var i = t; i < rows; i += 64u) {
         scores[base + i] = scores[base + i] / sum;
     }
 }
-";
+"
+);
 
 const ATTN_MIX: &str = "
 struct Params { d: u32, heads: u32, ctx: u32 }
