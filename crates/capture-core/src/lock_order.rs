@@ -40,6 +40,18 @@ thread_local! {
     static HELD: std::cell::RefCell<Vec<Level>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+thread_local! {
+    /// How many of the runtime's locks this thread holds, in every build: what a
+    /// `GraphHandle` dropped inside the library (a user's work or kept object released
+    /// while a stream drains) asks before it takes any lock itself.
+    static DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Whether this thread holds any of the runtime's locks now.
+pub(crate) fn holds_any() -> bool {
+    DEPTH.with(|d| d.get() > 0)
+}
+
 /// A level this thread holds until the value drops.
 #[derive(Debug)]
 pub(crate) struct Held {
@@ -54,6 +66,7 @@ impl Held {
     ///
     /// In a debug build, when the thread already holds a lock at `level` or above.
     pub(crate) fn enter(level: Level) -> Self {
+        DEPTH.with(|d| d.set(d.get() + 1));
         #[cfg(debug_assertions)]
         HELD.with(|held| {
             let mut held = held.borrow_mut();
@@ -76,6 +89,7 @@ impl Held {
 
 impl Drop for Held {
     fn drop(&mut self) {
+        DEPTH.with(|d| d.set(d.get().saturating_sub(1)));
         #[cfg(debug_assertions)]
         HELD.with(|held| {
             let mut held = held.borrow_mut();

@@ -119,6 +119,7 @@ impl<B: Backend> Device<B> {
                 kernels: Mutex::new(KernelRegistry::new()),
                 trace: Trace::new(config.trace),
                 labels: Labels::default(),
+                released: Mutex::new(Vec::new()),
                 config,
                 limits,
             }),
@@ -650,6 +651,7 @@ impl<B: Backend> Device<B> {
     /// context records: no page is released or renumbered then, on any stream, and
     /// nothing is changed; `end` or `abort` the window first.
     pub fn cleanup(&self) -> Result<CleanupReport, ServerError> {
+        self.inner.reap();
         let cleaned = self.cleanup_all();
         self.inner.labels.named(cleaned)
     }
@@ -718,6 +720,7 @@ impl<B: Backend> Device<B> {
     /// # Ok::<(), capture_graphs::ServerError>(())
     /// ```
     pub fn memory_report(&self) -> DeviceReport {
+        self.inner.reap();
         let mut streams = Vec::with_capacity(self.inner.cells.len());
         for index in 0..self.inner.cells.len() {
             streams.push(self.inner.cells[index].run(|ps| StreamReport {

@@ -59,6 +59,10 @@ pub(crate) struct Inner<B: Backend> {
     pub(crate) faults: Vec<AtomicU64>,
     /// The labels of the user's buffers and graphs, beside their ids in errors.
     pub(crate) labels: Labels,
+    /// Graphs whose handles were dropped while this thread held one of the device's
+    /// locks (a handle inside a user's work or kept object, released as a stream
+    /// drains): released by the next call that holds none (`reap`). A leaf lock.
+    pub(crate) released: Mutex<Vec<GraphId>>,
 }
 
 impl<B: Backend> Drop for Inner<B> {
@@ -107,7 +111,22 @@ impl<B: Backend> Inner<B> {
         stream: StreamId,
         f: impl FnOnce(&mut PooledStream<B>) -> R,
     ) -> R {
+        self.reap();
         self.cells[self.pooled(stream)].run(f)
+    }
+
+    /// Releases the graphs whose handles were dropped while a lock was held, unless this
+    /// thread holds one now (rule 24: a handle's drop never takes a lock in the middle of
+    /// the library's own work).
+    pub(crate) fn reap(&self) {
+        if crate::lock_order::holds_any() {
+            return;
+        }
+        let released =
+            std::mem::take(&mut *self.released.lock().unwrap_or_else(|p| p.into_inner()));
+        for graph in released {
+            let _ = self.drop_graph(graph);
+        }
     }
 
     /// Runs `f`, which may open or close the driver capture, on `stream`'s pooled stream:
@@ -117,6 +136,7 @@ impl<B: Backend> Inner<B> {
         stream: StreamId,
         f: impl FnOnce(&mut PooledStream<B>) -> R + Send + 'static,
     ) -> R {
+        self.reap();
         self.cells[self.pooled(stream)].run_capture_call(f)
     }
 

@@ -394,6 +394,7 @@ impl<B: Backend> Device<B> {
         times: u32,
     ) -> Result<(), ServerError> {
         ClosureScope::check(self.inner.serial, stream, "replay")?;
+        self.inner.reap();
         if times == 0 || times > MAX_REPLAYS_PER_CALL {
             return Err(ServerError::invalid(
                 "replay count",
@@ -434,12 +435,24 @@ impl<B: Backend> Device<B> {
     pub fn drop_graph(&self, graph: GraphHandle) -> Result<(), ServerError> {
         self.owned(&graph)?;
         let id = graph.into_id();
+        self.inner.reap();
         self.inner.drop_graph(id)
     }
 }
 
 impl<B: Backend> GraphOwner for Inner<B> {
     fn release(&self, graph: GraphId) {
+        if crate::lock_order::holds_any() {
+            // Dropped inside the library's own work (a user's work or kept object
+            // released as a stream drains): taking a lock here could deadlock, so the
+            // next call that holds none releases it.
+            self.released
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(graph);
+            return;
+        }
+        self.reap();
         let _ = self.drop_graph(graph);
     }
 }

@@ -819,3 +819,28 @@ fn rule_24_a_graph_belongs_to_one_device_and_dropping_its_handle_releases_it() {
     drop(b);
     drop(gb);
 }
+
+#[test]
+fn rule_24_a_handle_dropped_inside_the_librarys_own_work_is_released_by_the_next_call() {
+    let _suite = crate::suite_lock();
+    let (dev, _) = device();
+    let k = kernels(&dev);
+    let (x, y) = (filled(&dev, S0, &[1; 64]), dev.alloc(S0, 256).unwrap());
+    let g = dev.capture(S0, |d| add_one(d, &k, S0, &x, &y)).unwrap();
+    // The handle lives inside the user's work; the device keeps the work until its run's
+    // fence, so the handle is dropped while the stream drains, under the stream's lock.
+    let work = capture_mock::MockWork::new("holds_a_graph", move |ranges| {
+        let _keep = &g;
+        ranges[0].fill(7);
+        Ok(())
+    });
+    let out = dev.alloc(S0, 16).unwrap();
+    dev.foreign_work(S0, &[Arg::write(&out)], work).unwrap();
+    dev.sync(S0).unwrap();
+    assert_eq!(read(&dev, S0, &out).unwrap().len(), 4);
+    // Released by the next call, not inside the drain: no deadlock, no panic.
+    assert!(
+        dev.memory_report().graphs.is_empty(),
+        "the graph is released"
+    );
+}
