@@ -120,6 +120,7 @@ impl<B: Backend> Device<B> {
                 trace: Trace::new(config.trace),
                 labels: Labels::default(),
                 released: Mutex::new(Vec::new()),
+                released_pending: std::sync::atomic::AtomicBool::new(false),
                 config,
                 limits,
             }),

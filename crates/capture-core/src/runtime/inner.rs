@@ -6,7 +6,7 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::buffer::Buffer;
@@ -63,6 +63,9 @@ pub(crate) struct Inner<B: Backend> {
     /// locks (a handle inside a user's work or kept object, released as a stream
     /// drains): released by the next call that holds none (`reap`). A leaf lock.
     pub(crate) released: Mutex<Vec<GraphId>>,
+    /// Whether `released` may hold a graph: what every call reads, so the common case
+    /// takes no lock.
+    pub(crate) released_pending: AtomicBool,
 }
 
 impl<B: Backend> Drop for Inner<B> {
@@ -119,9 +122,10 @@ impl<B: Backend> Inner<B> {
     /// thread holds one now (rule 24: a handle's drop never takes a lock in the middle of
     /// the library's own work).
     pub(crate) fn reap(&self) {
-        if crate::lock_order::holds_any() {
+        if !self.released_pending.load(Ordering::Acquire) || crate::lock_order::holds_any() {
             return;
         }
+        self.released_pending.store(false, Ordering::Release);
         let released =
             std::mem::take(&mut *self.released.lock().unwrap_or_else(|p| p.into_inner()));
         for graph in released {

@@ -450,6 +450,8 @@ impl<B: Backend> GraphOwner for Inner<B> {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .push(graph);
+            self.released_pending
+                .store(true, std::sync::atomic::Ordering::Release);
             return;
         }
         self.reap();
