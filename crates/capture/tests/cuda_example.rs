@@ -5,11 +5,9 @@
 
 use capture_cuda::{NVRTC_RELEASE, compile_ptx, nvrtc_version};
 
-const SOURCE: &str = include_str!("../examples/square_plus.cu");
-const SHIPPED: &str = include_str!("../examples/square_plus.compute_80.ptx");
-
-#[test]
-fn the_cuda_example_ships_the_ptx_nvrtc_makes_of_its_source() {
+/// Compiles `examples/{name}.cu`, checks it has each of `entries`, and compares it with
+/// the shipped `examples/{name}.compute_80.ptx` (or rewrites that file).
+fn ships_what_nvrtc_makes(name: &str, source: &str, shipped: &str, entries: &[&str]) {
     let required = std::env::var("CAPTURE_REQUIRE_NVRTC").is_ok_and(|v| v == "1");
     match nvrtc_version() {
         Ok((_, version)) if version == NVRTC_RELEASE => {}
@@ -19,53 +17,40 @@ fn the_cuda_example_ships_the_ptx_nvrtc_makes_of_its_source() {
             return;
         }
     }
-    let ptx = compile_ptx(SOURCE, "square_plus.cu", "compute_80").unwrap();
-    assert!(ptx.contains(".entry square_plus"), "{ptx}");
-    if std::env::var("CAPTURE_UPDATE_PTX").is_ok_and(|v| v == "1") {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/examples/square_plus.compute_80.ptx"
-        );
-        std::fs::write(path, &ptx).unwrap();
-        return;
-    }
-    assert_eq!(
-        ptx, SHIPPED,
-        "examples/square_plus.compute_80.ptx is stale: rerun with CAPTURE_UPDATE_PTX=1"
-    );
-}
-
-const ENGINE_SOURCE: &str = include_str!("../examples/engine_step.cu");
-const ENGINE_SHIPPED: &str = include_str!("../examples/engine_step.compute_80.ptx");
-
-#[test]
-fn the_engine_example_ships_the_ptx_nvrtc_makes_of_its_source() {
-    let required = std::env::var("CAPTURE_REQUIRE_NVRTC").is_ok_and(|v| v == "1");
-    match nvrtc_version() {
-        Ok((_, version)) if version == NVRTC_RELEASE => {}
-        found => {
-            assert!(!required, "CAPTURE_REQUIRE_NVRTC=1 but NVRTC: {found:?}");
-            println!("SKIP: nvrtc: not the pinned NVRTC {NVRTC_RELEASE:?}: {found:?}");
-            return;
-        }
-    }
-    let ptx = compile_ptx(ENGINE_SOURCE, "engine_step.cu", "compute_80").unwrap();
-    for entry in ["engine_affine", "engine_gemv", "engine_temperature"] {
+    let ptx = compile_ptx(source, &format!("{name}.cu"), "compute_80").unwrap();
+    for entry in entries {
         assert!(
             ptx.contains(&format!(".entry {entry}(")),
             "{entry} in {ptx}"
         );
     }
+    let file = format!("examples/{name}.compute_80.ptx");
     if std::env::var("CAPTURE_UPDATE_PTX").is_ok_and(|v| v == "1") {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/examples/engine_step.compute_80.ptx"
-        );
-        std::fs::write(path, &ptx).unwrap();
+        std::fs::write(format!("{}/{file}", env!("CARGO_MANIFEST_DIR")), &ptx).unwrap();
         return;
     }
     assert_eq!(
-        ptx, ENGINE_SHIPPED,
-        "examples/engine_step.compute_80.ptx is stale: rerun with CAPTURE_UPDATE_PTX=1"
+        ptx, shipped,
+        "{file} is stale: rerun with CAPTURE_UPDATE_PTX=1"
+    );
+}
+
+#[test]
+fn the_cuda_example_ships_the_ptx_nvrtc_makes_of_its_source() {
+    ships_what_nvrtc_makes(
+        "square_plus",
+        include_str!("../examples/square_plus.cu"),
+        include_str!("../examples/square_plus.compute_80.ptx"),
+        &["square_plus"],
+    );
+}
+
+#[test]
+fn the_engine_example_ships_the_ptx_nvrtc_makes_of_its_source() {
+    ships_what_nvrtc_makes(
+        "engine_step",
+        include_str!("../examples/engine_step.cu"),
+        include_str!("../examples/engine_step.compute_80.ptx"),
+        &["engine_affine", "engine_gemv", "engine_temperature"],
     );
 }

@@ -35,7 +35,7 @@ use crate::driver::{Backend, DeviceExternal, DeviceStream};
 use crate::error::ServerError;
 use crate::ids::StreamId;
 use crate::label::{self, Labels};
-use crate::memory::{Access, ClaimKey, CleanupReport, MemoryIds, PageUpdate};
+use crate::memory::{Access, ClaimKey, CleanupReport, ManagedMemoryHandle, MemoryIds, PageUpdate};
 use crate::range::ByteRange;
 use crate::report::GraphLedger;
 use crate::stream_state::StreamSetup;
@@ -300,13 +300,7 @@ impl<B: Backend> Device<B> {
     /// [`ServerError::InvalidArgument`] for a graph of another device; as
     /// [`label`](Self::label) for the label itself.
     pub fn label_graph(&self, graph: &GraphHandle, label: &str) -> Result<(), ServerError> {
-        if graph.device() != self.inner.serial {
-            return Err(ServerError::invalid(
-                "graph",
-                graph.id(),
-                "the graph belongs to another device",
-            ));
-        }
+        self.owned(graph)?;
         let graph = graph.id();
         let label = label::checked(label)?;
         {
@@ -755,9 +749,7 @@ impl<B: Backend> Device<B> {
     /// buffer dropped since the seal counts as the graph's own. `None` for a graph of
     /// another device.
     pub fn graph(&self, graph: &GraphHandle) -> Option<GraphLedger> {
-        if graph.device() != self.inner.serial {
-            return None;
-        }
+        self.owned(graph).ok()?;
         let registry = self.inner.registry();
         let others = registry.live.values().map(|(_, l)| l);
         registry.live.get(&graph.id()).map(|(_, l)| l.now(others))
@@ -783,21 +775,7 @@ impl<B: Backend> Inner<B> {
                 return Err(error);
             }
         };
-        self.forget_freed(ps);
-        self.taint().fresh(handle.id(), size)?;
-        let pool = ps.stream.device_memory().location(handle.id())?.pool;
-        self.trace.push(Event::Alloc {
-            stream,
-            memory: handle.id(),
-            len: size,
-            pool,
-        });
-        Ok(Buffer {
-            handle,
-            owner: stream,
-            pooled: ps.index,
-            device: self.serial,
-        })
+        self.new_buffer(ps, stream, handle)
     }
 
     fn import_on(
@@ -808,6 +786,17 @@ impl<B: Backend> Inner<B> {
     ) -> Result<Buffer, ServerError> {
         self.neighbour(ps, stream, "import")?;
         let handle = ps.stream.device_memory().import(external)?;
+        self.new_buffer(ps, stream, handle)
+    }
+
+    /// The buffer over `handle`, just allocated or imported on `stream`: fresh in the
+    /// taint ledger, traced, and owned by this device.
+    fn new_buffer(
+        &self,
+        ps: &mut PooledStream<B>,
+        stream: StreamId,
+        handle: ManagedMemoryHandle,
+    ) -> Result<Buffer, ServerError> {
         let size = handle.size();
         self.forget_freed(ps);
         self.taint().fresh(handle.id(), size)?;

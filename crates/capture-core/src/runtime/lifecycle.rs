@@ -375,7 +375,7 @@ impl<B: Backend> Device<B> {
     }
 
     /// Refuses a graph another device captured (rule 24).
-    fn owned(&self, graph: &GraphHandle) -> Result<(), ServerError> {
+    pub(crate) fn owned(&self, graph: &GraphHandle) -> Result<(), ServerError> {
         if graph.device() == self.inner.serial {
             Ok(())
         } else {
