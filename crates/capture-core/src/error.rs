@@ -11,7 +11,7 @@ use std::error::Error;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::ids::{FailureId, GraphId, MemoryId, Named, StreamId};
+use crate::ids::{FailureId, GraphId, GraphPoolId, MemoryId, Named, StreamId};
 use crate::memory::{PoolName, PoolUsage};
 use crate::range::{ByteRange, InvalidRange};
 use crate::report::GraphLedger;
@@ -133,9 +133,51 @@ pub enum ServerError {
         #[source]
         source: Arc<dyn Error + Send + Sync>,
     },
+    /// Bytes a graph pool's member allocated were overwritten by another member of the
+    /// pool (rule 23): its members share the memory their windows allocate, so a read of
+    /// such bytes, or a member's replay that needs them from its own earlier replay,
+    /// fails naming who overwrote them. Found as the cause of an
+    /// [`Unwritten`](Self::Unwritten) read or skipped replay.
+    #[error("{}", Overwrite { pool: *.pool, graph: *.graph, replay: *.replay, stream: *.stream })]
+    Overwritten {
+        /// The graph pool whose members share the bytes.
+        pool: GraphPoolId,
+        /// The member that overwrote them; `None` while its capture was still open (its
+        /// warmup wrote them, and it sealed no graph, or not yet).
+        graph: Option<GraphId>,
+        /// Which replay of that member (counted from 1 over the graph's life); `None`
+        /// for its warmup, the capture closure's first run.
+        replay: Option<u64>,
+        /// The stream the overwriting work ran on.
+        stream: StreamId,
+    },
     /// Several failures at once, the first being the one that decided the outcome.
     #[error("{}", Several(.0))]
     Several(Vec<ServerError>),
+}
+
+/// How [`ServerError::Overwritten`] reads.
+struct Overwrite {
+    pool: GraphPoolId,
+    graph: Option<GraphId>,
+    replay: Option<u64>,
+    stream: StreamId,
+}
+
+impl fmt::Display for Overwrite {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.graph, self.replay) {
+            (Some(graph), Some(n)) => write!(f, "replay {n} of {graph}")?,
+            (Some(graph), None) => write!(f, "the warmup of {graph}")?,
+            (None, _) => write!(f, "the warmup of a capture into {}", self.pool)?,
+        }
+        write!(
+            f,
+            " on {} overwrote these bytes: members of {} share the memory their windows \
+             allocate (rule 23); write them again, or replay their own graph first",
+            self.stream, self.pool
+        )
+    }
 }
 
 impl From<InvalidRange> for ServerError {

@@ -44,6 +44,12 @@ logical_id!(
     "graph"
 );
 logical_id!(
+    /// A graph pool: graphs captured into one share the memory their windows allocate
+    /// (rule 23).
+    GraphPoolId,
+    "pool"
+);
+logical_id!(
     /// One allocation handed out by a memory manager (a slice, for as long as it is held).
     ///
     /// A slice that returns to its pool and is handed out again gets a new id, so a

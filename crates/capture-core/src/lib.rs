@@ -62,7 +62,7 @@ pub use drop_queue::FlushingPolicy;
 pub use error::{
     Chain, FailureCause, OutOfMemory, PostMortem, ServerError, Skipped, Unavailable, Unwritten,
 };
-pub use ids::{FailureId, GraphId, MemoryId, PageId, StreamId};
+pub use ids::{FailureId, GraphId, GraphPoolId, MemoryId, PageId, StreamId};
 pub use info_cache::CachePolicy;
 pub use kernel::{
     Dims, Grid, KernelSignature, MAX_KERNEL_PARAMS, MAX_LAUNCH_BUFFERS, MAX_SCALAR_BYTES, Param,
@@ -73,10 +73,10 @@ pub use memory::{
     MemoryReport, PoolKind, PoolName, PoolUsage, SLICE_ALIGNMENT,
 };
 pub use range::{ByteRange, InvalidRange};
-pub use report::GraphLedger;
+pub use report::{GraphLedger, GraphPoolLedger};
 pub use runtime::{
     Arg, Buffer, CapturePhase, Capturing, Device, DeviceConfig, DeviceReport, GraphHandle,
-    KernelHandle, MAX_REPLAYS_PER_CALL, StreamReport,
+    GraphPool, KernelHandle, MAX_REPLAYS_PER_CALL, StreamReport,
 };
 pub use trace::{Event, KernelId, Trace};
 

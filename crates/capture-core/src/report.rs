@@ -4,8 +4,9 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::ids::{GraphId, MemoryId, Named};
-use crate::memory::ManagedMemoryBinding;
+use crate::ids::{GraphId, GraphPoolId, MemoryId, Named};
+use crate::memory::{ArenaPlace, ManagedMemoryBinding, StorageId, subtract};
+use crate::range::ByteRange;
 
 /// What one live graph holds for its life.
 ///
@@ -77,6 +78,9 @@ pub(crate) struct DevicePin {
     /// Whether it is one of the graph's info-word buffers (an info-cache entry when the
     /// graph was sealed), which the cache owns, not the user.
     pub(crate) info: bool,
+    /// Where it lives when it is in a graph pool's memory, whose slices overlap: its
+    /// bytes are counted by place, each byte once (rule 23).
+    pub(crate) arena: Option<ArenaPlace>,
 }
 
 /// What a live graph's [`GraphLedger`] is computed from: the figures fixed at its seal,
@@ -123,12 +127,14 @@ impl LiveLedger {
                 graph_only += size;
             }
             let id = pin.binding.id();
-            if Self::graphs_only(pin)
+            if pin.arena.is_none()
+                && Self::graphs_only(pin)
                 && !others.clone().any(|o| o.graph != self.graph && o.pins(id))
             {
                 marginal += size;
             }
         }
+        marginal += self.arena_marginal(others);
         GraphLedger {
             graph: self.graph,
             label: self.label.clone(),
@@ -145,12 +151,151 @@ impl LiveLedger {
     }
 }
 
+impl LiveLedger {
+    /// This graph's graphs-only pins in graph-pool memory, as page places.
+    fn arena_places(&self) -> impl Iterator<Item = ArenaPlace> + Clone + '_ {
+        self.device
+            .iter()
+            .filter(|p| Self::graphs_only(p))
+            .filter_map(|p| p.arena)
+    }
+
+    /// The graph-pool bytes this graph alone keeps for graphs: those of its
+    /// graphs-only arena pins that no other graph's covers, each byte once.
+    fn arena_marginal<'a>(&self, others: impl Iterator<Item = &'a LiveLedger> + Clone) -> u64 {
+        let mine: Vec<ArenaPlace> = self.arena_places().collect();
+        if mine.is_empty() {
+            return 0;
+        }
+        let theirs: Vec<ArenaPlace> = others
+            .filter(|o| o.graph != self.graph)
+            .flat_map(|o| o.arena_places().collect::<Vec<_>>())
+            .collect();
+        let mut alone = 0;
+        for (storage, segment) in segments(mine.iter()) {
+            let mut covering: Vec<ByteRange> = theirs
+                .iter()
+                .filter(|p| p.storage == storage)
+                .map(|p| p.bytes)
+                .collect();
+            alone += subtract(segment, &mut covering)
+                .iter()
+                .map(|r| r.len())
+                .sum::<u64>();
+        }
+        alone
+    }
+}
+
+/// The disjoint byte segments `places` cover, by page storage.
+fn segments<'a>(places: impl Iterator<Item = &'a ArenaPlace>) -> Vec<(StorageId, ByteRange)> {
+    let mut sorted: Vec<(StorageId, ByteRange)> = places.map(|p| (p.storage, p.bytes)).collect();
+    sorted.sort_by_key(|(s, r)| (*s, r.start()));
+    let mut out: Vec<(StorageId, ByteRange)> = Vec::new();
+    for (storage, r) in sorted {
+        match out.last_mut() {
+            Some((s, last)) if *s == storage && r.start() <= last.end() => {
+                *last = ByteRange::from_bounds(last.start(), last.end().max(r.end()));
+            }
+            _ => out.push((storage, r)),
+        }
+    }
+    out
+}
+
+/// The bytes `places` cover, each once.
+fn covered<'a>(places: impl Iterator<Item = &'a ArenaPlace>) -> u64 {
+    segments(places).iter().map(|(_, r)| r.len()).sum()
+}
+
+/// What one graph pool's memory holds for its live members, as memory reports show it
+/// (rule 23): its members' pins counted by place, each byte once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GraphPoolLedger {
+    /// The pool.
+    pub pool: GraphPoolId,
+    /// The name its user gave it.
+    pub label: Arc<str>,
+    /// Its live members, in id order.
+    pub members: Vec<GraphId>,
+    /// Bytes of the pool's memory held for graphs alone (no buffer handle holds them),
+    /// each byte once however many members' slices overlap it: what the ladder costs in
+    /// the pool, about its largest member's.
+    pub held_bytes: u64,
+    /// Of those, the bytes two or more members hold (the rest is each member's marginal,
+    /// in its own ledger).
+    pub shared_bytes: u64,
+}
+
+impl fmt::Display for GraphPoolLedger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: {} graphs, {} B held for them in its memory ({} B shared by several, counted once)",
+            Named(self.pool, Some(&self.label)),
+            self.members.len(),
+            self.held_bytes,
+            self.shared_bytes
+        )
+    }
+}
+
+/// Each graph pool's ledger: `pools` names every pool made (label, live members), and
+/// `ledgers` every live graph.
+pub(crate) fn pool_ledgers<'a>(
+    pools: impl Iterator<Item = (GraphPoolId, Arc<str>, Vec<GraphId>)>,
+    ledgers: &[&'a LiveLedger],
+) -> Vec<GraphPoolLedger> {
+    let mut out = Vec::new();
+    for (pool, label, members) in pools {
+        if members.is_empty() {
+            continue;
+        }
+        let of_pool = |l: &&&LiveLedger| members.contains(&l.graph);
+        let places: Vec<ArenaPlace> = ledgers
+            .iter()
+            .filter(of_pool)
+            .flat_map(|l| {
+                l.arena_places()
+                    .filter(|p| p.pool == pool)
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let held = covered(places.iter());
+        let alone: u64 = ledgers
+            .iter()
+            .filter(of_pool)
+            .map(|l| l.arena_marginal(ledgers.iter().copied()))
+            .sum();
+        out.push(GraphPoolLedger {
+            pool,
+            label,
+            members,
+            held_bytes: held,
+            shared_bytes: held.saturating_sub(alone),
+        });
+    }
+    out
+}
+
 /// Bytes held for graphs alone (no buffer handle holds them) that two or more of
-/// `ledgers` pin, each allocation counted once.
+/// `ledgers` pin, each allocation (each byte, in graph-pool memory) counted once.
 pub(crate) fn shared_graph_bytes(ledgers: &[&LiveLedger]) -> u64 {
-    let mut shared = 0;
+    let places: Vec<ArenaPlace> = ledgers
+        .iter()
+        .flat_map(|l| l.arena_places().collect::<Vec<_>>())
+        .collect();
+    let alone: u64 = ledgers
+        .iter()
+        .map(|l| l.arena_marginal(ledgers.iter().copied()))
+        .sum();
+    let mut shared = covered(places.iter()).saturating_sub(alone);
     for (i, ledger) in ledgers.iter().enumerate() {
-        for pin in ledger.device.iter().filter(|p| LiveLedger::graphs_only(p)) {
+        for pin in ledger
+            .device
+            .iter()
+            .filter(|p| p.arena.is_none() && LiveLedger::graphs_only(p))
+        {
             let id = pin.binding.id();
             // Counted at the first graph that pins it, when a later one pins it too.
             let first = !ledgers[..i].iter().any(|o| o.pins(id));

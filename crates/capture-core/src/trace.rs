@@ -24,7 +24,7 @@ use std::fmt;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
-use crate::ids::{FailureId, GraphId, MemoryId, StreamId};
+use crate::ids::{FailureId, GraphId, GraphPoolId, MemoryId, StreamId};
 use crate::label::RenderLabels;
 use crate::lock_order::{Level, Ordered};
 use crate::memory::{Access, ClaimKey, PoolName};
@@ -187,6 +187,25 @@ pub enum Event {
         stream: StreamId,
         /// The graph.
         graph: GraphId,
+    },
+    /// A graph pool was made (rule 23).
+    GraphPool {
+        /// The pool.
+        pool: GraphPoolId,
+        /// Its name.
+        label: Arc<str>,
+    },
+    /// Work of a graph pool's member overwrote bytes of other allocations of the pool:
+    /// they are claimed, naming the member and the replay (rule 23).
+    Overwritten {
+        /// The pool.
+        pool: GraphPoolId,
+        /// The member; `None` while its capture is open.
+        graph: Option<GraphId>,
+        /// Which of its replays; `None` for its warmup.
+        replay: Option<u64>,
+        /// The allocations whose bytes it took.
+        memories: Vec<MemoryId>,
     },
     /// The host waited for a stream.
     Sync {
@@ -401,7 +420,11 @@ fn mirror(log: &Log, event: &Event) {
         Event::DropGraph { stream, graph } => {
             tracing::debug!(target: "capture", kind = "drop", %stream, %graph, event = %line);
         }
+        Event::Overwritten { pool, .. } => {
+            tracing::debug!(target: "capture", kind = "overwritten", %pool, event = %line);
+        }
         Event::Alloc { .. }
+        | Event::GraphPool { .. }
         | Event::Write { .. }
         | Event::Read { .. }
         | Event::Load { .. }
@@ -534,6 +557,24 @@ impl fmt::Display for Line<'_> {
                 times,
             } => write!(f, "{stream} replay {graph} x{times}"),
             Event::DropGraph { stream, graph } => write!(f, "{stream} drop {graph}"),
+            Event::GraphPool { pool, label } => write!(f, "graph pool {pool} \"{label}\""),
+            Event::Overwritten {
+                pool,
+                graph,
+                replay,
+                memories,
+            } => {
+                match (graph, replay) {
+                    (Some(g), Some(n)) => write!(f, "{pool}: replay {n} of {g}")?,
+                    (Some(g), None) => write!(f, "{pool}: warmup of {g}")?,
+                    (None, _) => write!(f, "{pool}: warmup of a capture")?,
+                }
+                f.write_str(" overwrote")?;
+                for m in memories {
+                    write!(f, " {m}")?;
+                }
+                Ok(())
+            }
             Event::Sync { stream } => write!(f, "{stream} sync"),
             Event::Fault {
                 stream,

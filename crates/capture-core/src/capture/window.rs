@@ -200,6 +200,7 @@ impl<'a, D: GraphDriver> Window<'a, D> {
             .into_iter()
             .map(|binding| DevicePin {
                 info: info_buffers.contains(&binding.id()),
+                arena: self.stream.device_memory().arena_place(binding.id()),
                 binding,
             })
             .collect();

@@ -28,6 +28,11 @@ pub enum PoolKind {
     /// one slice the whole of it, never carved for anything else, never freed by the
     /// library. Not a driver allocation of the library's: left out of its page counts.
     Imported,
+    /// The arenas of graph pools: while a capture into a graph pool is armed, its
+    /// allocations are placed from the start of that pool's pages again, over what the
+    /// pool's other members placed there (rule 23), never over what this capture
+    /// placed. Each page belongs to one graph pool.
+    GraphPools,
 }
 
 /// A pool named in full: whose memory, and which pool of it.
@@ -49,6 +54,7 @@ impl fmt::Display for PoolName {
             PoolKind::Dynamic => "dynamic",
             PoolKind::Persistent => "persistent",
             PoolKind::Imported => "imported",
+            PoolKind::GraphPools => "graph pools",
         };
         write!(f, "{memory}.{pool}")
     }

@@ -19,15 +19,16 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use super::arena::ArenaPlace;
 use super::handle::{ManagedMemoryBinding, ManagedMemoryHandle};
 use super::location::{MemoryKind, MemoryLocation, PoolKind, PoolName};
 use super::page_update::PageUpdate;
 use super::pool::{Growth, Pool, SlotIndex};
 use super::report::MemoryReport;
-use super::storage::ComputeStorage;
+use super::storage::{ComputeStorage, StorageId};
 use super::{ClaimKey, MAX_ALLOCATION_BYTES};
 use crate::error::{OutOfMemory, ServerError};
-use crate::ids::{MemoryId, PageId, StreamId};
+use crate::ids::{GraphPoolId, MemoryId, PageId, StreamId};
 use crate::range::ByteRange;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -133,6 +134,13 @@ struct Arming {
     recorded: BTreeSet<(PoolKind, usize, usize)>,
     priming: bool,
     primed: Vec<ManagedMemoryBinding>,
+    /// The graph pool this capture places its allocations in (rule 23), if any.
+    arena: Option<GraphPoolId>,
+    /// Other allocations' bytes this capture's placements took, since the runtime last
+    /// claimed them.
+    displaced: Vec<ClaimKey>,
+    /// Every such key over the arming, claimed again naming the graph at its seal.
+    overwrote: Vec<ClaimKey>,
 }
 
 impl Arming {
@@ -155,6 +163,8 @@ pub struct MemoryManagement<S: ComputeStorage> {
     persistent: Pool,
     /// Memory the caller imported: a page each, never carved or reused.
     imported: Pool,
+    /// The graph pools' arenas (rule 23).
+    graph_pools: Pool,
     ids: MemoryIds,
     freed: Vec<MemoryId>,
     live: HashMap<MemoryId, (PoolKind, SlotIndex)>,
@@ -187,6 +197,10 @@ impl<S: ComputeStorage> MemoryManagement<S> {
             imported: Pool::new(PoolName {
                 memory: kind,
                 pool: PoolKind::Imported,
+            }),
+            graph_pools: Pool::new(PoolName {
+                memory: kind,
+                pool: PoolKind::GraphPools,
             }),
             ids,
             freed: Vec::new(),
@@ -244,6 +258,23 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         stream: StreamId,
         update: PageUpdate,
     ) -> Result<ManagedMemoryHandle, ServerError> {
+        self.reserve_placed(size, stream, update, true)
+    }
+
+    /// [`reserve`](Self::reserve), kept out of the armed graph pool's memory unless
+    /// `arena` allows it: the info cache's entries, which outlive any one member and
+    /// which launches outside the pool read, go to the persistent pool.
+    ///
+    /// # Errors
+    ///
+    /// As [`reserve`](Self::reserve).
+    pub fn reserve_placed(
+        &mut self,
+        size: u64,
+        stream: StreamId,
+        update: PageUpdate,
+        arena: bool,
+    ) -> Result<ManagedMemoryHandle, ServerError> {
         if size == 0 || size > MAX_ALLOCATION_BYTES {
             return Err(ServerError::invalid(
                 "allocation size",
@@ -252,21 +283,42 @@ impl<S: ComputeStorage> MemoryManagement<S> {
             ));
         }
         self.reclaim();
+        let arena = self.arming.as_ref().and_then(|a| a.arena).filter(|_| arena);
         let pool_kind = match (&self.arming, self.mode) {
+            (Some(_), _) if arena.is_some() => PoolKind::GraphPools,
             (Some(_), _) | (None, AllocationMode::Persistent) => PoolKind::Persistent,
             (None, AllocationMode::Dynamic) => PoolKind::Dynamic,
         };
         let id = self.ids.next();
         let handle = ManagedMemoryHandle::fresh(id, size);
-        let pool = self.pool_mut(pool_kind);
-        let padded = pool.padded(size);
-        let at = match pool.take(padded, &handle) {
+        let padded = self.pool(pool_kind).padded(size);
+        let taken = match (arena, &self.arming) {
+            (Some(pool), Some(arming)) => {
+                let touched = &arming.touched;
+                let mine =
+                    |at: SlotIndex| touched.contains(&(PoolKind::GraphPools, at.page, at.slot));
+                self.graph_pools.place(pool, padded, &handle, mine)
+            }
+            _ => self.pool_mut(pool_kind).take(padded, &handle),
+        };
+        let at = match taken {
             Some(at) => at,
             None => self.grow(pool_kind, padded, size, stream, update, &handle)?,
         };
         self.live.insert(id, (pool_kind, at));
         if let Some(arming) = &mut self.arming {
             arming.touch((pool_kind, at.page, at.slot));
+            if pool_kind == PoolKind::GraphPools {
+                // What this placement took from the pool's other members (rule 23).
+                let touched = &arming.touched;
+                let mine =
+                    |at: SlotIndex| touched.contains(&(PoolKind::GraphPools, at.page, at.slot));
+                let before = arming.displaced.len();
+                self.graph_pools
+                    .displaced_by(at, mine, &mut arming.displaced);
+                let new = arming.displaced[before..].to_vec();
+                arming.overwrote.extend(new);
+            }
             if arming.priming {
                 arming.primed.push(handle.binding());
             }
@@ -284,6 +336,7 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         handle: &ManagedMemoryHandle,
     ) -> Result<SlotIndex, ServerError> {
         let name = self.pool(pool_kind).name;
+        let arena = self.arming.as_ref().and_then(|a| a.arena);
         if !update.may_grow() {
             return Err(ServerError::AllocInWindow {
                 size,
@@ -293,7 +346,8 @@ impl<S: ComputeStorage> MemoryManagement<S> {
             });
         }
         let page_size = self.pool(pool_kind).page_size_for(padded);
-        let reserved = self.dynamic.reserved() + self.persistent.reserved();
+        let reserved =
+            self.dynamic.reserved() + self.persistent.reserved() + self.graph_pools.reserved();
         if let Some(limit) = self.config.limit
             && reserved + page_size > limit
         {
@@ -325,10 +379,15 @@ impl<S: ComputeStorage> MemoryManagement<S> {
             Err(e) => return Err(e),
         };
         let pool = self.pool_mut(pool_kind);
-        pool.add_page(storage, Growth { page_size }, padded);
-        Ok(pool
-            .take(padded, handle)
-            .expect("a fresh page sized for the slice has room for it"))
+        let page = pool.add_page(storage, Growth { page_size }, padded);
+        let taken = match arena.filter(|_| pool_kind == PoolKind::GraphPools) {
+            Some(owner) => {
+                pool.tag_arena(page, owner);
+                pool.place(owner, padded, handle, |at| at.page != page)
+            }
+            None => pool.take(padded, handle),
+        };
+        Ok(taken.expect("a fresh page sized for the slice has room for it"))
     }
 
     fn out_of_memory(&self, requested: u64, pool: PoolName, reason: String) -> ServerError {
@@ -429,6 +488,8 @@ impl<S: ComputeStorage> MemoryManagement<S> {
             .reclaim(&mut self.storage, keep(PoolKind::Persistent), &mut gone);
         self.imported
             .reclaim(&mut self.storage, keep(PoolKind::Imported), &mut gone);
+        self.graph_pools
+            .reclaim(&mut self.storage, keep(PoolKind::GraphPools), &mut gone);
     }
 
     /// Makes `external`, memory the caller owns, an allocation of this manager for
@@ -480,8 +541,55 @@ impl<S: ComputeStorage> MemoryManagement<S> {
                 recorded: BTreeSet::new(),
                 priming: true,
                 primed: Vec::new(),
+                arena: None,
+                displaced: Vec::new(),
+                overwrote: Vec::new(),
             });
         }
+    }
+
+    /// Places this arming's allocations in graph pool `pool`'s arena (rule 23): from
+    /// its first page again, over what the pool's other members placed, never over what
+    /// this capture placed. A no-op when not armed.
+    pub fn arm_arena(&mut self, pool: GraphPoolId) {
+        if let Some(arming) = &mut self.arming {
+            arming.arena = Some(pool);
+        }
+    }
+
+    /// The graph pool this arming places its allocations in, and every key of other
+    /// allocations its placements took so far (for the seal to claim naming the graph).
+    pub fn arena_capture(&self) -> Option<(GraphPoolId, Vec<ClaimKey>)> {
+        let arming = self.arming.as_ref()?;
+        Some((arming.arena?, arming.overwrote.clone()))
+    }
+
+    /// Moves the keys of other allocations this arming's placements took since the last
+    /// call into `out`: the runtime claims them as overwritten (rule 23).
+    pub fn take_displaced(&mut self, out: &mut Vec<ClaimKey>) {
+        if let Some(arming) = &mut self.arming {
+            out.append(&mut arming.displaced);
+        }
+    }
+
+    /// Where allocation `id` lives when it is in a graph pool's arena.
+    pub(crate) fn arena_place(&self, id: MemoryId) -> Option<ArenaPlace> {
+        match self.live.get(&id) {
+            Some(&(PoolKind::GraphPools, at)) => self.graph_pools.arena_place(at),
+            _ => None,
+        }
+    }
+
+    /// The keys of `pool`'s arena allocations, other than `own` (sorted), that `writes`
+    /// overlap: what a member writing those bytes takes from the others (rule 23).
+    pub(crate) fn overwritten_by(
+        &self,
+        pool: GraphPoolId,
+        writes: &[(StorageId, ByteRange)],
+        own: &[MemoryId],
+        out: &mut Vec<ClaimKey>,
+    ) {
+        self.graph_pools.overwritten_by(pool, writes, own, out);
     }
 
     /// Whether a capture has armed the pools.
@@ -553,7 +661,12 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         }
         self.reclaim();
         let mut report = CleanupReport::default();
-        for kind in [PoolKind::Dynamic, PoolKind::Persistent, PoolKind::Imported] {
+        for kind in [
+            PoolKind::Dynamic,
+            PoolKind::Persistent,
+            PoolKind::Imported,
+            PoolKind::GraphPools,
+        ] {
             for index in self.pool(kind).empty_pages() {
                 if let Some(page) = self.pool_mut(kind).release_page(index) {
                     // An imported page is forgotten, not freed: not the library's.
@@ -584,7 +697,12 @@ impl<S: ComputeStorage> MemoryManagement<S> {
                 format!("{recording} is recording: no page is released or renumbered"),
             ));
         }
-        for kind in [PoolKind::Dynamic, PoolKind::Persistent, PoolKind::Imported] {
+        for kind in [
+            PoolKind::Dynamic,
+            PoolKind::Persistent,
+            PoolKind::Imported,
+            PoolKind::GraphPools,
+        ] {
             if !self.pool(kind).has_holes() {
                 continue;
             }
@@ -620,6 +738,10 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         if imported.allocations > 0 {
             pools.push(imported);
         }
+        let shared = self.graph_pools.usage();
+        if shared.allocations > 0 {
+            pools.push(shared);
+        }
         MemoryReport { pools }
     }
 
@@ -628,6 +750,7 @@ impl<S: ComputeStorage> MemoryManagement<S> {
             PoolKind::Dynamic => &self.dynamic,
             PoolKind::Persistent => &self.persistent,
             PoolKind::Imported => &self.imported,
+            PoolKind::GraphPools => &self.graph_pools,
         }
     }
 
@@ -636,6 +759,7 @@ impl<S: ComputeStorage> MemoryManagement<S> {
             PoolKind::Dynamic => &mut self.dynamic,
             PoolKind::Persistent => &mut self.persistent,
             PoolKind::Imported => &mut self.imported,
+            PoolKind::GraphPools => &mut self.graph_pools,
         }
     }
 }

@@ -6,6 +6,7 @@
 //! - A [`ManagedMemoryHandle`] owns; a [`ManagedMemoryBinding`] only keeps the slice out
 //!   of its pool. A slice goes back to its pool when neither is held.
 
+mod arena;
 mod binding;
 mod handle;
 mod location;
@@ -15,6 +16,7 @@ mod pool;
 mod report;
 mod storage;
 
+pub(crate) use arena::{ArenaPlace, subtract};
 pub use binding::{Access, BufferBinding, ClaimKey};
 pub use handle::{ManagedMemoryBinding, ManagedMemoryHandle};
 pub use location::{MemoryKind, MemoryLocation, PoolKind, PoolName};

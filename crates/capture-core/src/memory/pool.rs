@@ -8,7 +8,7 @@ use super::location::{PoolKind, PoolName};
 use super::report::PoolUsage;
 use super::storage::{ComputeStorage, StorageId};
 use super::{DYNAMIC_PAGE_BYTES, PERSISTENT_PAGE_BYTES, SLICE_ALIGNMENT};
-use crate::ids::MemoryId;
+use crate::ids::{GraphPoolId, MemoryId};
 use crate::range::ByteRange;
 
 /// One slice of a page: its padded bytes, and the manager's own handle while it is
@@ -21,7 +21,7 @@ pub(crate) struct Slot {
 
 impl Slot {
     /// Handed out, and someone besides the manager still holds a handle or a binding.
-    fn in_use(&self) -> bool {
+    pub(crate) fn in_use(&self) -> bool {
         self.holder
             .as_ref()
             .is_some_and(|h| Arc::strong_count(h) > 1 || Arc::strong_count(&h.binding) > 1)
@@ -41,7 +41,10 @@ pub(crate) struct Page {
     /// pool, whose pages hold slices of any size.
     bucket: Option<u64>,
     pub(crate) slots: Vec<Slot>,
-    carved: u64,
+    pub(crate) carved: u64,
+    /// The graph pool this page belongs to, and its place among that pool's pages (in
+    /// the graph-pools pool only).
+    pub(crate) arena: Option<(GraphPoolId, u64)>,
 }
 
 /// Where a reservation landed: page index and slot index within the pool.
@@ -84,7 +87,7 @@ impl Pool {
         let aligned = size.div_ceil(SLICE_ALIGNMENT) * SLICE_ALIGNMENT;
         match self.name.pool {
             PoolKind::Dynamic => aligned.next_power_of_two(),
-            PoolKind::Persistent | PoolKind::Imported => aligned,
+            PoolKind::Persistent | PoolKind::Imported | PoolKind::GraphPools => aligned,
         }
     }
 
@@ -92,7 +95,7 @@ impl Pool {
     pub(crate) fn page_size_for(&self, padded: u64) -> u64 {
         match self.name.pool {
             PoolKind::Dynamic => padded.max(DYNAMIC_PAGE_BYTES),
-            PoolKind::Persistent => padded.max(PERSISTENT_PAGE_BYTES),
+            PoolKind::Persistent | PoolKind::GraphPools => padded.max(PERSISTENT_PAGE_BYTES),
             PoolKind::Imported => padded,
         }
     }
@@ -105,6 +108,8 @@ impl Pool {
         keep: impl Fn(SlotIndex) -> bool,
         freed: &mut impl FnMut(MemoryId),
     ) {
+        let shared = self.name.pool == PoolKind::GraphPools;
+        let mut released = Vec::new();
         for (p, page) in self.pages.iter_mut().enumerate() {
             let Some(page) = page else { continue };
             for (s, slot) in page.slots.iter_mut().enumerate() {
@@ -114,7 +119,18 @@ impl Pool {
                         freed(id);
                     }
                     slot.holder = None;
-                    storage.slice_released(page.storage, slot.bytes);
+                    if shared {
+                        released.push(slot.bytes);
+                    } else {
+                        storage.slice_released(page.storage, slot.bytes);
+                    }
+                }
+            }
+            // A graph pool's slices overlap: only the bytes no held slice covers go
+            // back, so a member's live bytes are never reported released.
+            for bytes in released.drain(..) {
+                for part in page.uncovered(bytes) {
+                    storage.slice_released(page.storage, part);
                 }
             }
         }
@@ -168,6 +184,7 @@ impl Pool {
             bucket: (self.name.pool == PoolKind::Dynamic).then_some(padded),
             slots: Vec::new(),
             carved: 0,
+            arena: None,
         };
         self.allocations += 1;
         match self.pages.iter().position(Option::is_none) {
@@ -282,6 +299,11 @@ impl Pool {
         for page in self.pages.iter().flatten() {
             usage.pages += 1;
             usage.reserved += page.size;
+            if page.arena.is_some() {
+                usage.in_use += page.held_union(Slot::in_use);
+                usage.slices_in_use += page.slots.iter().filter(|s| s.in_use()).count() as u64;
+                continue;
+            }
             for slot in page.slots.iter().filter(|s| s.in_use()) {
                 usage.in_use += slot.bytes.len();
                 usage.slices_in_use += 1;

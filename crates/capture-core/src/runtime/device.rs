@@ -725,11 +725,12 @@ impl<B: Backend> Device<B> {
                 pending_drops: ps.drops.len(),
             }));
         }
-        let (graphs, graph_shared_bytes) = self.inner.ledgers();
+        let (graphs, graph_shared_bytes, pools) = self.inner.ledgers_and_pools();
         DeviceReport {
             streams,
             graphs,
             graph_shared_bytes,
+            pools,
         }
     }
 

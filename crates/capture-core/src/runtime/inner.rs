@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use super::buffer::Buffer;
 use super::cell::StreamCell;
 use super::config::DeviceConfig;
+use super::graph_pool::PoolEntry;
 use super::order::Tracks;
 use super::pooled::PooledStream;
 use super::registry::KernelRegistry;
@@ -19,13 +20,13 @@ use crate::capture::DeviceCaptures;
 use crate::driver::{Backend, DeviceResource, DeviceStream};
 use crate::drop_queue::Fence;
 use crate::error::{Chain, ServerError};
-use crate::ids::{FailureId, GraphId, StreamId};
+use crate::ids::{FailureId, GraphId, GraphPoolId, StreamId};
 use crate::kernel::LaunchLimits;
 use crate::label::Labels;
 use crate::lock_order::{Level, Ordered};
 use crate::memory::{ClaimKey, ManagedMemoryBinding, ManagedMemoryHandle};
 use crate::range::ByteRange;
-use crate::report::{GraphLedger, LiveLedger, shared_graph_bytes};
+use crate::report::{GraphLedger, GraphPoolLedger, LiveLedger, pool_ledgers, shared_graph_bytes};
 use crate::taint::TaintLedger;
 use crate::trace::{Event, Trace};
 
@@ -35,6 +36,8 @@ pub(crate) struct GraphRegistry {
     /// Live graphs: the pooled stream each lives on, and what its ledger is computed
     /// from (its pins are shared with the graph, so the split is read when asked).
     pub(crate) live: BTreeMap<GraphId, (usize, LiveLedger)>,
+    /// Graph pools, by id.
+    pub(crate) pools: Vec<PoolEntry>,
 }
 
 pub(crate) struct Inner<B: Backend> {
@@ -161,10 +164,24 @@ impl<B: Backend> Inner<B> {
     /// Every live graph's ledger, each one's marginal bytes counted against the others,
     /// and the bytes held for graphs alone that several of them pin (each once).
     pub(crate) fn ledgers(&self) -> (Vec<GraphLedger>, u64) {
+        let (ledgers, shared, _) = self.ledgers_and_pools();
+        (ledgers, shared)
+    }
+
+    /// [`ledgers`](Self::ledgers), and each graph pool's ledger (rule 23).
+    pub(crate) fn ledgers_and_pools(&self) -> (Vec<GraphLedger>, u64, Vec<GraphPoolLedger>) {
         let registry = self.registry();
         let all: Vec<&LiveLedger> = registry.live.values().map(|(_, l)| l).collect();
         let ledgers = all.iter().map(|l| l.now(all.iter().copied())).collect();
-        (ledgers, shared_graph_bytes(&all))
+        let pools = registry.pools.iter().enumerate().map(|(i, p)| {
+            (
+                GraphPoolId::new(i as u64),
+                Arc::clone(&p.label),
+                p.members.iter().copied().collect(),
+            )
+        });
+        let pools = pool_ledgers(pools, &all);
+        (ledgers, shared_graph_bytes(&all), pools)
     }
 
     /// Refuses a neighbour of an active window on this pooled stream (rule 13).
@@ -510,11 +527,25 @@ impl<B: Backend> Inner<B> {
         stream: StreamId,
         size: u64,
     ) -> Result<ManagedMemoryHandle, ServerError> {
+        self.reserve_placed(ps, stream, size, true)
+    }
+
+    /// [`reserve_device`](Self::reserve_device), kept out of an armed graph pool's
+    /// memory unless `arena` allows it (the info cache's entries).
+    pub(crate) fn reserve_placed(
+        &self,
+        ps: &mut PooledStream<B>,
+        stream: StreamId,
+        size: u64,
+        arena: bool,
+    ) -> Result<ManagedMemoryHandle, ServerError> {
         let memory = ps.stream.device_memory();
-        let result = self
-            .captures
-            .status()
-            .with_pages(ps.index, |update| memory.reserve(size, stream, update));
+        let result = self.captures.status().with_pages(ps.index, |update| {
+            memory.reserve_placed(size, stream, update, arena)
+        });
+        if result.is_ok() {
+            self.claim_displaced(ps, stream);
+        }
         result.map_err(|e| self.with_ledgers(e))
     }
 

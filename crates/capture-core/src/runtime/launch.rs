@@ -488,7 +488,9 @@ impl<B: Backend> Inner<B> {
             Some(id) => id,
             None => {
                 let len = (words.len() * 8) as u64;
-                let handle = self.reserve_device(ps, stream, len)?;
+                // Outside any graph pool's memory: the cache's entries outlive its
+                // members, and launches outside the pool read them (rule 23).
+                let handle = self.reserve_placed(ps, stream, len, false)?;
                 let key = ClaimKey {
                     memory: handle.id(),
                     range: ByteRange::from_bounds(0, len),

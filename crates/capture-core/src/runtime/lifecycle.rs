@@ -15,13 +15,14 @@ use super::capturing::{CapturePhase, Capturing};
 use super::closure::ClosureScope;
 use super::device::Device;
 use super::graph_handle::{GraphHandle, GraphOwner};
+use super::graph_pool::GraphPool;
 use super::inner::Inner;
 use super::pooled::PooledStream;
 use crate::capture::{Refused, Window};
 use crate::driver::{Backend, DeviceStream};
 use crate::drop_queue::{Fence, Pending};
 use crate::error::{Chain, ServerError};
-use crate::ids::{GraphId, StreamId};
+use crate::ids::{GraphId, GraphPoolId, StreamId};
 use crate::memory::BufferBinding;
 use crate::trace::Event;
 
@@ -37,6 +38,26 @@ impl<B: Backend> Device<B> {
     /// stream; [`ServerError::GraphState`] when this stream already prepared or records.
     /// Nothing is changed.
     pub fn prepare(&self, stream: StreamId) -> Result<(), ServerError> {
+        self.prepare_with(stream, None)
+    }
+
+    /// Starts the warmup run of a capture on `stream` into graph pool `pool`: as
+    /// [`prepare`](Self::prepare), and every allocation of the window is placed in the
+    /// pool's memory, from its start again, over what the pool's other members placed
+    /// there (rule 23). What the warmup and the recording overwrite of theirs is claimed,
+    /// so a read of it, or their replay that needs it, fails naming this graph.
+    ///
+    /// # Errors
+    ///
+    /// As [`prepare`](Self::prepare); [`ServerError::InvalidArgument`] for a pool of
+    /// another device, or one whose members live on another pooled stream. Nothing is
+    /// changed.
+    pub fn prepare_in(&self, stream: StreamId, pool: &GraphPool) -> Result<(), ServerError> {
+        let pool = self.pool_for(stream, pool)?;
+        self.prepare_with(stream, Some(pool))
+    }
+
+    fn prepare_with(&self, stream: StreamId, pool: Option<GraphPoolId>) -> Result<(), ServerError> {
         let inner = &self.inner;
         let _span = tracing::debug_span!(
             target: "capture", "prepare", %stream, pooled = inner.pooled(stream)
@@ -46,6 +67,9 @@ impl<B: Backend> Device<B> {
             inner.neighbour(ps, stream, "prepare")?;
             match Window::<B>::on(&mut ps.stream, &mut ps.drops).prepare(stream) {
                 Ok(()) => {
+                    if let Some(pool) = pool {
+                        ps.stream.device_memory().arm_arena(pool);
+                    }
                     inner.lifecycle(stream, "prepare");
                     Ok(())
                 }
@@ -280,6 +304,37 @@ impl<B: Backend> Device<B> {
     pub fn capture<E: From<ServerError>>(
         &self,
         stream: StreamId,
+        record: impl FnMut(&Capturing<'_, B>) -> Result<(), E>,
+    ) -> Result<GraphHandle, E> {
+        self.capture_with(stream, None, record)
+    }
+
+    /// Captures what `record` does on `stream` into a graph of graph pool `pool`: as
+    /// [`capture`](Self::capture), with the window's allocations (warmup's working set,
+    /// intermediates allocated inside `record`) placed in the pool's memory, which its
+    /// members share under check (rule 23): a ladder of graphs costs its largest member,
+    /// not the sum. Capture the members on one pooled stream; replay any of them in any
+    /// order. A member's replay (or warmup) that overwrites bytes another member needs
+    /// from its own earlier replay makes that member's next replay, and any read of those
+    /// bytes, fail with [`ServerError::Overwritten`] as the cause.
+    ///
+    /// # Errors
+    ///
+    /// As [`capture`](Self::capture) and [`prepare_in`](Self::prepare_in).
+    pub fn capture_in<E: From<ServerError>>(
+        &self,
+        stream: StreamId,
+        pool: &GraphPool,
+        record: impl FnMut(&Capturing<'_, B>) -> Result<(), E>,
+    ) -> Result<GraphHandle, E> {
+        let pool = self.pool_for(stream, pool)?;
+        self.capture_with(stream, Some(pool), record)
+    }
+
+    fn capture_with<E: From<ServerError>>(
+        &self,
+        stream: StreamId,
+        pool: Option<GraphPoolId>,
         mut record: impl FnMut(&Capturing<'_, B>) -> Result<(), E>,
     ) -> Result<GraphHandle, E> {
         let pooled = self.inner.pooled(stream);
@@ -287,7 +342,7 @@ impl<B: Backend> Device<B> {
             target: "capture", "capture", %stream, pooled, graph = tracing::field::Empty
         )
         .entered();
-        self.prepare(stream)?;
+        self.prepare_with(stream, pool)?;
         let guard = AbortOnPanic {
             device: self,
             stream,
@@ -480,6 +535,7 @@ impl<B: Backend> Inner<B> {
             };
             let stream = g.owner();
             let bytes = g.ledger().device_bytes;
+            self.leave_pool(ps, graph);
             for handle in ps
                 .stream
                 .info_cache()
@@ -548,6 +604,7 @@ impl<B: Backend> Inner<B> {
             registry.next += 1;
             GraphId::new(registry.next - 1)
         };
+        let arena = ps.stream.device_memory().arena_capture();
         let mut window = Window::<B>::on(&mut ps.stream, &mut ps.drops);
         let result = window.instantiate(stream, id);
         let fence_error = window.take_fence_error();
@@ -571,6 +628,9 @@ impl<B: Backend> Inner<B> {
                     info: ledger.info_entries as usize,
                 });
                 ps.graphs.insert(id, graph);
+                if let Some((pool, overwrote)) = arena {
+                    self.join_pool(ps, stream, id, pool, overwrote);
+                }
                 Ok(id)
             }
             Err(Refused { error, written }) => {
@@ -734,6 +794,13 @@ impl<B: Backend> Inner<B> {
         inputs.extend_from_slice(g.inputs());
         written.clear();
         written.extend_from_slice(g.written());
+        // Rule 23: a pool member's replay writes over the other members' bytes it
+        // shares; ordered and tracked as written here, claimed once it is enqueued.
+        let own = written.len();
+        let mut taken = std::mem::take(&mut ps.taken);
+        taken.clear();
+        self.replay_takes(ps, graph, &mut taken);
+        written.extend_from_slice(&taken);
         let enqueued = self.order_device(ps, &inputs, &written).and_then(|()| {
             let g = ps
                 .graphs
@@ -745,6 +812,7 @@ impl<B: Backend> Inner<B> {
             Ok(()) => {
                 self.taint().settle(scope);
                 self.used(ps, &inputs, &written, []);
+                self.replayed_over(ps, stream, graph, times, &mut taken);
                 self.trace.push(Event::Replay {
                     stream,
                     graph,
@@ -755,11 +823,11 @@ impl<B: Backend> Inner<B> {
             }
             Err(error) => {
                 self.refused(stream, "replay", &error);
-                self.fail_scope(scope, &written, &error);
+                self.fail_scope(scope, &written[..own], &error);
                 Err(error)
             }
         };
-        (ps.inputs, ps.outputs) = (inputs, written);
+        (ps.inputs, ps.outputs, ps.taken) = (inputs, written, taken);
         outcome
     }
 }

@@ -1,6 +1,8 @@
 //! `PooledStream`: one backend stream and the runtime's bookkeeping beside it.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use super::graph_pool::PoolMember;
 
 use crate::capture::{Graph, Window};
 use crate::driver::{Backend, DeviceResource, DeviceStream, LaunchBuffer, LaunchParam};
@@ -29,6 +31,11 @@ pub(crate) struct PooledStream<B: Backend> {
     pub(crate) deps: Vec<(usize, u64)>,
     /// Graphs captured on this stream, which replay only here.
     pub(crate) graphs: BTreeMap<GraphId, Graph<B>>,
+    /// Which of them are members of a graph pool, and what their replays take from the
+    /// other members (rule 23).
+    pub(crate) members: HashMap<GraphId, PoolMember>,
+    /// Replay scratch: the other members' bytes a replay overwrites.
+    pub(crate) taken: Vec<ClaimKey>,
     /// Ids the memory managers took back, for the taint ledger to forget.
     pub(crate) freed: Vec<MemoryId>,
     /// Per-launch scratch, reused so a launch allocates nothing.
@@ -92,6 +99,8 @@ impl<B: Backend> PooledStream<B> {
             held: HashSet::new(),
             deps: Vec::new(),
             graphs: BTreeMap::new(),
+            members: HashMap::new(),
+            taken: Vec::new(),
             freed: Vec::new(),
             params: Vec::new(),
             buffers: Vec::new(),

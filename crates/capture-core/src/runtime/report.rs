@@ -3,7 +3,7 @@
 use std::fmt;
 
 use crate::memory::MemoryReport;
-use crate::report::GraphLedger;
+use crate::report::{GraphLedger, GraphPoolLedger};
 
 /// One pooled stream's memory.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -30,6 +30,10 @@ pub struct DeviceReport {
     /// graphs pin, each allocation counted once: with the graphs' marginal bytes, what
     /// the pages hold only for graphs (see [`graph_held_bytes`](Self::graph_held_bytes)).
     pub graph_shared_bytes: u64,
+    /// One entry per graph pool with a live member (rule 23): the bytes its memory holds
+    /// for its members, each once, and how many of them several members hold. Those
+    /// bytes are within [`graph_held_bytes`](Self::graph_held_bytes) already.
+    pub pools: Vec<GraphPoolLedger>,
 }
 
 impl StreamReport {
@@ -139,6 +143,9 @@ impl fmt::Display for DeviceReport {
         }
         for g in &self.graphs {
             writeln!(f, "{g}")?;
+        }
+        for p in &self.pools {
+            writeln!(f, "{p}")?;
         }
         if !self.graphs.is_empty() {
             writeln!(

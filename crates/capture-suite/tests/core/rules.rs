@@ -235,6 +235,26 @@ fn rule_07_a_graph_pins_every_slice_its_launches_touch() {
     for (i, s) in sentinels.iter().enumerate() {
         assert_eq!(read(&dev, S0, s).unwrap(), vec![1000 + i as u32; 64]);
     }
+    // The one exception is rule 23: a later capture into the same graph pool may take an
+    // earlier member's graph-only memory (checked there, never assumed). Two members'
+    // intermediates lie in one slice.
+    let pool = dev.graph_pool("the exception").unwrap();
+    let members: Vec<_> = (0..2)
+        .map(|_| {
+            dev.capture_in(S0, &pool, |d| {
+                let tmp = d.alloc(S0, 256)?;
+                add_one(d, &k, S0, &x, &tmp)?;
+                add_one(d, &k, S0, &tmp, &y)
+            })
+            .unwrap()
+        })
+        .collect();
+    let report = dev.memory_report();
+    assert_eq!(report.pools[0].held_bytes, 256, "{report}");
+    for g in &members {
+        dev.replay(S0, g, 1).unwrap();
+        assert_eq!(read(&dev, S0, &y).unwrap(), vec![9; 64]);
+    }
 }
 
 #[test]
@@ -843,4 +863,142 @@ fn rule_24_a_handle_dropped_inside_the_librarys_own_work_is_released_by_the_next
         dev.memory_report().graphs.is_empty(),
         "the graph is released"
     );
+}
+
+/// A member whose closure keeps a buffer it allocated in warmup and carries it from one
+/// replay to the next (`state += 2`), and a member with an intermediate of its own, in
+/// one pool: each overwrites the other's bytes, and that is claimed, never read.
+#[test]
+fn rule_23_graphs_of_one_pool_share_memory_only_under_check() {
+    let _suite = crate::suite_lock();
+    let (dev, _) = device();
+    let k = kernels(&dev);
+    let pool = dev.graph_pool("ladder").unwrap();
+    let mut state: Option<capture_core::Buffer> = None;
+    let ga = dev
+        .capture_in(S0, &pool, |d| {
+            let s = match &state {
+                Some(s) => s.clone(),
+                None => {
+                    // Allocated and set in warmup, kept for the recording: carried.
+                    let s = d.alloc(S0, 256)?;
+                    d.write(S0, &s, 0, bytes_of(&[10; 64]))?;
+                    state = Some(s.clone());
+                    s
+                }
+            };
+            let tmp = d.alloc(S0, 256)?;
+            add_one(d, &k, S0, &s, &tmp)?;
+            add_one(d, &k, S0, &tmp, &s)
+        })
+        .unwrap();
+    let state = state.unwrap();
+    dev.replay(S0, &ga, 2).unwrap();
+    assert_eq!(
+        read(&dev, S0, &state).unwrap(),
+        vec![16; 64],
+        "10 + 2 (warmup) + 4"
+    );
+    // The second member: its intermediate takes the pool's first bytes again, over the
+    // first member's state.
+    let (x, y) = (filled(&dev, S0, &[1; 64]), dev.alloc(S0, 256).unwrap());
+    let gb = dev
+        .capture_in(S0, &pool, |d| {
+            let t = d.alloc(S0, 256)?;
+            add_one(d, &k, S0, &x, &t)?;
+            add_one(d, &k, S0, &t, &y)
+        })
+        .unwrap();
+    assert_eq!(read(&dev, S0, &y).unwrap(), vec![3; 64]);
+    let b = gb.id();
+    // Its warmup overwrote the state: a read fails naming it, and so does the first
+    // member's replay, which needs the state from its own last replay.
+    let warmup = format!("the warmup of {b} on stream#0 overwrote these bytes");
+    let err = read(&dev, S0, &state).unwrap_err();
+    assert!(text(&err).contains(&warmup), "{}", text(&err));
+    let cause = &err.unwritten().expect("an unwritten read").cause;
+    assert!(
+        matches!(cause, capture_core::FailureCause::Failed(ServerError::Overwritten { graph: Some(g), replay: None, .. }) if *g == b),
+        "{cause:?}"
+    );
+    let err = dev.replay(S0, &ga, 1).unwrap_err();
+    assert!(text(&err).contains(&warmup), "{}", text(&err));
+    // Written again, the state carries on; the first member's replay takes the
+    // second's intermediate, which the second rewrites before it reads.
+    dev.write(S0, &state, 0, bytes_of(&[100; 64])).unwrap();
+    dev.replay(S0, &ga, 1).unwrap();
+    assert_eq!(read(&dev, S0, &state).unwrap(), vec![102; 64]);
+    dev.write(S0, &x, 0, bytes_of(&[7; 64])).unwrap();
+    dev.replay(S0, &gb, 1).unwrap();
+    assert_eq!(read(&dev, S0, &y).unwrap(), vec![9; 64]);
+    // That replay overwrote the state again: named, with its replay.
+    let err = read(&dev, S0, &state).unwrap_err();
+    assert!(
+        text(&err).contains(&format!("replay 1 of {b} on stream#0 overwrote")),
+        "{}",
+        text(&err)
+    );
+    assert!(
+        dev.trace()
+            .render()
+            .contains(&format!("pool#0: replay 1 of {b} overwrote"))
+    );
+    // The pool holds, for graphs alone, the first member's temporary and the second's
+    // intermediate (the state is the user's: a handle holds it), no byte by both.
+    let report = dev.memory_report();
+    assert_eq!(report.pools.len(), 1, "{report}");
+    assert_eq!(report.pools[0].members, vec![ga.id(), b]);
+    assert_eq!(report.pools[0].held_bytes, 512, "{report}");
+    assert_eq!(report.pools[0].shared_bytes, 0, "{report}");
+    // Once the user lets the state go, the second member's intermediate and the state
+    // are one slice's bytes, held by both: shared, counted once.
+    drop(state);
+    let report = dev.memory_report();
+    assert_eq!(report.pools[0].held_bytes, 512, "{report}");
+    assert_eq!(report.pools[0].shared_bytes, 256, "{report}");
+    assert_eq!(report.graph_held_bytes(), 512, "{report}");
+    assert!(
+        report.to_string().contains("pool#0 \"ladder\": 2 graphs"),
+        "{report}"
+    );
+}
+
+#[test]
+fn rule_23_a_pool_belongs_to_one_device_and_one_pooled_stream() {
+    let _suite = crate::suite_lock();
+    let (a, _) = device_with(DeviceConfig::new().streams(2).unwrap());
+    let (b, _) = device();
+    let (ka, kb) = (kernels(&a), kernels(&b));
+    let pool = a.graph_pool("ladder").unwrap();
+    let (x, y) = (filled(&b, S0, &[1; 64]), b.alloc(S0, 256).unwrap());
+    let err = b
+        .capture_in(S0, &pool, |d| add_one(d, &kb, S0, &x, &y))
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ServerError::InvalidArgument {
+                what: "graph pool",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(b.captures().active().is_empty(), "nothing was prepared");
+    let (x, y) = (filled(&a, S0, &[1; 64]), a.alloc(S0, 256).unwrap());
+    let g = a
+        .capture_in(S0, &pool, |d| add_one(d, &ka, S0, &x, &y))
+        .unwrap();
+    // S1 folds onto the other pooled stream: its capture into the pool is refused,
+    // naming both, and leaves the stream free.
+    assert_ne!(a.pooled_index(S1), a.pooled_index(S0));
+    let (x1, y1) = (filled(&a, S1, &[1; 64]), a.alloc(S1, 256).unwrap());
+    let err = a
+        .capture_in(S1, &pool, |d| add_one(d, &ka, S1, &x1, &y1))
+        .unwrap_err();
+    assert!(text(&err).contains("pooled stream 0"), "{err}");
+    assert!(a.captures().active().is_empty());
+    a.capture(S1, |d| add_one(d, &ka, S1, &x1, &y1)).unwrap();
+    a.replay(S0, &g, 1).unwrap();
+    assert_eq!(read(&a, S0, &y).unwrap(), vec![2; 64]);
 }

@@ -1,0 +1,243 @@
+//! Graph-pool arenas (rule 23): the pages of the graph-pools pool, each belonging to one
+//! graph pool, where a capture into the pool places its allocations from the start of
+//! the pool's pages again, first fit, over whatever the pool's other members placed
+//! there, never over what this capture placed (its touched slots). Slices of different
+//! members overlap; which bytes a member takes from another is what the runtime claims
+//! (the overwrite check), so the sharing is checked, never assumed.
+
+use std::sync::Arc;
+
+use super::ClaimKey;
+use super::handle::ManagedMemoryHandle;
+use super::pool::{Page, Pool, Slot, SlotIndex};
+use super::storage::StorageId;
+use crate::ids::{GraphPoolId, MemoryId};
+use crate::range::ByteRange;
+
+/// Where an allocation of a graph pool's arena lives: the pool, the page's storage
+/// (stable for the page's life, unlike its number) and the slice's bytes in the page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ArenaPlace {
+    /// The graph pool.
+    pub(crate) pool: GraphPoolId,
+    /// The page's storage.
+    pub(crate) storage: StorageId,
+    /// The slice's bytes within the page.
+    pub(crate) bytes: ByteRange,
+}
+
+/// The number of bytes `ranges` cover, each byte once.
+pub(crate) fn union_len(ranges: &mut [ByteRange]) -> u64 {
+    ranges.sort_by_key(|r| r.start());
+    let (mut total, mut reach) = (0, 0);
+    for r in ranges.iter() {
+        let start = r.start().max(reach);
+        if r.end() > start {
+            total += r.end() - start;
+        }
+        reach = reach.max(r.end());
+    }
+    total
+}
+
+/// The parts of `bytes` that none of `covering` covers.
+pub(crate) fn subtract(bytes: ByteRange, covering: &mut [ByteRange]) -> Vec<ByteRange> {
+    covering.sort_by_key(|r| r.start());
+    let mut parts = Vec::new();
+    let mut at = bytes.start();
+    for c in covering.iter().filter(|c| c.overlaps(bytes)) {
+        if c.start() > at {
+            parts.push(ByteRange::from_bounds(at, c.start()));
+        }
+        at = at.max(c.end());
+    }
+    if at < bytes.end() {
+        parts.push(ByteRange::from_bounds(at, bytes.end()));
+    }
+    parts
+}
+
+impl Page {
+    /// The parts of `bytes` no handed-out slice of this page covers.
+    pub(crate) fn uncovered(&self, bytes: ByteRange) -> Vec<ByteRange> {
+        let mut held: Vec<ByteRange> = self
+            .slots
+            .iter()
+            .filter(|s| s.holder.is_some())
+            .map(|s| s.bytes)
+            .collect();
+        subtract(bytes, &mut held)
+    }
+
+    /// The bytes of the slices `counted` names, each byte once.
+    pub(crate) fn held_union(&self, counted: impl Fn(&Slot) -> bool) -> u64 {
+        let mut ranges: Vec<ByteRange> = self
+            .slots
+            .iter()
+            .filter(|s| counted(s))
+            .map(|s| s.bytes)
+            .collect();
+        union_len(&mut ranges)
+    }
+}
+
+impl Pool {
+    /// The page indices of `pool`'s arena, in the order the pool grew by them.
+    fn arena_pages(&self, pool: GraphPoolId) -> Vec<usize> {
+        let mut pages: Vec<(u64, usize)> = self
+            .pages
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| match p.as_ref()?.arena {
+                Some((owner, seq)) if owner == pool => Some((seq, i)),
+                _ => None,
+            })
+            .collect();
+        pages.sort_unstable();
+        pages.into_iter().map(|(_, i)| i).collect()
+    }
+
+    /// Tags page `index`, just added, as the next page of `pool`'s arena.
+    pub(crate) fn tag_arena(&mut self, index: usize, pool: GraphPoolId) {
+        let seq = self
+            .pages
+            .iter()
+            .flatten()
+            .filter_map(|p| p.arena.filter(|(owner, _)| *owner == pool))
+            .map(|(_, seq)| seq + 1)
+            .max()
+            .unwrap_or(0);
+        if let Some(Some(page)) = self.pages.get_mut(index) {
+            page.arena = Some((pool, seq));
+        }
+    }
+
+    /// Places a slice of `padded` bytes in `pool`'s arena, first fit from its first
+    /// page, avoiding only the handed-out slices `mine` names (this capture's); `None`
+    /// when the arena has to grow.
+    pub(crate) fn place(
+        &mut self,
+        pool: GraphPoolId,
+        padded: u64,
+        handle: &ManagedMemoryHandle,
+        mine: impl Fn(SlotIndex) -> bool,
+    ) -> Option<SlotIndex> {
+        for p in self.arena_pages(pool) {
+            let page = self.pages[p].as_mut()?;
+            let mut taken: Vec<ByteRange> = page
+                .slots
+                .iter()
+                .enumerate()
+                .filter(|(s, slot)| slot.holder.is_some() && mine(SlotIndex { page: p, slot: *s }))
+                .map(|(_, slot)| slot.bytes)
+                .collect();
+            taken.sort_by_key(|r| r.start());
+            let mut at = 0;
+            for t in &taken {
+                if t.start() >= at + padded {
+                    break;
+                }
+                at = at.max(t.end());
+            }
+            if at + padded > page.size {
+                continue;
+            }
+            let bytes = ByteRange::from_bounds(at, at + padded);
+            let holder = Some(Arc::clone(&handle.0));
+            page.carved = page.carved.max(bytes.end());
+            let slot = match page
+                .slots
+                .iter()
+                .position(|s| s.holder.is_none() && s.bytes == bytes)
+            {
+                Some(s) => {
+                    page.slots[s].holder = holder;
+                    s
+                }
+                None => {
+                    page.slots.push(Slot { bytes, holder });
+                    page.slots.len() - 1
+                }
+            };
+            return Some(SlotIndex { page: p, slot });
+        }
+        None
+    }
+
+    /// The handed-out slices of the same page that `at`'s bytes overlap and `mine` does
+    /// not name: what placing `at` took from other members, as claim keys of theirs.
+    pub(crate) fn displaced_by(
+        &self,
+        at: SlotIndex,
+        mine: impl Fn(SlotIndex) -> bool,
+        out: &mut Vec<ClaimKey>,
+    ) {
+        let Some(page) = self.page(at.page) else {
+            return;
+        };
+        let bytes = page.slots[at.slot].bytes;
+        for (s, slot) in page.slots.iter().enumerate() {
+            let index = SlotIndex {
+                page: at.page,
+                slot: s,
+            };
+            if s == at.slot || mine(index) {
+                continue;
+            }
+            if let (Some(id), Some(overlap)) = (slot.id(), slot.bytes.intersection(bytes)) {
+                out.push(key_in(id, slot.bytes, overlap));
+            }
+        }
+    }
+
+    /// Where slot `at` of an arena page lives, as an [`ArenaPlace`].
+    pub(crate) fn arena_place(&self, at: SlotIndex) -> Option<ArenaPlace> {
+        let page = self.page(at.page)?;
+        let (pool, _) = page.arena?;
+        Some(ArenaPlace {
+            pool,
+            storage: page.storage,
+            bytes: page.slots.get(at.slot)?.bytes,
+        })
+    }
+
+    /// The handed-out slices of `pool`'s arena that `writes` (bytes of its pages) overlap,
+    /// leaving out the allocations `own` names (sorted): what a member writing `writes`
+    /// overwrites of the others, as claim keys of theirs.
+    pub(crate) fn overwritten_by(
+        &self,
+        pool: GraphPoolId,
+        writes: &[(StorageId, ByteRange)],
+        own: &[MemoryId],
+        out: &mut Vec<ClaimKey>,
+    ) {
+        for page in self.pages.iter().flatten() {
+            if page.arena.map(|(owner, _)| owner) != Some(pool) {
+                continue;
+            }
+            for slot in &page.slots {
+                let Some(id) = slot.id() else { continue };
+                if own.binary_search(&id).is_ok() {
+                    continue;
+                }
+                for (storage, bytes) in writes {
+                    if *storage != page.storage {
+                        continue;
+                    }
+                    if let Some(overlap) = slot.bytes.intersection(*bytes) {
+                        out.push(key_in(id, slot.bytes, overlap));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The claim key, in allocation `id`'s own coordinates, of the `overlap` of its slice
+/// `slot` (both in page coordinates).
+fn key_in(id: MemoryId, slot: ByteRange, overlap: ByteRange) -> ClaimKey {
+    ClaimKey {
+        memory: id,
+        range: ByteRange::from_bounds(overlap.start() - slot.start(), overlap.end() - slot.start()),
+    }
+}
