@@ -242,9 +242,9 @@ impl fmt::Display for GraphPoolLedger {
 
 /// Each graph pool's ledger: `pools` names every pool made (label, live members), and
 /// `ledgers` every live graph.
-pub(crate) fn pool_ledgers<'a>(
+pub(crate) fn pool_ledgers(
     pools: impl Iterator<Item = (GraphPoolId, Arc<str>, Vec<GraphId>)>,
-    ledgers: &[&'a LiveLedger],
+    ledgers: &[&LiveLedger],
 ) -> Vec<GraphPoolLedger> {
     let mut out = Vec::new();
     for (pool, label, members) in pools {
