@@ -1,9 +1,10 @@
 //! Graph-pool arenas (rule 23): the pages of the graph-pools pool, each belonging to one
 //! graph pool, where a capture into the pool places its allocations from the start of
-//! the pool's pages again, first fit, over whatever the pool's other members placed
-//! there, never over what this capture placed (its touched slots). Slices of different
-//! members overlap; which bytes a member takes from another is what the runtime claims
-//! (the overwrite check), so the sharing is checked, never assumed.
+//! the pool's pages again, first fit, over the graph-only memory the pool's other
+//! members hold there, never over what this capture placed or bound (its touched slots)
+//! nor over a slice a buffer handle still holds. Slices of different members overlap;
+//! which bytes a member takes from another is what the runtime claims (the overwrite
+//! check), so the sharing is checked, never assumed.
 
 use std::sync::Arc;
 
@@ -113,8 +114,8 @@ impl Pool {
     }
 
     /// Places a slice of `padded` bytes in `pool`'s arena, first fit from its first
-    /// page, avoiding only the handed-out slices `mine` names (this capture's); `None`
-    /// when the arena has to grow.
+    /// page, avoiding the handed-out slices `mine` names (this capture's) and those a
+    /// buffer handle holds; `None` when the arena has to grow.
     pub(crate) fn place(
         &mut self,
         pool: GraphPoolId,
@@ -128,7 +129,10 @@ impl Pool {
                 .slots
                 .iter()
                 .enumerate()
-                .filter(|(s, slot)| slot.holder.is_some() && mine(SlotIndex { page: p, slot: *s }))
+                .filter(|(s, slot)| {
+                    slot.user_held()
+                        || (slot.holder.is_some() && mine(SlotIndex { page: p, slot: *s }))
+                })
                 .map(|(_, slot)| slot.bytes)
                 .collect();
             taken.sort_by_key(|r| r.start());

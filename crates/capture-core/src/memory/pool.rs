@@ -27,6 +27,13 @@ impl Slot {
             .is_some_and(|h| Arc::strong_count(h) > 1 || Arc::strong_count(&h.binding) > 1)
     }
 
+    /// Handed out, and a handle besides the manager's holds it (a user's buffer).
+    pub(crate) fn user_held(&self) -> bool {
+        self.holder
+            .as_ref()
+            .is_some_and(|h| Arc::strong_count(h) > 1)
+    }
+
     pub(crate) fn id(&self) -> Option<MemoryId> {
         self.holder.as_ref().map(|h| h.binding.id)
     }
