@@ -194,14 +194,17 @@ impl Pool {
         }
     }
 
-    /// Where slot `at` of an arena page lives, as an [`ArenaPlace`].
+    /// Where the allocation in slot `at` of an arena page lives, as an [`ArenaPlace`]:
+    /// its own bytes (its size, as ledgers count it), from the slice's start.
     pub(crate) fn arena_place(&self, at: SlotIndex) -> Option<ArenaPlace> {
         let page = self.page(at.page)?;
         let (pool, _) = page.arena?;
+        let slot = page.slots.get(at.slot)?;
+        let size = slot.holder.as_ref()?.binding.size;
         Some(ArenaPlace {
             pool,
             storage: page.storage,
-            bytes: page.slots.get(at.slot)?.bytes,
+            bytes: ByteRange::from_bounds(slot.bytes.start(), slot.bytes.start() + size),
         })
     }
 

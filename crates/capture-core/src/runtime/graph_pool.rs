@@ -233,11 +233,15 @@ impl<B: Backend> Inner<B> {
             return;
         };
         let memory = ps.stream.device_memory();
+        // Its own: what it pins, and whatever it reads or writes (a recorded copy into a
+        // buffer it writes is its own work, not an overwrite).
         let mut own: Vec<MemoryId> = g
             .pinned_device()
+            .chain(g.inputs().iter().chain(g.written()).map(|k| k.memory))
             .filter(|&id| memory.arena_place(id).is_some())
             .collect();
         own.sort_unstable();
+        own.dedup();
         let writes = g
             .written()
             .iter()

@@ -224,9 +224,15 @@ impl Cut {
             .enumerate()
             .filter(|(i, _)| !self.ops.contains(i))
             .map(|(i, op)| match op {
-                Op::Capture { stream, body, stop } => Op::Capture {
+                Op::Capture {
+                    stream,
+                    body,
+                    stop,
+                    pool,
+                } => Op::Capture {
                     stream: *stream,
                     stop: *stop,
+                    pool: *pool,
                     body: body
                         .iter()
                         .enumerate()

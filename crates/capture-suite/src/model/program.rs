@@ -134,6 +134,9 @@ pub enum Op {
         /// Whether the closure stops at the first error and returns it (`?`), or runs
         /// every op and returns `Ok` whatever failed.
         stop: bool,
+        /// `Device::capture_in` graph pool `n` of the device (made at its first use)
+        /// rather than `Device::capture` (rule 23).
+        pool: Option<u8>,
     },
     /// Replay graph `graph` `times` times on `stream`.
     Replay {
@@ -176,6 +179,24 @@ pub enum Op {
 /// What a capture closure does, on the capturing stream.
 #[derive(Clone, Debug)]
 pub enum BodyOp {
+    /// Allocate `bytes` bytes inside the closure (the next buffer name, in each of its
+    /// two calls): warmup's is dropped when that call ends, as a local is; the recorded
+    /// one too, unless `keep` (the user keeps it), else it is the graph's alone.
+    Alloc {
+        /// The size.
+        bytes: u32,
+        /// Whether the user keeps the recorded call's buffer.
+        keep: bool,
+    },
+    /// State the graph carries: allocated and written with `values` (cycled) in the
+    /// warmup call, the same buffer named again in the recorded call (the next buffer
+    /// name in each), and held by the graph alone once the capture returns.
+    State {
+        /// The size, a multiple of 4.
+        bytes: u32,
+        /// Its first values, as `f32`s.
+        values: Vec<i8>,
+    },
     /// A launch.
     Launch(LaunchSpec),
     /// A host write, as [`Op::Write`].
@@ -360,7 +381,8 @@ pub fn any_launch() -> impl Strategy<Value = LaunchSpec> {
 
 fn body_op() -> impl Strategy<Value = BodyOp> {
     prop_oneof![
-        4 => any_launch().prop_map(BodyOp::Launch),
+        1 => (alloc_bytes(), any::<bool>()).prop_map(|(bytes, keep)| BodyOp::Alloc { bytes, keep }),
+        8 => any_launch().prop_map(BodyOp::Launch),
         1 => (name(), 0u8..MAX_ELEMENTS as u8, values())
             .prop_map(|(buf, offset, values)| BodyOp::Write { buf, offset, values }),
     ]
@@ -395,8 +417,13 @@ pub fn op() -> impl Strategy<Value = Op> {
         2 => stream().prop_map(|stream| Op::Begin { stream }),
         2 => stream().prop_map(|stream| Op::End { stream }),
         1 => stream().prop_map(|stream| Op::Abort { stream }),
-        3 => (stream(), prop::collection::vec(body_op(), 1..=4), any::<bool>())
-            .prop_map(|(stream, body, stop)| Op::Capture { stream, body, stop }),
+        3 => (
+            stream(),
+            prop::collection::vec(body_op(), 1..=4),
+            any::<bool>(),
+            prop::option::weighted(0.3, 0u8..2),
+        )
+            .prop_map(|(stream, body, stop, pool)| Op::Capture { stream, body, stop, pool }),
         4 => (stream(), 0u8..4, 1u8..=3)
             .prop_map(|(stream, graph, times)| Op::Replay { stream, graph, times }),
         1 => (0u8..4, any::<bool>()).prop_map(|(graph, handle)| Op::DropGraph { graph, handle }),
@@ -448,9 +475,15 @@ fn few_names(op: Op, n: u8) -> Op {
             stream,
             launch: launch(l),
         },
-        Op::Capture { stream, body, stop } => Op::Capture {
+        Op::Capture {
+            stream,
+            body,
+            stop,
+            pool,
+        } => Op::Capture {
             stream,
             stop,
+            pool,
             body: body
                 .into_iter()
                 .map(|b| match b {
@@ -464,6 +497,7 @@ fn few_names(op: Op, n: u8) -> Op {
                         offset,
                         values,
                     },
+                    other @ (BodyOp::Alloc { .. } | BodyOp::State { .. }) => other,
                 })
                 .collect(),
         },
@@ -949,6 +983,95 @@ fn written_buffer() -> impl Strategy<Value = [Op; 2]> {
         })
 }
 
+/// The buffer, or graph, named `back` places before the latest (0: the latest).
+const fn back(back: u8) -> u8 {
+    LATEST - back
+}
+
+/// A batch-size ladder in one graph pool (rule 23): two to four members captured on one
+/// stream, each allocating an intermediate inside its closure (kept by the user, or the
+/// graph's alone) between two launches, or carrying state of its own from one replay to
+/// the next (`y += a * x` into a buffer allocated in warmup), in sizes up and down; then
+/// replays of the members in any order, reads of kept intermediates and of what the
+/// members wrote, and now and then a drop of a member or a cleanup.
+fn pool_ladder() -> impl Strategy<Value = Vec<Op>> {
+    let member = (
+        1u32..=MAX_ELEMENTS,
+        any::<bool>(),
+        0u8..3,
+        select(vec![Builtin::AddScalar, Builtin::Copy, Builtin::MulScalar]),
+        values(),
+    );
+    let after = prop_oneof![
+        4 => (0u8..4, 1u8..=2).prop_map(|(g, times)| Op::Replay { stream: 0, graph: back(g), times }),
+        3 => (0u8..6).prop_map(|b| Op::Read { stream: 0, buf: back(b), range: None }),
+        1 => (0u8..4, any::<bool>()).prop_map(|(g, handle)| Op::DropGraph { graph: back(g), handle }),
+        1 => Just(Op::Cleanup),
+        1 => (0u8..6, values()).prop_map(|(b, values)| Op::Write { stream: 0, buf: back(b), offset: 0, values }),
+    ];
+    (
+        stream(),
+        0u8..2,
+        prop::collection::vec(member, 2..=4),
+        prop::collection::vec(after, 2..=10),
+    )
+        .prop_map(|(stream, pool, members, after)| {
+            let arg = |buf| ArgSpec { buf, range: None };
+            let launch = |builtin, x, y| {
+                BodyOp::Launch(LaunchSpec {
+                    builtin,
+                    user: None,
+                    args: vec![arg(x), arg(y)],
+                    scalar: 2,
+                    form: Form::Kernel,
+                })
+            };
+            let mut ops = Vec::new();
+            for (elements, keep, shape, builtin, first) in members {
+                let bytes = elements * 4;
+                // Its input and output: buffers of the user's, written whole.
+                ops.push(Op::Alloc { stream, bytes });
+                ops.push(Op::Write {
+                    stream,
+                    buf: LATEST,
+                    offset: 0,
+                    values: first.iter().copied().cycle().take(elements as usize).collect(),
+                });
+                ops.push(Op::Alloc { stream, bytes });
+                // Inside the closure: LATEST is what it allocated, back(1) the output,
+                // back(2) the input.
+                let body = match shape {
+                    0 | 1 => vec![
+                        BodyOp::Alloc { bytes, keep },
+                        launch(builtin, back(2), LATEST),
+                        launch(builtin, LATEST, back(1)),
+                    ],
+                    _ => vec![
+                        BodyOp::State {
+                            bytes,
+                            values: first.clone(),
+                        },
+                        launch(Builtin::Axpy, back(2), LATEST),
+                        launch(Builtin::Copy, LATEST, back(1)),
+                    ],
+                };
+                ops.push(Op::Capture {
+                    stream,
+                    body,
+                    stop: true,
+                    pool: Some(pool),
+                });
+            }
+            ops.extend(after.into_iter().map(|op| match op {
+                Op::Replay { graph, times, .. } => Op::Replay { stream, graph, times },
+                Op::Read { buf, range, .. } => Op::Read { stream, buf, range },
+                Op::Write { buf, offset, values, .. } => Op::Write { stream, buf, offset, values },
+                other => other,
+            }));
+            ops
+        })
+}
+
 /// A program of up to [`MAX_OPS`] ops over 2 to 6 logical streams on 1 to 4 pooled
 /// streams: a prologue of up to 4 buffers allocated and written whole, then random ops
 /// and motifs, some on a second device of the same backend value.
@@ -963,6 +1086,7 @@ pub fn program() -> impl Strategy<Value = Program> {
                 2 => use_then_drop(),
                 2 => foreign_dropped_in_window(),
                 2 => input_dropped_in_window(),
+                3 => pool_ladder(),
                 1 => info_reused_after_abort(),
                 1 => cleanup_around_a_window(),
                 1 => fault_reported_then_waited(),

@@ -9,6 +9,7 @@
 //! [`Byte::Any`] (a kernel declared it written but did not write it: the rules promise
 //! nothing of its value).
 
+use std::collections::BTreeSet;
 use capture_core::{Access, Builtin};
 
 use super::program::UserKernel;
@@ -172,6 +173,9 @@ pub(crate) struct ModelGraph {
     pub(crate) owner: u8,
     pub(crate) pooled: usize,
     pub(crate) recs: Vec<Rec>,
+    /// The graph pool it was captured into, and the buffers its capture allocated or
+    /// used (rule 23: its replays take the pool's other buffers' bytes, never these).
+    pub(crate) pool: Option<(u8, BTreeSet<usize>)>,
 }
 
 impl ModelGraph {

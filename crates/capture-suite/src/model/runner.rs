@@ -5,18 +5,19 @@
 //! fault fired, a call was refused with a typed error) and predicts it where they do
 //! not. Every public call runs under `catch_unwind`: a panic is a violation.
 
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use capture_core::{
-    Access, Arg, Buffer, Builtin, Builtins, Chain, Device, GraphHandle, KernelHandle, ServerError,
-    StreamId,
+    Access, Arg, Buffer, Builtin, Builtins, Chain, Device, GraphHandle, GraphPool, KernelHandle,
+    ServerError, StreamId,
 };
 use capture_mock::{FaultOp, FaultPlan, Faulty};
 
 use super::kernels::{ImportFn, Imported, WorkFn, WorkOf};
-use super::program::{ArgSpec, BodyOp, Form, LATEST, LaunchSpec, Op, PREVIOUS, UserKernel};
+use super::program::{ArgSpec, BodyOp, Form, LATEST, LaunchSpec, Op, UserKernel};
 use super::reference::{Byte, Model, ModelGraph, Rec, ResolvedLaunch, Span, Window};
 
 /// A broken promise: which op of the program, and what the device did that the rules
@@ -126,6 +127,16 @@ fn classify(
     }
 }
 
+/// The index `name` stands for among `len` names: itself, or counted back from the
+/// latest (`LATEST` the latest, `LATEST - k` the one `k` before it).
+fn relative(name: u8, len: usize) -> Option<usize> {
+    if name >= LATEST - 7 {
+        len.checked_sub(1 + usize::from(LATEST - name))
+    } else {
+        Some(usize::from(name))
+    }
+}
+
 fn armed(plan: &FaultPlan) -> Vec<FaultOp> {
     FaultOp::ALL
         .into_iter()
@@ -229,9 +240,35 @@ pub(crate) struct Run<B: Builtins> {
     work: Option<WorkFn<B>>,
     /// Memory of the caller's own, where the backend can make it.
     import: Option<ImportFn<B>>,
+    /// The device's graph pools, made at their first use, and the pooled stream each
+    /// one's members live on (rule 23).
+    pools: Vec<(Option<GraphPool>, Option<usize>)>,
+    /// The model buffers allocated while a capture into a graph pool was armed: in that
+    /// pool's memory, whose members take each other's graph-only bytes.
+    arena: HashMap<usize, u8>,
+    /// While a capture closure runs: its pool, if any, with the buffers it allocated or
+    /// used; whether this is the recorded call; the names its allocations took, and the
+    /// state buffers of its warmup call.
+    closure: Option<Closure>,
     /// Each import that succeeded: its model buffer and the caller's memory. Declared
     /// last, so it outlives the device and every graph (its `# Safety` contract).
     imports: Vec<(usize, Box<dyn Imported>)>,
+}
+
+/// What the model knows of a capture closure while it runs.
+#[derive(Default)]
+struct Closure {
+    pool: Option<u8>,
+    own: BTreeSet<usize>,
+    record: bool,
+    /// The first name of this call's.
+    base: usize,
+    /// Names its `Alloc`s took in this call, with `keep`.
+    allocs: Vec<(usize, bool)>,
+    /// Its `State` buffers, in order (from the warmup call).
+    states: Vec<Option<usize>>,
+    /// How many `State`s this call named.
+    named: usize,
 }
 
 impl<B: Builtins> Run<B> {
@@ -264,6 +301,9 @@ impl<B: Builtins> Run<B> {
             violation: None,
             work: None,
             import: None,
+            pools: vec![(None, None), (None, None)],
+            arena: HashMap::new(),
+            closure: None,
             imports: Vec::new(),
         }
     }
@@ -418,11 +458,7 @@ impl<B: Builtins> Run<B> {
     }
 
     fn live(&self, name: u8) -> Option<usize> {
-        let at = match name {
-            LATEST => self.slots.len().checked_sub(1)?,
-            PREVIOUS => self.slots.len().checked_sub(2)?,
-            name => name as usize,
-        };
+        let at = relative(name, self.slots.len())?;
         let idx = (*self.slots.get(at)?)?;
         self.handles[idx].as_ref()?;
         Some(idx)
@@ -473,7 +509,12 @@ impl<B: Builtins> Run<B> {
             Op::Begin { stream } => self.begin(*stream),
             Op::End { stream } => self.end(*stream),
             Op::Abort { stream } => self.abort(*stream),
-            Op::Capture { stream, body, stop } => self.capture(*stream, body, *stop),
+            Op::Capture {
+                stream,
+                body,
+                stop,
+                pool,
+            } => self.capture(*stream, body, *stop, *pool),
             Op::Replay {
                 stream,
                 graph,
@@ -1353,6 +1394,7 @@ impl<B: Builtins> Run<B> {
                         owner: s,
                         pooled: p,
                         recs: w.recs.clone(),
+                                pool: None,
                     },
                 ));
                 self.model.windows[p] = None;
@@ -1434,6 +1476,17 @@ impl<B: Builtins> Run<B> {
     }
 
     fn body_op(&mut self, s: u8, op: &BodyOp) -> Result<(), ServerError> {
+        let names = |op: &BodyOp| -> Vec<u8> {
+            match op {
+                BodyOp::Launch(spec) => spec.args.iter().map(|a| a.buf).collect(),
+                BodyOp::Write { buf, .. } => vec![*buf],
+                BodyOp::Alloc { .. } | BodyOp::State { .. } => Vec::new(),
+            }
+        };
+        let used: Vec<usize> = names(op).into_iter().filter_map(|n| self.live(n)).collect();
+        if let Some(c) = &mut self.closure {
+            c.own.extend(used);
+        }
         match op {
             BodyOp::Launch(spec) => self.launch(s, spec),
             BodyOp::Write {
@@ -1441,28 +1494,170 @@ impl<B: Builtins> Run<B> {
                 offset,
                 values,
             } => self.write(s, *buf, *offset, values),
+            BodyOp::Alloc { bytes, keep } => {
+                self.placing();
+                self.alloc(s, *bytes);
+                self.allocated(*keep);
+                Ok(())
+            }
+            BodyOp::State { bytes, values } => {
+                let record = self.closure.as_ref().is_some_and(|c| c.record);
+                if record {
+                    // The same buffer as warmup's, named again.
+                    let c = self.closure.as_mut().expect("in a closure");
+                    let idx = c.states.get(c.named).copied().flatten();
+                    c.named += 1;
+                    self.slots.push(idx);
+                    return Ok(());
+                }
+                self.placing();
+                self.alloc(s, bytes.div_ceil(4).max(1) * 4);
+                let idx = self.live(LATEST);
+                if let Some(c) = &mut self.closure {
+                    c.states.push(idx);
+                    c.named += 1;
+                    c.own.extend(idx);
+                }
+                if let Some(idx) = idx {
+                    if let Some(c) = &self.closure
+                        && let Some(pool) = c.pool
+                    {
+                        self.arena.insert(idx, pool);
+                    }
+                    let elements = self.model.bufs[idx].size / 4;
+                    let all: Vec<i8> = values.iter().copied().cycle().take(elements).collect();
+                    return self.write(s, LATEST, 0, &all);
+                }
+                Ok(())
+            }
         }
     }
 
-    fn capture(&mut self, stream: u8, body: &[BodyOp], stop: bool) {
+    /// A capture into a graph pool places an allocation: it may take the bytes of any
+    /// buffer of the pool that only graphs hold and this capture did not place or use
+    /// (rule 23), so a replay that needs them may now be refused.
+    fn placing(&mut self) {
+        let Some(Closure {
+            pool: Some(pool),
+            own,
+            ..
+        }) = &self.closure
+        else {
+            return;
+        };
+        let taken: Vec<usize> = self
+            .arena
+            .iter()
+            .filter(|&(idx, p)| p == pool && !own.contains(idx) && self.handles[*idx].is_none())
+            .map(|(idx, _)| *idx)
+            .collect();
+        for idx in taken {
+            let end = self.model.bufs[idx].size;
+            self.model.widen(Span { buf: idx, start: 0, end });
+        }
+    }
+
+    /// The closure's allocation just took the latest name: the capture's own, in its
+    /// pool's memory when it has one.
+    fn allocated(&mut self, keep: bool) {
+        let name = self.slots.len() - 1;
+        let idx = self.live(LATEST);
+        let Some(c) = &mut self.closure else { return };
+        c.allocs.push((name, keep));
+        if let Some(idx) = idx {
+            c.own.insert(idx);
+            if let Some(pool) = c.pool {
+                self.arena.insert(idx, pool);
+            }
+        }
+    }
+
+    /// A call of the capture closure ends: warmup's allocations are dropped and its
+    /// names given back (the recorded call names the same things again); the recorded
+    /// call's, unless kept.
+    fn closure_call_ends(&mut self) {
+        let Some(c) = &mut self.closure else { return };
+        let record = c.record;
+        let base = c.base;
+        let allocs = std::mem::take(&mut c.allocs);
+        for (name, keep) in allocs {
+            if record && keep {
+                continue;
+            }
+            if let Some(Some(idx)) = self.slots.get(name).copied()
+                && let Some(handle) = self.handles[idx].take()
+            {
+                let _ = self.guarded(move || drop(handle));
+            }
+        }
+        if !record {
+            self.slots.truncate(base);
+        }
+    }
+
+    /// The graph pool `n`, made at its first use; and whether a capture on pooled
+    /// stream `p` is refused because its members live on another.
+    fn pool(&mut self, n: u8, p: usize) -> Option<(GraphPool, bool)> {
+        let dev = Arc::clone(&self.dev);
+        let (pool, _) = &mut self.pools[usize::from(n)];
+        if pool.is_none() {
+            let made = dev.graph_pool(&format!("pool {n}"));
+            match made {
+                Ok(made) => *pool = Some(made),
+                Err(e) => {
+                    let what = format!("graph_pool refused: {}", Chain(&e));
+                    self.fail(what);
+                    return None;
+                }
+            }
+        }
+        let pool = self.pools[usize::from(n)].0.clone()?;
+        let pooled = &mut self.pools[usize::from(n)].1;
+        let refused = pooled.is_some_and(|at| at != p);
+        pooled.get_or_insert(p);
+        Some((pool, refused))
+    }
+
+    fn capture(&mut self, stream: u8, body: &[BodyOp], stop: bool, pool: Option<u8>) {
         let s = self.stream(stream);
         let p = self.pooled_of(s);
         let open = self.model.windows[p].is_some();
+        let in_pool = match pool {
+            Some(n) => match self.pool(n, p) {
+                Some(found) => Some(found),
+                None => return,
+            },
+            None => None,
+        };
+        let refused_pool = in_pool.as_ref().is_some_and(|(_, refused)| *refused);
         let dev = Arc::clone(&self.dev);
         let plan = Arc::clone(&self.plan);
         let mut calls = 0u32;
         let mut body_error: Option<ServerError> = None;
+        self.closure = None;
         let (result, fired) = guarded(&plan, || {
-            dev.capture(StreamId::new(s.into()), |_| {
+            let record = |d: &capture_core::Capturing<'_, Faulty<B>>| {
+                let _ = d;
                 calls += 1;
                 match calls {
                     1 => {
                         self.model.windows[p] = Some(Window::prepared(s));
                         self.model.abandoned[p] = None;
+                        self.closure = Some(Closure {
+                            pool,
+                            base: self.slots.len(),
+                            ..Closure::default()
+                        });
                     }
                     _ => {
                         if let Some(w) = self.window_mut(p) {
                             w.recording = true;
+                        }
+                        let base = self.slots.len();
+                        if let Some(c) = &mut self.closure {
+                            c.record = true;
+                            c.base = base;
+                            c.named = 0;
                         }
                     }
                 }
@@ -1471,17 +1666,44 @@ impl<B: Builtins> Run<B> {
                         && stop
                     {
                         body_error = Some(e.clone());
+                        self.closure_call_ends();
                         return Err(e);
                     }
                     if self.violation.is_some() {
                         let e = ServerError::graph_state("model", "a violation was found");
                         body_error = Some(e.clone());
+                        self.closure_call_ends();
                         return Err(e);
                     }
                 }
+                self.closure_call_ends();
                 Ok(())
-            })
+            };
+            match &in_pool {
+                Some((pool, _)) => dev.capture_in(StreamId::new(s.into()), pool, record),
+                None => dev.capture(StreamId::new(s.into()), record),
+            }
         });
+        // The state buffers are the graph's alone from here.
+        let closure = self.closure.take().unwrap_or_default();
+        for idx in closure.states.iter().flatten() {
+            if let Some(handle) = self.handles[*idx].take() {
+                let _ = self.guarded(move || drop(handle));
+            }
+        }
+        let member = pool.map(|n| (n, closure.own));
+        if refused_pool {
+            match &result {
+                Ok(Err(ServerError::InvalidArgument {
+                    what: "graph pool", ..
+                })) if calls == 0 => {}
+                other => self.fail(format!(
+                    "a capture into a pool whose members live on another pooled stream was not refused: {other:?}"
+                )),
+            }
+            self.graphs.push(None);
+            return;
+        }
         self.note_fired(&fired);
         let result = match result {
             Ok(r) => r,
@@ -1540,6 +1762,7 @@ impl<B: Builtins> Run<B> {
                                 owner: s,
                                 pooled: p,
                                 recs: w.recs,
+                                pool: member,
                             },
                         ));
                     }
@@ -1568,9 +1791,8 @@ impl<B: Builtins> Run<B> {
 
     fn replay(&mut self, stream: u8, name: u8, times: u32) {
         let s = self.stream(stream);
-        let at = match name {
-            LATEST => self.graphs.len().saturating_sub(1),
-            name => name as usize,
+        let Some(at) = relative(name, self.graphs.len()) else {
+            return;
         };
         let Some(Some((handle, graph))) = self.graphs.get_mut(at).map(Option::take) else {
             return;
@@ -1609,6 +1831,7 @@ impl<B: Builtins> Run<B> {
                     return;
                 }
                 self.model.since[p].extend(written);
+                self.replayed_over(graph);
                 if self.model.run_recs(&graph.recs, times) {
                     self.kernel_fault();
                 }
@@ -1644,6 +1867,7 @@ impl<B: Builtins> Run<B> {
                         }
                     }
                     Kind::WaitFault => {
+                        self.replayed_over(graph);
                         for span in written {
                             self.model.widen(span);
                         }
@@ -1654,10 +1878,29 @@ impl<B: Builtins> Run<B> {
         }
     }
 
+    /// A member of a graph pool replayed: it may have written over any buffer of the
+    /// pool its capture did not allocate or use (rule 23).
+    fn replayed_over(&mut self, graph: &ModelGraph) {
+        let Some((pool, own)) = &graph.pool else {
+            return;
+        };
+        let taken: Vec<usize> = self
+            .arena
+            .iter()
+            .filter(|&(idx, p)| p == pool && !own.contains(idx))
+            .map(|(idx, _)| *idx)
+            .collect();
+        for idx in taken {
+            let end = self.model.bufs[idx].size;
+            self.model.widen(Span { buf: idx, start: 0, end });
+        }
+    }
+
     /// Releases graph `name`: through `drop_graph`, or by dropping its handle (rule 24:
     /// the same release, behind its last replay's fence, never blocking).
     fn drop_graph(&mut self, name: u8, by_handle: bool) {
-        let Some(slot) = self.graphs.get_mut(name as usize) else {
+        let Some(slot) = relative(name, self.graphs.len()).and_then(|at| self.graphs.get_mut(at))
+        else {
             return;
         };
         let Some((handle, _)) = slot.take() else {
@@ -1682,7 +1925,9 @@ impl<B: Builtins> Run<B> {
     /// `InvalidArgument` naming the graph before anything runs; the graph stays this
     /// device's.
     pub(crate) fn replay_elsewhere(&mut self, name: u8, other: &Device<Faulty<B>>) {
-        let Some(Some((handle, graph))) = self.graphs.get_mut(name as usize).map(Option::take)
+        let Some(Some((handle, graph))) = relative(name, self.graphs.len())
+            .and_then(|at| self.graphs.get_mut(at))
+            .map(Option::take)
         else {
             return;
         };
@@ -1776,6 +2021,22 @@ impl<B: Builtins> Run<B> {
                     g.graph, g.marginal_bytes
                 ));
             }
+        }
+        let mut in_pools = 0;
+        for p in &report.pools {
+            in_pools += p.held_bytes;
+            if p.shared_bytes > p.held_bytes {
+                self.fail(format!(
+                    "{}: {} B shared by its members, above the {} B it holds for them",
+                    p.pool, p.shared_bytes, p.held_bytes
+                ));
+            }
+        }
+        if in_pools > report.graph_held_bytes() {
+            self.fail(format!(
+                "graph pools hold {in_pools} B for graphs, above the {} B graphs hold in all",
+                report.graph_held_bytes()
+            ));
         }
         if report.graph_held_bytes() > for_graphs {
             self.fail(format!(

@@ -62,7 +62,7 @@ fn thread_op() -> impl Strategy<Value = Op> {
             1..=4,
         )
         .prop_flat_map(|body| (Just(body), any::<bool>()))
-        .prop_map(|(body, stop)| Op::Capture { stream: 0, body, stop }),
+        .prop_map(|(body, stop)| Op::Capture { stream: 0, body, stop, pool: None }),
         5 => (0u8..4, 1u8..=3).prop_map(|(graph, times)| Op::Replay { stream: 0, graph, times }),
         1 => (0u8..4, any::<bool>()).prop_map(|(graph, handle)| Op::DropGraph { graph, handle }),
         1 => Just(Op::Sync { stream: 0 }),
