@@ -991,9 +991,11 @@ const fn back(back: u8) -> u8 {
 /// A batch-size ladder in one graph pool (rule 23): two to four members captured on one
 /// stream, each allocating an intermediate inside its closure (kept by the user, or the
 /// graph's alone) between two launches, or carrying state of its own from one replay to
-/// the next (`y += a * x` into a buffer allocated in warmup), in sizes up and down; then
-/// replays of the members in any order, reads of kept intermediates and of what the
-/// members wrote, and now and then a drop of a member or a cleanup.
+/// the next (`y += a * x` into a buffer allocated in warmup), in sizes up and down, some
+/// replayed as soon as captured; then
+/// replays of every member up the ladder and back down, each followed by reads of every
+/// member's intermediate and output, then random replays, reads, writes, drops and
+/// cleanups.
 fn pool_ladder() -> impl Strategy<Value = Vec<Op>> {
     let member = (
         1u32..=MAX_ELEMENTS,
@@ -1001,6 +1003,7 @@ fn pool_ladder() -> impl Strategy<Value = Vec<Op>> {
         0u8..3,
         select(vec![Builtin::AddScalar, Builtin::Copy, Builtin::MulScalar]),
         values(),
+        any::<bool>(),
     );
     let after = prop_oneof![
         4 => (0u8..4, 1u8..=2).prop_map(|(g, times)| Op::Replay { stream: 0, graph: back(g), times }),
@@ -1027,7 +1030,8 @@ fn pool_ladder() -> impl Strategy<Value = Vec<Op>> {
                 })
             };
             let mut ops = Vec::new();
-            for (elements, keep, shape, builtin, first) in members {
+            let n = members.len() as u8;
+            for (elements, keep, shape, builtin, first, now) in members {
                 let bytes = elements * 4;
                 // Its input and output: buffers of the user's, written whole.
                 ops.push(Op::Alloc { stream, bytes });
@@ -1035,7 +1039,12 @@ fn pool_ladder() -> impl Strategy<Value = Vec<Op>> {
                     stream,
                     buf: LATEST,
                     offset: 0,
-                    values: first.iter().copied().cycle().take(elements as usize).collect(),
+                    values: first
+                        .iter()
+                        .copied()
+                        .cycle()
+                        .take(elements as usize)
+                        .collect(),
                 });
                 ops.push(Op::Alloc { stream, bytes });
                 // Inside the closure: LATEST is what it allocated, back(1) the output,
@@ -1061,11 +1070,74 @@ fn pool_ladder() -> impl Strategy<Value = Vec<Op>> {
                     stop: true,
                     pool: Some(pool),
                 });
+                if ops.len() > 5 {
+                    // The member before: what it kept, and its output.
+                    ops.push(Op::Read {
+                        stream,
+                        buf: back(3),
+                        range: None,
+                    });
+                    ops.push(Op::Read {
+                        stream,
+                        buf: back(4),
+                        range: None,
+                    });
+                }
+                if now {
+                    // Replayed at once: what it keeps holds values before the next
+                    // member's capture places its own allocations.
+                    ops.push(Op::Replay {
+                        stream,
+                        graph: LATEST,
+                        times: 1,
+                    });
+                }
             }
+            let reads = |ops: &mut Vec<Op>| {
+                for b in 0..2 * n {
+                    // Member i's intermediate is 3 (n - 1 - i) names back, its output
+                    // the one before.
+                    ops.push(Op::Read {
+                        stream,
+                        buf: back(3 * (b / 2) + b % 2),
+                        range: None,
+                    });
+                }
+            };
+            for g in (0..n).rev() {
+                ops.push(Op::Replay {
+                    stream,
+                    graph: back(g),
+                    times: 1,
+                });
+            }
+            reads(&mut ops);
+            for g in 0..n {
+                ops.push(Op::Replay {
+                    stream,
+                    graph: back(g),
+                    times: 1,
+                });
+            }
+            reads(&mut ops);
             ops.extend(after.into_iter().map(|op| match op {
-                Op::Replay { graph, times, .. } => Op::Replay { stream, graph, times },
+                Op::Replay { graph, times, .. } => Op::Replay {
+                    stream,
+                    graph,
+                    times,
+                },
                 Op::Read { buf, range, .. } => Op::Read { stream, buf, range },
-                Op::Write { buf, offset, values, .. } => Op::Write { stream, buf, offset, values },
+                Op::Write {
+                    buf,
+                    offset,
+                    values,
+                    ..
+                } => Op::Write {
+                    stream,
+                    buf,
+                    offset,
+                    values,
+                },
                 other => other,
             }));
             ops

@@ -9,8 +9,8 @@
 //! [`Byte::Any`] (a kernel declared it written but did not write it: the rules promise
 //! nothing of its value).
 
-use std::collections::BTreeSet;
 use capture_core::{Access, Builtin};
+use std::collections::BTreeSet;
 
 use super::program::UserKernel;
 

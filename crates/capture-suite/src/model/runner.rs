@@ -130,7 +130,7 @@ fn classify(
 /// The index `name` stands for among `len` names: itself, or counted back from the
 /// latest (`LATEST` the latest, `LATEST - k` the one `k` before it).
 fn relative(name: u8, len: usize) -> Option<usize> {
-    if name >= LATEST - 7 {
+    if name >= LATEST - 31 {
         len.checked_sub(1 + usize::from(LATEST - name))
     } else {
         Some(usize::from(name))
@@ -1394,7 +1394,7 @@ impl<B: Builtins> Run<B> {
                         owner: s,
                         pooled: p,
                         recs: w.recs.clone(),
-                                pool: None,
+                        pool: None,
                     },
                 ));
                 self.model.windows[p] = None;
@@ -1553,7 +1553,11 @@ impl<B: Builtins> Run<B> {
             .collect();
         for idx in taken {
             let end = self.model.bufs[idx].size;
-            self.model.widen(Span { buf: idx, start: 0, end });
+            self.model.widen(Span {
+                buf: idx,
+                start: 0,
+                end,
+            });
         }
     }
 
@@ -1892,7 +1896,11 @@ impl<B: Builtins> Run<B> {
             .collect();
         for idx in taken {
             let end = self.model.bufs[idx].size;
-            self.model.widen(Span { buf: idx, start: 0, end });
+            self.model.widen(Span {
+                buf: idx,
+                start: 0,
+                end,
+            });
         }
     }
 
