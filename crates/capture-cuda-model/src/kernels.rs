@@ -252,21 +252,25 @@ fn reach(kernel: Kernel, words: &[u64]) -> Vec<Option<usize>> {
             vec![Some(w(0) * dims(1)), Some(w(1)), Some(w(0))]
         }
         Kernel::Rope => vec![state, Some(w(0)), Some(w(0))],
+        // A paged cache: the block table reaches one entry per block of the context;
+        // the cache rows, whatever blocks the table names (the data bounds them).
         Kernel::KvStore => {
-            let cache = Some(w(0) * dims(1));
-            vec![state, Some(w(0)), Some(w(0)), cache, cache]
+            let table = Some(dims(1).div_ceil(dims(2).max(1)) * 4);
+            vec![state, table, Some(w(0)), Some(w(0)), None, None]
         }
         Kernel::AttnScores => vec![
             state,
+            Some(dims(2).div_ceil(dims(4).max(1)) * 4),
             Some(w(0)),
-            Some(w(0) * dims(2)),
+            None,
             Some(w(1) * dims(2)),
         ],
         Kernel::AttnSoftmax => vec![state, Some(w(0) * dims(1))],
         Kernel::AttnMix => vec![
             state,
+            Some(dims(2).div_ceil(dims(3).max(1)) * 4),
             Some(w(1) * dims(2)),
-            Some(w(0) * dims(2)),
+            None,
             Some(w(0)),
         ],
         Kernel::RecordLogits => vec![state, Some(w(0)), Some(w(0) * dims(1))],

@@ -73,22 +73,29 @@ extern "C" __global__ void decode_rope(const u32* state, float* q, float* k, u32
     }
 }
 
-extern "C" __global__ void decode_kv_store(const u32* state, const float* k, const float* v, float* k_cache, float* v_cache, u32 d, u32 ctx) {
+// The cache row of position t: block table[t / br], row t % br of it (a paged cache).
+__device__ size_t paged_row(const u32* table, u32 t, u32 br) {
+    return (size_t)table[t / br] * br + t % br;
+}
+
+extern "C" __global__ void decode_kv_store(const u32* state, const u32* table, const float* k, const float* v, float* k_cache, float* v_cache, u32 d, u32 ctx, u32 br) {
     u32 pos = state[0], i = TID;
     if (i < d && pos < ctx) {
-        k_cache[(size_t)pos * d + i] = k[i];
-        v_cache[(size_t)pos * d + i] = v[i];
+        size_t row = paged_row(table, pos, br);
+        k_cache[row * d + i] = k[i];
+        v_cache[row * d + i] = v[i];
     }
 }
 
-extern "C" __global__ void decode_attn_scores(const u32* state, const float* q, const float* k_cache, float* scores, u32 d, u32 heads, u32 ctx, float scale) {
+extern "C" __global__ void decode_attn_scores(const u32* state, const u32* table, const float* q, const float* k_cache, float* scores, u32 d, u32 heads, u32 ctx, float scale, u32 br) {
     u32 hd = d / heads, idx = TID;
     if (idx < heads * ctx) {
         u32 h = idx / ctx, t = idx % ctx;
         float s = 0.0f;
         if (t <= state[0]) {
+            size_t row = paged_row(table, t, br);
             float acc = 0.0f;
-            for (u32 j = 0; j < hd; j++) acc += q[h * hd + j] * k_cache[(size_t)t * d + h * hd + j];
+            for (u32 j = 0; j < hd; j++) acc += q[h * hd + j] * k_cache[row * d + h * hd + j];
             s = acc * scale;
         }
         scores[idx] = s;
@@ -122,14 +129,14 @@ extern "C" __global__ void decode_attn_softmax(const u32* state, float* scores, 
     for (u32 i = t; i < rows; i += blockDim.x) s[i] = s[i] / sum;
 }
 
-extern "C" __global__ void decode_attn_mix(const u32* state, const float* scores, const float* v_cache, float* out, u32 d, u32 heads, u32 ctx) {
+extern "C" __global__ void decode_attn_mix(const u32* state, const u32* table, const float* scores, const float* v_cache, float* out, u32 d, u32 heads, u32 ctx, u32 br) {
     u32 hd = d / heads, i = TID;
     u32 rows = state[0] + 1;
     if (rows > ctx) rows = ctx;
     if (i < d) {
         u32 h = i / hd;
         float acc = 0.0f;
-        for (u32 t = 0; t < rows; t++) acc += scores[h * ctx + t] * v_cache[(size_t)t * d + i];
+        for (u32 t = 0; t < rows; t++) acc += scores[h * ctx + t] * v_cache[paged_row(table, t, br) * d + i];
         out[i] = acc;
     }
 }

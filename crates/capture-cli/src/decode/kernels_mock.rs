@@ -7,7 +7,7 @@ use capture_graphs::ServerError;
 use capture_graphs::mock::{MockBackend, MockKernel};
 
 use super::backend::DecodeBackend;
-use super::model::Kernel;
+use super::model::{Kernel, paged_row};
 
 fn f(b: &[u8], i: usize) -> f32 {
     f32::from_le_bytes(b[i * 4..i * 4 + 4].try_into().expect("4 bytes"))
@@ -97,34 +97,48 @@ fn rope(b: &mut [Vec<u8>], info: &[u64]) {
     }
 }
 
+/// The block table's entries.
+fn table(b: &[u8]) -> Vec<u32> {
+    (0..b.len() / 4).map(|i| u(b, i)).collect()
+}
+
 fn kv_store(b: &mut [Vec<u8>], info: &[u64]) {
-    let (d, ctx) = (word(info, 0), word(info, 1));
+    let (d, ctx, br) = (word(info, 0), word(info, 1), word(info, 2));
     let pos = u(&b[0], 0) as usize;
     if pos >= ctx {
         return;
     }
+    let row = paged_row(&table(&b[1]), pos, br);
     for i in 0..d {
-        let (k, v) = (f(&b[1], i), f(&b[2], i));
-        set_f(&mut b[3], pos * d + i, k);
-        set_f(&mut b[4], pos * d + i, v);
+        let (k, v) = (f(&b[2], i), f(&b[3], i));
+        set_f(&mut b[4], row * d + i, k);
+        set_f(&mut b[5], row * d + i, v);
     }
 }
 
 fn attn_scores(b: &mut [Vec<u8>], info: &[u64]) {
-    let (d, heads, ctx, scale) = (word(info, 0), word(info, 1), word(info, 2), float(info, 3));
+    let (d, heads, ctx, scale, br) = (
+        word(info, 0),
+        word(info, 1),
+        word(info, 2),
+        float(info, 3),
+        word(info, 4),
+    );
     let hd = d / heads;
     let pos = u(&b[0], 0) as usize;
+    let table = table(&b[1]);
     for h in 0..heads {
         for t in 0..ctx {
             let mut s = 0.0f32;
             if t <= pos {
+                let row = paged_row(&table, t, br);
                 let mut acc = 0.0f32;
                 for j in 0..hd {
-                    acc += f(&b[1], h * hd + j) * f(&b[2], t * d + h * hd + j);
+                    acc += f(&b[2], h * hd + j) * f(&b[3], row * d + h * hd + j);
                 }
                 s = acc * scale;
             }
-            set_f(&mut b[3], h * ctx + t, s);
+            set_f(&mut b[4], h * ctx + t, s);
         }
     }
 }
@@ -152,16 +166,18 @@ fn attn_softmax(b: &mut [Vec<u8>], info: &[u64]) {
 }
 
 fn attn_mix(b: &mut [Vec<u8>], info: &[u64]) {
-    let (d, heads, ctx) = (word(info, 0), word(info, 1), word(info, 2));
+    let (d, heads, ctx, br) = (word(info, 0), word(info, 1), word(info, 2), word(info, 3));
     let hd = d / heads;
     let rows = (u(&b[0], 0) as usize + 1).min(ctx);
+    let table = table(&b[1]);
     for i in 0..d {
         let h = i / hd;
         let mut acc = 0.0f32;
         for t in 0..rows {
-            acc += f(&b[1], h * ctx + t) * f(&b[2], t * d + i);
+            let row = paged_row(&table, t, br);
+            acc += f(&b[2], h * ctx + t) * f(&b[3], row * d + i);
         }
-        set_f(&mut b[3], i, acc);
+        set_f(&mut b[4], i, acc);
     }
 }
 

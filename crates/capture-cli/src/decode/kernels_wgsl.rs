@@ -174,31 +174,34 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 ";
 
 const KV_STORE: &str = "
-struct Params { d: u32, ctx: u32 }
+struct Params { d: u32, ctx: u32, br: u32 }
 var<immediate> p: Params;
 @group(0) @binding(0) var<storage, read> state: array<u32>;
-@group(0) @binding(1) var<storage, read> k: array<f32>;
-@group(0) @binding(2) var<storage, read> v: array<f32>;
-@group(0) @binding(3) var<storage, read_write> k_cache: array<f32>;
-@group(0) @binding(4) var<storage, read_write> v_cache: array<f32>;
+@group(0) @binding(1) var<storage, read> table: array<u32>;
+@group(0) @binding(2) var<storage, read> k: array<f32>;
+@group(0) @binding(3) var<storage, read> v: array<f32>;
+@group(0) @binding(4) var<storage, read_write> k_cache: array<f32>;
+@group(0) @binding(5) var<storage, read_write> v_cache: array<f32>;
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let pos = state[0];
     let i = gid.x;
     if i < p.d && pos < p.ctx {
-        k_cache[pos * p.d + i] = k[i];
-        v_cache[pos * p.d + i] = v[i];
+        let row = table[pos / p.br] * p.br + pos % p.br;
+        k_cache[row * p.d + i] = k[i];
+        v_cache[row * p.d + i] = v[i];
     }
 }
 ";
 
 const ATTN_SCORES: &str = "
-struct Params { d: u32, heads: u32, ctx: u32, scale: f32 }
+struct Params { d: u32, heads: u32, ctx: u32, scale: f32, br: u32 }
 var<immediate> p: Params;
 @group(0) @binding(0) var<storage, read> state: array<u32>;
-@group(0) @binding(1) var<storage, read> q: array<f32>;
-@group(0) @binding(2) var<storage, read> k_cache: array<f32>;
-@group(0) @binding(3) var<storage, read_write> scores: array<f32>;
+@group(0) @binding(1) var<storage, read> table: array<u32>;
+@group(0) @binding(2) var<storage, read> q: array<f32>;
+@group(0) @binding(3) var<storage, read> k_cache: array<f32>;
+@group(0) @binding(4) var<storage, read_write> scores: array<f32>;
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let hd = p.d / p.heads;
@@ -208,9 +211,10 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         let t = idx % p.ctx;
         var s = 0.0;
         if t <= state[0] {
+            let row = table[t / p.br] * p.br + t % p.br;
             var acc = 0.0;
             for (var j = 0u; j < hd; j++) {
-                acc += q[h * hd + j] * k_cache[t * p.d + h * hd + j];
+                acc += q[h * hd + j] * k_cache[row * p.d + h * hd + j];
             }
             s = acc * p.scale;
         }
@@ -261,12 +265,13 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
 );
 
 const ATTN_MIX: &str = "
-struct Params { d: u32, heads: u32, ctx: u32 }
+struct Params { d: u32, heads: u32, ctx: u32, br: u32 }
 var<immediate> p: Params;
 @group(0) @binding(0) var<storage, read> state: array<u32>;
-@group(0) @binding(1) var<storage, read> scores: array<f32>;
-@group(0) @binding(2) var<storage, read> v_cache: array<f32>;
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+@group(0) @binding(1) var<storage, read> table: array<u32>;
+@group(0) @binding(2) var<storage, read> scores: array<f32>;
+@group(0) @binding(3) var<storage, read> v_cache: array<f32>;
+@group(0) @binding(4) var<storage, read_write> out: array<f32>;
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let hd = p.d / p.heads;
@@ -276,7 +281,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         let h = i / hd;
         var acc = 0.0;
         for (var t = 0u; t < rows; t++) {
-            acc += scores[h * p.ctx + t] * v_cache[t * p.d + i];
+            let row = table[t / p.br] * p.br + t % p.br;
+            acc += scores[h * p.ctx + t] * v_cache[row * p.d + i];
         }
         out[i] = acc;
     }

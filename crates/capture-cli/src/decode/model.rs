@@ -15,6 +15,12 @@ pub const EPS: f32 = 1e-5;
 /// Rotary embedding's base.
 pub const THETA: f32 = 10_000.0;
 
+/// The cache row of position `t` in a paged cache: block `table[t / block_rows]`, row
+/// `t % block_rows` of it.
+pub fn paged_row(table: &[u32], t: usize, block_rows: usize) -> usize {
+    table[t / block_rows] as usize * block_rows + t % block_rows
+}
+
 /// A llama-shaped decoder's sizes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Config {
@@ -116,17 +122,20 @@ pub enum Kernel {
     /// `(state, q, k; dim, heads, theta)`: rotary embedding of `q` and `k` in place at
     /// the state's position.
     Rope,
-    /// `(state, k, v, k_cache, v_cache; dim, context)`: `k` and `v` into the caches' row
-    /// at the state's position.
+    /// `(state, table, k, v, k_cache, v_cache; dim, context, block_rows)`: `k` and `v`
+    /// into the caches' row for the state's position. The caches are paged: position
+    /// `t` lives in row `table[t / block_rows] * block_rows + t % block_rows` (a
+    /// sequence's block table, as vLLM pages its cache); one block of `context` rows and
+    /// `table = [0]` is a plain cache.
     KvStore,
-    /// `(state, q, k_cache, scores; dim, heads, context, scale)`: per head the scaled
-    /// dot products with cache rows `0..=position`.
+    /// `(state, table, q, k_cache, scores; dim, heads, context, scale, block_rows)`: per
+    /// head the scaled dot products with the cache rows of positions `0..=position`.
     AttnScores,
     /// `(state, scores; heads, context)`: softmax over rows `0..=position`, in place, one
     /// block per head.
     AttnSoftmax,
-    /// `(state, scores, v_cache, out; dim, heads, context)`: per head the
-    /// probability-weighted sum of value rows `0..=position`.
+    /// `(state, table, scores, v_cache, out; dim, heads, context, block_rows)`: per head
+    /// the probability-weighted sum of the value rows of positions `0..=position`.
     AttnMix,
     /// `(gate, up, out; n)`: `out = silu(gate) * up`.
     SwiGlu,
@@ -189,10 +198,10 @@ impl Kernel {
             Kernel::Matvec => &[R, R, W, U, U],
             Kernel::MatvecResidual => &[R, R, RW, U, U],
             Kernel::Rope => &[R, RW, RW, U, U, F],
-            Kernel::KvStore => &[R, R, R, RW, RW, U, U],
-            Kernel::AttnScores => &[R, R, R, W, U, U, U, F],
+            Kernel::KvStore => &[R, R, R, R, RW, RW, U, U, U],
+            Kernel::AttnScores => &[R, R, R, R, W, U, U, U, F, U],
             Kernel::AttnSoftmax => &[R, RW, U, U],
-            Kernel::AttnMix => &[R, R, R, W, U, U, U],
+            Kernel::AttnMix => &[R, R, R, R, W, U, U, U, U],
             Kernel::SwiGlu => &[R, R, W, U],
             Kernel::RecordLogits => &[R, R, RW, U, U],
             Kernel::Argmax => &[RW, R, RW, U, U],

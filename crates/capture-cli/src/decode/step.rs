@@ -81,6 +81,33 @@ pub(crate) struct Scratch {
 }
 
 impl Scratch {
+    /// The intermediates of one sequence's step under `config`, allocated on `stream`.
+    ///
+    /// # Errors
+    ///
+    /// An allocation failed.
+    pub(crate) fn new<B: DecodeBackend>(
+        dev: &Device<B>,
+        stream: StreamId,
+        config: Config,
+    ) -> Result<Self> {
+        let f32s = |n: u32| dev.alloc(stream, u64::from(n) * 4);
+        let (d, f) = (config.dim, config.hidden());
+        Ok(Self {
+            x: f32s(d)?,
+            xn: f32s(d)?,
+            q: f32s(d)?,
+            k: f32s(d)?,
+            v: f32s(d)?,
+            att: f32s(d)?,
+            scores: f32s(config.heads * config.context)?,
+            gate: f32s(f)?,
+            up: f32s(f)?,
+            hidden: f32s(f)?,
+            logits: f32s(config.vocab)?,
+        })
+    }
+
     /// Bytes the intermediates take, as requested.
     pub(crate) fn bytes(&self) -> u64 {
         self.buffers().iter().map(|b| b.size()).sum()
@@ -136,6 +163,8 @@ pub struct DeviceModel<B: DecodeBackend> {
     pub logit_history: Buffer,
     /// `[context]` u32: each step's chosen id at its position.
     pub id_history: Buffer,
+    /// The sequence's block table: one block of `context` rows, block 0 (a plain cache).
+    table: Buffer,
     scratch: Option<Scratch>,
     /// The GEMM library the products run through, where the backend has one.
     gemm: Option<Gemm<B>>,
@@ -184,20 +213,7 @@ impl<B: DecodeBackend> DeviceModel<B> {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let (d, f) = (config.dim, config.hidden());
-        let scratch = Scratch {
-            x: f32s(d)?,
-            xn: f32s(d)?,
-            q: f32s(d)?,
-            k: f32s(d)?,
-            v: f32s(d)?,
-            att: f32s(d)?,
-            scores: f32s(config.heads * config.context)?,
-            gate: f32s(f)?,
-            up: f32s(f)?,
-            hidden: f32s(f)?,
-            logits: f32s(config.vocab)?,
-        };
+        let scratch = Scratch::new(dev, stream, config)?;
         let model = Self {
             config,
             stream,
@@ -209,6 +225,11 @@ impl<B: DecodeBackend> DeviceModel<B> {
             state: dev.alloc(stream, STATE_WORDS * 4)?,
             logit_history: f32s(config.context * config.vocab)?,
             id_history: dev.alloc(stream, u64::from(config.context) * 4)?,
+            table: {
+                let table = dev.alloc(stream, 4)?;
+                dev.write_values(stream, &table, 0, &[0u32])?;
+                table
+            },
             scratch: Some(scratch),
             gemm: match B::gemm_library(dev)? {
                 Some(library) => Some(Gemm {
@@ -314,7 +335,10 @@ impl<B: DecodeBackend> DeviceModel<B> {
                 .iter()
                 .map(|l| size(&l.k_cache) + size(&l.v_cache))
                 .sum(),
-            io: size(&self.state) + size(&self.logit_history) + size(&self.id_history),
+            io: size(&self.state)
+                + size(&self.logit_history)
+                + size(&self.id_history)
+                + size(&self.table),
             scratch: self.scratch.as_ref().map_or(0, Scratch::bytes),
             workspace: self.gemm.as_ref().map_or(0, |g| g.workspace.size()),
         }
@@ -329,6 +353,7 @@ impl<B: DecodeBackend> DeviceModel<B> {
             ("io", &self.state),
             ("io", &self.logit_history),
             ("io", &self.id_history),
+            ("io", &self.table),
         ];
         for l in &self.layers {
             for b in [
@@ -372,7 +397,62 @@ impl<B: DecodeBackend> DeviceModel<B> {
             ));
         };
         let c = self.config;
+        let (v, ctx) = (c.vocab, c.context);
+        let sequence = Sequence {
+            state: &self.state,
+            table: &self.table,
+            block_rows: ctx,
+            k_caches: self.layers.iter().map(|l| &l.k_cache).collect(),
+            v_caches: self.layers.iter().map(|l| &l.v_cache).collect(),
+        };
+        self.sequence_step(dev, &sequence, s, &s.logits)?;
+        let k = |kernel: Kernel| &self.kernels[&kernel];
+        let launch = |kernel: Kernel, n: u32, args: &[Arg]| {
+            let dims = kernel.dims(n, B::BLOCK, B::DYNAMIC_SHARED);
+            dev.launch(self.stream, k(kernel), dims, args, &[])
+        };
+        launch(
+            Kernel::RecordLogits,
+            v,
+            &[
+                r(&self.state),
+                r(&s.logits),
+                rw(&self.logit_history),
+                s32(v),
+                s32(ctx),
+            ],
+        )?;
+        launch(
+            Kernel::Argmax,
+            1,
+            &[
+                rw(&self.state),
+                r(&s.logits),
+                rw(&self.id_history),
+                s32(v),
+                s32(ctx),
+            ],
+        )
+    }
+
+    /// One sequence's step up to its logits: the embedding of the state's token, every
+    /// layer at the state's position (its K and V into the paged caches through the
+    /// sequence's block table), the final norm and the logits into `logits`. Reads the
+    /// state, never advances it.
+    ///
+    /// # Errors
+    ///
+    /// A launch failed.
+    pub(crate) fn sequence_step(
+        &self,
+        dev: &Device<B>,
+        seq: &Sequence<'_>,
+        s: &Scratch,
+        logits: &Buffer,
+    ) -> Result<()> {
+        let c = self.config;
         let (d, f, h, ctx, v) = (c.dim, c.hidden(), c.heads, c.context, c.vocab);
+        let br = seq.block_rows;
         let k = |kernel: Kernel| &self.kernels[&kernel];
         let st = self.stream;
         // `n`: the outputs (elements, or blocks for a reduction: rows, heads, 1).
@@ -403,12 +483,14 @@ impl<B: DecodeBackend> DeviceModel<B> {
                     }
                 }
             };
+        let state = seq.state;
         launch(
             Kernel::Embed,
             d,
-            &[r(&self.state), r(&self.embedding), w(&s.x), s32(d)],
+            &[r(state), r(&self.embedding), w(&s.x), s32(d)],
         )?;
-        for l in &self.layers {
+        for (i, l) in self.layers.iter().enumerate() {
+            let (k_cache, v_cache) = (seq.k_caches[i], seq.v_caches[i]);
             launch(
                 Kernel::RmsNorm,
                 1,
@@ -420,58 +502,57 @@ impl<B: DecodeBackend> DeviceModel<B> {
             launch(
                 Kernel::Rope,
                 d / 2,
-                &[
-                    r(&self.state),
-                    rw(&s.q),
-                    rw(&s.k),
-                    s32(d),
-                    s32(h),
-                    sf(THETA),
-                ],
+                &[r(state), rw(&s.q), rw(&s.k), s32(d), s32(h), sf(THETA)],
             )?;
             launch(
                 Kernel::KvStore,
                 d,
                 &[
-                    r(&self.state),
+                    r(state),
+                    r(seq.table),
                     r(&s.k),
                     r(&s.v),
-                    rw(&l.k_cache),
-                    rw(&l.v_cache),
+                    rw(k_cache),
+                    rw(v_cache),
                     s32(d),
                     s32(ctx),
+                    s32(br),
                 ],
             )?;
             launch(
                 Kernel::AttnScores,
                 h * ctx,
                 &[
-                    r(&self.state),
+                    r(state),
+                    r(seq.table),
                     r(&s.q),
-                    r(&l.k_cache),
+                    r(k_cache),
                     w(&s.scores),
                     s32(d),
                     s32(h),
                     s32(ctx),
                     sf(c.scale()),
+                    s32(br),
                 ],
             )?;
             launch(
                 Kernel::AttnSoftmax,
                 h,
-                &[r(&self.state), rw(&s.scores), s32(h), s32(ctx)],
+                &[r(state), rw(&s.scores), s32(h), s32(ctx)],
             )?;
             launch(
                 Kernel::AttnMix,
                 d,
                 &[
-                    r(&self.state),
+                    r(state),
+                    r(seq.table),
                     r(&s.scores),
-                    r(&l.v_cache),
+                    r(v_cache),
                     w(&s.att),
                     s32(d),
                     s32(h),
                     s32(ctx),
+                    s32(br),
                 ],
             )?;
             matvec(&l.wo, &s.att, &s.x, d, d, true)?;
@@ -494,28 +575,26 @@ impl<B: DecodeBackend> DeviceModel<B> {
             1,
             &[r(&s.x), r(&self.final_norm), w(&s.xn), s32(d), sf(EPS)],
         )?;
-        matvec(&self.output, &s.xn, &s.logits, v, d, false)?;
-        launch(
-            Kernel::RecordLogits,
-            v,
-            &[
-                r(&self.state),
-                r(&s.logits),
-                rw(&self.logit_history),
-                s32(v),
-                s32(ctx),
-            ],
-        )?;
-        launch(
-            Kernel::Argmax,
-            1,
-            &[
-                rw(&self.state),
-                r(&s.logits),
-                rw(&self.id_history),
-                s32(v),
-                s32(ctx),
-            ],
-        )
+        matvec(&self.output, &s.xn, logits, v, d, false)
     }
+
+    /// The model's sizes.
+    pub fn config(&self) -> Config {
+        self.config
+    }
+
+    /// The stream it runs on.
+    pub fn stream(&self) -> StreamId {
+        self.stream
+    }
+}
+
+/// One sequence's buffers as a step reads them: its state (`[position, token, ..]`), its
+/// block table and the paged caches of every layer, `block_rows` rows per block.
+pub(crate) struct Sequence<'a> {
+    pub(crate) state: &'a Buffer,
+    pub(crate) table: &'a Buffer,
+    pub(crate) block_rows: u32,
+    pub(crate) k_caches: Vec<&'a Buffer>,
+    pub(crate) v_caches: Vec<&'a Buffer>,
 }
