@@ -568,6 +568,7 @@ fn path(name: &str, value: String) -> Result<PathBuf, UsageError> {
 pub(crate) const DECODE_HELP: &str =
     "usage: capture decode [--backend mock|vulkan|cuda] [--device D] [--tokens T] [--dim D]
        [--layers L] [--heads H] [--vocab V] [--context C] [--seed S]
+       [--buckets B1,B2,... [--steps N] [--replays R] [--block-rows K]]
        [--log LEVEL] [--timeline PATH]
 
 A llama-shaped decoder with seeded random weights (no download): prefills a short
@@ -577,6 +578,16 @@ Prints tokens/s and µs per token for each mode, their ratio, kernels per step, 
 capture time, the graph's ledger and the generated ids. Checks that both modes give
 the same ids and bit-identical logits at every step, and that the logits match a
 plain-Rust reference of the model within the stated tolerance.
+
+With --buckets, a batch of sequences steps at once over a paged KV cache (blocks of
+K rows, a block table per sequence in device memory), its step captured once per
+bucket into one graph pool; each step runs the smallest bucket that holds the live
+batch, padding the rest. Over N steps (up the buckets and back down, sequences
+starting and ending, tables changing) it checks the replayed logits bit for bit
+against eager and against a ladder of separate pools, that the shared pool holds at
+most 1.05x its largest bucket captured alone (captured ascending and descending),
+and that R further replays leave the memory report unchanged; it prints tokens/s per
+bucket eager and replayed, and the ladder's memory shared against separate pools.
 
 options:
   --backend NAME   mock (default), vulkan or cuda (builds with `--features vulkan`,
@@ -590,6 +601,13 @@ options:
   --context C      KV-cache rows, 2 to 65536 (default 256); the 4-token prompt and T
                    tokens need T + 3 rows
   --seed S         the weights' and prompt's seed (default 14)
+  --buckets LIST   batch-size buckets, ascending (e.g. 1,2,4,8; 1 to 64 slots): run
+                   the batched ladder (model default: dim 64, 1 layer, 2 heads,
+                   vocab 128, context 64)
+  --steps N        with --buckets: decode steps, 32 to 4096 (default 40)
+  --replays R      with --buckets: further replays the memory must not move over,
+                   0 to 1000000 (default 1000)
+  --block-rows K   with --buckets: rows per KV-cache block (default 8)
   --log LEVEL      log the core's spans and events to stderr, as `capture demo --log`
   --timeline PATH  write the run's timeline to PATH as Chrome trace-event JSON
   -h, --help       this help
@@ -609,6 +627,8 @@ pub(crate) struct DecodeArgs {
     pub(crate) device: Option<String>,
     /// What it runs.
     pub(crate) options: crate::decode::DecodeOptions,
+    /// With `--buckets`: the batched ladder instead.
+    pub(crate) ladder: Option<crate::decode::LadderOptions>,
     /// `--log`'s directives.
     pub(crate) log: Option<String>,
     /// Where `--timeline` writes the timeline.
@@ -630,9 +650,12 @@ pub(crate) fn parse_decode(args: &[String]) -> Result<Decode, UsageError> {
         backend: BackendName::Mock,
         device: None,
         options: crate::decode::DecodeOptions::default(),
+        ladder: None,
         log: None,
         timeline: None,
     };
+    let (mut buckets, mut steps, mut replays, mut block_rows) = (None, None, None, None);
+    let (mut size_given, mut tokens) = (false, false);
     let mut options = Options(args.iter());
     while let Some((name, inline)) = options.next_option() {
         match name {
@@ -657,12 +680,25 @@ pub(crate) fn parse_decode(args: &[String]) -> Result<Decode, UsageError> {
             "-h" | "--help" => return Ok(Decode::Help),
             "--backend" => parsed.backend = backend_name(&value(name)?)?,
             "--device" => parsed.device = Some(device_name(value(name)?)?),
-            "--tokens" => o.tokens = sized(name, (1, 65_536), "tokens")?,
-            "--dim" => o.config.dim = sized(name, (2, 8192), "model width")?,
-            "--layers" => o.config.layers = sized(name, (1, 256), "layers")?,
-            "--heads" => o.config.heads = sized(name, (1, 256), "heads")?,
-            "--vocab" => o.config.vocab = sized(name, (2, 1 << 20), "vocabulary entries")?,
-            "--context" => o.config.context = sized(name, (2, 65_536), "cache rows")?,
+            "--tokens" => {
+                o.tokens = sized(name, (1, 65_536), "tokens")?;
+                tokens = true;
+            }
+            "--dim" | "--layers" | "--heads" | "--vocab" | "--context" => {
+                let (range, what, field) = match name {
+                    "--dim" => ((2, 8192), "model width", &mut o.config.dim),
+                    "--layers" => ((1, 256), "layers", &mut o.config.layers),
+                    "--heads" => ((1, 256), "heads", &mut o.config.heads),
+                    "--vocab" => ((2, 1 << 20), "vocabulary entries", &mut o.config.vocab),
+                    _ => ((2, 65_536), "cache rows", &mut o.config.context),
+                };
+                *field = sized(name, range, what)?;
+                size_given = true;
+            }
+            "--buckets" => buckets = Some(bucket_list(name, &value(name)?)?),
+            "--steps" => steps = Some(sized(name, (32, 4096), "steps")?),
+            "--replays" => replays = Some(sized(name, (0, 1_000_000), "replays")?),
+            "--block-rows" => block_rows = Some(sized(name, (1, 65_536), "rows per block")?),
             "--seed" => {
                 let v = value(name)?;
                 o.seed = number(name, &v, (0, u64::MAX), "seed")?;
@@ -670,17 +706,58 @@ pub(crate) fn parse_decode(args: &[String]) -> Result<Decode, UsageError> {
             other => return Err(UsageError(format!("unknown option {other:?}"))),
         }
     }
+    match buckets {
+        Some(buckets) => {
+            if tokens {
+                return Err(UsageError(
+                    "--tokens is the single-sequence decoder's; with --buckets, --steps".into(),
+                ));
+            }
+            let mut ladder = crate::decode::LadderOptions::new(buckets);
+            if size_given {
+                ladder.config = parsed.options.config;
+            }
+            ladder.seed = parsed.options.seed;
+            ladder.steps = steps.unwrap_or(ladder.steps);
+            ladder.replays = replays.unwrap_or(ladder.replays);
+            ladder.block_rows = block_rows.unwrap_or(ladder.block_rows);
+            ladder.check().map_err(|e| UsageError(e.to_string()))?;
+            parsed.ladder = Some(ladder);
+        }
+        None if steps.is_some() || replays.is_some() || block_rows.is_some() => {
+            return Err(UsageError(
+                "--steps, --replays and --block-rows go with --buckets".into(),
+            ));
+        }
+        None => {}
+    }
     if parsed.device.is_some() && parsed.backend != BackendName::Vulkan {
         return Err(UsageError(format!(
             "--device is for --backend vulkan, not {}",
             parsed.backend
         )));
     }
-    parsed
-        .options
-        .check()
-        .map_err(|e| UsageError(e.to_string()))?;
+    if parsed.ladder.is_none() {
+        parsed
+            .options
+            .check()
+            .map_err(|e| UsageError(e.to_string()))?;
+    }
     Ok(Decode::Run(parsed))
+}
+
+/// `--buckets`' list: slot counts separated by commas.
+fn bucket_list(name: &str, value: &str) -> Result<Vec<u32>, UsageError> {
+    value
+        .split(',')
+        .map(|b| {
+            b.trim().parse::<u32>().map_err(|_| {
+                UsageError(format!(
+                    "invalid value {value:?} for {name}: {b:?} is not a slot count"
+                ))
+            })
+        })
+        .collect()
 }
 
 /// A command's arguments, option by option: `--name value` or `--name=value`.

@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use crate::decode::{DecodeBackend, render, run};
+use crate::decode::{Check, DecodeBackend, render, render_ladder, run, run_ladder};
 use capture_graphs::Chain;
 
 use crate::cli::{self, BackendName, Decode, DecodeArgs};
@@ -39,22 +39,26 @@ pub(crate) fn command(args: &[String]) -> ExitCode {
     allow(dead_code)
 )]
 fn decode<B: DecodeBackend>(backend: B, args: &DecodeArgs) -> ExitCode {
+    if let Some(ladder) = &args.ladder {
+        return match run_ladder(backend, ladder.clone()) {
+            Ok(report) => {
+                print!("{}", render_ladder(&report));
+                verdict(report.checks())
+            }
+            Err(error) => {
+                eprintln!(
+                    "capture decode --backend {} --buckets: the runtime failed: {}",
+                    args.backend,
+                    Chain(&error)
+                );
+                ExitCode::FAILURE
+            }
+        };
+    }
     match run(backend, args.options) {
         Ok(report) => {
             print!("{}", render(&report));
-            let failed: Vec<_> = report.checks().into_iter().filter(|c| !c.passed).collect();
-            if failed.is_empty() {
-                println!("all checks hold");
-                ExitCode::SUCCESS
-            } else {
-                for check in failed {
-                    eprintln!(
-                        "capture decode: check failed: {}: {}",
-                        check.name, check.detail
-                    );
-                }
-                ExitCode::FAILURE
-            }
+            verdict(report.checks())
         }
         Err(error) => {
             eprintln!(
@@ -64,6 +68,27 @@ fn decode<B: DecodeBackend>(backend: B, args: &DecodeArgs) -> ExitCode {
             );
             ExitCode::FAILURE
         }
+    }
+}
+
+/// "all checks hold" and success, or each failed check on stderr and failure.
+#[cfg_attr(
+    not(any(feature = "mock", feature = "vulkan", feature = "cuda")),
+    allow(dead_code)
+)]
+fn verdict(checks: Vec<Check>) -> ExitCode {
+    let failed: Vec<_> = checks.into_iter().filter(|c| !c.passed).collect();
+    if failed.is_empty() {
+        println!("all checks hold");
+        ExitCode::SUCCESS
+    } else {
+        for check in failed {
+            eprintln!(
+                "capture decode: check failed: {}: {}",
+                check.name, check.detail
+            );
+        }
+        ExitCode::FAILURE
     }
 }
 

@@ -42,6 +42,7 @@ pub mod kernels_cuda;
 mod kernels_mock;
 #[cfg(feature = "vulkan")]
 pub mod kernels_wgsl;
+pub mod ladder;
 pub mod model;
 mod report;
 mod run;
@@ -49,6 +50,7 @@ mod step;
 pub mod weights;
 
 pub use backend::{DecodeBackend, GemmLibrary};
+pub use ladder::{LadderOptions, LadderReport, render_ladder, run_ladder};
 pub use model::{Config, Kernel};
 pub use report::render;
 pub use run::{
