@@ -362,6 +362,29 @@ else
     skip "decode --backend vulkan" "$vulkan_why"
 fi
 
+# The bucket ladder: a batch of sequences over a paged KV cache, one graph per bucket in
+# one graph pool; tokens/s per bucket eager and replayed, the pool's memory against
+# separate pools, every check enforced (1,000 further replays included).
+ladder="decode --buckets 1,2,4,8 --backend cuda"
+if [ -z "$NO_CUDA_DEMO" ] && [ "$DRIVER_MODEL" = 1 ]; then
+    step "$ladder" --expect '^  separate / shared = ' \
+        ./capture decode --backend cuda --buckets 1,2,4,8
+elif [ -z "$NO_CUDA_DEMO" ]; then
+    cublas=${CAPTURE_CUBLAS:-$(find_cublas)}
+    step "$ladder" --expect '^  separate / shared = ' \
+        env CAPTURE_REQUIRE_CUBLAS=1 CAPTURE_CUBLAS="$cublas" \
+        LD_LIBRARY_PATH="${cublas:+$(dirname "$cublas"):}${LD_LIBRARY_PATH:-}" \
+        ./capture decode --backend cuda --buckets 1,2,4,8
+else
+    skip "$ladder" "$NO_CUDA_DEMO"
+fi
+if [ "$vulkan" = 1 ]; then
+    step "decode --buckets 1,2,4,8 --backend vulkan" \
+        ./capture decode --backend vulkan --buckets 1,2,4,8
+else
+    skip "decode --buckets 1,2,4,8 --backend vulkan" "$vulkan_why"
+fi
+
 # The facade's engine example: kernels of its own with scalars, a library call through
 # foreign work, weights it allocated itself through cudarc, imported; captured and
 # replayed per token, checked against eager and a host reference.

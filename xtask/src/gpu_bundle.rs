@@ -415,6 +415,11 @@ It prints nvidia-smi, then runs
                                  looked for where PyTorch installs it; the step fails
                                  without it; CAPTURE_CUBLAS=PATH names one)
   capture decode --backend vulkan the same, when libvulkan.so.1 is present
+  capture decode --buckets 1,2,4,8 --backend cuda
+                                 a batch over a paged KV cache, one graph per bucket in
+                                 one graph pool: tokens/s per bucket eager and replayed,
+                                 the pool's memory against separate pools, every check
+  capture decode --buckets 1,2,4,8 --backend vulkan  the same, with libvulkan.so.1
   engine-step --backend cuda     the engine example on CUDA (its kernels, its library
                                  call on the raw stream, its cudarc weights imported)
 and ends with `bundle: N passed, M failed` (exit status non-zero on any failure).
@@ -616,7 +621,8 @@ mod tests {
                  echo \"decode cuBLAS required: ${CAPTURE_REQUIRE_CUBLAS:-0}\" >> calls; \
                  if [ \"${CAPTURE_REQUIRE_CUBLAS:-0}\" = 1 ]; then \
                  echo 'GEMM path: cuBLAS SGEMM (fake)'; \
-                 else echo 'GEMM path: own kernel (fake)'; fi; fi"
+                 else echo 'GEMM path: own kernel (fake)'; fi; \
+                 case \"$*\" in *--buckets*) echo '  separate / shared = 1.88 (fake)';; esac; fi"
                     .to_string(),
             ),
         ] {
@@ -705,6 +711,10 @@ mod tests {
         assert!(calls.contains("cuda-alloc 1\n"), "{calls}");
         assert!(calls.contains("capture bench --backend cuda\n"), "{calls}");
         assert!(calls.contains("capture decode --backend cuda\n"), "{calls}");
+        assert!(
+            calls.contains("capture decode --backend cuda --buckets 1,2,4,8\n"),
+            "{calls}"
+        );
         assert!(calls.contains("engine-step --backend cuda\n"), "{calls}");
         assert!(
             calls.contains("decode cuBLAS required: 1\n"),
@@ -752,6 +762,9 @@ mod tests {
         assert!(text.contains("== demo --backend cuda: skipped: no CUDA in this build\n"));
         assert!(!calls.contains("capture demo --backend cuda"), "{calls}");
         assert!(text.contains("== decode --backend cuda: skipped: no CUDA in this build\n"));
+        assert!(text.contains(
+            "== decode --buckets 1,2,4,8 --backend cuda: skipped: no CUDA in this build\n"
+        ));
         assert!(text.contains("== bench --backend cuda: skipped: no CUDA in this build\n"));
         assert!(text.contains("no line of the output matches"), "{text}");
         assert!(text.contains("\nfailed: capture-cuda tests\n"), "{text}");

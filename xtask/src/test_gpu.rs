@@ -25,7 +25,8 @@ For a machine with an NVIDIA GPU and its driver. In order:
      with CAPTURE_REQUIRE_VULKAN=1 when the Khronos validation layer is installed;
   5. the demo and the decoder on each GPU backend:
      cargo run --release -p capture-cli --features cuda,vulkan -- demo --backend cuda
-     and -- decode --backend cuda (and --backend vulkan when the loader is present);
+     and -- decode --backend cuda, -- decode --buckets 1,2,4,8 --backend cuda (and
+     --backend vulkan when the loader is present);
 then prints a summary, and fails if any step failed.";
 
 /// The CUDA driver library cudarc loads.
@@ -127,12 +128,14 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     }
 
     for (command, backend) in [
-        ("demo", "cuda"),
-        ("demo", "vulkan"),
-        ("decode", "cuda"),
-        ("decode", "vulkan"),
+        (&["demo"][..], "cuda"),
+        (&["demo"], "vulkan"),
+        (&["decode"], "cuda"),
+        (&["decode"], "vulkan"),
+        (&["decode", "--buckets", "1,2,4,8"], "cuda"),
+        (&["decode", "--buckets", "1,2,4,8"], "vulkan"),
     ] {
-        let name = format!("{command} --backend {backend}");
+        let name = format!("{} --backend {backend}", command.join(" "));
         if backend == "vulkan" && !vulkan {
             steps.push(Step::skipped(
                 &name,
@@ -141,7 +144,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             continue;
         }
         println!("xtask: capture {name}");
-        let status = cargo(&[
+        let mut args = vec![
             "run",
             "--release",
             "-p",
@@ -149,12 +152,10 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             "--features",
             "cuda,vulkan",
             "--",
-            command,
-            "--backend",
-            backend,
-        ])
-        .env("CAPTURE_REQUIRE_CUDA", "1")
-        .status();
+        ];
+        args.extend_from_slice(command);
+        args.extend(["--backend", backend]);
+        let status = cargo(&args).env("CAPTURE_REQUIRE_CUDA", "1").status();
         steps.push(match status {
             Ok(s) => Step::new(&name, s.success(), s.to_string()),
             Err(e) => Step::new(&name, false, format!("could not start cargo run: {e}")),

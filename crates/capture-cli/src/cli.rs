@@ -1066,6 +1066,39 @@ mod tests {
     }
 
     #[test]
+    fn decode_takes_buckets_and_refuses_a_ladder_that_does_not_fit() {
+        let Ok(Decode::Run(args)) = decode(&["--buckets", "1,2,4,8", "--replays=10"]) else {
+            panic!("parsed")
+        };
+        let ladder = args.ladder.expect("a ladder");
+        assert_eq!(ladder.buckets, [1, 2, 4, 8]);
+        assert_eq!(
+            (ladder.steps, ladder.replays, ladder.block_rows),
+            (40, 10, 8)
+        );
+        assert_eq!(ladder.config, crate::decode::LadderOptions::CONFIG);
+        let Ok(Decode::Run(args)) = decode(&["--buckets=2,3", "--dim", "32", "--steps", "33"])
+        else {
+            panic!("parsed")
+        };
+        let ladder = args.ladder.expect("a ladder");
+        assert_eq!((ladder.config.dim, ladder.steps), (32, 33));
+        for (args, named) in [
+            (&["--buckets", "4,2"][..], "ascending"),
+            (&["--buckets", "0,1"], "ascending"),
+            (&["--buckets", "1,128"], "64"),
+            (&["--buckets", "1,x"], "\"x\""),
+            (&["--buckets", "1", "--steps", "8"], "--steps"),
+            (&["--buckets", "1", "--tokens", "8"], "--steps"),
+            (&["--buckets", "1", "--block-rows", "99"], "block rows"),
+            (&["--replays", "5"], "--buckets"),
+        ] {
+            let error = decode(args).expect_err("refused");
+            assert!(error.0.contains(named), "{args:?}: {error}");
+        }
+    }
+
+    #[test]
     fn decode_takes_log_and_timeline_like_demo() {
         let Ok(Decode::Run(args)) = decode(&["--log", "debug", "--timeline=t.json", "--dim", "64"])
         else {

@@ -5,7 +5,10 @@
 //! the program's (`capture decode`), not a test's.
 #![cfg(any(feature = "mock", feature = "vulkan", feature = "cuda"))]
 
-use capture_cli::decode::{Config, DecodeBackend, DecodeOptions, DecodeReport, render, run};
+use capture_cli::decode::{
+    Config, DecodeBackend, DecodeOptions, DecodeReport, LadderOptions, LadderReport, render,
+    render_ladder, run, run_ladder,
+};
 
 /// The tiny configuration.
 fn tiny() -> DecodeOptions {
@@ -219,5 +222,95 @@ fn decode_on_cuda_fails_without_a_driver_when_cuda_is_required() {
             stderr.contains("CAPTURE_REQUIRE_CUDA=1 and CUDA unavailable"),
             "{stderr}"
         );
+    }
+}
+
+/// The bucket ladder (`--buckets 1,2,4,8`) with its defaults, every check held.
+fn ladder_holds<B: DecodeBackend>(backend: B) -> LadderReport {
+    let report = run_ladder(backend, LadderOptions::new(vec![1, 2, 4, 8])).expect("runs");
+    let text = render_ladder(&report);
+    for check in report.checks() {
+        assert!(check.passed, "{}: {}\n{text}", check.name, check.detail);
+    }
+    // One pool holds the ladder in its largest member's bytes; separate pools pay
+    // every bucket (1 + 2 + 4 + 8 slots against 8).
+    assert_eq!(report.shared_bytes, report.largest_alone(), "{text}");
+    assert_eq!(
+        report.separate_total() * 8,
+        report.largest_alone() * 15,
+        "{text}"
+    );
+    assert!(
+        text.contains("shared pool:") && text.contains("separate pools:"),
+        "{text}"
+    );
+    assert!(text.contains("separate / shared = 1.88"), "{text}");
+    report
+}
+
+#[cfg(feature = "mock")]
+#[test]
+fn the_bucket_ladder_on_the_mock_holds_every_check() {
+    let report = ladder_holds(capture_graphs::mock::MockBackend::new());
+    assert!(report.path.len() >= 32);
+}
+
+#[cfg(feature = "mock")]
+#[test]
+fn each_ladder_check_fails_on_a_report_that_breaks_it() {
+    let mut options = LadderOptions::new(vec![1, 2, 4]);
+    options.replays = 8;
+    let good = run_ladder(capture_graphs::mock::MockBackend::new(), options).expect("runs");
+    let failing = |r: &LadderReport| -> Vec<&'static str> {
+        r.checks()
+            .into_iter()
+            .filter(|c| !c.passed)
+            .map(|c| c.name)
+            .collect()
+    };
+    assert!(failing(&good).is_empty(), "{}", render_ladder(&good));
+    let mut r = good.clone();
+    r.capture_failures.push("bucket 4: refused".into());
+    assert_eq!(failing(&r), ["every bucket captures"]);
+    let mut r = good.clone();
+    r.path.retain(|&(_, b)| b != 4);
+    assert!(failing(&r).contains(&"the schedule visits every bucket, up and down"));
+    let mut r = good.clone();
+    r.eager_mismatches.push((3, 0));
+    assert_eq!(
+        failing(&r),
+        ["replayed logits bit for bit, eager against the shared ladder"]
+    );
+    let mut r = good.clone();
+    r.separate_mismatches.push((3, 0));
+    assert_eq!(
+        failing(&r),
+        ["the shared ladder bit for bit against separate pools"]
+    );
+    let mut r = good.clone();
+    r.descending_bytes = r.largest_alone() * 2;
+    assert_eq!(
+        failing(&r),
+        ["the shared pool holds about its largest member"]
+    );
+    let mut r = good;
+    r.report_change = Some(("a".into(), "b".into()));
+    assert_eq!(
+        failing(&r),
+        ["further replays leave the memory report unchanged"]
+    );
+}
+
+#[cfg(feature = "vulkan")]
+#[test]
+fn the_bucket_ladder_on_vulkan_holds_every_check() {
+    use capture_graphs::vulkan::{VulkanBackend, VulkanOptions};
+    let required = std::env::var("CAPTURE_REQUIRE_VULKAN").is_ok_and(|v| v == "1");
+    match VulkanBackend::new(VulkanOptions::from_env()) {
+        Ok(backend) => println!("{}", render_ladder(&ladder_holds(backend))),
+        Err(why) => {
+            assert!(!required, "CAPTURE_REQUIRE_VULKAN=1 but {why}");
+            println!("SKIP: the bucket ladder on vulkan: {why}");
+        }
     }
 }
