@@ -172,10 +172,10 @@ impl LiveLedger {
             .flat_map(|o| o.arena_places().collect::<Vec<_>>())
             .collect();
         let mut alone = 0;
-        for (storage, segment) in segments(mine.iter()) {
+        for ((pool, storage), segment) in segments(mine.iter()) {
             let mut covering: Vec<ByteRange> = theirs
                 .iter()
-                .filter(|p| p.storage == storage)
+                .filter(|p| p.pool == pool && p.storage == storage)
                 .map(|p| p.bytes)
                 .collect();
             alone += subtract(segment, &mut covering)
@@ -187,11 +187,16 @@ impl LiveLedger {
     }
 }
 
-/// The disjoint byte segments `places` cover, by page storage.
-fn segments<'a>(places: impl Iterator<Item = &'a ArenaPlace>) -> Vec<(StorageId, ByteRange)> {
-    let mut sorted: Vec<(StorageId, ByteRange)> = places.map(|p| (p.storage, p.bytes)).collect();
+/// A page of a graph pool: its pool and its storage. Storage ids are a pooled stream's
+/// own, and a pool lives on one pooled stream, so the pair names one page.
+type PageKey = (GraphPoolId, StorageId);
+
+/// The disjoint byte segments `places` cover, by page.
+fn segments<'a>(places: impl Iterator<Item = &'a ArenaPlace>) -> Vec<(PageKey, ByteRange)> {
+    let mut sorted: Vec<(PageKey, ByteRange)> =
+        places.map(|p| ((p.pool, p.storage), p.bytes)).collect();
     sorted.sort_by_key(|(s, r)| (*s, r.start()));
-    let mut out: Vec<(StorageId, ByteRange)> = Vec::new();
+    let mut out: Vec<(PageKey, ByteRange)> = Vec::new();
     for (storage, r) in sorted {
         match out.last_mut() {
             Some((s, last)) if *s == storage && r.start() <= last.end() => {
