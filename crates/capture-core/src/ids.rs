@@ -68,6 +68,16 @@ logical_id!(
     "failure"
 );
 
+/// A backend's name for one raw allocation (one page).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct StorageId(pub u64);
+
+impl fmt::Display for StorageId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "storage#{}", self.0)
+    }
+}
+
 /// An id shown with the label the user gave it, when it has one: `buf#6 "kv_cache"`
 /// (see `label.rs`).
 pub(crate) struct Named<'a, I>(pub(crate) I, pub(crate) Option<&'a str>);

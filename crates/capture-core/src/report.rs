@@ -4,8 +4,8 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::ids::{GraphId, GraphPoolId, MemoryId, Named};
-use crate::memory::{ArenaPlace, ManagedMemoryBinding, StorageId, subtract};
+use crate::ids::{GraphId, GraphPoolId, MemoryId, Named, StorageId};
+use crate::memory::{ArenaPlace, ManagedMemoryBinding, subtract};
 use crate::range::ByteRange;
 
 /// What one live graph holds for its life.

@@ -19,10 +19,10 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use super::arena::ArenaPlace;
 use super::handle::{ManagedMemoryBinding, ManagedMemoryHandle};
 use super::location::{MemoryKind, MemoryLocation, PoolKind, PoolName};
 use super::page_update::PageUpdate;
+use super::place::ArenaPlace;
 use super::pool::{Growth, Pool, SlotIndex};
 use super::report::MemoryReport;
 use super::storage::{ComputeStorage, StorageId};

@@ -12,11 +12,11 @@ mod handle;
 mod location;
 mod management;
 mod page_update;
+mod place;
 mod pool;
 mod report;
 mod storage;
 
-pub(crate) use arena::{ArenaPlace, subtract};
 pub use binding::{Access, BufferBinding, ClaimKey};
 pub use handle::{ManagedMemoryBinding, ManagedMemoryHandle};
 pub use location::{MemoryKind, MemoryLocation, PoolKind, PoolName};
@@ -24,6 +24,7 @@ pub use management::{
     AllocGate, AllocationMode, CleanupReport, MemoryConfig, MemoryIds, MemoryManagement,
 };
 pub use page_update::PageUpdate;
+pub(crate) use place::{ArenaPlace, subtract};
 pub use report::{MemoryReport, PoolUsage};
 pub use storage::{ComputeStorage, StorageId};
 

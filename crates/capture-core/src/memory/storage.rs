@@ -1,19 +1,8 @@
 //! `ComputeStorage`: a backend's raw allocations, which pools carve into slices.
 
-use std::fmt;
-
 use crate::error::ServerError;
+pub use crate::ids::StorageId;
 use crate::range::ByteRange;
-
-/// A backend's name for one raw allocation (one page).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct StorageId(pub u64);
-
-impl fmt::Display for StorageId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "storage#{}", self.0)
-    }
-}
 
 /// Raw allocations of one kind of memory (device, or pinned host), made and freed by a
 /// backend. The memory manager asks it for whole pages only, always of the sizes its

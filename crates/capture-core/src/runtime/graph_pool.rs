@@ -13,12 +13,13 @@ use std::sync::Arc;
 
 use super::device::Device;
 use super::inner::Inner;
+use super::membership::{PoolEntry, PoolMember};
 use super::pooled::PooledStream;
 use crate::driver::{Backend, DeviceStream};
 use crate::error::ServerError;
 use crate::ids::{GraphId, GraphPoolId, MemoryId, StreamId};
 use crate::label;
-use crate::memory::{ClaimKey, StorageId};
+use crate::memory::ClaimKey;
 use crate::range::ByteRange;
 use crate::trace::Event;
 
@@ -83,29 +84,6 @@ impl fmt::Debug for GraphPool {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "GraphPool({} {:?})", self.id, self.label)
     }
-}
-
-/// A graph pool as its device keeps it.
-#[derive(Debug)]
-pub(crate) struct PoolEntry {
-    pub(crate) label: Arc<str>,
-    /// The pooled stream its arena lives on, from its first capture.
-    pub(crate) pooled: Option<usize>,
-    /// Its live members.
-    pub(crate) members: BTreeSet<GraphId>,
-}
-
-/// What a member graph takes from the others when it replays: the arena bytes it writes,
-/// and its own arena allocations, which it never takes from itself.
-#[derive(Debug)]
-pub(crate) struct PoolMember {
-    pub(crate) pool: GraphPoolId,
-    /// Its arena allocations, sorted.
-    pub(crate) own: Vec<MemoryId>,
-    /// The arena bytes its replay writes, by page storage.
-    pub(crate) writes: Vec<(StorageId, ByteRange)>,
-    /// Replays so far, over its life.
-    pub(crate) replays: u64,
 }
 
 impl<B: Backend> Device<B> {

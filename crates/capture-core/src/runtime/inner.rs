@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use super::buffer::Buffer;
 use super::cell::StreamCell;
 use super::config::DeviceConfig;
-use super::graph_pool::PoolEntry;
+use super::membership::PoolEntry;
 use super::order::Tracks;
 use super::pooled::PooledStream;
 use super::registry::KernelRegistry;

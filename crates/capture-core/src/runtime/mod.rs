@@ -13,6 +13,7 @@ mod graph_pool;
 mod inner;
 mod launch;
 mod lifecycle;
+mod membership;
 mod order;
 mod pooled;
 mod registry;

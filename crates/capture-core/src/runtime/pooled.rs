@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::graph_pool::PoolMember;
+use super::membership::PoolMember;
 
 use crate::capture::{Graph, Window};
 use crate::driver::{Backend, DeviceResource, DeviceStream, LaunchBuffer, LaunchParam};
