@@ -84,6 +84,68 @@ pub(crate) struct BenchOptions {
     pub(crate) rounds: usize,
     /// Passes per round; `None` for each row's default.
     pub(crate) passes: Option<usize>,
+    /// Whether the decode row runs (`capture decode`'s decoder, [`DECODE_TOKENS`]
+    /// tokens per mode).
+    pub(crate) decode: bool,
+}
+
+/// Tokens per mode of the decode row.
+pub(crate) const DECODE_TOKENS: u32 = 32;
+
+/// The decode row's decoder: `capture decode`'s, small enough for a benchmark run.
+pub(crate) fn decode_options() -> crate::decode::DecodeOptions {
+    crate::decode::DecodeOptions {
+        config: crate::decode::Config {
+            dim: 64,
+            layers: 2,
+            heads: 4,
+            vocab: 512,
+            context: 64,
+        },
+        tokens: DECODE_TOKENS,
+        ..crate::decode::DecodeOptions::default()
+    }
+}
+
+/// The decode row: tokens per second eager, replayed once per token, and all tokens in
+/// one replay call, from one `capture decode` run whose checks must hold.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct DecodeRow {
+    /// Tokens per mode.
+    pub(crate) tokens: u32,
+    /// Kernels per step.
+    pub(crate) kernels: u64,
+    /// Tokens per second, eager.
+    pub(crate) eager: f64,
+    /// Tokens per second, one replay per token.
+    pub(crate) replayed: f64,
+    /// Tokens per second, every token in one replay call.
+    pub(crate) one_call: f64,
+    /// The checks that failed (empty: all hold).
+    pub(crate) failed: Vec<String>,
+}
+
+/// Runs the decode row on `backend`.
+///
+/// # Errors
+///
+/// The decoder's runtime error, as text.
+pub(crate) fn decode_row<B: crate::decode::DecodeBackend>(backend: B) -> Result<DecodeRow, String> {
+    let report =
+        crate::decode::run(backend, decode_options()).map_err(|e| Chain(&e).to_string())?;
+    Ok(DecodeRow {
+        tokens: report.options.tokens,
+        kernels: report.kernels_per_step,
+        eager: report.eager.tokens_per_second(),
+        replayed: report.replayed.tokens_per_second(),
+        one_call: report.one_call.tokens_per_second(),
+        failed: report
+            .checks()
+            .into_iter()
+            .filter(|c| !c.passed)
+            .map(|c| format!("{}: {}", c.name, c.detail))
+            .collect(),
+    })
 }
 
 /// One pass's host times.
@@ -483,6 +545,7 @@ mod tests {
             rows: vec![row],
             rounds: 5,
             passes: Some(2),
+            decode: false,
         }
     }
 

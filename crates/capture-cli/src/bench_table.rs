@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::bench::{Figures, RowReport};
+use crate::bench::{DecodeRow, Figures, RowReport, decode_options};
 
 /// A backend's part of a run.
 #[derive(Clone, Debug, PartialEq)]
@@ -18,6 +18,8 @@ pub(crate) struct BackendRun {
     pub(crate) host_overhead_only: bool,
     /// The rows measured, in order.
     pub(crate) rows: Vec<RowReport>,
+    /// The decode row, when it ran: its figures, or why it could not.
+    pub(crate) decode: Option<Result<DecodeRow, String>>,
     /// Why it stopped short (a row failed), or why it did not run.
     pub(crate) problem: Option<Problem>,
 }
@@ -46,11 +48,14 @@ pub(crate) struct Run {
 }
 
 impl Run {
-    /// Whether every backend that ran (or was named) finished every row.
+    /// Whether every backend that ran (or was named) finished every row, its decode row
+    /// included (its checks holding).
     pub(crate) fn failed(&self) -> bool {
-        self.backends
-            .iter()
-            .any(|b| matches!(b.problem, Some(Problem::Failed(_))))
+        self.backends.iter().any(|b| {
+            matches!(b.problem, Some(Problem::Failed(_)))
+                || matches!(&b.decode, Some(Err(_)))
+                || matches!(&b.decode, Some(Ok(d)) if !d.failed.is_empty())
+        })
     }
 }
 
@@ -82,6 +87,13 @@ pub(crate) fn render(run: &Run) -> String {
             if b.rows.iter().any(|r| r.floor.is_some()) {
                 t.push_str(&floor_table(&b.rows));
             }
+        }
+        match &b.decode {
+            Some(Ok(d)) => t.push_str(&decode_table(d)),
+            Some(Err(why)) => {
+                let _ = writeln!(t, "  decode: FAILED: {why}");
+            }
+            None => {}
         }
         match &b.problem {
             Some(Problem::Skipped(why)) => {
@@ -131,6 +143,42 @@ fn rows_table(rows: &[RowReport]) -> String {
             fixed(r.replay_call_p50_us),
             fixed(r.replay_call_p99_us),
         );
+    }
+    t
+}
+
+fn decode_table(d: &DecodeRow) -> String {
+    let c = decode_options().config;
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "  decode (capture decode --dim {} --layers {} --heads {} --vocab {} --context {} \
+         --tokens {}; {} kernels per step), tokens/s:",
+        c.dim, c.layers, c.heads, c.vocab, c.context, d.tokens, d.kernels
+    );
+    let _ = writeln!(
+        t,
+        "  {:>9} {:>17} {:>9} {:>16} {:>9}",
+        "eager", "replayed/token", "×", "one call", "×"
+    );
+    let _ = writeln!(
+        t,
+        "  {:>9.0} {:>17.0} {:>8.2}× {:>16.0} {:>8.2}×",
+        d.eager,
+        d.replayed,
+        d.replayed / d.eager,
+        d.one_call,
+        d.one_call / d.eager
+    );
+    if d.failed.is_empty() {
+        let _ = writeln!(
+            t,
+            "  decode checks hold (eager against replayed bit for bit, host reference)"
+        );
+    } else {
+        for f in &d.failed {
+            let _ = writeln!(t, "  decode check FAILED: {f}");
+        }
     }
     t
 }
@@ -223,6 +271,25 @@ pub(crate) fn json(run: &Run) -> String {
             row_json(&mut j, r);
         }
         j.push(']');
+        match &b.decode {
+            Some(Ok(d)) => {
+                let _ = write!(
+                    j,
+                    ",\"decode\":{{\"tokens\":{},\"kernels_per_step\":{},\"eager_tokens_per_s\":{},\
+                     \"replayed_tokens_per_s\":{},\"one_call_tokens_per_s\":{},\"checks_hold\":{}}}",
+                    d.tokens,
+                    d.kernels,
+                    number(d.eager),
+                    number(d.replayed),
+                    number(d.one_call),
+                    d.failed.is_empty()
+                );
+            }
+            Some(Err(why)) => {
+                let _ = write!(j, ",\"decode\":{{\"failed\":{}}}", string(why));
+            }
+            None => {}
+        }
         match &b.problem {
             Some(Problem::Skipped(why)) => {
                 let _ = write!(j, ",\"skipped\":{}", string(why));

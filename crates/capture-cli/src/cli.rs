@@ -152,7 +152,10 @@ every pass: 64x150, 64x1000 and 64x5000 (64 elements, one workgroup of 256:
 launch-bound), and the controls 64kx1000 and 1Mx500 (execution-bound, where replay
 must read about 1.0x). Eager and replay rounds alternate (and, on Vulkan, the
 hand-written ash floor's eager and replay rounds); every figure is the median over
-rounds of a round's mean per pass, and every round's result is checked.
+rounds of a round's mean per pass, and every round's result is checked. Then the
+decode row (on mock, vulkan and cuda): `capture decode`'s decoder (dim 64, 2 layers,
+32 tokens per mode) eager, replayed once per token and all tokens in one replay
+call, in tokens/s with each mode's ratio to eager, its checks enforced.
 
 Columns: enqueue us/pass (until the launches or the replay call return), end-to-end
 us/kernel (through the readback), their ratio, the capture time, the graph's device
@@ -164,7 +167,8 @@ options:
   --backend B      mock, affine-mock (thread-affine streams), vulkan, cuda; a comma
                    list (default: every backend this build has, skipping one that
                    is not present and saying why)
-  --rows R         row names, a comma list, or launch-bound, controls, all (default)
+  --rows R         row names or decode, a comma list, or launch-bound, controls, all
+                   (default: every row and decode)
   --rounds N       rounds per mode, 5 to 1000 (default 5)
   --passes P       passes per round, 1 to 100000 (default: about 10000 launches
                    per round, fewer on the controls)
@@ -180,8 +184,8 @@ Settings that matter are printed with the results: the build profile, the device
 driver, LP_NUM_THREADS on lavapipe (0 runs dispatches on the calling thread, about
 20x faster for tiny ones), the Vulkan submission cadence.
 
-exit status: 0 when every row ran and checked; 1 when a row failed or a named
-backend is missing; 2 for a usage error.";
+exit status: 0 when every row ran and checked; 1 when a row (or a decode check)
+failed or a named backend is missing; 2 for a usage error.";
 
 /// A backend `capture bench` measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -243,6 +247,7 @@ pub(crate) fn parse_bench(args: &[String]) -> Result<Bench, UsageError> {
             rows: ROWS.to_vec(),
             rounds: 5,
             passes: None,
+            decode: true,
         },
         competitors: 0,
         device: None,
@@ -278,10 +283,18 @@ pub(crate) fn parse_bench(args: &[String]) -> Result<Bench, UsageError> {
             "--rows" => {
                 let v = value(name)?;
                 let mut rows = Vec::new();
+                parsed.options.decode = false;
                 for r in v.split(',') {
                     let r = r.trim();
                     let chosen: Vec<_> = match r {
-                        "all" => ROWS.to_vec(),
+                        "decode" => {
+                            parsed.options.decode = true;
+                            Vec::new()
+                        }
+                        "all" => {
+                            parsed.options.decode = true;
+                            ROWS.to_vec()
+                        }
                         "launch-bound" => ROWS.iter().copied().filter(|r| !r.control).collect(),
                         "controls" => ROWS.iter().copied().filter(|r| r.control).collect(),
                         name => match ROWS.iter().find(|row| row.name == name) {
@@ -289,8 +302,8 @@ pub(crate) fn parse_bench(args: &[String]) -> Result<Bench, UsageError> {
                             None => {
                                 let names: Vec<_> = ROWS.iter().map(|r| r.name).collect();
                                 return Err(UsageError(format!(
-                                    "unknown row {name:?} for --rows ({}, launch-bound, \
-                                     controls or all)",
+                                    "unknown row {name:?} for --rows ({}, decode, \
+                                     launch-bound, controls or all)",
                                     names.join(", ")
                                 )));
                             }
@@ -907,7 +920,22 @@ mod tests {
         assert_eq!(rows, ["64kx1000", "1Mx500", "64x150"]);
         assert_eq!((args.options.rounds, args.options.passes), (7, Some(3)));
         assert_eq!((args.competitors, args.json), (2, true));
+        assert!(
+            !args.options.decode,
+            "rows named without decode leave it out"
+        );
         assert_eq!(bench(&["--json", "-h"]), Ok(Bench::Help));
+        let decode_only = |args: &[&str]| match bench(args) {
+            Ok(Bench::Run(a)) => (a.options.rows.len(), a.options.decode),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            decode_only(&[]),
+            (5, true),
+            "by default every row and decode"
+        );
+        assert_eq!(decode_only(&["--rows", "decode"]), (0, true));
+        assert_eq!(decode_only(&["--rows=all"]), (5, true));
     }
 
     #[test]

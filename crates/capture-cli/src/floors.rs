@@ -31,6 +31,7 @@ fn missing(name: &'static str, named: bool, why: String) -> BackendRun {
         settings: Vec::new(),
         host_overhead_only: false,
         rows: Vec::new(),
+        decode: None,
         problem: Some(if named {
             Problem::Failed(why)
         } else {
@@ -89,6 +90,7 @@ fn mock(backend: BenchBackend, _named: bool, args: &BenchArgs) -> BackendRun {
         settings: Vec::new(),
         host_overhead_only: true,
         rows: Vec::new(),
+        decode: None,
         problem: None,
     };
     if backend == BenchBackend::AffineMock {
@@ -102,12 +104,12 @@ fn mock(backend: BenchBackend, _named: bool, args: &BenchArgs) -> BackendRun {
         )
     } else {
         let device = "mock, relaxed mode (every call on the caller's thread)";
-        rows(
-            &capture_graphs::mock::MockBackend::new(),
-            run(device),
-            None,
-            args,
-        )
+        let backend = capture_graphs::mock::MockBackend::new();
+        let mut measured = rows(&backend, run(device), None, args);
+        if args.options.decode {
+            measured.decode = Some(bench::decode_row(backend));
+        }
+        measured
     }
 }
 
@@ -150,6 +152,7 @@ fn vulkan(named: bool, args: &BenchArgs) -> BackendRun {
         settings,
         host_overhead_only: false,
         rows: Vec::new(),
+        decode: None,
         problem: None,
     };
     let make = move |row: &bench::Row| -> Result<Box<dyn bench::Floor>, String> {
@@ -157,7 +160,11 @@ fn vulkan(named: bool, args: &BenchArgs) -> BackendRun {
             .map(|f| Box::new(VulkanFloor(f)) as Box<dyn bench::Floor>)
             .map_err(|e| e.to_string())
     };
-    rows(&backend, run, Some(&make), args)
+    let mut measured = rows(&backend, run, Some(&make), args);
+    if args.options.decode {
+        measured.decode = Some(bench::decode_row(backend));
+    }
+    measured
 }
 
 /// The Vulkan floor, as the benchmark drives it.
@@ -218,6 +225,7 @@ fn cuda(named: bool, args: &BenchArgs) -> BackendRun {
         settings: Vec::new(),
         host_overhead_only: false,
         rows: Vec::new(),
+        decode: None,
         problem: None,
     };
     let make = |row: &bench::Row| -> Result<Box<dyn bench::Floor>, String> {
@@ -225,7 +233,11 @@ fn cuda(named: bool, args: &BenchArgs) -> BackendRun {
             .map(|f| Box::new(CudaFloor(f)) as Box<dyn bench::Floor>)
             .map_err(|e| e.to_string())
     };
-    rows(&backend, run, Some(&make), args)
+    let mut measured = rows(&backend, run, Some(&make), args);
+    if args.options.decode {
+        measured.decode = Some(bench::decode_row(backend));
+    }
+    measured
 }
 
 /// The CUDA floor (eager only: replay is compared with PyTorch's CUDA graph instead).

@@ -94,6 +94,38 @@ fn bench_json_holds_every_row_with_its_figures() {
     }
 }
 
+#[cfg(feature = "mock")]
+#[test]
+fn the_decode_row_gives_tokens_per_second_in_each_mode() {
+    let out = capture(&["bench", "--backend=mock", "--rows=decode"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    for expected in [
+        "decode (capture decode --dim 64 --layers 2 --heads 4 --vocab 512 --context 64 --tokens 32; 35 kernels per step), tokens/s:",
+        "eager    replayed/token",
+        "decode checks hold",
+    ] {
+        assert!(stdout.contains(expected), "{expected:?} in:\n{stdout}");
+    }
+    let out = capture(&["bench", "--backend=mock", "--rows=decode", "--json"]);
+    let stdout = text(&out.stdout);
+    let run: serde_json::Value = serde_json::from_str(&stdout).expect("the output is JSON");
+    let d = &run["backends"][0]["decode"];
+    assert_eq!(d["tokens"], 32, "{d}");
+    assert_eq!(d["kernels_per_step"], 35, "{d}");
+    assert_eq!(d["checks_hold"], true, "{d}");
+    for mode in ["eager", "replayed", "one_call"] {
+        let rate = d[format!("{mode}_tokens_per_s")].as_f64().unwrap();
+        assert!(rate > 0.0, "{mode}: {d}");
+    }
+    assert_eq!(run["backends"][0]["rows"].as_array().unwrap().len(), 0);
+}
+
 #[test]
 fn bench_usage_errors_name_the_option() {
     let out = capture(&["bench", "--rounds", "2"]);
