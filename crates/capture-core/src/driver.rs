@@ -198,6 +198,13 @@ pub trait Backend: GraphDriver {
     /// backend cannot check what the work touches, making one is `unsafe`.
     type Work: Clone + Send + Sync + 'static;
 
+    /// Whether a graph's executable itself holds each recorded [`Work`](Self::Work) for
+    /// its life (the mock's recording runs it on every replay): the core then keeps no
+    /// clone of its own for the graph. `false` (the default) where the work ran once at
+    /// record time and the executable holds only what it enqueued (CUDA, Vulkan): the
+    /// graph keeps a clone, with what it references, until its last replay's fence.
+    const EXECUTABLE_HOLDS_WORK: bool = false;
+
     /// Creates pooled stream `setup.index()`, building its [`StreamState`] from `setup`.
     /// For a thread-affine backend the runtime calls it on the stream's worker thread.
     ///

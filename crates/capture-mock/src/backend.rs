@@ -226,10 +226,7 @@ impl<const AFFINE: bool> GraphDriver for Mock<AFFINE> {
             ));
         }
         Ok(MockExecutable {
-            graph: Arc::new(Recording {
-                ops,
-                destroyed: AtomicBool::new(false),
-            }),
+            graph: Arc::new(Recording::compile(ops)),
             memory_node: stream.shared.memory_node.swap(false, Ordering::SeqCst),
             launches: AtomicU32::new(0),
         })
@@ -277,6 +274,8 @@ impl<const AFFINE: bool> Backend for Mock<AFFINE> {
     type KernelSource = MockKernel;
     type Kernel = MockKernel;
     type Work = MockWork;
+    // The recording holds each work and runs it on every replay.
+    const EXECUTABLE_HOLDS_WORK: bool = true;
 
     fn create_stream(&self, setup: &StreamSetup) -> Result<MockStream, ServerError> {
         let queue = Arc::new(Queue::new(

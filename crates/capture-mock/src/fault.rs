@@ -341,6 +341,7 @@ impl<B: Backend> Backend for Faulty<B> {
     type KernelSource = B::KernelSource;
     type Kernel = B::Kernel;
     type Work = B::Work;
+    const EXECUTABLE_HOLDS_WORK: bool = B::EXECUTABLE_HOLDS_WORK;
 
     fn create_stream(&self, setup: &StreamSetup) -> Result<Self::Stream, ServerError> {
         let gate_plan = Arc::clone(&self.plan);

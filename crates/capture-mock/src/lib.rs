@@ -29,6 +29,7 @@ mod fault;
 mod kernels;
 mod lock;
 mod queue;
+mod recording;
 mod storage;
 
 use std::fmt;

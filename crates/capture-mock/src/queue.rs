@@ -3,7 +3,7 @@
 //! stream records, work goes into the recording instead.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use capture_core::backend::Fence;
@@ -12,6 +12,7 @@ use capture_core::{Access, ServerError};
 use crate::context::Context;
 use crate::kernels::{MOCK_MAX_BUFFERS, MockKernel, MockWork};
 use crate::lock::lock;
+pub(crate) use crate::recording::Recording;
 use crate::storage::{MockResource, Pages};
 
 static NEXT_STREAM: AtomicU64 = AtomicU64::new(0);
@@ -21,14 +22,6 @@ static QUEUES: Mutex<Vec<Weak<Queue>>> = Mutex::new(Vec::new());
 /// A process-unique number for a new mock stream.
 fn next_stream_key() -> u64 {
     NEXT_STREAM.fetch_add(1, Ordering::Relaxed)
-}
-
-/// A recorded graph, shared by the executable and every replay still queued.
-#[derive(Debug)]
-pub(crate) struct Recording {
-    pub(crate) ops: Vec<Op>,
-    /// Set when the executable is destroyed: a replay still queued then fails.
-    pub(crate) destroyed: AtomicBool,
 }
 
 // A launch carries its buffers inline (the mock's most): boxing them would allocate on
@@ -102,7 +95,7 @@ struct Failed {
 /// device-side wait can run another queue's work without two queues waiting on each
 /// other's locks; a queue's own lock is held only to take its next operation.
 #[derive(Debug, Default)]
-struct Engine {
+pub(crate) struct Engine {
     scratch: Vec<Vec<u8>>,
     words: Vec<u64>,
 }
@@ -249,7 +242,12 @@ impl Queue {
     /// A device-side wait for this queue's work before `upto`, enqueued after `reports`
     /// reported errors: runs it, and fails if any of it failed and was not reported
     /// before the wait was enqueued.
-    fn wait_until(&self, upto: u64, reports: u64, engine: &mut Engine) -> Result<(), ServerError> {
+    pub(crate) fn wait_until(
+        &self,
+        upto: u64,
+        reports: u64,
+        engine: &mut Engine,
+    ) -> Result<(), ServerError> {
         while self.run_next(upto, engine) {}
         let q = lock(&self.state);
         match q
@@ -262,7 +260,7 @@ impl Queue {
         }
     }
 
-    fn execute(&self, op: &Op, engine: &mut Engine) -> Result<(), ServerError> {
+    pub(crate) fn execute(&self, op: &Op, engine: &mut Engine) -> Result<(), ServerError> {
         match op {
             Op::Copy { from, to } => {
                 let host = lock(&self.host);
@@ -275,52 +273,16 @@ impl Queue {
                 args,
                 info,
                 scalars,
-            } => {
-                let Engine { scratch, words } = engine;
-                let mut dev = lock(&self.dev);
-                let n = gather(&dev, args, scratch);
-                words.clear();
-                if let Some(info) = info {
-                    words.extend(
-                        dev.slice(info.page, info.bytes)
-                            .chunks_exact(8)
-                            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))),
-                    );
-                }
-                words.extend_from_slice(scalars);
-                let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    (kernel.f)(&mut scratch[..n], words);
-                }));
-                if ran.is_err() {
-                    // Like a kernel that faults on a GPU: its outputs are not written and
-                    // the stream reports an asynchronous error.
-                    return Err(ServerError::driver(
-                        "kernel",
-                        crate::MockError::new(format!("kernel {} panicked", kernel.name)),
-                    ));
-                }
-                scatter(&mut dev, args, scratch, "kernel", kernel.name)?;
-            }
+            } => run_kernel(
+                &self.dev,
+                engine,
+                kernel,
+                args.iter().flatten().copied(),
+                *info,
+                scalars,
+            )?,
             Op::Work { work, args } => {
-                let Engine { scratch, .. } = engine;
-                let mut dev = lock(&self.dev);
-                let n = gather(&dev, args, scratch);
-                let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    work.run(&mut scratch[..n])
-                }));
-                let failed = match ran {
-                    Ok(Ok(())) => None,
-                    Ok(Err(why)) => Some(why),
-                    Err(_) => Some("it panicked".to_string()),
-                };
-                if let Some(why) = failed {
-                    // The user's work failed on the device: like a kernel's fault.
-                    return Err(ServerError::driver(
-                        "work",
-                        crate::MockError::new(format!("work {} failed: {why}", work.name())),
-                    ));
-                }
-                scatter(&mut dev, args, scratch, "work", &work.name())?;
+                run_work(&self.dev, engine, work, args.iter().flatten().copied())?;
             }
             Op::Replay { graph, times } => {
                 if graph.destroyed.load(Ordering::SeqCst) {
@@ -332,9 +294,7 @@ impl Queue {
                     ));
                 }
                 for _ in 0..*times {
-                    for op in &graph.ops {
-                        self.execute(op, engine)?;
-                    }
+                    graph.run(self, engine)?;
                 }
             }
             Op::Wait {
@@ -367,19 +327,88 @@ fn with_engine<R>(f: impl FnOnce(&mut Engine) -> R) -> R {
     f(guard.get_or_insert_with(Engine::default))
 }
 
+/// Runs `kernel` over `args` (its buffers, in order), its info words read from `info`
+/// and then `scalars`: gathers the ranges, runs it, and copies back what it may write. A
+/// kernel that panics faults like one on a GPU: nothing written, an asynchronous error.
+pub(crate) fn run_kernel<I>(
+    dev: &Mutex<Pages>,
+    engine: &mut Engine,
+    kernel: &MockKernel,
+    args: I,
+    info: Option<MockResource>,
+    scalars: &[u64],
+) -> Result<(), ServerError>
+where
+    I: Iterator<Item = (MockResource, Access)> + Clone,
+{
+    let Engine { scratch, words } = engine;
+    let mut dev = lock(dev);
+    let n = gather(&dev, args.clone(), scratch);
+    words.clear();
+    if let Some(info) = info {
+        words.extend(
+            dev.slice(info.page, info.bytes)
+                .chunks_exact(8)
+                .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))),
+        );
+    }
+    words.extend_from_slice(scalars);
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        (kernel.f)(&mut scratch[..n], words);
+    }));
+    if ran.is_err() {
+        return Err(ServerError::driver(
+            "kernel",
+            crate::MockError::new(format!("kernel {} panicked", kernel.name)),
+        ));
+    }
+    scatter(&mut dev, args, scratch, "kernel", kernel.name)
+}
+
+/// Runs the user's `work` over `args`, as [`run_kernel`] runs a kernel: an `Err` or a
+/// panic fails it as a kernel's fault does.
+pub(crate) fn run_work<I>(
+    dev: &Mutex<Pages>,
+    engine: &mut Engine,
+    work: &MockWork,
+    args: I,
+) -> Result<(), ServerError>
+where
+    I: Iterator<Item = (MockResource, Access)> + Clone,
+{
+    let Engine { scratch, .. } = engine;
+    let mut dev = lock(dev);
+    let n = gather(&dev, args.clone(), scratch);
+    let ran =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work.run(&mut scratch[..n])));
+    let failed = match ran {
+        Ok(Ok(())) => None,
+        Ok(Err(why)) => Some(why),
+        Err(_) => Some("it panicked".to_string()),
+    };
+    if let Some(why) = failed {
+        return Err(ServerError::driver(
+            "work",
+            crate::MockError::new(format!("work {} failed: {why}", work.name())),
+        ));
+    }
+    scatter(&mut dev, args, scratch, "work", &work.name())
+}
+
 /// Copies the bytes of `args`' ranges into `scratch`; how many there are.
 fn gather(
     dev: &Pages,
-    args: &[Option<(MockResource, Access)>],
+    args: impl Iterator<Item = (MockResource, Access)>,
     scratch: &mut Vec<Vec<u8>>,
 ) -> usize {
-    let n = args.iter().flatten().count();
-    while scratch.len() < n {
-        scratch.push(Vec::new());
-    }
-    for (i, (res, _)) in args.iter().flatten().enumerate() {
-        scratch[i].clear();
-        scratch[i].extend_from_slice(dev.slice(res.page, res.bytes));
+    let mut n = 0;
+    for (res, _) in args {
+        if scratch.len() <= n {
+            scratch.push(Vec::new());
+        }
+        scratch[n].clear();
+        scratch[n].extend_from_slice(dev.slice(res.page, res.bytes));
+        n += 1;
     }
     n
 }
@@ -389,14 +418,13 @@ fn gather(
 /// that panicked (nothing written).
 fn scatter(
     dev: &mut Pages,
-    args: &[Option<(MockResource, Access)>],
+    args: impl Iterator<Item = (MockResource, Access)> + Clone,
     scratch: &[Vec<u8>],
     what: &'static str,
     name: &str,
 ) -> Result<(), ServerError> {
     if let Some((i, (res, _))) = args
-        .iter()
-        .flatten()
+        .clone()
         .enumerate()
         .find(|(i, (res, _))| scratch[*i].len() as u64 != res.bytes.len())
     {
@@ -409,7 +437,7 @@ fn scatter(
             )),
         ));
     }
-    for (i, (res, access)) in args.iter().flatten().enumerate() {
+    for (i, (res, access)) in args.enumerate() {
         if access.writes() {
             dev.slice_mut(res.page, res.bytes)
                 .copy_from_slice(&scratch[i]);

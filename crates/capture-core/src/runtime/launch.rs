@@ -727,9 +727,11 @@ impl<B: Backend> Inner<B> {
                         true,
                         is_work,
                     );
-                    if let Job::Work { work, .. } = &job {
+                    if let Job::Work { work, .. } = &job
+                        && !B::EXECUTABLE_HOLDS_WORK
+                    {
                         // What the work references stays with the graph (rule 7's twin
-                        // for the user's objects).
+                        // for the user's objects), unless its executable holds it.
                         ps.stream.capturing().keep(Box::new((*work).clone()));
                     }
                     ps.stream.capturing().record(ps.bindings.drain(..));
