@@ -181,8 +181,9 @@ options:
   -h, --help       this help
 
 Settings that matter are printed with the results: the build profile, the device and
-driver, LP_NUM_THREADS on lavapipe (0 runs dispatches on the calling thread, about
-20x faster for tiny ones), the Vulkan submission cadence.
+driver, LP_NUM_THREADS on lavapipe (0 starts none of llvmpipe's worker threads: tiny
+dispatches run 16-19x faster, still on lavapipe's queue thread, not the calling one),
+the Vulkan submission cadence.
 
 exit status: 0 when every row ran and checked; 1 when a row (or a decode check)
 failed or a named backend is missing; 2 for a usage error.";
