@@ -226,7 +226,7 @@ impl<const AFFINE: bool> GraphDriver for Mock<AFFINE> {
             ));
         }
         Ok(MockExecutable {
-            graph: Arc::new(Recording::compile(ops)),
+            graph: Arc::new(queue::compile(ops)),
             memory_node: stream.shared.memory_node.swap(false, Ordering::SeqCst),
             launches: AtomicU32::new(0),
         })

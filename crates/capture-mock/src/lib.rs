@@ -25,6 +25,7 @@
 
 mod backend;
 mod context;
+mod exec;
 mod fault;
 mod kernels;
 mod lock;

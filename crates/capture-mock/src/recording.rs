@@ -1,27 +1,26 @@
 //! `Recording`: a sealed mock graph, compact. The queue's operations carry their buffers
 //! inline (so an eager launch allocates nothing); a graph keeps thousands of them for
-//! its life, so at the seal each becomes a small [`Step`] naming its buffers, words,
-//! kernel and work by index into tables the recording shares: a recorded launch costs
-//! its step (32 bytes) plus 25 bytes a buffer and 8 a scalar word, not the queue's
-//! inline form (hundreds of bytes).
+//! its life, so at the seal each launch becomes a small [`Step`] naming its buffers,
+//! words, kernel and work by index into tables the recording shares: a recorded launch
+//! costs its step (24 bytes) plus 25 bytes a buffer and 8 a scalar word, not the
+//! queue's inline form (hundreds of bytes). The rarer operations (a recorded copy, a
+//! nested replay, a device-side wait) stay in the queue's own form `O`, boxed.
 
-use std::sync::Arc;
+use std::sync::Mutex;
 use std::sync::atomic::AtomicBool;
 
 use capture_core::{Access, ServerError};
 
+use crate::exec::{Engine, run_kernel, run_work};
 use crate::kernels::{MockKernel, MockWork};
-use crate::queue::{Engine, Op, Queue, run_kernel, run_work};
-use crate::storage::MockResource;
+use crate::storage::{MockResource, Pages};
 
 /// No info buffer.
 const NONE: u32 = u32::MAX;
 
 /// One recorded operation, by index into its recording's tables.
 #[derive(Debug)]
-enum Step {
-    /// `resources[from]` (host staging) into `resources[to]`.
-    Copy { from: u32, to: u32 },
+enum Step<O> {
     /// `kernels[kernel]` over `resources[args..args + n]` (each with its access), its
     /// info words read from `resources[info]` (or none), then `words[words..+scalars]`.
     Kernel {
@@ -34,20 +33,15 @@ enum Step {
     },
     /// `works[work]` over `resources[args..args + n]`.
     Work { work: u32, args: u32, n: u8 },
-    /// Another graph, replayed inside this one.
-    Replay { graph: Arc<Recording>, times: u32 },
-    /// A device-side wait recorded into the graph.
-    Wait {
-        queue: Arc<Queue>,
-        upto: u64,
-        reports: u64,
-    },
+    /// Any other operation, in the queue's own form.
+    Other(Box<O>),
 }
 
-/// A recorded graph, shared by the executable and every replay still queued.
+/// A recorded graph, shared by the executable and every replay still queued; `O` is
+/// the queue's operation, for what is not a launch.
 #[derive(Debug)]
-pub(crate) struct Recording {
-    steps: Vec<Step>,
+pub(crate) struct Recording<O> {
+    steps: Vec<Step<O>>,
     resources: Vec<MockResource>,
     /// Each resource's access, beside it (a byte each, not padded into the resource).
     accesses: Vec<Access>,
@@ -59,72 +53,72 @@ pub(crate) struct Recording {
     pub(crate) destroyed: AtomicBool,
 }
 
-impl Recording {
-    /// Compacts the operations a stream recorded, in order.
-    pub(crate) fn compile(ops: Vec<Op>) -> Self {
-        let mut r = Self {
-            steps: Vec::with_capacity(ops.len()),
+impl<O> Recording<O> {
+    /// An empty recording with room for `steps` steps.
+    pub(crate) fn with_capacity(steps: usize) -> Self {
+        Self {
+            steps: Vec::with_capacity(steps),
             resources: Vec::new(),
             accesses: Vec::new(),
             words: Vec::new(),
             kernels: Vec::new(),
             works: Vec::new(),
             destroyed: AtomicBool::new(false),
-        };
-        for op in ops {
-            let step = match op {
-                Op::Copy { from, to } => Step::Copy {
-                    from: r.resource(from, Access::Read),
-                    to: r.resource(to, Access::Write),
-                },
-                Op::Kernel {
-                    kernel,
-                    args,
-                    info,
-                    scalars,
-                } => {
-                    let (args, n) = r.args(args.iter().flatten().copied());
-                    let info = info.map_or(NONE, |i| r.resource(i, Access::Read));
-                    let words = r.words.len() as u32;
-                    r.words.extend_from_slice(&scalars);
-                    Step::Kernel {
-                        kernel: r.kernel(kernel),
-                        args,
-                        n,
-                        info,
-                        words,
-                        scalars: scalars.len() as u16,
-                    }
-                }
-                Op::Work { work, args } => {
-                    let (args, n) = r.args(args.iter().flatten().copied());
-                    r.works.push(work);
-                    Step::Work {
-                        work: (r.works.len() - 1) as u32,
-                        args,
-                        n,
-                    }
-                }
-                Op::Replay { graph, times } => Step::Replay { graph, times },
-                Op::Wait {
-                    queue,
-                    upto,
-                    reports,
-                } => Step::Wait {
-                    queue,
-                    upto,
-                    reports,
-                },
-            };
-            r.steps.push(step);
         }
-        r.steps.shrink_to_fit();
-        r.resources.shrink_to_fit();
-        r.accesses.shrink_to_fit();
-        r.words.shrink_to_fit();
-        r.kernels.shrink_to_fit();
-        r.works.shrink_to_fit();
-        r
+    }
+
+    /// Records a launch of `kernel` over `args`, its info words in `info`, then `scalars`.
+    pub(crate) fn kernel(
+        &mut self,
+        kernel: MockKernel,
+        args: impl Iterator<Item = (MockResource, Access)>,
+        info: Option<MockResource>,
+        scalars: &[u64],
+    ) {
+        let (args, n) = self.args(args);
+        let info = info.map_or(NONE, |i| self.resource(i, Access::Read));
+        let words = self.words.len() as u32;
+        self.words.extend_from_slice(scalars);
+        let kernel = self.kernel_index(kernel);
+        self.steps.push(Step::Kernel {
+            kernel,
+            args,
+            n,
+            info,
+            words,
+            scalars: scalars.len() as u16,
+        });
+    }
+
+    /// Records the user's `work` over `args`.
+    pub(crate) fn work(
+        &mut self,
+        work: MockWork,
+        args: impl Iterator<Item = (MockResource, Access)>,
+    ) {
+        let (args, n) = self.args(args);
+        self.works.push(work);
+        self.steps.push(Step::Work {
+            work: (self.works.len() - 1) as u32,
+            args,
+            n,
+        });
+    }
+
+    /// Records any other operation as it is.
+    pub(crate) fn other(&mut self, op: O) {
+        self.steps.push(Step::Other(Box::new(op)));
+    }
+
+    /// Gives back the tables' spare room: the graph keeps exactly what it recorded.
+    pub(crate) fn seal(mut self) -> Self {
+        self.steps.shrink_to_fit();
+        self.resources.shrink_to_fit();
+        self.accesses.shrink_to_fit();
+        self.words.shrink_to_fit();
+        self.kernels.shrink_to_fit();
+        self.works.shrink_to_fit();
+        self
     }
 
     fn resource(&mut self, resource: MockResource, access: Access) -> u32 {
@@ -144,7 +138,7 @@ impl Recording {
     }
 
     /// The index of `kernel`, added the first time it is seen.
-    fn kernel(&mut self, kernel: MockKernel) -> u32 {
+    fn kernel_index(&mut self, kernel: MockKernel) -> u32 {
         let same = |k: &MockKernel| {
             k.name == kernel.name
                 && std::ptr::fn_addr_eq(k.f, kernel.f)
@@ -172,14 +166,16 @@ impl Recording {
             .zip(self.accesses[range].iter().copied())
     }
 
-    /// Runs every step once on `queue`'s memory, in order.
-    pub(crate) fn run(&self, queue: &Queue, engine: &mut Engine) -> Result<(), ServerError> {
+    /// Runs every step once, in order, on the memory `dev`; the other operations through
+    /// `other` (the queue's own way of running them).
+    pub(crate) fn run(
+        &self,
+        dev: &Mutex<Pages>,
+        engine: &mut Engine,
+        other: &mut dyn FnMut(&O, &mut Engine) -> Result<(), ServerError>,
+    ) -> Result<(), ServerError> {
         for step in &self.steps {
             match step {
-                Step::Copy { from, to } => {
-                    let (from, to) = (self.resources[*from as usize], self.resources[*to as usize]);
-                    queue.execute(&Op::Copy { from, to }, engine)?;
-                }
                 Step::Kernel {
                     kernel,
                     args,
@@ -189,39 +185,25 @@ impl Recording {
                     scalars,
                 } => {
                     let info = (*info != NONE).then(|| self.resources[*info as usize]);
-                    let words =
-                        &self.words[*words as usize..*words as usize + usize::from(*scalars)];
+                    let at = *words as usize;
                     run_kernel(
-                        &queue.dev,
+                        dev,
                         engine,
                         &self.kernels[*kernel as usize],
                         self.buffers(*args, *n),
                         info,
-                        words,
+                        &self.words[at..at + usize::from(*scalars)],
                     )?;
                 }
                 Step::Work { work, args, n } => {
                     run_work(
-                        &queue.dev,
+                        dev,
                         engine,
                         &self.works[*work as usize],
                         self.buffers(*args, *n),
                     )?;
                 }
-                Step::Replay { graph, times } => {
-                    queue.execute(
-                        &Op::Replay {
-                            graph: Arc::clone(graph),
-                            times: *times,
-                        },
-                        engine,
-                    )?;
-                }
-                Step::Wait {
-                    queue: waited,
-                    upto,
-                    reports,
-                } => waited.wait_until(*upto, *reports, engine)?,
+                Step::Other(op) => other(op, engine)?,
             }
         }
         Ok(())
@@ -230,13 +212,13 @@ impl Recording {
 
 #[cfg(test)]
 mod tests {
-    /// The compact form's promise: a recorded step is 32 bytes and a buffer 25 (its
-    /// resource, its access), where the queue's inline form takes hundreds.
+    /// The compact form's promise: a recorded step is 24 bytes whatever the queue's
+    /// operations weigh (the rare others are boxed), and a buffer 25 (its resource, its
+    /// access).
     #[test]
     fn a_recorded_step_stays_small() {
-        assert_eq!(std::mem::size_of::<super::Step>(), 32);
+        assert_eq!(std::mem::size_of::<super::Step<[u8; 1024]>>(), 24);
         assert_eq!(std::mem::size_of::<crate::storage::MockResource>(), 24);
         assert_eq!(std::mem::size_of::<capture_core::Access>(), 1);
-        assert!(std::mem::size_of::<crate::queue::Op>() > 500);
     }
 }
