@@ -126,6 +126,10 @@ pub(crate) struct DecodeRow {
 }
 
 /// Runs the decode row on `backend`.
+#[cfg_attr(
+    not(any(feature = "mock", feature = "vulkan", feature = "cuda")),
+    allow(dead_code)
+)]
 ///
 /// # Errors
 ///
