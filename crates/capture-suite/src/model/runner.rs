@@ -1545,10 +1545,19 @@ impl<B: Builtins> Run<B> {
         else {
             return;
         };
+        let (pool, own) = (*pool, own.clone());
+        self.widen_pool(pool, |run, idx| {
+            !own.contains(&idx) && run.handles[idx].is_none()
+        });
+    }
+
+    /// Widens every buffer of graph pool `pool` that `taken` says another member may
+    /// have overwritten: its bytes hold their value, or a read of them is refused.
+    fn widen_pool(&mut self, pool: u8, taken: impl Fn(&Self, usize) -> bool) {
         let taken: Vec<usize> = self
             .arena
             .iter()
-            .filter(|&(idx, p)| p == pool && !own.contains(idx) && self.handles[*idx].is_none())
+            .filter(|&(&idx, &p)| p == pool && taken(self, idx))
             .map(|(idx, _)| *idx)
             .collect();
         for idx in taken {
@@ -1888,20 +1897,7 @@ impl<B: Builtins> Run<B> {
         let Some((pool, own)) = &graph.pool else {
             return;
         };
-        let taken: Vec<usize> = self
-            .arena
-            .iter()
-            .filter(|&(idx, p)| p == pool && !own.contains(idx))
-            .map(|(idx, _)| *idx)
-            .collect();
-        for idx in taken {
-            let end = self.model.bufs[idx].size;
-            self.model.widen(Span {
-                buf: idx,
-                start: 0,
-                end,
-            });
-        }
+        self.widen_pool(*pool, |_, idx| !own.contains(&idx));
     }
 
     /// Releases graph `name`: through `drop_graph`, or by dropping its handle (rule 24:
