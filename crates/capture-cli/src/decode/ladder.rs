@@ -29,7 +29,7 @@ use super::host::argmax;
 use super::model::Config;
 use super::run::Check;
 use super::step::{DeviceModel, Scratch, Sequence};
-use super::weights::Weights;
+use super::weights::{Rng, Weights};
 
 /// The stream everything runs on.
 const S: StreamId = StreamId::new(0);
@@ -232,21 +232,9 @@ struct Live {
     end: u32,
 }
 
-/// A tiny deterministic generator for the schedule (splitmix64).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u32) -> u32 {
-        (self.next() % u64::from(n.max(1))) as u32
-    }
+/// A number below `n` from the weights' generator: the schedule's draws.
+fn below(rng: &mut Rng, n: u32) -> u32 {
+    (rng.next_u64() % u64::from(n.max(1))) as u32
 }
 
 /// The live batch size of each step: up the ladder one sequence at a time to the
@@ -255,7 +243,7 @@ fn batch_sizes(o: &LadderOptions, rng: &mut Rng) -> Vec<u32> {
     let top = o.largest();
     let mut sizes: Vec<u32> = (1..=top).chain((1..top).rev()).collect();
     while sizes.len() < o.steps as usize {
-        sizes.push(1 + rng.below(top));
+        sizes.push(1 + below(rng, top));
     }
     sizes.truncate(o.steps as usize);
     sizes
@@ -574,7 +562,7 @@ pub fn run_ladder<B: DecodeBackend>(backend: B, options: LadderOptions) -> Resul
         .collect();
 
     // The schedule.
-    let mut rng = Rng(o.seed ^ 0x6c61_6464_6572);
+    let mut rng = Rng::new(o.seed ^ 0x6c61_6464_6572);
     let sizes = batch_sizes(o, &mut rng);
     let mut free: Vec<u32> = (0..o.padding_block()).rev().collect();
     let mut live: Vec<Live> = Vec::new();
@@ -587,16 +575,16 @@ pub fn run_ladder<B: DecodeBackend>(backend: B, options: LadderOptions) -> Resul
         // Sequences end (at their length, or to shrink the batch) and start.
         live.retain(|s| s.position < s.end);
         while live.len() > size as usize {
-            let gone = live.remove(rng.below(live.len() as u32) as usize);
+            let gone = live.remove(below(&mut rng, live.len() as u32) as usize);
             free.extend(gone.blocks);
         }
         while live.len() < size as usize {
             sequences += 1;
             live.push(Live {
                 position: 0,
-                token: rng.below(c.vocab),
+                token: below(&mut rng, c.vocab),
                 blocks: Vec::new(),
-                end: 2 + rng.below(c.context - 1),
+                end: 2 + below(&mut rng, c.context - 1),
             });
         }
         // Their tables grow a block as they reach it; freed blocks go to whoever asks.
