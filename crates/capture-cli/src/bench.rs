@@ -204,7 +204,13 @@ impl RowReport {
 /// The floor's figures on a row: its eager pass and, where it has one, its replay.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct FloorFigures {
+    /// The fastest of the eager variants (by median e2e): the floor.
     pub(crate) eager: Figures,
+    /// Every eager variant measured, named ("whole pass", "every 64"), in the floor's
+    /// order; one unnamed entry where the floor has no variants.
+    pub(crate) eager_variants: Vec<(String, Figures)>,
+    /// The name of the variant [`eager`](Self::eager) is.
+    pub(crate) eager_best: String,
     pub(crate) replay: Option<Figures>,
 }
 
@@ -212,6 +218,17 @@ pub(crate) struct FloorFigures {
 pub(crate) trait Floor {
     /// Writes `values` into A, for a round to start from.
     fn reset(&mut self, values: &[f32]) -> Result<(), String>;
+    /// The ways of running an eager pass worth measuring (Vulkan: the submission
+    /// cadences), named; every round measures each, and the fastest is the floor. One
+    /// unnamed way by default.
+    fn eager_variants(&self) -> Vec<String> {
+        vec![String::new()]
+    }
+    /// Runs the following eager passes the way `eager_variants()[variant]` names.
+    fn choose_eager(&mut self, variant: usize) -> Result<(), String> {
+        let _ = variant;
+        Ok(())
+    }
     /// One eager pass: the launches recorded and submitted, then A read back.
     fn eager_pass(&mut self) -> Result<Pass, String>;
     /// One replayed pass, where the floor has one: the chain recorded once, submitted.
@@ -428,18 +445,25 @@ pub(crate) fn bench_row<B: Builtins>(
     chain
         .replay_pass(&graph)
         .map_err(|e| fail("replay warmup", e))?;
+    // The floor's eager way of each variant (its command buffers, say) too.
+    let floor_variants = floor.as_ref().map_or_else(Vec::new, |f| f.eager_variants());
     if let Some(f) = floor.as_mut() {
-        f.eager_pass()
-            .map_err(|e| BenchError(format!("{}: floor warmup: {e}", row.name)))?;
+        let warmup = |e: String| BenchError(format!("{}: floor warmup: {e}", row.name));
+        for v in 0..floor_variants.len() {
+            f.choose_eager(v).map_err(warmup)?;
+            f.eager_pass().map_err(warmup)?;
+        }
         if let Some(r) = f.replay_pass() {
-            r.map_err(|e| BenchError(format!("{}: floor warmup: {e}", row.name)))?;
+            r.map_err(warmup)?;
         }
     }
 
     let passes = options.passes.unwrap_or_else(|| row.default_passes());
     let expected = row.expected(passes);
     let (mut eager, mut replay) = (Gathered::default(), Gathered::default());
-    let (mut floor_eager, mut floor_replay) = (Gathered::default(), Gathered::default());
+    let mut floor_eager: Vec<Gathered> =
+        floor_variants.iter().map(|_| Gathered::default()).collect();
+    let mut floor_replay = Gathered::default();
     let mut replay_calls = Vec::with_capacity(passes * options.rounds);
     let zeros = vec![0f32; row.elements as usize];
     let round_start = Instant::now();
@@ -475,17 +499,24 @@ pub(crate) fn bench_row<B: Builtins>(
         }
         if let Some(f) = floor.as_mut() {
             let floor_err = |e: String| BenchError(format!("{}: floor: {e}", row.name));
-            for replayed in [false, true] {
+            let runs = (0..floor_variants.len())
+                .map(Some)
+                .chain([None])
+                .collect::<Vec<_>>();
+            for variant in runs {
+                // `Some(v)`: eager, the way variant `v` names; `None`: replayed.
+                if let Some(v) = variant {
+                    f.choose_eager(v).map_err(floor_err)?;
+                }
                 f.reset(&zeros).map_err(floor_err)?;
                 let mut times = Vec::with_capacity(passes);
                 for _ in 0..passes {
-                    let pass = if replayed {
-                        match f.replay_pass() {
+                    let pass = match variant {
+                        None => match f.replay_pass() {
                             Some(p) => p.map_err(floor_err)?,
                             None => break,
-                        }
-                    } else {
-                        f.eager_pass().map_err(floor_err)?
+                        },
+                        Some(_) => f.eager_pass().map_err(floor_err)?,
                     };
                     times.push(pass);
                 }
@@ -493,14 +524,19 @@ pub(crate) fn bench_row<B: Builtins>(
                     continue;
                 }
                 if let Some(v) = f.output().iter().find(|v| **v != expected) {
+                    let how = match variant {
+                        Some(v) if !floor_variants[v].is_empty() => {
+                            format!(" (eager, {})", floor_variants[v])
+                        }
+                        _ => String::new(),
+                    };
                     return Err(floor_err(format!(
-                        "after {passes} passes an element of A is {v}, not {expected}"
+                        "after {passes} passes{how} an element of A is {v}, not {expected}"
                     )));
                 }
-                if replayed {
-                    floor_replay.push(&times, row.kernels);
-                } else {
-                    floor_eager.push(&times, row.kernels);
+                match variant {
+                    Some(v) => floor_eager[v].push(&times, row.kernels),
+                    None => floor_replay.push(&times, row.kernels),
                 }
             }
         }
@@ -519,9 +555,23 @@ pub(crate) fn bench_row<B: Builtins>(
         .map_err(|e| fail("drop graph", e))?;
     device.sync(STREAM).map_err(|e| fail("sync", e))?;
 
-    let floor = floor.map(|_| FloorFigures {
-        eager: floor_eager.figures(),
-        replay: (!floor_replay.rounds_us_per_kernel.is_empty()).then(|| floor_replay.figures()),
+    let floor = floor.map(|_| {
+        let eager_variants: Vec<(String, Figures)> = floor_variants
+            .into_iter()
+            .zip(floor_eager)
+            .map(|(name, gathered)| (name, gathered.figures()))
+            .collect();
+        let (eager_best, eager) = eager_variants
+            .iter()
+            .min_by(|a, b| a.1.e2e_us_per_kernel.total_cmp(&b.1.e2e_us_per_kernel))
+            .cloned()
+            .unwrap_or_default();
+        FloorFigures {
+            eager,
+            eager_variants,
+            eager_best,
+            replay: (!floor_replay.rounds_us_per_kernel.is_empty()).then(|| floor_replay.figures()),
+        }
     });
     Ok(RowReport {
         row,
@@ -574,24 +624,44 @@ mod tests {
         }
     }
 
-    /// A floor that does the chain on the host, and one that computes it wrong.
+    /// A floor that does the chain on the host in three ways, each reporting its own
+    /// fixed time per pass, the `wrong` one (if any) computing it wrong.
     struct HostFloor {
         a: Vec<f32>,
         kernels: usize,
-        wrong: bool,
+        way: usize,
+        wrong: Option<usize>,
     }
+
+    /// Each way's pass time, µs: the second is the fastest.
+    const WAY_US: [u64; 3] = [300, 100, 200];
 
     impl Floor for HostFloor {
         fn reset(&mut self, values: &[f32]) -> Result<(), String> {
             self.a = values.to_vec();
             Ok(())
         }
+        fn eager_variants(&self) -> Vec<String> {
+            vec!["one".into(), "two".into(), "three".into()]
+        }
+        fn choose_eager(&mut self, variant: usize) -> Result<(), String> {
+            self.way = variant;
+            Ok(())
+        }
         fn eager_pass(&mut self) -> Result<Pass, String> {
-            let add = if self.wrong { 2.0 } else { 1.0 };
+            let add = if self.wrong == Some(self.way) {
+                2.0
+            } else {
+                1.0
+            };
             for v in &mut self.a {
                 *v += add * self.kernels as f32;
             }
-            Ok(Pass::default())
+            let total = Duration::from_micros(WAY_US[self.way]);
+            Ok(Pass {
+                enqueue: total / 2,
+                total,
+            })
         }
         fn replay_pass(&mut self) -> Option<Result<Pass, String>> {
             None
@@ -602,18 +672,19 @@ mod tests {
     }
 
     #[test]
-    fn a_floor_is_measured_beside_the_runtime_and_checked_too() {
+    fn a_floor_is_measured_beside_the_runtime_each_way_and_checked_too() {
         let row = Row::new("64x150", 64, 150, false);
-        let make = |wrong: bool| {
+        let make = |wrong: Option<usize>| {
             move |r: &Row| -> Result<Box<dyn Floor>, String> {
                 Ok(Box::new(HostFloor {
                     a: Vec::new(),
                     kernels: r.kernels,
+                    way: 0,
                     wrong,
                 }))
             }
         };
-        let right = make(false);
+        let right = make(None);
         let report = bench_row(
             MockBackend::new(),
             row,
@@ -623,9 +694,22 @@ mod tests {
         )
         .expect("the row runs");
         let floor = report.floor.expect("a floor was measured");
-        assert_eq!(floor.eager.rounds_us_per_kernel.len(), 5);
+        // Every way is measured in every round; the floor is the fastest of them.
+        let names: Vec<&str> = floor
+            .eager_variants
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect();
+        assert_eq!(names, ["one", "two", "three"]);
+        for ((_, f), us) in floor.eager_variants.iter().zip(WAY_US) {
+            assert_eq!(f.rounds_us_per_kernel.len(), 5);
+            assert_eq!(f.e2e_us_per_kernel, us as f64 / 150.0);
+        }
+        assert_eq!(floor.eager_best, "two");
+        assert_eq!(floor.eager, floor.eager_variants[1].1);
         assert!(floor.replay.is_none());
-        let wrong = make(true);
+        // A way that computes the chain wrong fails the row, naming the way.
+        let wrong = make(Some(2));
         let error = bench_row(
             MockBackend::new(),
             row,
@@ -635,6 +719,7 @@ mod tests {
         )
         .expect_err("a wrong floor is caught");
         assert!(error.0.contains("floor"), "{error}");
+        assert!(error.0.contains("(eager, three)"), "{error}");
     }
 
     #[test]

@@ -217,6 +217,25 @@ fn floor_table(rows: &[RowReport]) -> String {
             replay_x
         );
     }
+    // Where the floor tried several eager ways, which each row's floor is, and the rest.
+    for r in rows {
+        let Some(floor) = &r.floor else { continue };
+        if floor.eager_variants.len() < 2 {
+            continue;
+        }
+        let tried: Vec<String> = floor
+            .eager_variants
+            .iter()
+            .map(|(name, f)| format!("{name} {}", fixed(f.e2e_us_per_kernel)))
+            .collect();
+        let _ = writeln!(
+            t,
+            "  {:<9}  floor eager submits {}: fastest of {} µs/kernel",
+            r.row.name,
+            floor.eager_best,
+            tried.join(", ")
+        );
+    }
     t
 }
 
@@ -329,10 +348,23 @@ fn row_json(j: &mut String, r: &RowReport) {
     match &r.floor {
         None => j.push_str("null"),
         Some(f) => {
+            let variants: Vec<String> = f
+                .eager_variants
+                .iter()
+                .map(|(name, v)| {
+                    format!(
+                        "{{\"way\":{},\"figures\":{}}}",
+                        string(name),
+                        figures_json(v)
+                    )
+                })
+                .collect();
             let _ = write!(
                 j,
-                "{{\"eager\":{},\"replay\":{}}}",
+                "{{\"eager\":{},\"eager_way\":{},\"eager_ways\":[{}],\"replay\":{}}}",
                 figures_json(&f.eager),
+                string(&f.eager_best),
+                variants.join(","),
                 f.replay.as_ref().map_or("null".into(), figures_json)
             );
         }

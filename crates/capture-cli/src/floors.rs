@@ -186,6 +186,26 @@ impl bench::Floor for VulkanFloor {
     fn reset(&mut self, values: &[f32]) -> Result<(), String> {
         self.0.reset(values).map_err(|e| e.to_string())
     }
+    /// The submission cadences: the whole pass in one submission, then every 256, 64
+    /// and 16 dispatches where that is shorter.
+    fn eager_variants(&self) -> Vec<String> {
+        let whole = self.0.kernels();
+        self.0
+            .cadences()
+            .into_iter()
+            .map(|every| {
+                if every >= whole {
+                    "whole pass".to_string()
+                } else {
+                    format!("every {every}")
+                }
+            })
+            .collect()
+    }
+    fn choose_eager(&mut self, variant: usize) -> Result<(), String> {
+        let every = self.0.cadences()[variant];
+        self.0.set_submit_every(every).map_err(|e| e.to_string())
+    }
     fn eager_pass(&mut self) -> Result<bench::Pass, String> {
         timed(self.0.eager_pass())
     }

@@ -5,10 +5,14 @@
 //! (dispatch `i` reads A and writes B when `i` is even, the other way when odd), then a
 //! read-back of all of A.
 //!
-//! - **Eager**: each pass resets one primary command buffer, records the dispatches
-//!   (bind pipeline, bind set, dispatch, a shader-write → shader-read/write barrier
-//!   between dispatches) and the end of the pass, submits it once, waits on a timeline
-//!   semaphore and reads A.
+//! - **Eager**: each pass records the dispatches (bind pipeline, bind set, dispatch, a
+//!   shader-write → shader-read/write barrier between dispatches) and the end of the
+//!   pass into primary command buffers, submitting one every
+//!   [`Floor::set_submit_every`] dispatches (by default the whole pass in one), then
+//!   waits on a timeline semaphore for the last and reads A. Which cadence is fastest
+//!   depends on the driver: on lavapipe, submitting as it goes lets the queue thread run
+//!   the first dispatches while the rest are recorded, so `capture bench` measures each
+//!   of [`Floor::cadences`] and keeps the fastest.
 //! - **Replay**: the same commands recorded once, at [`Floor::new`], into another primary;
 //!   each pass submits it, waits and reads A.
 //!
@@ -41,6 +45,10 @@ pub const FLOOR_ELEMENTS_PER_WORKGROUP: u64 = 256;
 
 /// The add-one chain's scalar.
 const ONE: f32 = 1.0;
+
+/// Dispatches per submission worth trying, besides the whole pass in one:
+/// [`Floor::cadences`].
+pub const FLOOR_CADENCES: [usize; 3] = [256, 64, 16];
 
 /// What went wrong making or running a [`Floor`].
 #[derive(Debug, thiserror::Error)]
@@ -93,7 +101,11 @@ pub struct Floor {
     /// A → B (even dispatches) and B → A (odd ones).
     sets: [vk::DescriptorSet; 2],
     pool: vk::CommandPool,
-    eager: vk::CommandBuffer,
+    /// The eager pass's command buffers, one per submission (the first also records
+    /// staged uploads).
+    eager: Vec<vk::CommandBuffer>,
+    /// Dispatches per eager submission, 1 to `kernels`.
+    submit_every: usize,
     replay: vk::CommandBuffer,
     semaphore: vk::Semaphore,
     /// The timeline value of the last submission.
@@ -109,6 +121,7 @@ impl std::fmt::Debug for Floor {
             .field("kernels", &self.kernels)
             .field("grid", &self.grid)
             .field("memory", &self.choice)
+            .field("submit_every", &self.submit_every)
             .finish()
     }
 }
@@ -179,7 +192,8 @@ impl Floor {
             sets_pool: vk::DescriptorPool::null(),
             sets: [vk::DescriptorSet::null(); 2],
             pool: vk::CommandPool::null(),
-            eager: vk::CommandBuffer::null(),
+            eager: Vec::new(),
+            submit_every: kernels,
             replay: vk::CommandBuffer::null(),
             semaphore: vk::Semaphore::null(),
             submitted: 0,
@@ -231,18 +245,66 @@ impl Floor {
         self.semaphore = raw::timeline(&gpu).map_err(at("creating its timeline semaphore"))?;
         self.pool = raw::command_pool(&gpu).map_err(at("creating its command pool"))?;
         let primary = vk::CommandBufferLevel::PRIMARY;
-        self.eager = raw::command_buffer(&gpu, self.pool, primary)
-            .map_err(at("allocating the eager command buffer"))?;
+        self.eager_buffers(1)?;
         self.replay = raw::command_buffer(&gpu, self.pool, primary)
             .map_err(at("allocating the replay command buffer"))?;
         raw::begin_reusable(&gpu, self.replay).map_err(at("recording the replay pass"))?;
-        self.record(self.replay);
+        self.record(self.replay, 0..self.kernels);
         raw::end(&gpu, self.replay).map_err(at("recording the replay pass"))
     }
 
-    /// Records a pass into `cmd` (recording): the chain, then what makes A readable by
-    /// the host.
-    fn record(&self, cmd: vk::CommandBuffer) {
+    /// Allocates eager command buffers until there are `count`.
+    fn eager_buffers(&mut self, count: usize) -> Result<(), FloorError> {
+        while self.eager.len() < count {
+            let cmd = raw::command_buffer(&self.gpu, self.pool, vk::CommandBufferLevel::PRIMARY)
+                .map_err(at("allocating an eager command buffer"))?;
+            self.eager.push(cmd);
+        }
+        Ok(())
+    }
+
+    /// Submits an eager pass every `dispatches` dispatches from now on (at least 1; the
+    /// whole pass in one from [`Floor::kernels`] up), allocating the command buffers
+    /// that takes now, so no pass pays for them.
+    ///
+    /// # Errors
+    ///
+    /// [`FloorError::Failed`] for zero dispatches, or when a command buffer cannot be
+    /// allocated (the cadence is then unchanged).
+    pub fn set_submit_every(&mut self, dispatches: usize) -> Result<(), FloorError> {
+        if dispatches == 0 {
+            return Err(FloorError::Failed {
+                step: "setting its submission cadence",
+                source: ServerError::invalid(
+                    "dispatches per submission",
+                    0,
+                    "a submission holds at least one dispatch",
+                ),
+            });
+        }
+        let every = dispatches.min(self.kernels);
+        self.eager_buffers(self.kernels.div_ceil(every))?;
+        self.submit_every = every;
+        Ok(())
+    }
+
+    /// Dispatches per eager submission (equal to [`Floor::kernels`]: the whole pass in
+    /// one).
+    pub fn submit_every(&self) -> usize {
+        self.submit_every
+    }
+
+    /// The cadences worth measuring for this chain, fastest unknown: the whole pass in
+    /// one submission, then each of [`FLOOR_CADENCES`] shorter than the pass.
+    pub fn cadences(&self) -> Vec<usize> {
+        let mut all = vec![self.kernels];
+        all.extend(FLOOR_CADENCES.iter().filter(|&&c| c < self.kernels));
+        all
+    }
+
+    /// Records dispatches `range` of a pass into `cmd` (recording), and when the range
+    /// ends the chain, what makes A readable by the host.
+    fn record(&self, cmd: vk::CommandBuffer, range: std::ops::Range<usize>) {
         let gpu = &*self.gpu;
         let kernel = &self.kernel.as_ref().expect("built").objects;
         let shader_write = (
@@ -250,10 +312,13 @@ impl Floor {
             vk::AccessFlags::SHADER_WRITE,
         );
         let host_read = (vk::PipelineStageFlags::HOST, vk::AccessFlags::HOST_READ);
-        for i in 0..self.kernels {
+        let ends = range.end == self.kernels;
+        for i in range {
             if i > 0 {
                 // Dispatch i reads what i - 1 wrote (read after write) and writes what it
-                // read (write after read: covered by the execution dependency).
+                // read (write after read: covered by the execution dependency). A barrier
+                // covers earlier submissions to the queue too, so a pass split into
+                // several submissions needs nothing more.
                 raw::memory_barrier(
                     gpu,
                     cmd,
@@ -265,6 +330,9 @@ impl Floor {
                 );
             }
             raw::dispatch(gpu, cmd, kernel, self.sets[i % 2], &[], self.grid);
+        }
+        if !ends {
+            return;
         }
         match (&self.a, &self.readback) {
             (Some(a), Some(readback)) => {
@@ -361,7 +429,7 @@ impl Floor {
         let (Some(a), Some(b), Some(info_page)) = (&self.a, &self.b, &self.info) else {
             unreachable!("reset runs on a built floor");
         };
-        let cmd = self.eager;
+        let cmd = self.eager[0];
         raw::reset_command_buffer(gpu, cmd).map_err(at(step))?;
         raw::begin_primary(gpu, cmd).map_err(at(step))?;
         raw::copy(gpu, cmd, (upload, 0), (a.buffer, 0), bytes);
@@ -412,21 +480,49 @@ impl Floor {
         raw::wait(&self.gpu, self.semaphore, value).map_err(at(step))
     }
 
-    /// The eager floor: resets the eager command buffer, records the chain and the end
-    /// of the pass, submits it once, waits and reads A back into [`Floor::output`].
+    /// The eager floor: records the chain and the end of the pass, submitting every
+    /// [`Floor::submit_every`] dispatches (each submission's command buffer reset and
+    /// recorded afresh), waits for the last submission and reads A back into
+    /// [`Floor::output`].
     ///
     /// # Errors
     ///
-    /// [`FloorError::Failed`] naming the failed step (a Vulkan call).
+    /// [`FloorError::Failed`] naming the failed step (a Vulkan call). A pass that fails
+    /// after a submission waits for what it submitted before returning.
     pub fn eager_pass(&mut self) -> Result<FloorPass, FloorError> {
         let start = Instant::now();
         let step = "running an eager pass";
-        let cmd = self.eager;
-        raw::reset_command_buffer(&self.gpu, cmd).map_err(at(step))?;
-        raw::begin_primary(&self.gpu, cmd).map_err(at(step))?;
-        self.record(cmd);
-        raw::end(&self.gpu, cmd).map_err(at(step))?;
-        self.finish_pass(start, cmd, step)
+        let every = self.submit_every;
+        let mut last = None;
+        let mut failed = None;
+        for (s, first) in (0..self.kernels).step_by(every).enumerate() {
+            let cmd = self.eager[s];
+            let range = first..(first + every).min(self.kernels);
+            let submitted = raw::reset_command_buffer(&self.gpu, cmd)
+                .and_then(|()| raw::begin_primary(&self.gpu, cmd))
+                .map(|()| self.record(cmd, range))
+                .and_then(|()| raw::end(&self.gpu, cmd))
+                .map_err(at(step))
+                .and_then(|()| self.submit(cmd, step));
+            match submitted {
+                Ok(value) => last = Some(value),
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        let enqueue = start.elapsed();
+        let waited = last.map_or(Ok(()), |value| self.wait(value, step));
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        waited?;
+        self.read_a(step)?;
+        Ok(FloorPass {
+            enqueue,
+            total: start.elapsed(),
+        })
     }
 
     /// The replay floor: submits the command buffer recorded at [`Floor::new`], waits and
@@ -527,7 +623,7 @@ impl Drop for Floor {
         let gpu = Arc::clone(&self.gpu);
         // Nothing may be pending when its objects go.
         gpu.idle();
-        for cmd in [self.eager, self.replay] {
+        for cmd in self.eager.drain(..).chain([self.replay]) {
             if cmd != vk::CommandBuffer::null() {
                 raw::free_command_buffer(&gpu, self.pool, cmd);
             }

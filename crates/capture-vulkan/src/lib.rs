@@ -53,6 +53,7 @@ mod lane;
 mod memory;
 mod options;
 mod raw;
+mod read_staging;
 mod sets;
 mod storage;
 mod stream;
@@ -68,7 +69,7 @@ pub use executable::VulkanExecutable;
 #[doc(hidden)]
 pub use fault::VulkanCall;
 #[cfg(feature = "floor")]
-pub use floor::{FLOOR_ELEMENTS_PER_WORKGROUP, Floor, FloorError, FloorPass};
+pub use floor::{FLOOR_CADENCES, FLOOR_ELEMENTS_PER_WORKGROUP, Floor, FloorError, FloorPass};
 pub use import::VulkanExternal;
 pub use kernels::{VulkanKernel, VulkanKernelSource, compile_wgsl};
 pub use memory::{MemoryChoice, MemoryMode, PagePlacement};

@@ -83,6 +83,25 @@ fn runs_exactly(test: &str, memory: MemoryMode, elements: u64, kernels: usize) {
     // A pass with no reset between continues from what the last one left.
     f.eager_pass().expect("pass");
     assert_eq!(f.output()[0], values[0] + 2.0 * kernels as f32);
+    // An eager pass split into submissions at any cadence, even one that leaves a short
+    // last submission, adds exactly K too: the barriers order work across submissions.
+    let mut cadences = f.cadences();
+    assert_eq!(cadences[0], kernels, "the whole pass comes first");
+    cadences.extend([1, 7, kernels + 5]);
+    for every in cadences {
+        f.set_submit_every(every).expect("cadence");
+        assert_eq!(f.submit_every(), every.min(kernels));
+        f.reset(&values).expect("reset");
+        let what = format!("{test}, eager submitting every {every}");
+        check_pass(&what, f.eager_pass().expect("pass"));
+        if let Some(i) = (0..f.output().len()).find(|&i| f.output()[i] != expected[i]) {
+            panic!(
+                "{what}: element {i} is {}, expected {}",
+                f.output()[i],
+                expected[i]
+            );
+        }
+    }
     let messages = f.take_validation_messages();
     assert!(messages.is_empty(), "{test}:\n{}", messages.join("\n"));
     drop(f);
@@ -135,4 +154,10 @@ fn floor_refuses_a_chain_that_does_not_end_in_a() {
     };
     let err = f.reset(&[0.0; 63]).unwrap_err();
     assert!(err.to_string().contains("63 floats"), "{err}");
+    let err = f.set_submit_every(0).unwrap_err();
+    assert!(
+        err.to_string().contains("dispatches per submission"),
+        "{err}"
+    );
+    assert_eq!(f.submit_every(), 2, "a refused cadence changes nothing");
 }
