@@ -65,6 +65,14 @@ pub trait DeviceStream {
     fn host_memory(&mut self) -> &mut MemoryManagement<Self::HostStorage> {
         &mut self.state().host_memory
     }
+    /// Host bytes the backend keeps for this stream's reads, outside the core's pools: a
+    /// read-back buffer every read of a device-only page reuses rather than allocating
+    /// one per read. The memory report shows them per stream
+    /// ([`StreamReport::read_staging_bytes`](crate::StreamReport::read_staging_bytes)).
+    /// None by default.
+    fn read_staging_bytes(&self) -> u64 {
+        0
+    }
     /// Where this stream sits in the graph-capture lifecycle.
     fn capturing(&mut self) -> &mut StreamCapture {
         &mut self.state().capture

@@ -35,6 +35,7 @@ use crate::executable::CudaExecutable;
 use crate::gpu::Gpu;
 use crate::kernels::{self, Abi, CudaKernel, CudaKernelSource};
 use crate::raw;
+use crate::read_staging::ReadStaging;
 use crate::storage::{CudaSlice, CudaStorage};
 use crate::stream::{CudaFence, CudaStream};
 use crate::work::{CudaRange, CudaWork};
@@ -194,6 +195,7 @@ impl Backend for CudaBackend {
             gpu: Arc::clone(&self.gpu),
             stream,
             lent: lent.is_some(),
+            read_staging: ReadStaging::default(),
             state: setup.state(
                 CudaStorage::new(Arc::clone(&self.gpu), MemoryKind::Device),
                 CudaStorage::new(Arc::clone(&self.gpu), MemoryKind::Host),
@@ -323,7 +325,10 @@ impl Backend for CudaBackend {
         out: &mut [u8],
     ) -> Result<(), ServerError> {
         let _current = raw::Current::enter(stream.gpu.context)?;
-        raw::copy_to_host(out, source.addr, stream.stream)
+        let gpu = Arc::clone(&stream.gpu);
+        stream
+            .read_staging
+            .read(&gpu, stream.stream, source.addr, out)
     }
 
     fn wait_for(stream: &mut CudaStream, fence: &CudaFence) -> Result<(), ServerError> {

@@ -58,6 +58,7 @@ mod gpu;
 mod import;
 mod kernels;
 mod raw;
+mod read_staging;
 mod storage;
 mod stream;
 mod version;

@@ -627,6 +627,28 @@ pub(crate) fn copy_to_host(out: &mut [u8], src: u64, stream: usize) -> Result<()
     stream_sync(stream)
 }
 
+/// Enqueues a copy of `len` bytes of device memory at `src` into pinned host memory at
+/// `dst` on `stream`; the caller synchronises before reading `dst`.
+pub(crate) fn copy_to_pinned(
+    dst: usize,
+    src: u64,
+    len: usize,
+    stream: usize,
+) -> Result<(), ServerError> {
+    // SAFETY: the source range lies in a live page; `dst` is inside a live pinned page of
+    // at least `len` bytes that the caller keeps until it has synchronised the stream.
+    check("cuMemcpyDtoHAsync", unsafe {
+        (api().cuMemcpyDtoHAsync_v2)(dst as *mut c_void, src, len, stream as Handle)
+    })
+}
+
+/// Copies `out.len()` bytes of pinned host memory at `at` into `out`.
+pub(crate) fn read_host(at: usize, out: &mut [u8]) {
+    // SAFETY: `at` is inside a live pinned page covering `out.len()` bytes, and the copy
+    // that filled them finished (the caller synchronised the stream).
+    unsafe { std::ptr::copy_nonoverlapping(at as *const u8, out.as_mut_ptr(), out.len()) };
+}
+
 #[cfg(feature = "floor")]
 /// Copies `bytes` from (pageable) host memory to the device at `dst` on `stream`, and
 /// waits for it (the benchmark floor's untimed resets; the runtime stages through pinned

@@ -8,6 +8,7 @@ use capture_core::backend::{DeviceStream, Fence, StreamState};
 
 use crate::gpu::Gpu;
 use crate::raw;
+use crate::read_staging::ReadStaging;
 use crate::storage::CudaStorage;
 
 /// A CUDA stream.
@@ -17,6 +18,9 @@ pub struct CudaStream {
     /// The stream is the caller's, lent by `from_raw_context`: finished, not destroyed,
     /// at drop, and handed back for the next pooled stream 0.
     pub(crate) lent: bool,
+    /// The pinned page reads go through, kept from one read to the next (freed as the
+    /// stream drops, after the stream finished).
+    pub(crate) read_staging: ReadStaging,
     pub(crate) state: StreamState<CudaStorage, CudaStorage>,
 }
 
@@ -119,6 +123,9 @@ impl DeviceStream for CudaStream {
     }
     fn signal(&self) -> (usize, usize) {
         (self.stream, self.gpu.context)
+    }
+    fn read_staging_bytes(&self) -> u64 {
+        self.read_staging.bytes()
     }
     fn fence((stream, context): (usize, usize)) -> CudaFence {
         let recorded = raw::Current::enter(context).and_then(|_current| raw::event_record(stream));

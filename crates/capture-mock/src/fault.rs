@@ -289,6 +289,9 @@ where
             plan: plan(signal.1),
         }
     }
+    fn read_staging_bytes(&self) -> u64 {
+        self.inner.read_staging_bytes()
+    }
 }
 
 impl<B: Backend> GraphDriver for Faulty<B> {

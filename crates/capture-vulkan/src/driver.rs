@@ -21,6 +21,7 @@ use crate::lane::{self, Lane, LaneConfig};
 use crate::memory::{self, MemoryChoice, MemoryMode};
 use crate::options::{VulkanOptions, check_options};
 use crate::raw::{self, Gpu, Open};
+use crate::read_staging::ReadStaging;
 use crate::storage::{VulkanSlice, VulkanStorage};
 use crate::stream::{VulkanFence, VulkanStream};
 use crate::work::{VulkanRange, VulkanWork};
@@ -425,6 +426,7 @@ impl Backend for VulkanBackend {
         let host = VulkanStorage::new(gpu(), MemoryKind::Host, self.choice.upload);
         Ok(VulkanStream {
             readback: self.choice.readback,
+            read_staging: ReadStaging::default(),
             lane,
             signal,
             state: setup.state(device, host),
@@ -513,28 +515,26 @@ impl Backend for VulkanBackend {
             raw::read_mapped(at, out);
             return Ok(());
         }
-        // A device-only page: copy it to a read-back page first.
+        // A device-only page: copy it to the stream's read-back page first.
         let gpu = Arc::clone(&stream.lane.gpu);
         let readback = stream.readback;
-        let page = raw::create_page(&gpu, out.len() as u64, &readback)?;
+        let len = out.len() as u64;
+        let staged = stream.read_staging.page_for(&gpu, len, &readback)?;
+        let page = staged.page();
         let result = stream
             .lane
-            .copy(
-                (source.buffer, source.offset),
-                (page.buffer, 0),
-                out.len() as u64,
-            )
+            .copy((source.buffer, source.offset), (page.buffer, 0), len)
             .and_then(|()| stream.lane.finish())
             .and_then(|()| {
                 if readback.needs_invalidate() {
-                    raw::invalidate(&gpu, &page)?;
+                    raw::invalidate(&gpu, page)?;
                 }
                 if let Some(at) = page.mapped {
                     raw::read_mapped(at, out);
                 }
                 Ok(())
             });
-        raw::destroy_page(&gpu, page);
+        staged.done(&gpu);
         result
     }
 

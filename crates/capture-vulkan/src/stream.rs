@@ -8,6 +8,7 @@ use capture_core::backend::{DeviceStream, Fence, StreamState};
 
 use crate::lane::{self, Lane};
 use crate::memory::MemoryUse;
+use crate::read_staging::ReadStaging;
 use crate::storage::VulkanStorage;
 
 /// A Vulkan stream: the core's state of it beside its lane.
@@ -16,6 +17,8 @@ pub struct VulkanStream {
     pub(crate) signal: usize,
     /// The memory device pages are read back through when they are not mapped.
     pub(crate) readback: MemoryUse,
+    /// The page those reads go through, kept from one read to the next.
+    pub(crate) read_staging: ReadStaging,
     pub(crate) state: StreamState<VulkanStorage, VulkanStorage>,
 }
 
@@ -23,6 +26,7 @@ impl Drop for VulkanStream {
     fn drop(&mut self) {
         // Everything the storages and the cache free must be done with.
         let _ = self.lane.finish();
+        self.read_staging.free(&self.lane.gpu);
     }
 }
 
@@ -76,6 +80,9 @@ impl DeviceStream for VulkanStream {
     }
     fn signal(&self) -> usize {
         self.signal
+    }
+    fn read_staging_bytes(&self) -> u64 {
+        self.read_staging.bytes()
     }
     /// Submits the stream's open batch, then names its timeline value.
     fn fence(signal: usize) -> VulkanFence {

@@ -722,6 +722,7 @@ impl<B: Backend> Device<B> {
                 index: ps.index,
                 device: ps.stream.device_memory().report(),
                 host: ps.stream.host_memory().report(),
+                read_staging_bytes: ps.stream.read_staging_bytes(),
                 pending_drops: ps.drops.len(),
             }));
         }

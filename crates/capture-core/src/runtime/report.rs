@@ -14,6 +14,11 @@ pub struct StreamReport {
     pub device: MemoryReport,
     /// Its pinned host (staging) memory.
     pub host: MemoryReport,
+    /// Host bytes the backend keeps apart from the pools for this stream's reads: one
+    /// read-back buffer, reused by every read of a device-only page (Vulkan's staged
+    /// memory, CUDA's pinned staging), 0 where reads need none (the mock, mapped pages).
+    /// Not a pool's page, so not in [`pages`](Self::pages).
+    pub read_staging_bytes: u64,
     /// Values its drop queue holds until the device is done with them.
     pub pending_drops: usize,
 }
@@ -129,7 +134,7 @@ impl fmt::Display for DeviceReport {
                 .chain(&s.host.pools)
                 .filter(|p| every || p.allocations > 0 || p.slices_in_use > 0)
                 .collect();
-            if !every && pools.is_empty() && s.pending_drops == 0 {
+            if !every && pools.is_empty() && s.pending_drops == 0 && s.read_staging_bytes == 0 {
                 continue;
             }
             writeln!(
@@ -139,6 +144,13 @@ impl fmt::Display for DeviceReport {
             )?;
             for p in pools {
                 writeln!(f, "  {p}")?;
+            }
+            if s.read_staging_bytes > 0 {
+                writeln!(
+                    f,
+                    "  read-back staging: {} B, kept by the backend and reused by every read",
+                    s.read_staging_bytes
+                )?;
             }
         }
         for g in &self.graphs {

@@ -313,3 +313,55 @@ fn a_thread_with_no_context_switches_to_the_backends_once_not_per_call() {
         _ => println!("SKIP: context_switches: the driver is not the model, which counts them"),
     }
 }
+
+#[test]
+fn reads_go_through_one_kept_pinned_page() {
+    let Some(b) = backend("read staging") else {
+        return;
+    };
+    let dev = device(&b);
+    let kept = |dev: &Device<CudaBackend>| dev.memory_report().streams[0].read_staging_bytes;
+    let bytes: Vec<u8> = (0..4096u32).map(|i| (i * 7 % 251) as u8).collect();
+    let ramp: Vec<u8> = (0..1u32 << 20).map(|i| (i % 253) as u8).collect();
+    let x = dev.alloc(S0, bytes.len() as u64).unwrap();
+    let y = dev.alloc(S0, ramp.len() as u64).unwrap();
+    let z = dev.alloc(S0, 17 << 20).unwrap();
+    dev.write(S0, &x, 0, bytes.clone()).unwrap();
+    dev.write(S0, &y, 0, ramp.clone()).unwrap();
+    dev.write(S0, &z, 0, vec![3u8; 17 << 20]).unwrap();
+    assert_eq!(kept(&dev), 0, "no read yet");
+    assert_eq!(dev.read(S0, &x).unwrap(), bytes);
+    assert_eq!(
+        kept(&dev),
+        64 << 10,
+        "the first read keeps the smallest page"
+    );
+    let report = dev.memory_report().to_string();
+    assert!(report.contains("read-back staging: 65536 B"), "{report}");
+    // Later reads of no more bytes pin nothing new.
+    let pinned = || driver_model::counts().map(|c| (c.host_allocations, c.host_bytes));
+    let before = pinned();
+    let mut into = vec![0u8; 4096];
+    for offset in 0..100u64 {
+        let len = 4096 - offset as usize * 8;
+        dev.read_into(S0, &x, offset * 8, &mut into[..len]).unwrap();
+        assert_eq!(into[..len], bytes[offset as usize * 8..]);
+    }
+    assert_eq!(pinned(), before, "100 reads pinned no more host memory");
+    // A larger read grows the page: the old one is freed as the new one is made.
+    assert_eq!(dev.read(S0, &y).unwrap(), ramp);
+    assert_eq!(kept(&dev), 1 << 20);
+    if let (Some((n0, b0)), Some((n1, b1))) = (before, pinned()) {
+        assert_eq!(n1, n0, "one page replaced another");
+        assert_eq!(b1 - b0, (1 << 20) - (64 << 10));
+    }
+    // Past the cap (16 MiB) the read copies straight into the caller's memory.
+    let after_grow = pinned();
+    assert_eq!(dev.read(S0, &z).unwrap(), vec![3u8; 17 << 20]);
+    assert_eq!(
+        kept(&dev),
+        1 << 20,
+        "a read past the cap keeps nothing more"
+    );
+    assert_eq!(pinned(), after_grow, "and pins nothing");
+}

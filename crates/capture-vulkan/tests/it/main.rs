@@ -5,8 +5,8 @@
 //! SPIR-V check, the launch check, a missing loader, device and memory choice, the
 //! submission cadence, cross-stream order when only a wait follows another stream's
 //! write, failures at the backend's own Vulkan calls (its fault hook) and
-//! what they leave alive, the allocation count limit, descriptor-pool growth, and the
-//! benchmark's hand-written floor.
+//! what they leave alive, the allocation count limit, descriptor-pool growth, the
+//! read-back page a stream keeps, and the benchmark's hand-written floor.
 //!
 //! Without Vulkan the tests print `SKIP:` and why, unless `CAPTURE_REQUIRE_VULKAN=1`
 //! (which the README's test command sets after installing lavapipe): then they fail.
@@ -47,6 +47,7 @@ mod launch_check;
 mod launch_model;
 mod memory_choice;
 mod model;
+mod read_staging;
 mod submit_faults;
 mod teardown;
 mod unavailable;
