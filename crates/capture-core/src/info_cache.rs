@@ -22,7 +22,7 @@
 //! [`capture_discard`]: MetadataInfoCache::capture_discard
 //! [`graph_release`]: MetadataInfoCache::graph_release
 
-use std::collections::HashMap;
+use crate::id_hash::IdMap;
 use std::sync::Arc;
 
 use crate::error::ServerError;
@@ -164,14 +164,14 @@ pub struct MetadataInfoCache<H> {
     mode: CacheMode,
     slots: Vec<Option<Entry<H>>>,
     free: Vec<usize>,
-    index: HashMap<Arc<[u64]>, usize>,
+    index: IdMap<Arc<[u64]>, usize>,
     tick: u64,
     /// The open window's number; bumped when a window is committed or discarded.
     epoch: u64,
     /// Slots pinned by the open window.
     window: Vec<usize>,
     /// Slots filed under each committed graph.
-    graphs: HashMap<GraphId, Vec<usize>>,
+    graphs: IdMap<GraphId, Vec<usize>>,
     /// Entries with at least one pin.
     pinned: usize,
 }
@@ -184,11 +184,11 @@ impl<H> MetadataInfoCache<H> {
             mode: CacheMode::Normal,
             slots: Vec::new(),
             free: Vec::new(),
-            index: HashMap::new(),
+            index: IdMap::default(),
             tick: 0,
             epoch: 1,
             window: Vec::new(),
-            graphs: HashMap::new(),
+            graphs: IdMap::default(),
             pinned: 0,
         }
     }

@@ -39,6 +39,7 @@ mod capture;
 mod driver;
 mod drop_queue;
 mod error;
+mod id_hash;
 mod ids;
 mod info_cache;
 #[cfg(feature = "bench-internals")]

@@ -46,8 +46,8 @@
 //! failures are kept on free lists for the next failure. Those lists never grow past the
 //! most failures and allocations ever live at once.
 
+use crate::id_hash::IdMap;
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::mem;
 
 use crate::error::{FailureCause, ServerError, Skipped, Unwritten};
@@ -63,7 +63,7 @@ use crate::range::ByteRange;
 #[derive(Debug, Default)]
 pub(crate) struct TaintLedger {
     /// Every tracked allocation, by id.
-    memories: HashMap<MemoryId, Allocation>,
+    memories: IdMap<MemoryId, Allocation>,
     /// Claim vectors of forgotten allocations, kept for the next fresh one.
     spare_claims: Vec<Vec<Claim>>,
     /// The live failures and the free lists their vectors come from.
@@ -119,7 +119,7 @@ struct Node {
 /// The live failure nodes, the id counter and the free lists of their vectors.
 #[derive(Debug, Default)]
 struct Failures {
-    nodes: HashMap<FailureId, Node>,
+    nodes: IdMap<FailureId, Node>,
     ids: IdCounter,
     spare_keys: Vec<Vec<ClaimKey>>,
     spare_chains: Vec<Vec<Skipped>>,

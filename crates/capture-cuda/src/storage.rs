@@ -1,11 +1,10 @@
 //! `CudaStorage`: pages from `cuMemAlloc` (device) or `cuMemHostAlloc` (pinned host
 //! staging).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use capture_core::ServerError;
-use capture_core::backend::{ComputeStorage, StorageId};
+use capture_core::backend::{ComputeStorage, IdMap, StorageId};
 use capture_core::{ByteRange, MemoryKind, PoolKind, PoolName};
 
 use crate::gpu::Gpu;
@@ -24,9 +23,9 @@ pub struct CudaSlice {
 pub struct CudaStorage {
     gpu: Arc<Gpu>,
     kind: MemoryKind,
-    pages: HashMap<u64, u64>,
+    pages: IdMap<u64, u64>,
     /// The caller's memory adopted as pages (imports): forgotten, never freed.
-    adopted: HashMap<u64, u64>,
+    adopted: IdMap<u64, u64>,
     next: u64,
 }
 
@@ -35,8 +34,8 @@ impl CudaStorage {
         Self {
             gpu,
             kind,
-            pages: HashMap::new(),
-            adopted: HashMap::new(),
+            pages: IdMap::default(),
+            adopted: IdMap::default(),
             next: 0,
         }
     }

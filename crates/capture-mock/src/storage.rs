@@ -1,10 +1,9 @@
 //! `MockStorage`: pages of real bytes in host memory. A slice returned to its pool is
 //! poisoned at once, so a use after release shows.
 
-use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use capture_core::backend::{ComputeStorage, StorageId};
+use capture_core::backend::{ComputeStorage, IdMap, IdSet, StorageId};
 use capture_core::{ByteRange, MemoryKind, OutOfMemory, PoolKind, PoolName, ServerError};
 
 use crate::context::Context;
@@ -24,16 +23,16 @@ pub const MOCK_MEMORY_BYTES: u64 = 4 << 30;
 /// The pages of one kind of memory of one mock device.
 #[derive(Debug, Default)]
 pub(crate) struct Pages {
-    pub(crate) pages: HashMap<u64, Vec<u8>>,
+    pub(crate) pages: IdMap<u64, Vec<u8>>,
     next: u64,
     /// Bytes the live pages hold.
     bytes: u64,
     /// The pages that are memory of the caller's own ([`MockMemory`]), live or freed: no
     /// device's.
-    pub(crate) external: HashSet<u64>,
+    pub(crate) external: IdSet<u64>,
     /// Of those, the ones the caller freed (poisoned, kept so a use after shows as
     /// poisoned bytes rather than a crash).
-    freed: HashSet<u64>,
+    freed: IdSet<u64>,
 }
 
 impl Pages {
@@ -166,7 +165,7 @@ pub struct MockStorage {
     /// as a real driver frees a device's memory when the device goes.
     owned: Vec<u64>,
     /// The caller's pages this storage adopted (imports): never freed or poisoned.
-    adopted: HashSet<u64>,
+    adopted: IdSet<u64>,
 }
 
 impl MockStorage {
@@ -176,7 +175,7 @@ impl MockStorage {
             pages: Arc::clone(pages),
             context: Arc::clone(context),
             owned: Vec::new(),
-            adopted: HashSet::new(),
+            adopted: IdSet::default(),
         }
     }
 

@@ -1,10 +1,9 @@
 //! `VulkanStorage`: pages of `VkDeviceMemory`, each with one `VkBuffer` over all of it.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use ash::vk;
-use capture_core::backend::{ComputeStorage, StorageId};
+use capture_core::backend::{ComputeStorage, IdMap, StorageId};
 use capture_core::{ByteRange, MemoryKind, ServerError};
 
 use crate::import::VulkanExternal;
@@ -26,9 +25,9 @@ pub struct VulkanStorage {
     gpu: Arc<Gpu>,
     kind: MemoryKind,
     memory: MemoryUse,
-    pages: HashMap<u64, Page>,
+    pages: IdMap<u64, Page>,
     /// The caller's buffer ranges adopted as pages (imports): forgotten, never destroyed.
-    adopted: HashMap<u64, VulkanExternal>,
+    adopted: IdMap<u64, VulkanExternal>,
     next: u64,
 }
 
@@ -39,8 +38,8 @@ impl VulkanStorage {
             gpu,
             kind,
             memory,
-            pages: HashMap::new(),
-            adopted: HashMap::new(),
+            pages: IdMap::default(),
+            adopted: IdMap::default(),
             next: 0,
         }
     }

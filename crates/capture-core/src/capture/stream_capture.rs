@@ -5,8 +5,8 @@
 //! is a property of the type: `record`, `record_copy`, `touch` and `fail` do nothing
 //! outside a window, and `prepare` starts every window from an empty recording.
 
+use crate::id_hash::IdMap;
 use std::any::Any;
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -78,7 +78,7 @@ pub struct StreamCapture {
     index: usize,
     state: State,
     recorded: Vec<Claim>,
-    claims: HashMap<ClaimKey, usize>,
+    claims: IdMap<ClaimKey, usize>,
     /// Recorded operations (launches and host-to-device copies), in order: the position
     /// of each claim's first read and first write.
     ops: u64,
@@ -110,7 +110,7 @@ impl StreamCapture {
             index,
             state: State::NoCapture,
             recorded: Vec::new(),
-            claims: HashMap::new(),
+            claims: IdMap::default(),
             ops: 0,
             launches: 0,
             copies: 0,

@@ -17,7 +17,9 @@
 //!   on every replay, and the graph keeps the very allocation (its id) it recorded.
 //!   Priming held warmup's whole working set apart, so the recording needs no reuse.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+use crate::id_hash::IdMap;
 
 use super::handle::{ManagedMemoryBinding, ManagedMemoryHandle};
 use super::location::{MemoryKind, MemoryLocation, PoolKind, PoolName};
@@ -167,7 +169,7 @@ pub struct MemoryManagement<S: ComputeStorage> {
     graph_pools: Pool,
     ids: MemoryIds,
     freed: Vec<MemoryId>,
-    live: HashMap<MemoryId, (PoolKind, SlotIndex)>,
+    live: IdMap<MemoryId, (PoolKind, SlotIndex)>,
     mode: AllocationMode,
     arming: Option<Arming>,
     gate: Option<AllocGate>,
@@ -204,7 +206,7 @@ impl<S: ComputeStorage> MemoryManagement<S> {
             }),
             ids,
             freed: Vec::new(),
-            live: HashMap::new(),
+            live: IdMap::default(),
             mode: AllocationMode::Dynamic,
             arming: None,
             gate: None,

@@ -12,7 +12,7 @@
 //! not per byte range: two streams writing disjoint halves of one buffer are ordered
 //! too, which costs a wait, never correctness.
 
-use std::collections::HashMap;
+use crate::id_hash::IdMap;
 
 use crate::ids::MemoryId;
 use crate::memory::ClaimKey;
@@ -38,7 +38,7 @@ struct Lane {
     /// epoch moves, nothing allocates), the allocation is forgotten, or its list is
     /// compacted: the lists hold only live allocations' ranges, however long the stream
     /// goes unread.
-    written: HashMap<MemoryId, Vec<(ByteRange, u64)>>,
+    written: IdMap<MemoryId, Vec<(ByteRange, u64)>>,
 }
 
 /// The uses of one allocation the next user on another stream may have to follow.
@@ -54,7 +54,7 @@ struct Uses {
 #[derive(Debug)]
 pub(crate) struct Tracks {
     lanes: Vec<Lane>,
-    uses: HashMap<MemoryId, Uses>,
+    uses: IdMap<MemoryId, Uses>,
 }
 
 impl Tracks {
@@ -66,7 +66,7 @@ impl Tracks {
                     ..Lane::default()
                 })
                 .collect(),
-            uses: HashMap::new(),
+            uses: IdMap::default(),
         }
     }
 

@@ -1,6 +1,8 @@
 //! `PooledStream`: one backend stream and the runtime's bookkeeping beside it.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
+
+use crate::id_hash::{IdMap, IdSet};
 
 use super::membership::PoolMember;
 
@@ -26,14 +28,14 @@ pub(crate) struct PooledStream<B: Backend> {
     pub(crate) index: usize,
     /// Memory whose binding this stream's drop queue holds since its last flush: queued
     /// work uses it, so it stays allocated until a fence after that work (rule 19).
-    pub(crate) held: HashSet<MemoryId>,
+    pub(crate) held: IdSet<MemoryId>,
     /// Scratch: the other streams an operation must follow.
     pub(crate) deps: Vec<(usize, u64)>,
     /// Graphs captured on this stream, which replay only here.
     pub(crate) graphs: BTreeMap<GraphId, Graph<B>>,
     /// Which of them are members of a graph pool, and what their replays take from the
     /// other members (rule 23).
-    pub(crate) members: HashMap<GraphId, PoolMember>,
+    pub(crate) members: IdMap<GraphId, PoolMember>,
     /// Replay scratch: the other members' bytes a replay overwrites.
     pub(crate) taken: Vec<ClaimKey>,
     /// Ids the memory managers took back, for the taint ledger to forget.
@@ -96,10 +98,10 @@ impl<B: Backend> PooledStream<B> {
             drops: PendingDropQueue::new(drop_policy),
             drops_epoch: 0,
             faults_seen: 0,
-            held: HashSet::new(),
+            held: IdSet::default(),
             deps: Vec::new(),
             graphs: BTreeMap::new(),
-            members: HashMap::new(),
+            members: IdMap::default(),
             taken: Vec::new(),
             freed: Vec::new(),
             params: Vec::new(),
