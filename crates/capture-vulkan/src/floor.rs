@@ -5,8 +5,9 @@
 //! (dispatch `i` reads A and writes B when `i` is even, the other way when odd), then a
 //! read-back of all of A.
 //!
-//! - **Eager**: each pass records the dispatches (bind pipeline, bind set, dispatch, a
-//!   shader-write → shader-read/write barrier between dispatches) and the end of the
+//! - **Eager**: each pass records the dispatches (the pipeline bound once per command
+//!   buffer; bind set, dispatch, a shader-write → shader-read/write barrier between
+//!   dispatches) and the end of the
 //!   pass into primary command buffers, submitting one every
 //!   [`Floor::set_submit_every`] dispatches (by default the whole pass in one), then
 //!   waits on a timeline semaphore for the last and reads A. Which cadence is fastest
@@ -313,6 +314,7 @@ impl Floor {
         );
         let host_read = (vk::PipelineStageFlags::HOST, vk::AccessFlags::HOST_READ);
         let ends = range.end == self.kernels;
+        let first = range.start;
         for i in range {
             if i > 0 {
                 // Dispatch i reads what i - 1 wrote (read after write) and writes what it
@@ -329,7 +331,9 @@ impl Floor {
                     ),
                 );
             }
-            raw::dispatch(gpu, cmd, kernel, self.sets[i % 2], &[], self.grid);
+            // One pipeline throughout: bound once per command buffer.
+            let bind = i == first;
+            raw::dispatch(gpu, cmd, kernel, bind, self.sets[i % 2], &[], self.grid);
         }
         if !ends {
             return;

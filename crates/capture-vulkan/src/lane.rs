@@ -36,11 +36,16 @@ pub(crate) struct LaneConfig {
 pub(crate) struct Window {
     pub(crate) secondary: vk::CommandBuffer,
     pub(crate) sets: SetPools,
+    /// The pipeline the secondary has bound, if known.
+    bound: Option<vk::Pipeline>,
 }
 
 pub(crate) struct Batch {
     pool: vk::CommandPool,
     open: Option<vk::CommandBuffer>,
+    /// The pipeline the open primary has bound, if known: a dispatch of the same one
+    /// binds nothing (lavapipe records every command as an allocation of its own).
+    bound: Option<vk::Pipeline>,
     dirty: bool,
     /// Eager commands in the open batch.
     commands: u32,
@@ -107,6 +112,7 @@ impl Lane {
             batch: Mutex::new(Batch {
                 pool,
                 open: None,
+                bound: None,
                 dirty: false,
                 commands: 0,
                 sets: SetPools::default(),
@@ -146,7 +152,17 @@ impl Lane {
             return Err(e);
         }
         b.open = Some(cmd);
+        b.bound = None;
         Ok(cmd)
+    }
+
+    /// What the command buffer work goes into now has bound: the window's, or the open
+    /// primary's.
+    fn bound(b: &mut Batch) -> &mut Option<vk::Pipeline> {
+        match &mut b.window {
+            Some(w) => &mut w.bound,
+            None => &mut b.bound,
+        }
     }
 
     fn set(
@@ -208,7 +224,10 @@ impl Lane {
         let mut b = self.batch();
         let cmd = self.target(&mut b)?;
         let set = self.set(&mut b, kernel, buffers)?;
-        raw::dispatch(&self.gpu, cmd, kernel, set, push, grid);
+        let bound = Self::bound(&mut b);
+        let bind = *bound != Some(kernel.pipeline);
+        *bound = Some(kernel.pipeline);
+        raw::dispatch(&self.gpu, cmd, kernel, bind, set, push, grid);
         raw::barrier(&self.gpu, cmd);
         self.recorded(&mut b);
         Ok(())
@@ -226,6 +245,8 @@ impl Lane {
         let cmd = self.target(&mut b)?;
         raw::barrier(&self.gpu, cmd);
         let ran = work.call(&self.gpu.device, cmd, ranges);
+        // The work may bind pipelines of its own.
+        *Self::bound(&mut b) = None;
         raw::barrier(&self.gpu, cmd);
         // Recorded (or half recorded) either way: the batch holds it.
         self.recorded(&mut b);
@@ -254,6 +275,8 @@ impl Lane {
             raw::execute(&self.gpu, cmd, secondary);
             raw::barrier(&self.gpu, cmd);
         }
+        // What the primary has bound is undefined after executing a secondary.
+        b.bound = None;
         b.dirty = true;
         self.submit_now(&mut b);
         Ok(())
@@ -298,6 +321,7 @@ impl Lane {
         let sent = raw::end(&self.gpu, cmd)
             .and_then(|()| raw::submit(&self.gpu, cmd, b.semaphore, value, &b.waits));
         b.open = None;
+        b.bound = None;
         b.dirty = false;
         b.commands = 0;
         let sets = b.sets.take(b.spare_lists.pop().unwrap_or_default());
@@ -381,6 +405,7 @@ impl Lane {
         b.window = Some(Window {
             secondary,
             sets: SetPools::default(),
+            bound: None,
         });
         Ok(())
     }

@@ -967,11 +967,13 @@ pub(crate) fn copy(
     unsafe { gpu.device.cmd_copy_buffer(buffer, from.0, to.0, &region) };
 }
 
-/// Records a dispatch of `pipeline` over `set`.
+/// Records a dispatch of `kernel`'s pipeline over `set`, binding the pipeline first when
+/// `bind_pipeline` (the caller knows when the command buffer has it bound already).
 pub(crate) fn dispatch(
     gpu: &Gpu,
     buffer: vk::CommandBuffer,
     kernel: &KernelObjects,
+    bind_pipeline: bool,
     set: vk::DescriptorSet,
     push: &[u8],
     grid: [u32; 3],
@@ -981,8 +983,10 @@ pub(crate) fn dispatch(
     // bytes fit the layout's range (the core checked the scalars' size against the
     // signature the layout was made from).
     unsafe {
-        gpu.device
-            .cmd_bind_pipeline(buffer, vk::PipelineBindPoint::COMPUTE, kernel.pipeline);
+        if bind_pipeline {
+            gpu.device
+                .cmd_bind_pipeline(buffer, vk::PipelineBindPoint::COMPUTE, kernel.pipeline);
+        }
         gpu.device.cmd_bind_descriptor_sets(
             buffer,
             vk::PipelineBindPoint::COMPUTE,

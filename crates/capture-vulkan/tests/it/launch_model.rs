@@ -570,3 +570,57 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
         "uses push constants",
     );
 }
+
+/// The backend binds a pipeline only when the command buffer has another one bound; the
+/// user's work binds pipelines of its own, so a launch after it binds again (eager, and
+/// in a graph's command buffer).
+#[test]
+fn a_launch_after_work_that_bound_its_own_pipeline_binds_the_library_pipeline_again() {
+    let _suite = suite_lock();
+    let Some(b) = open("pipeline after work") else {
+        return;
+    };
+    let handle = b.clone();
+    {
+        use capture_core::{Builtin, Builtins};
+        let own = Arc::new(OwnPipeline::new(b.ash_device()));
+        let dev = Device::new(b, DeviceConfig::new()).unwrap();
+        let add = dev.kernel(VulkanBackend::builtin(Builtin::AddScalar));
+        let (a, t, c) = (
+            dev.alloc(S, 256).unwrap(),
+            dev.alloc(S, 256).unwrap(),
+            dev.alloc(S, 256).unwrap(),
+        );
+        let pipeline = Arc::clone(&own);
+        // SAFETY: the dispatch touches only the declared range and records only into
+        // the given command buffer; the work keeps the pipeline it binds.
+        let double = unsafe {
+            VulkanWork::new("double", move |call| {
+                let [c] = call.ranges() else {
+                    return Err("one range".into());
+                };
+                pipeline.record(call.command_buffer(), c);
+                Ok(())
+            })
+            .keep(own)
+        };
+        let step = |d: &Device<VulkanBackend>| -> Result<(), ServerError> {
+            let info = Builtin::AddScalar.info(64, 1.0);
+            d.launch(S, &add, [1, 1, 1], &[Arg::read(&a), Arg::write(&t)], &info)?;
+            d.foreign_work(S, &[Arg::write(&c)], double.clone())?;
+            d.launch(S, &add, [1, 1, 1], &[Arg::read(&t), Arg::write(&a)], &info)
+        };
+        dev.write_values(S, &a, 0, &[1.0f32; 64]).unwrap();
+        dev.write_values(S, &c, 0, &[3.0f32; 64]).unwrap();
+        step(&dev).unwrap();
+        assert_eq!(dev.read_values::<f32>(S, &a).unwrap(), vec![3.0; 64]);
+        assert_eq!(dev.read_values::<f32>(S, &c).unwrap(), vec![6.0; 64]);
+        let g = dev.capture(S, |d| step(d)).unwrap();
+        dev.replay(S, &g, 2).unwrap();
+        // The warmup and two replays: three more steps.
+        assert_eq!(dev.read_values::<f32>(S, &a).unwrap(), vec![9.0; 64]);
+        assert_eq!(dev.read_values::<f32>(S, &c).unwrap(), vec![48.0; 64]);
+        dev.drop_graph(g).unwrap();
+    }
+    support::assert_no_validation_messages(&handle);
+}
