@@ -81,7 +81,7 @@ mod tests {
 
     use super::*;
 
-    fn hash<T: Hash>(v: &T) -> u64 {
+    fn hash<T: Hash + ?Sized>(v: &T) -> u64 {
         BuildHasherDefault::<IdHasher>::default().hash_one(v)
     }
 
