@@ -339,6 +339,33 @@ fn check(bytes: &[u8], expected: f32, elements: u64) -> Option<String> {
         .map(|(i, v)| format!("element {i} of A is {v}, not {expected}"))
 }
 
+/// One figure against another round by round: each round's ratio, the two measured
+/// side by side in that round (alternating, so drift hits both alike), then the median
+/// and the spread of those ratios.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Paired {
+    pub(crate) median: f64,
+    pub(crate) min: f64,
+    pub(crate) max: f64,
+}
+
+/// `over` against `under`, round by round (rounds past the shorter list are left out).
+pub(crate) fn paired(over: &Figures, under: &Figures) -> Paired {
+    let mut ratios: Vec<f64> = over
+        .rounds_us_per_kernel
+        .iter()
+        .zip(&under.rounds_us_per_kernel)
+        .map(|(o, u)| o / u)
+        .collect();
+    let min = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    Paired {
+        median: median(&mut ratios),
+        min,
+        max,
+    }
+}
+
 fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
     let n = values.len();
@@ -720,6 +747,23 @@ mod tests {
         .expect_err("a wrong floor is caught");
         assert!(error.0.contains("floor"), "{error}");
         assert!(error.0.contains("(eager, three)"), "{error}");
+    }
+
+    #[test]
+    fn a_ratio_is_taken_round_by_round() {
+        let figures = |rounds: &[f64]| Figures {
+            rounds_us_per_kernel: rounds.to_vec(),
+            ..Figures::default()
+        };
+        // The library's slow round is the floor's slow round too: paired, they cancel.
+        let lib = figures(&[2.0, 4.0, 2.2, 6.0, 2.1]);
+        let floor = figures(&[1.0, 2.0, 2.0, 3.0, 1.0]);
+        let p = paired(&lib, &floor);
+        assert_eq!(p.median, 2.0);
+        assert_eq!((p.min, p.max), (1.1, 2.1));
+        // Rounds past the shorter list are left out.
+        let p = paired(&figures(&[3.0, 9.0]), &figures(&[1.0]));
+        assert_eq!((p.median, p.min, p.max), (3.0, 3.0, 3.0));
     }
 
     #[test]

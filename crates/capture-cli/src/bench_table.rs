@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::bench::{DecodeRow, Figures, RowReport, decode_options};
+use crate::bench::{DecodeRow, Figures, Paired, RowReport, decode_options, paired};
 
 /// A backend's part of a run.
 #[derive(Clone, Debug, PartialEq)]
@@ -187,27 +187,31 @@ fn floor_table(rows: &[RowReport]) -> String {
     let mut t = String::new();
     let _ = writeln!(
         t,
-        "  against the hand-written floor, e2e µs/kernel (library / floor = how far above it)"
+        "  against the hand-written floor, e2e µs/kernel (library / floor = how far above it: \
+         the median of each round's ratio, min–max over rounds)"
     );
     let _ = writeln!(
         t,
-        "  {:<9}  {:>9} {:>9} {:>7}  {:>9} {:>9} {:>7}",
+        "  {:<9}  {:>9} {:>9} {:>18}  {:>9} {:>9} {:>18}",
         "row", "eager", "floor", "×", "replay", "floor", "×"
     );
     for r in rows {
         let Some(floor) = &r.floor else { continue };
         let versus = |lib: &Figures, floor: Option<&Figures>| match floor {
-            Some(f) => (
-                fixed(f.e2e_us_per_kernel),
-                format!("{:.2}×", lib.e2e_us_per_kernel / f.e2e_us_per_kernel),
-            ),
+            Some(f) => {
+                let p = paired(lib, f);
+                (
+                    fixed(f.e2e_us_per_kernel),
+                    format!("{:.2}× ({:.2}–{:.2})", p.median, p.min, p.max),
+                )
+            }
             None => ("-".into(), "-".into()),
         };
         let (eager_floor, eager_x) = versus(&r.eager, Some(&floor.eager));
         let (replay_floor, replay_x) = versus(&r.replay, floor.replay.as_ref());
         let _ = writeln!(
             t,
-            "  {:<9}  {:>9} {:>9} {:>7}  {:>9} {:>9} {:>7}",
+            "  {:<9}  {:>9} {:>9} {:>18}  {:>9} {:>9} {:>18}",
             r.row.name,
             fixed(r.eager.e2e_us_per_kernel),
             eager_floor,
@@ -359,17 +363,32 @@ fn row_json(j: &mut String, r: &RowReport) {
                     )
                 })
                 .collect();
+            let versus = |lib: &Figures, floor: Option<&Figures>| {
+                floor.map_or("null".into(), |f| paired_json(paired(lib, f)))
+            };
             let _ = write!(
                 j,
-                "{{\"eager\":{},\"eager_way\":{},\"eager_ways\":[{}],\"replay\":{}}}",
+                "{{\"eager\":{},\"eager_way\":{},\"eager_ways\":[{}],\"replay\":{},\
+                 \"eager_over_floor\":{},\"replay_over_floor\":{}}}",
                 figures_json(&f.eager),
                 string(&f.eager_best),
                 variants.join(","),
-                f.replay.as_ref().map_or("null".into(), figures_json)
+                f.replay.as_ref().map_or("null".into(), figures_json),
+                versus(&r.eager, Some(&f.eager)),
+                versus(&r.replay, f.replay.as_ref()),
             );
         }
     }
     j.push('}');
+}
+
+fn paired_json(p: Paired) -> String {
+    format!(
+        "{{\"median\":{},\"min\":{},\"max\":{}}}",
+        number(p.median),
+        number(p.min),
+        number(p.max)
+    )
 }
 
 fn figures_json(f: &Figures) -> String {

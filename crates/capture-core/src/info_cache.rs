@@ -388,7 +388,7 @@ impl<H> MetadataInfoCache<H> {
         let slots = self
             .graphs
             .remove(&graph)
-            .ok_or(ServerError::UnknownGraph(graph))?;
+            .ok_or_else(|| ServerError::UnknownGraph(graph))?;
         let mut freed = Vec::new();
         for slot in slots {
             if self.unpin(slot) && !self.fits_normal(self.words_len(slot)) {

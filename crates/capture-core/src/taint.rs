@@ -592,7 +592,7 @@ impl TaintLedger {
         let allocation = self
             .memories
             .get(&memory)
-            .ok_or(ServerError::UnknownMemory(memory))?;
+            .ok_or_else(|| ServerError::UnknownMemory(memory))?;
         Ok(allocation.claims.iter().map(|c| (c.range, c.failure)))
     }
 
@@ -635,7 +635,7 @@ impl TaintLedger {
         let allocation = self
             .memories
             .get(&key.memory)
-            .ok_or(ServerError::UnknownMemory(key.memory))?;
+            .ok_or_else(|| ServerError::UnknownMemory(key.memory))?;
         if key.range.end() > allocation.size {
             return Err(ServerError::invalid(
                 "claim key",

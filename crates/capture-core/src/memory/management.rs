@@ -422,9 +422,14 @@ impl<S: ComputeStorage> MemoryManagement<S> {
     ///
     /// [`ServerError::UnknownMemory`] when no live allocation of this manager has `id`.
     pub fn location(&self, id: MemoryId) -> Result<MemoryLocation, ServerError> {
-        let &(kind, at) = self.live.get(&id).ok_or(ServerError::UnknownMemory(id))?;
+        let &(kind, at) = self
+            .live
+            .get(&id)
+            .ok_or_else(|| ServerError::UnknownMemory(id))?;
         let pool = self.pool(kind);
-        let slot = pool.slot(at).ok_or(ServerError::UnknownMemory(id))?;
+        let slot = pool
+            .slot(at)
+            .ok_or_else(|| ServerError::UnknownMemory(id))?;
         Ok(MemoryLocation {
             pool: pool.name,
             page: PageId::new(at.page as u64),
@@ -443,11 +448,11 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         let &(kind, at) = self
             .live
             .get(&key.memory)
-            .ok_or(ServerError::UnknownMemory(key.memory))?;
+            .ok_or_else(|| ServerError::UnknownMemory(key.memory))?;
         let pool = self.pool(kind);
         let page = pool
             .page(at.page)
-            .ok_or(ServerError::UnknownMemory(key.memory))?;
+            .ok_or_else(|| ServerError::UnknownMemory(key.memory))?;
         let slot = &page.slots[at.slot];
         let size = slot.holder.as_ref().map_or(0, |h| h.binding.size);
         if key.range.end() > size {

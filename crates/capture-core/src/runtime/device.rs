@@ -308,7 +308,7 @@ impl<B: Backend> Device<B> {
             let (_, ledger) = registry
                 .live
                 .get_mut(&graph)
-                .ok_or(ServerError::UnknownGraph(graph))?;
+                .ok_or_else(|| ServerError::UnknownGraph(graph))?;
             ledger.label = Some(Arc::clone(&label));
         }
         self.inner.labels.set_graph(graph, Arc::clone(&label));

@@ -466,7 +466,7 @@ impl<B: Backend> Device<B> {
             .live
             .get(&graph)
             .map(|(index, _)| *index)
-            .ok_or(ServerError::UnknownGraph(graph))?;
+            .ok_or_else(|| ServerError::UnknownGraph(graph))?;
         if index != self.inner.pooled(stream) {
             return Err(ServerError::invalid(
                 "replay stream",
@@ -528,7 +528,7 @@ impl<B: Backend> Inner<B> {
             .live
             .remove(&graph)
             .map(|(index, _)| index)
-            .ok_or(ServerError::UnknownGraph(graph))?;
+            .ok_or_else(|| ServerError::UnknownGraph(graph))?;
         self.cells[index].run(|ps| {
             let Some(g) = ps.graphs.remove(&graph) else {
                 return Err(ServerError::UnknownGraph(graph));
@@ -805,7 +805,7 @@ impl<B: Backend> Inner<B> {
             let g = ps
                 .graphs
                 .get(&graph)
-                .ok_or(ServerError::UnknownGraph(graph))?;
+                .ok_or_else(|| ServerError::UnknownGraph(graph))?;
             B::replay(&mut ps.stream, g.executable(), times)
         });
         let outcome = match enqueued {
