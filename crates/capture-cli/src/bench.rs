@@ -14,6 +14,8 @@
 
 use std::time::{Duration, Instant};
 
+use crate::cpu_time;
+
 use capture_graphs::{
     Arg, Buffer, Builtin, Builtins, Chain, Device, DeviceConfig, GraphHandle, KernelHandle,
     ServerError, StreamId,
@@ -170,6 +172,9 @@ pub(crate) struct Figures {
     pub(crate) e2e_us_per_kernel: f64,
     /// Each round's mean end-to-end time per kernel, µs, in order.
     pub(crate) rounds_us_per_kernel: Vec<f64>,
+    /// Median over rounds of the calling thread's CPU time per kernel, µs: what the
+    /// pass cost the host, waits left out (NaN where the clock is missing).
+    pub(crate) cpu_us_per_kernel: f64,
 }
 
 /// A row measured on one backend.
@@ -394,11 +399,17 @@ fn quantile(values: &mut [Duration], q: f64) -> f64 {
 struct Gathered {
     enqueue_us_per_pass: Vec<f64>,
     rounds_us_per_kernel: Vec<f64>,
+    cpu_us_per_kernel: Vec<f64>,
 }
 
 impl Gathered {
-    fn push(&mut self, passes: &[Pass], kernels: usize) {
+    /// A round's passes, and the calling thread's CPU time over them.
+    fn push(&mut self, passes: &[Pass], kernels: usize, cpu: Option<Duration>) {
         let n = passes.len() as f64;
+        if let Some(cpu) = cpu {
+            self.cpu_us_per_kernel
+                .push(cpu.as_secs_f64() * 1e6 / (n * kernels as f64));
+        }
         let enqueue: Duration = passes.iter().map(|p| p.enqueue).sum();
         let total: Duration = passes.iter().map(|p| p.total).sum();
         self.enqueue_us_per_pass
@@ -413,6 +424,7 @@ impl Gathered {
             enqueue_us_per_pass: median(&mut self.enqueue_us_per_pass),
             e2e_us_per_kernel: median(&mut self.rounds_us_per_kernel),
             rounds_us_per_kernel: rounds,
+            cpu_us_per_kernel: median(&mut self.cpu_us_per_kernel),
         }
     }
 }
@@ -499,18 +511,22 @@ pub(crate) fn bench_row<B: Builtins>(
             chain.reset().map_err(|e| fail("reset", e))?;
             let mut times = Vec::with_capacity(passes);
             let mut last = Vec::new();
-            for _ in 0..passes {
-                let (pass, out) = if replayed {
-                    chain.replay_pass(&graph).map_err(|e| fail("replay", e))?
-                } else {
-                    chain.eager_pass().map_err(|e| fail("eager", e))?
-                };
-                if replayed {
-                    replay_calls.push(pass.enqueue);
+            let (ran, cpu) = cpu_time::spent(|| -> Result<(), BenchError> {
+                for _ in 0..passes {
+                    let (pass, out) = if replayed {
+                        chain.replay_pass(&graph).map_err(|e| fail("replay", e))?
+                    } else {
+                        chain.eager_pass().map_err(|e| fail("eager", e))?
+                    };
+                    if replayed {
+                        replay_calls.push(pass.enqueue);
+                    }
+                    times.push(pass);
+                    last = out;
                 }
-                times.push(pass);
-                last = out;
-            }
+                Ok(())
+            });
+            ran?;
             if let Some(wrong) = check(&last, expected, row.elements) {
                 let mode = if replayed { "replayed" } else { "eager" };
                 return Err(BenchError(format!(
@@ -519,9 +535,9 @@ pub(crate) fn bench_row<B: Builtins>(
                 )));
             }
             if replayed {
-                replay.push(&times, row.kernels);
+                replay.push(&times, row.kernels, cpu);
             } else {
-                eager.push(&times, row.kernels);
+                eager.push(&times, row.kernels, cpu);
             }
         }
         if let Some(f) = floor.as_mut() {
@@ -537,16 +553,20 @@ pub(crate) fn bench_row<B: Builtins>(
                 }
                 f.reset(&zeros).map_err(floor_err)?;
                 let mut times = Vec::with_capacity(passes);
-                for _ in 0..passes {
-                    let pass = match variant {
-                        None => match f.replay_pass() {
-                            Some(p) => p.map_err(floor_err)?,
-                            None => break,
-                        },
-                        Some(_) => f.eager_pass().map_err(floor_err)?,
-                    };
-                    times.push(pass);
-                }
+                let (ran, cpu) = cpu_time::spent(|| -> Result<(), BenchError> {
+                    for _ in 0..passes {
+                        let pass = match variant {
+                            None => match f.replay_pass() {
+                                Some(p) => p.map_err(floor_err)?,
+                                None => break,
+                            },
+                            Some(_) => f.eager_pass().map_err(floor_err)?,
+                        };
+                        times.push(pass);
+                    }
+                    Ok(())
+                });
+                ran?;
                 if times.is_empty() {
                     continue;
                 }
@@ -562,8 +582,8 @@ pub(crate) fn bench_row<B: Builtins>(
                     )));
                 }
                 match variant {
-                    Some(v) => floor_eager[v].push(&times, row.kernels),
-                    None => floor_replay.push(&times, row.kernels),
+                    Some(v) => floor_eager[v].push(&times, row.kernels, cpu),
+                    None => floor_replay.push(&times, row.kernels, cpu),
                 }
             }
         }

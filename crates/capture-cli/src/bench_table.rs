@@ -221,6 +221,45 @@ fn floor_table(rows: &[RowReport]) -> String {
             replay_x
         );
     }
+    // The host's share, steadier than the wall clock where the driver's threads and the
+    // caller share few CPUs.
+    if rows
+        .iter()
+        .any(|r| r.floor.is_some() && r.eager.cpu_us_per_kernel.is_finite())
+    {
+        let _ = writeln!(
+            t,
+            "  host CPU of the calling thread, µs/kernel (what a pass costs the host, waits left out)"
+        );
+        let _ = writeln!(
+            t,
+            "  {:<9}  {:>9} {:>9} {:>7}  {:>9} {:>9} {:>7}",
+            "row", "eager", "floor", "×", "replay", "floor", "×"
+        );
+        for r in rows {
+            let Some(floor) = &r.floor else { continue };
+            let cpu = |lib: &Figures, floor: Option<&Figures>| match floor {
+                Some(f) => (
+                    fixed(f.cpu_us_per_kernel),
+                    format!("{:.2}×", lib.cpu_us_per_kernel / f.cpu_us_per_kernel),
+                ),
+                None => ("-".into(), "-".into()),
+            };
+            let (eager_floor, eager_x) = cpu(&r.eager, Some(&floor.eager));
+            let (replay_floor, replay_x) = cpu(&r.replay, floor.replay.as_ref());
+            let _ = writeln!(
+                t,
+                "  {:<9}  {:>9} {:>9} {:>7}  {:>9} {:>9} {:>7}",
+                r.row.name,
+                fixed(r.eager.cpu_us_per_kernel),
+                eager_floor,
+                eager_x,
+                fixed(r.replay.cpu_us_per_kernel),
+                replay_floor,
+                replay_x
+            );
+        }
+    }
     // Where the floor tried several eager ways, which each row's floor is, and the rest.
     for r in rows {
         let Some(floor) = &r.floor else { continue };
@@ -394,10 +433,12 @@ fn paired_json(p: Paired) -> String {
 fn figures_json(f: &Figures) -> String {
     let rounds: Vec<String> = f.rounds_us_per_kernel.iter().map(|v| number(*v)).collect();
     format!(
-        "{{\"enqueue_us_per_pass\":{},\"e2e_us_per_kernel\":{},\"rounds_us_per_kernel\":[{}]}}",
+        "{{\"enqueue_us_per_pass\":{},\"e2e_us_per_kernel\":{},\"rounds_us_per_kernel\":[{}],\
+         \"cpu_us_per_kernel\":{}}}",
         number(f.enqueue_us_per_pass),
         number(f.e2e_us_per_kernel),
-        rounds.join(",")
+        rounds.join(","),
+        number(f.cpu_us_per_kernel)
     )
 }
 

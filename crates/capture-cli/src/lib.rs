@@ -29,6 +29,7 @@ mod bench_table;
 mod chain;
 mod cli;
 mod competitors;
+mod cpu_time;
 pub mod decode;
 mod decode_cmd;
 mod demo;
