@@ -110,47 +110,84 @@ pub(crate) fn decode_options() -> crate::decode::DecodeOptions {
 }
 
 /// The decode row: tokens per second eager, replayed once per token, and all tokens in
-/// one replay call, from one `capture decode` run whose checks must hold.
+/// one replay call, over rounds of `capture decode` runs (each round runs the three
+/// modes one after another, so drift hits them alike) whose checks must all hold.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct DecodeRow {
     /// Tokens per mode.
     pub(crate) tokens: u32,
     /// Kernels per step.
     pub(crate) kernels: u64,
-    /// Tokens per second, eager.
+    /// Runs measured.
+    pub(crate) rounds: usize,
+    /// Tokens per second, eager: the median over rounds.
     pub(crate) eager: f64,
-    /// Tokens per second, one replay per token.
+    /// Tokens per second, one replay per token: the median over rounds.
     pub(crate) replayed: f64,
-    /// Tokens per second, every token in one replay call.
+    /// Tokens per second, every token in one replay call: the median over rounds.
     pub(crate) one_call: f64,
-    /// The checks that failed (empty: all hold).
+    /// Replayed per token against eager, each round's tokens/s ratio (above 1: faster).
+    pub(crate) replayed_over_eager: Paired,
+    /// One call against eager, the same way.
+    pub(crate) one_call_over_eager: Paired,
+    /// The calling thread's CPU time per token, µs (median over rounds): eager, replayed
+    /// per token, one call; NaN where the clock is missing.
+    pub(crate) cpu_us_per_token: [f64; 3],
+    /// The checks that failed, in any round (empty: all hold).
     pub(crate) failed: Vec<String>,
 }
 
-/// Runs the decode row on `backend`.
-#[cfg_attr(
-    not(any(feature = "mock", feature = "vulkan", feature = "cuda")),
-    allow(dead_code)
-)]
+/// Runs the decode row on `backend`: `rounds` runs.
 ///
 /// # Errors
 ///
 /// The decoder's runtime error, as text.
-pub(crate) fn decode_row<B: crate::decode::DecodeBackend>(backend: B) -> Result<DecodeRow, String> {
-    let report =
-        crate::decode::run(backend, decode_options()).map_err(|e| Chain(&e).to_string())?;
-    Ok(DecodeRow {
-        tokens: report.options.tokens,
-        kernels: report.kernels_per_step,
-        eager: report.eager.tokens_per_second(),
-        replayed: report.replayed.tokens_per_second(),
-        one_call: report.one_call.tokens_per_second(),
-        failed: report
-            .checks()
+#[cfg_attr(
+    not(any(feature = "mock", feature = "vulkan", feature = "cuda")),
+    allow(dead_code)
+)]
+pub(crate) fn decode_row<B: crate::decode::DecodeBackend + Clone>(
+    backend: B,
+    rounds: usize,
+) -> Result<DecodeRow, String> {
+    let options = decode_options();
+    let mut rates: [Vec<f64>; 3] = Default::default();
+    let mut cpu: [Vec<f64>; 3] = Default::default();
+    let mut failed: Vec<String> = Vec::new();
+    let mut kernels = 0;
+    for _ in 0..rounds.max(1) {
+        let report =
+            crate::decode::run(backend.clone(), options).map_err(|e| Chain(&e).to_string())?;
+        kernels = report.kernels_per_step;
+        for (i, g) in [&report.eager, &report.replayed, &report.one_call]
             .into_iter()
-            .filter(|c| !c.passed)
-            .map(|c| format!("{}: {}", c.name, c.detail))
-            .collect(),
+            .enumerate()
+        {
+            rates[i].push(g.tokens_per_second());
+            if let Some(c) = g.cpu_seconds {
+                cpu[i].push(c * 1e6 / g.ids.len() as f64);
+            }
+        }
+        for c in report.checks().into_iter().filter(|c| !c.passed) {
+            let line = format!("{}: {}", c.name, c.detail);
+            if !failed.contains(&line) {
+                failed.push(line);
+            }
+        }
+    }
+    let [eager, replayed, one_call] = rates;
+    let cpu_us_per_token = cpu.map(|mut v| median(&mut v));
+    Ok(DecodeRow {
+        tokens: options.tokens,
+        kernels,
+        rounds: eager.len(),
+        replayed_over_eager: paired_values(&replayed, &eager),
+        one_call_over_eager: paired_values(&one_call, &eager),
+        eager: median(&mut eager.clone()),
+        replayed: median(&mut replayed.clone()),
+        one_call: median(&mut one_call.clone()),
+        cpu_us_per_token,
+        failed,
     })
 }
 
@@ -356,12 +393,12 @@ pub(crate) struct Paired {
 
 /// `over` against `under`, round by round (rounds past the shorter list are left out).
 pub(crate) fn paired(over: &Figures, under: &Figures) -> Paired {
-    let mut ratios: Vec<f64> = over
-        .rounds_us_per_kernel
-        .iter()
-        .zip(&under.rounds_us_per_kernel)
-        .map(|(o, u)| o / u)
-        .collect();
+    paired_values(&over.rounds_us_per_kernel, &under.rounds_us_per_kernel)
+}
+
+/// Each round's `over[i] / under[i]`, their median and spread.
+pub(crate) fn paired_values(over: &[f64], under: &[f64]) -> Paired {
+    let mut ratios: Vec<f64> = over.iter().zip(under).map(|(o, u)| o / u).collect();
     let min = ratios.iter().copied().fold(f64::INFINITY, f64::min);
     let max = ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     Paired {

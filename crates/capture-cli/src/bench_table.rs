@@ -153,23 +153,35 @@ fn decode_table(d: &DecodeRow) -> String {
     let _ = writeln!(
         t,
         "  decode (capture decode --dim {} --layers {} --heads {} --vocab {} --context {} \
-         --tokens {}; {} kernels per step), tokens/s:",
-        c.dim, c.layers, c.heads, c.vocab, c.context, d.tokens, d.kernels
+         --tokens {}; {} kernels per step), {} rounds, tokens/s (× against eager: the median \
+         of each round's ratio, min–max):",
+        c.dim, c.layers, c.heads, c.vocab, c.context, d.tokens, d.kernels, d.rounds
     );
     let _ = writeln!(
         t,
-        "  {:>9} {:>17} {:>9} {:>16} {:>9}",
+        "  {:>9} {:>17} {:>18} {:>16} {:>18}",
         "eager", "replayed/token", "×", "one call", "×"
     );
+    let versus = |p: &Paired| format!("{:.2}× ({:.2}–{:.2})", p.median, p.min, p.max);
     let _ = writeln!(
         t,
-        "  {:>9.0} {:>17.0} {:>8.2}× {:>16.0} {:>8.2}×",
+        "  {:>9.0} {:>17.0} {:>18} {:>16.0} {:>18}",
         d.eager,
         d.replayed,
-        d.replayed / d.eager,
+        versus(&d.replayed_over_eager),
         d.one_call,
-        d.one_call / d.eager
+        versus(&d.one_call_over_eager)
     );
+    if d.cpu_us_per_token.iter().all(|v| v.is_finite()) {
+        let [eager, replayed, one_call] = d.cpu_us_per_token;
+        let _ = writeln!(
+            t,
+            "  host CPU of the calling thread, µs/token: eager {}, replayed/token {}, one call {}",
+            fixed(eager),
+            fixed(replayed),
+            fixed(one_call)
+        );
+    }
     if d.failed.is_empty() {
         let _ = writeln!(
             t,
@@ -337,13 +349,22 @@ pub(crate) fn json(run: &Run) -> String {
             Some(Ok(d)) => {
                 let _ = write!(
                     j,
-                    ",\"decode\":{{\"tokens\":{},\"kernels_per_step\":{},\"eager_tokens_per_s\":{},\
-                     \"replayed_tokens_per_s\":{},\"one_call_tokens_per_s\":{},\"checks_hold\":{}}}",
+                    ",\"decode\":{{\"tokens\":{},\"kernels_per_step\":{},\"rounds\":{},\
+                     \"eager_tokens_per_s\":{},\"replayed_tokens_per_s\":{},\
+                     \"one_call_tokens_per_s\":{},\"replayed_over_eager\":{},\
+                     \"one_call_over_eager\":{},\"cpu_us_per_token\":{{\"eager\":{},\
+                     \"replayed\":{},\"one_call\":{}}},\"checks_hold\":{}}}",
                     d.tokens,
                     d.kernels,
+                    d.rounds,
                     number(d.eager),
                     number(d.replayed),
                     number(d.one_call),
+                    paired_json(d.replayed_over_eager),
+                    paired_json(d.one_call_over_eager),
+                    number(d.cpu_us_per_token[0]),
+                    number(d.cpu_us_per_token[1]),
+                    number(d.cpu_us_per_token[2]),
                     d.failed.is_empty()
                 );
             }

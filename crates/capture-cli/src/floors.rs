@@ -107,7 +107,7 @@ fn mock(backend: BenchBackend, _named: bool, args: &BenchArgs) -> BackendRun {
         let backend = capture_graphs::mock::MockBackend::new();
         let mut measured = rows(&backend, run(device), None, args);
         if args.options.decode {
-            measured.decode = Some(bench::decode_row(backend));
+            measured.decode = Some(bench::decode_row(backend, args.options.rounds));
         }
         measured
     }
@@ -162,7 +162,7 @@ fn vulkan(named: bool, args: &BenchArgs) -> BackendRun {
     };
     let mut measured = rows(&backend, run, Some(&make), args);
     if args.options.decode {
-        measured.decode = Some(bench::decode_row(backend));
+        measured.decode = Some(bench::decode_row(backend, args.options.rounds));
     }
     measured
 }
@@ -255,7 +255,7 @@ fn cuda(named: bool, args: &BenchArgs) -> BackendRun {
     };
     let mut measured = rows(&backend, run, Some(&make), args);
     if args.options.decode {
-        measured.decode = Some(bench::decode_row(backend));
+        measured.decode = Some(bench::decode_row(backend, args.options.rounds));
     }
     measured
 }

@@ -106,8 +106,9 @@ fn the_decode_row_gives_tokens_per_second_in_each_mode() {
         text(&out.stderr)
     );
     for expected in [
-        "decode (capture decode --dim 64 --layers 2 --heads 4 --vocab 512 --context 64 --tokens 32; 35 kernels per step), tokens/s:",
+        "decode (capture decode --dim 64 --layers 2 --heads 4 --vocab 512 --context 64 --tokens 32; 35 kernels per step), 5 rounds, tokens/s",
         "eager    replayed/token",
+        "host CPU of the calling thread, µs/token: eager ",
         "decode checks hold",
     ] {
         assert!(stdout.contains(expected), "{expected:?} in:\n{stdout}");
@@ -119,6 +120,18 @@ fn the_decode_row_gives_tokens_per_second_in_each_mode() {
     assert_eq!(d["tokens"], 32, "{d}");
     assert_eq!(d["kernels_per_step"], 35, "{d}");
     assert_eq!(d["checks_hold"], true, "{d}");
+    assert_eq!(d["rounds"], 5, "{d}");
+    for ratio in ["replayed_over_eager", "one_call_over_eager"] {
+        let (lo, mid, hi) = (
+            d[ratio]["min"].as_f64().unwrap(),
+            d[ratio]["median"].as_f64().unwrap(),
+            d[ratio]["max"].as_f64().unwrap(),
+        );
+        assert!(0.0 < lo && lo <= mid && mid <= hi, "{ratio}: {d}");
+    }
+    for mode in ["eager", "replayed", "one_call"] {
+        assert!(d["cpu_us_per_token"][mode].as_f64().unwrap() > 0.0, "{d}");
+    }
     for mode in ["eager", "replayed", "one_call"] {
         let rate = d[format!("{mode}_tokens_per_s")].as_f64().unwrap();
         assert!(rate > 0.0, "{mode}: {d}");

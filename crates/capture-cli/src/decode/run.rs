@@ -3,7 +3,7 @@
 //! (eager and replayed ids identical, every step's logits bit for bit, and the host
 //! reference within [`TOLERANCE`]).
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use capture_graphs::{Device, DeviceConfig, GraphLedger, Result, ServerError, StreamId};
 
@@ -89,6 +89,9 @@ impl DecodeOptions {
 pub struct Generation {
     /// Wall time of the generation loop, through the final sync (prefill excluded).
     pub seconds: f64,
+    /// The calling thread's CPU time over the same loop: what generating cost the host
+    /// (`None` where the thread CPU clock is missing).
+    pub cpu_seconds: Option<f64>,
     /// The generated ids, in order.
     pub ids: Vec<u32>,
     /// Each step's logits, `[tokens, vocab]`, read once at the end.
@@ -296,7 +299,7 @@ fn collect<B: DecodeBackend>(
     dev: &Device<B>,
     model: &DeviceModel<B>,
     options: &DecodeOptions,
-    seconds: f64,
+    (seconds, cpu): (f64, Option<Duration>),
 ) -> Result<Generation> {
     let (first, n) = (
         u64::from(options.first_position()),
@@ -309,9 +312,18 @@ fn collect<B: DecodeBackend>(
     dev.read_values_into(S, &model.logit_history, first * vocab * 4, &mut logits)?;
     Ok(Generation {
         seconds,
+        cpu_seconds: cpu.map(|c| c.as_secs_f64()),
         ids,
         logits,
     })
+}
+
+/// Runs `f`, returning its wall seconds and the calling thread's CPU time.
+fn timed(f: impl FnOnce() -> Result<()>) -> Result<(f64, Option<Duration>)> {
+    let start = Instant::now();
+    let (ran, cpu) = crate::cpu_time::spent(f);
+    ran?;
+    Ok((start.elapsed().as_secs_f64(), cpu))
 }
 
 /// Judges a generation's logits against the host model, teacher-forced on the
@@ -378,12 +390,13 @@ pub fn run<B: DecodeBackend>(backend: B, options: DecodeOptions) -> Result<Decod
 
     // Eager: prefill, then T steps, then one read.
     let prefill_seconds = prefill(&dev, &model, &prompt)?;
-    let start = Instant::now();
-    for _ in 0..options.tokens {
-        model.step(&dev)?;
-    }
-    dev.sync(S)?;
-    let eager = collect(&dev, &model, &options, start.elapsed().as_secs_f64())?;
+    let eager = timed(|| {
+        for _ in 0..options.tokens {
+            model.step(&dev)?;
+        }
+        dev.sync(S)
+    })?;
+    let eager = collect(&dev, &model, &options, eager)?;
 
     // Capture once (warmup runs one step on whatever the state holds; the prefill
     // below starts the sequence afresh), then hand the intermediates to the graph.
@@ -393,10 +406,11 @@ pub fn run<B: DecodeBackend>(backend: B, options: DecodeOptions) -> Result<Decod
 
     // Replayed in one call: the same prefill, then `replay(s, graph, T)`, one read.
     prefill(&dev, &model, &prompt)?;
-    let start = Instant::now();
-    dev.replay(S, &graph, options.tokens)?;
-    dev.sync(S)?;
-    let one_call = collect(&dev, &model, &options, start.elapsed().as_secs_f64())?;
+    let one_call = timed(|| {
+        dev.replay(S, &graph, options.tokens)?;
+        dev.sync(S)
+    })?;
+    let one_call = collect(&dev, &model, &options, one_call)?;
 
     // Replayed: the same prefill (eager, so it still needs the intermediates), then
     // T replays, then one read.
@@ -406,12 +420,13 @@ pub fn run<B: DecodeBackend>(backend: B, options: DecodeOptions) -> Result<Decod
     let ledger = dev
         .graph(&graph)
         .ok_or(ServerError::UnknownGraph(graph.id()))?;
-    let start = Instant::now();
-    for _ in 0..options.tokens {
-        dev.replay(S, &graph, 1)?;
-    }
-    dev.sync(S)?;
-    let replayed = collect(&dev, &model, &options, start.elapsed().as_secs_f64())?;
+    let replayed = timed(|| {
+        for _ in 0..options.tokens {
+            dev.replay(S, &graph, 1)?;
+        }
+        dev.sync(S)
+    })?;
+    let replayed = collect(&dev, &model, &options, replayed)?;
     dev.drop_graph(graph)?;
 
     let host = host_check(&options, &weights, &prompt, &replayed);
