@@ -155,13 +155,20 @@ hand-written ash floor's eager and replay rounds); every figure is the median ov
 rounds of a round's mean per pass, and every round's result is checked. Then the
 decode row (on mock, vulkan and cuda): `capture decode`'s decoder (dim 64, 2 layers,
 32 tokens per mode) eager, replayed once per token and all tokens in one replay
-call, in tokens/s with each mode's ratio to eager, its checks enforced.
+call, one decoder run per round, in tokens/s with each mode's ratio to eager and the
+host CPU per token, its checks enforced.
 
 Columns: enqueue us/pass (until the launches or the replay call return), end-to-end
 us/kernel (through the readback), their ratio, the capture time, the graph's device
 bytes against the stream's live working set, and the replay call's median and 99th
-percentile. On Vulkan, the library against the floor: the same dispatches recorded
-by hand into one command buffer per pass (eager floor) or once (replay floor).
+percentile. Where the backend has a hand-written floor, the library against it: on
+Vulkan the same dispatches recorded by hand per pass (eager floor: submitted as a
+whole pass and every 256, 64 and 16 dispatches, each measured every round, the
+fastest kept and named) or once (replay floor); on CUDA a bare cuLaunchKernel loop.
+Each library/floor ratio is the median of every round's ratio (the two ran side by
+side in it), with its min-max; then the calling thread's CPU time per kernel, the
+part of a pass the host pays, steadier than the wall clock when the driver's own
+threads share the CPUs.
 
 options:
   --backend B      mock, affine-mock (thread-affine streams), vulkan, cuda; a comma
