@@ -49,7 +49,12 @@ const LAUNCHES_PER_ROUND: usize = 10_000;
 const WORK_PER_ROUND: u64 = 64 << 20;
 
 impl Row {
-    const fn new(name: &'static str, elements: u64, kernels: usize, control: bool) -> Self {
+    pub(crate) const fn new(
+        name: &'static str,
+        elements: u64,
+        kernels: usize,
+        control: bool,
+    ) -> Self {
         Self {
             name,
             elements,

@@ -195,6 +195,42 @@ fn decode_table(d: &DecodeRow) -> String {
     t
 }
 
+/// One library-against-floor table: per row, the library's `value` eager and replayed
+/// beside the floor's, and `times`, how far above the floor it sits.
+fn versus_table(
+    t: &mut String,
+    rows: &[RowReport],
+    value: fn(&Figures) -> f64,
+    times: fn(&Figures, &Figures) -> String,
+    width: usize,
+) {
+    let _ = writeln!(
+        t,
+        "  {:<9}  {:>9} {:>9} {:>width$}  {:>9} {:>9} {:>width$}",
+        "row", "eager", "floor", "×", "replay", "floor", "×"
+    );
+    for r in rows {
+        let Some(floor) = &r.floor else { continue };
+        let versus = |lib: &Figures, floor: Option<&Figures>| match floor {
+            Some(f) => (fixed(value(f)), times(lib, f)),
+            None => ("-".into(), "-".into()),
+        };
+        let (eager_floor, eager_x) = versus(&r.eager, Some(&floor.eager));
+        let (replay_floor, replay_x) = versus(&r.replay, floor.replay.as_ref());
+        let _ = writeln!(
+            t,
+            "  {:<9}  {:>9} {:>9} {:>width$}  {:>9} {:>9} {:>width$}",
+            r.row.name,
+            fixed(value(&r.eager)),
+            eager_floor,
+            eager_x,
+            fixed(value(&r.replay)),
+            replay_floor,
+            replay_x
+        );
+    }
+}
+
 fn floor_table(rows: &[RowReport]) -> String {
     let mut t = String::new();
     let _ = writeln!(
@@ -202,37 +238,16 @@ fn floor_table(rows: &[RowReport]) -> String {
         "  against the hand-written floor, e2e µs/kernel (library / floor = how far above it: \
          the median of each round's ratio, min–max over rounds)"
     );
-    let _ = writeln!(
-        t,
-        "  {:<9}  {:>9} {:>9} {:>18}  {:>9} {:>9} {:>18}",
-        "row", "eager", "floor", "×", "replay", "floor", "×"
+    versus_table(
+        &mut t,
+        rows,
+        |f| f.e2e_us_per_kernel,
+        |lib, floor| {
+            let p = paired(lib, floor);
+            format!("{:.2}× ({:.2}–{:.2})", p.median, p.min, p.max)
+        },
+        18,
     );
-    for r in rows {
-        let Some(floor) = &r.floor else { continue };
-        let versus = |lib: &Figures, floor: Option<&Figures>| match floor {
-            Some(f) => {
-                let p = paired(lib, f);
-                (
-                    fixed(f.e2e_us_per_kernel),
-                    format!("{:.2}× ({:.2}–{:.2})", p.median, p.min, p.max),
-                )
-            }
-            None => ("-".into(), "-".into()),
-        };
-        let (eager_floor, eager_x) = versus(&r.eager, Some(&floor.eager));
-        let (replay_floor, replay_x) = versus(&r.replay, floor.replay.as_ref());
-        let _ = writeln!(
-            t,
-            "  {:<9}  {:>9} {:>9} {:>18}  {:>9} {:>9} {:>18}",
-            r.row.name,
-            fixed(r.eager.e2e_us_per_kernel),
-            eager_floor,
-            eager_x,
-            fixed(r.replay.e2e_us_per_kernel),
-            replay_floor,
-            replay_x
-        );
-    }
     // The host's share, steadier than the wall clock where the driver's threads and the
     // caller share few CPUs.
     if rows
@@ -243,34 +258,13 @@ fn floor_table(rows: &[RowReport]) -> String {
             t,
             "  host CPU of the calling thread, µs/kernel (what a pass costs the host, waits left out)"
         );
-        let _ = writeln!(
-            t,
-            "  {:<9}  {:>9} {:>9} {:>7}  {:>9} {:>9} {:>7}",
-            "row", "eager", "floor", "×", "replay", "floor", "×"
+        versus_table(
+            &mut t,
+            rows,
+            |f| f.cpu_us_per_kernel,
+            |lib, floor| format!("{:.2}×", lib.cpu_us_per_kernel / floor.cpu_us_per_kernel),
+            7,
         );
-        for r in rows {
-            let Some(floor) = &r.floor else { continue };
-            let cpu = |lib: &Figures, floor: Option<&Figures>| match floor {
-                Some(f) => (
-                    fixed(f.cpu_us_per_kernel),
-                    format!("{:.2}×", lib.cpu_us_per_kernel / f.cpu_us_per_kernel),
-                ),
-                None => ("-".into(), "-".into()),
-            };
-            let (eager_floor, eager_x) = cpu(&r.eager, Some(&floor.eager));
-            let (replay_floor, replay_x) = cpu(&r.replay, floor.replay.as_ref());
-            let _ = writeln!(
-                t,
-                "  {:<9}  {:>9} {:>9} {:>7}  {:>9} {:>9} {:>7}",
-                r.row.name,
-                fixed(r.eager.cpu_us_per_kernel),
-                eager_floor,
-                eager_x,
-                fixed(r.replay.cpu_us_per_kernel),
-                replay_floor,
-                replay_x
-            );
-        }
     }
     // Where the floor tried several eager ways, which each row's floor is, and the rest.
     for r in rows {
@@ -494,6 +488,50 @@ fn string(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_floor_tables_pair_rounds_and_name_the_fastest_way() {
+        use crate::bench::{FloorFigures, Row};
+        let figures = |rounds: &[f64], cpu: f64| Figures {
+            enqueue_us_per_pass: 1.0,
+            e2e_us_per_kernel: rounds[1],
+            rounds_us_per_kernel: rounds.to_vec(),
+            cpu_us_per_kernel: cpu,
+        };
+        let fast = figures(&[1.0, 2.0, 4.0], 0.5);
+        let row = RowReport {
+            row: Row::new("64x150", 64, 150, false),
+            passes: 1,
+            rounds: 3,
+            eager: figures(&[3.0, 3.0, 4.0], 1.5),
+            replay: figures(&[1.0, 2.0, 4.0], 0.25),
+            capture_ms: 1.0,
+            graph_device_bytes: 528,
+            live_device_bytes: 768,
+            replay_call_p50_us: 1.0,
+            replay_call_p99_us: 2.0,
+            floor: Some(FloorFigures {
+                eager: fast.clone(),
+                eager_variants: vec![
+                    ("whole pass".into(), figures(&[2.0, 3.0, 5.0], 0.6)),
+                    ("every 64".into(), fast.clone()),
+                ],
+                eager_best: "every 64".into(),
+                replay: Some(figures(&[1.0, 2.0, 4.0], 0.25)),
+            }),
+        };
+        let t = floor_table(&[row]);
+        // Rounds 3/1, 3/2, 4/4: median 1.5, min 1, max 3.
+        assert!(t.contains("1.50× (1.00–3.00)"), "{t}");
+        assert!(t.contains("1.00× (1.00–1.00)"), "{t}");
+        // Host CPU: 1.5 / 0.5 eager, 0.25 / 0.25 replayed.
+        assert!(t.contains("host CPU of the calling thread"), "{t}");
+        assert!(t.contains("3.00×"), "{t}");
+        assert!(
+            t.contains("floor eager submits every 64: fastest of whole pass 3.00, every 64 2.00"),
+            "{t}"
+        );
+    }
 
     #[test]
     fn strings_are_escaped_and_odd_numbers_are_null() {
