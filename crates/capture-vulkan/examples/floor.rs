@@ -1,6 +1,7 @@
 //! The hand-written Vulkan floor's figures on this machine's device (the one
-//! `CAPTURE_VULKAN_DEVICE` names, else the best-ranked): eager and replay passes of the
-//! add-one chain, interleaved, each from a reset, and their medians per kernel.
+//! `CAPTURE_VULKAN_DEVICE` names, else the best-ranked): eager passes at each submission
+//! cadence `Floor::cadences` lists, and replay passes, of the add-one chain, interleaved,
+//! each from a reset and checked, and their medians per kernel.
 //!
 //! `cargo run --release -p capture-vulkan --example floor -- [ELEMENTS] [KERNELS] [PASSES]`
 //! (defaults 64, 1000, 21).
@@ -33,29 +34,46 @@ fn main() -> Result<(), FloorError> {
         floor.grid()
     );
     let start: Vec<f32> = (0..elements).map(|i| i as f32).collect();
+    let cadences = floor.cadences();
     // Warm-up: one of each.
-    for replay in [false, true] {
+    for &every in &cadences {
+        floor.set_submit_every(every)?;
         floor.reset(&start)?;
-        if replay {
-            floor.replay_pass()?;
-        } else {
-            floor.eager_pass()?;
-        }
+        floor.eager_pass()?;
     }
-    let (mut eager, mut replay) = (Vec::new(), Vec::new());
+    floor.reset(&start)?;
+    floor.replay_pass()?;
+    let mut eager = vec![Vec::new(); cadences.len()];
+    let mut replay = Vec::new();
     for _ in 0..passes {
-        floor.reset(&start)?;
-        eager.push(floor.eager_pass()?);
-        assert_eq!(floor.output()[0], start[0] + kernels as f32);
+        for (i, &every) in cadences.iter().enumerate() {
+            floor.set_submit_every(every)?;
+            floor.reset(&start)?;
+            eager[i].push(floor.eager_pass()?);
+            assert_eq!(floor.output()[0], start[0] + kernels as f32);
+        }
         floor.reset(&start)?;
         replay.push(floor.replay_pass()?);
         assert_eq!(floor.output()[0], start[0] + kernels as f32);
     }
-    for (name, passes) in [("eager", eager), ("replay", replay)] {
+    let mut rows: Vec<(String, Vec<_>)> = cadences
+        .iter()
+        .zip(eager)
+        .map(|(every, passes)| {
+            let name = if *every >= kernels {
+                "eager, whole pass".to_string()
+            } else {
+                format!("eager, every {every}")
+            };
+            (name, passes)
+        })
+        .collect();
+    rows.push(("replay".into(), replay));
+    for (name, passes) in rows {
         let enqueue = median(passes.iter().map(|p| p.enqueue).collect());
         let total = median(passes.iter().map(|p| p.total).collect());
         println!(
-            "{name:>6}: {:8.3} µs/kernel total, {:8.3} µs/kernel enqueue (median pass {:?})",
+            "{name:>18}: {:8.3} µs/kernel total, {:8.3} µs/kernel enqueue (median pass {:?})",
             micros_per_kernel(total, kernels),
             micros_per_kernel(enqueue, kernels),
             total
