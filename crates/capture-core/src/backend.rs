@@ -29,4 +29,5 @@ pub use crate::memory::{
     ManagedMemoryHandle, MemoryIds, MemoryLocation, MemoryManagement, PERSISTENT_PAGE_BYTES,
     PageUpdate, StorageId,
 };
+pub use crate::read_staging::{READ_STAGING_MAX, READ_STAGING_MIN, read_staging_size};
 pub use crate::stream_state::{StreamSetup, StreamState};

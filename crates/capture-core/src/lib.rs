@@ -50,6 +50,7 @@ mod label;
 mod lock_order;
 mod memory;
 mod range;
+mod read_staging;
 mod report;
 mod runtime;
 mod stream_state;

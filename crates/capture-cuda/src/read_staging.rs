@@ -3,8 +3,8 @@
 //! vector) makes the driver stage it through pinned memory of its own, chunk by chunk;
 //! a copy into a pinned page runs at full speed, and one `memcpy` hands it over.
 //!
-//! The page grows to the largest read up to [`KEPT_MAX`] (rounded up to a power of two,
-//! at least [`KEPT_MIN`]). Pinning memory is costly, so a larger read, a read while a
+//! The page grows to the largest read as the core's [`read_staging_size`] says (a power
+//! of two from 64 KiB to 16 MiB). Pinning memory is costly, so a larger read, a read while a
 //! capture of the context records (a `cuMemHostAlloc` then would break it: rule 25), or
 //! a refused `cuMemHostAlloc` copies straight into the caller's memory as before. A page
 //! replaced by a larger one is freed once no capture of the context records; the kept
@@ -14,16 +14,11 @@
 
 use std::sync::Arc;
 
+use capture_core::backend::read_staging_size;
 use capture_core::{MemoryKind, PoolKind, PoolName, ServerError};
 
 use crate::gpu::Gpu;
 use crate::raw;
-
-/// The smallest page kept: reads of a few logits share one.
-pub(crate) const KEPT_MIN: u64 = 64 << 10;
-
-/// The largest page kept; a larger read copies into the caller's memory directly.
-pub(crate) const KEPT_MAX: u64 = 16 << 20;
 
 /// A pinned page, freed (in its context) when dropped.
 struct Pinned {
@@ -58,11 +53,8 @@ impl ReadStaging {
     /// The kept page when it holds `len` bytes or a large enough one can be made now;
     /// `None` when the read should copy straight into the caller's memory.
     fn page_for(&mut self, gpu: &Arc<Gpu>, len: u64) -> Option<usize> {
-        if len > KEPT_MAX {
-            return None;
-        }
+        let size = read_staging_size(len)?;
         if self.bytes() < len {
-            let size = len.next_power_of_two().clamp(KEPT_MIN, KEPT_MAX);
             let pool = PoolName {
                 memory: MemoryKind::Host,
                 pool: PoolKind::Dynamic,

@@ -2,20 +2,15 @@
 //! kept and reused from one read to the next instead of a page made and freed per read
 //! (on a discrete GPU a `vkAllocateMemory`, a map and a free each time).
 //!
-//! The page grows to the largest read up to [`KEPT_MAX`] (rounded up to a power of two,
-//! at least [`KEPT_MIN`]); a larger read gets a page of its own, freed when the read is
+//! The page grows to the largest read as the core's [`read_staging_size`] says (a power
+//! of two from 64 KiB to 16 MiB); a larger read gets a page of its own, freed when the read is
 //! done, so one huge read does not pin its size in host memory for the stream's life.
 //! The stream reports what it keeps ([`capture_core::StreamReport::read_staging_bytes`]).
 
 use crate::memory::MemoryUse;
 use crate::raw::{self, Gpu, Page};
 use capture_core::ServerError;
-
-/// The smallest page kept: reads of a few logits share one.
-pub(crate) const KEPT_MIN: u64 = 64 << 10;
-
-/// The largest page kept; a larger read stages through a page of its own.
-pub(crate) const KEPT_MAX: u64 = 16 << 20;
+use capture_core::backend::read_staging_size;
 
 /// A stream's kept read-back page, if it has made one yet.
 #[derive(Default)]
@@ -60,11 +55,10 @@ impl ReadStaging {
         len: u64,
         use_: &MemoryUse,
     ) -> Result<Staged<'_>, ServerError> {
-        if len > KEPT_MAX {
+        let Some(size) = read_staging_size(len) else {
             return raw::create_page(gpu, len, use_).map(Staged::Own);
-        }
+        };
         if self.bytes() < len {
-            let size = len.next_power_of_two().clamp(KEPT_MIN, KEPT_MAX);
             // The new page first: if it cannot be made, the old one stays kept.
             let page = raw::create_page(gpu, size, use_)?;
             if let Some((old, _)) = self.kept.replace((page, size)) {
