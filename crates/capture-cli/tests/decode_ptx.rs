@@ -53,7 +53,7 @@ fn has_every_entry(ptx: &str) {
             .params()
             .iter()
             .map(|p| match p {
-                Param::Scalar(bytes) => u32::from(*bytes),
+                Param::Scalar { bytes, .. } => u32::from(*bytes),
                 _ => 8,
             })
             .collect();

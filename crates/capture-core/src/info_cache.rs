@@ -22,7 +22,7 @@
 //! [`capture_discard`]: MetadataInfoCache::capture_discard
 //! [`graph_release`]: MetadataInfoCache::graph_release
 
-use crate::id_hash::IdMap;
+use crate::id_hash::{IdMap, KeyedMap};
 use std::sync::Arc;
 
 use crate::error::ServerError;
@@ -155,6 +155,9 @@ struct Entry<H> {
     recorded_in: u64,
 }
 
+/// The cache's index: info words to their slot.
+type Index = KeyedMap<Arc<[u64]>, usize>;
+
 /// Maps info words to the device buffer `H` holding them (see the module docs).
 ///
 /// Not internally synchronised; `Send` and `Sync` when `H` is.
@@ -164,7 +167,9 @@ pub struct MetadataInfoCache<H> {
     mode: CacheMode,
     slots: Vec<Option<Entry<H>>>,
     free: Vec<usize>,
-    index: IdMap<Arc<[u64]>, usize>,
+    /// Entries by their words: the caller's choice, so hashed with a key (a program's
+    /// info words never degrade the lookup, whatever they are).
+    index: Index,
     tick: u64,
     /// The open window's number; bumped when a window is committed or discarded.
     epoch: u64,
@@ -184,7 +189,7 @@ impl<H> MetadataInfoCache<H> {
             mode: CacheMode::Normal,
             slots: Vec::new(),
             free: Vec::new(),
-            index: IdMap::default(),
+            index: Index::default(),
             tick: 0,
             epoch: 1,
             window: Vec::new(),

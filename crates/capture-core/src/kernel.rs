@@ -31,9 +31,112 @@ pub enum Param {
     /// A buffer whose access the kernel does not declare: each launch's `Arg` says it
     /// (the form [`KernelSignature::new`] makes).
     AnyBuffer,
-    /// A value passed by value, of this many bytes: 2, 4 or 8, or a plain struct of such
-    /// fields (a multiple of 4, at most [`MAX_SCALAR_BYTES`]).
-    Scalar(u16),
+    /// A value passed by value, of `bytes` bytes: 1, 2, 4 or 8, or an array or plain
+    /// struct of such fields (a multiple of 4, at most [`MAX_SCALAR_BYTES`]; a larger
+    /// type's size is kept as `u16::MAX`, which every launch check refuses). `element` is
+    /// the type of its fields where they share one ([`Param::scalar`] of a number or an
+    /// array of numbers): a backend that reflects its kernels (Vulkan) refuses a kernel
+    /// whose parameter is of another type. `None` (a struct, [`Param::scalar_struct`])
+    /// checks the size alone.
+    Scalar {
+        /// Its size in bytes.
+        bytes: u16,
+        /// The type of every field, where they share one.
+        element: Option<ScalarType>,
+    },
+}
+
+/// The type of a scalar parameter's fields, as a kernel's own source declares it (WGSL's
+/// `u32`, CUDA's `float`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ScalarType {
+    /// `u8`.
+    U8,
+    /// `i8`.
+    I8,
+    /// `u16`.
+    U16,
+    /// `i16`.
+    I16,
+    /// `u32`.
+    U32,
+    /// `i32`.
+    I32,
+    /// `f32`.
+    F32,
+    /// `u64`.
+    U64,
+    /// `i64`.
+    I64,
+    /// `f64`.
+    F64,
+}
+
+impl ScalarType {
+    /// Its size in bytes.
+    pub const fn bytes(self) -> u32 {
+        match self {
+            ScalarType::U8 | ScalarType::I8 => 1,
+            ScalarType::U16 | ScalarType::I16 => 2,
+            ScalarType::U32 | ScalarType::I32 | ScalarType::F32 => 4,
+            ScalarType::U64 | ScalarType::I64 | ScalarType::F64 => 8,
+        }
+    }
+
+    /// Its Rust name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            ScalarType::U8 => "u8",
+            ScalarType::I8 => "i8",
+            ScalarType::U16 => "u16",
+            ScalarType::I16 => "i16",
+            ScalarType::U32 => "u32",
+            ScalarType::I32 => "i32",
+            ScalarType::F32 => "f32",
+            ScalarType::U64 => "u64",
+            ScalarType::I64 => "i64",
+            ScalarType::F64 => "f64",
+        }
+    }
+}
+
+impl std::fmt::Display for ScalarType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A type [`Param::scalar`] declares: a number, or an array of numbers of one type.
+pub trait ScalarParam {
+    /// The type of its fields.
+    const ELEMENT: ScalarType;
+}
+
+macro_rules! scalar_param {
+    ($($t:ty => $e:ident),* $(,)?) => {
+        $(impl ScalarParam for $t {
+            const ELEMENT: ScalarType = ScalarType::$e;
+        })*
+    };
+}
+
+scalar_param!(
+    u8 => U8, i8 => I8, u16 => U16, i16 => I16, u32 => U32, i32 => I32, f32 => F32,
+    u64 => U64, i64 => I64, f64 => F64,
+);
+
+impl<T: ScalarParam, const N: usize> ScalarParam for [T; N] {
+    const ELEMENT: ScalarType = T::ELEMENT;
+}
+
+/// A size in bytes as the launch model keeps it: past `u16::MAX`, `u16::MAX` (larger
+/// than any scalar a launch passes, so refused), never cut to its low bits.
+const fn saturate_u16(size: usize) -> u16 {
+    if size > u16::MAX as usize {
+        u16::MAX
+    } else {
+        size as u16
+    }
 }
 
 impl Param {
@@ -44,10 +147,37 @@ impl Param {
     /// A buffer the kernel reads and writes in place.
     pub const READ_WRITE: Param = Param::Buffer(Access::ReadWrite);
 
-    /// A scalar of type `T`, passed by value (`Param::scalar::<u32>()`).
-    pub const fn scalar<T>() -> Param {
-        Param::Scalar(std::mem::size_of::<T>() as u16)
+    /// A scalar of type `T`, passed by value (`Param::scalar::<u32>()`,
+    /// `Param::scalar::<[f32; 2]>()`): its size, and its fields' type.
+    pub const fn scalar<T: ScalarParam>() -> Param {
+        Param::Scalar {
+            bytes: saturate_u16(std::mem::size_of::<T>()),
+            element: Some(T::ELEMENT),
+        }
     }
+
+    /// A plain `#[repr(C)]` struct `T` passed by value, whose fields are of several types:
+    /// its size is checked, its fields' types by no backend.
+    pub const fn scalar_struct<T>() -> Param {
+        Param::Scalar {
+            bytes: saturate_u16(std::mem::size_of::<T>()),
+            element: None,
+        }
+    }
+
+    /// The size of a scalar parameter, `None` for a buffer.
+    pub const fn scalar_bytes(self) -> Option<u16> {
+        match self {
+            Param::Scalar { bytes, .. } => Some(bytes),
+            _ => None,
+        }
+    }
+
+    /// What fills the unused tail of a signature's parameter array.
+    const UNUSED: Param = Param::Scalar {
+        bytes: 0,
+        element: None,
+    };
 
     /// Whether this is a buffer parameter.
     pub const fn is_buffer(self) -> bool {
@@ -93,8 +223,17 @@ impl Param {
 pub struct KernelSignature {
     params: [Param; MAX_KERNEL_PARAMS],
     len: u8,
-    info_words: u16,
+    info_words: u32,
     block: Option<[u32; 3]>,
+}
+
+/// An info-word count as a signature keeps it: past `u32::MAX` words (32 GiB), `u32::MAX`.
+const fn saturate_u32(words: usize) -> u32 {
+    if words > u32::MAX as usize {
+        u32::MAX
+    } else {
+        words as u32
+    }
 }
 
 impl KernelSignature {
@@ -106,7 +245,7 @@ impl KernelSignature {
         let mut params = [Param::AnyBuffer; MAX_KERNEL_PARAMS];
         let mut i = buffers;
         while i < MAX_KERNEL_PARAMS {
-            params[i] = Param::Scalar(0);
+            params[i] = Param::UNUSED;
             i += 1;
         }
         Self {
@@ -116,7 +255,7 @@ impl KernelSignature {
             } else {
                 buffers as u8
             },
-            info_words: info_words as u16,
+            info_words: saturate_u32(info_words),
             block: None,
         }
     }
@@ -124,7 +263,7 @@ impl KernelSignature {
     /// A kernel taking `params`, in order (more than [`MAX_KERNEL_PARAMS`] makes a
     /// signature every launch is refused with).
     pub const fn of(params: &[Param]) -> Self {
-        let mut all = [Param::Scalar(0); MAX_KERNEL_PARAMS];
+        let mut all = [Param::UNUSED; MAX_KERNEL_PARAMS];
         let mut i = 0;
         while i < params.len() && i < MAX_KERNEL_PARAMS {
             all[i] = params[i];
@@ -144,7 +283,7 @@ impl KernelSignature {
 
     /// The same kernel, also taking `words` info words.
     pub const fn with_info(mut self, words: usize) -> Self {
-        self.info_words = words as u16;
+        self.info_words = saturate_u32(words);
         self
     }
 
@@ -175,7 +314,7 @@ impl KernelSignature {
     pub fn scalar_bytes(&self) -> u32 {
         let mut end = 0;
         for p in self.params() {
-            if let Param::Scalar(size) = *p {
+            if let Some(size) = p.scalar_bytes() {
                 end = Param::scalar_offset(end, size) + u32::from(size);
             }
         }
@@ -249,16 +388,30 @@ impl KernelSignature {
                         ),
                     ));
                 }
-                (ArgShape::Scalar(given), Param::Scalar(declared))
-                    if given == usize::from(declared) => {}
-                (ArgShape::Scalar(given), Param::Scalar(declared)) => {
+                (
+                    ArgShape::Scalar(given),
+                    Param::Scalar {
+                        bytes: declared, ..
+                    },
+                ) if given == usize::from(declared) => {}
+                (
+                    ArgShape::Scalar(given),
+                    Param::Scalar {
+                        bytes: declared, ..
+                    },
+                ) => {
                     return Err(ServerError::invalid(
                         "scalar size",
                         format!("{given} bytes for argument {i}"),
                         format!("kernel {} takes a {declared}-byte scalar there", name()),
                     ));
                 }
-                (ArgShape::Buffer(_), Param::Scalar(declared)) => {
+                (
+                    ArgShape::Buffer(_),
+                    Param::Scalar {
+                        bytes: declared, ..
+                    },
+                ) => {
                     return Err(ServerError::invalid(
                         "argument",
                         format!("a buffer for argument {i}"),
@@ -275,7 +428,7 @@ impl KernelSignature {
             }
         }
         for p in params {
-            if let Param::Scalar(size) = *p
+            if let Some(size) = p.scalar_bytes()
                 && (size == 0
                     || usize::from(size) > MAX_SCALAR_BYTES
                     || !(matches!(size, 1 | 2) || size % 4 == 0))
@@ -335,7 +488,7 @@ impl KernelSignature {
 /// A scalar argument's bytes, held inline (a launch allocates nothing for it).
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ScalarValue {
-    len: u16,
+    len: u32,
     bytes: [u8; MAX_SCALAR_BYTES],
 }
 
@@ -348,14 +501,14 @@ impl ScalarValue {
             inline[..bytes.len()].copy_from_slice(bytes);
         }
         Self {
-            len: bytes.len().min(usize::from(u16::MAX)) as u16,
+            len: u32::try_from(bytes.len()).unwrap_or(u32::MAX),
             bytes: inline,
         }
     }
 
     /// The value's size in bytes.
     pub fn len(&self) -> usize {
-        usize::from(self.len)
+        self.len as usize
     }
 
     /// Whether it has no bytes (never, for a scalar the check let through).

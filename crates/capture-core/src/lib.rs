@@ -68,6 +68,7 @@ pub use ids::{FailureId, GraphId, GraphPoolId, MemoryId, PageId, StreamId};
 pub use info_cache::CachePolicy;
 pub use kernel::{
     Dims, Grid, KernelSignature, MAX_KERNEL_PARAMS, MAX_LAUNCH_BUFFERS, MAX_SCALAR_BYTES, Param,
+    ScalarParam, ScalarType,
 };
 pub use label::MAX_LABEL_BYTES;
 pub use memory::{
@@ -80,7 +81,7 @@ pub use runtime::{
     Arg, Buffer, CapturePhase, Capturing, Device, DeviceConfig, DeviceReport, GraphHandle,
     GraphPool, KernelHandle, MAX_REPLAYS_PER_CALL, StreamReport,
 };
-pub use trace::{Event, KernelId, Trace};
+pub use trace::{Event, KernelId, Trace, WorkId};
 
 /// The plain-old-data bounds of the typed host I/O ([`Device::write_values`],
 /// [`Device::read_values`]): `f32`, `u32`, arrays of them, and a `#[repr(C)]` type of

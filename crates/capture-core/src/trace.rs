@@ -29,7 +29,8 @@ use crate::label::RenderLabels;
 use crate::lock_order::{Level, Ordered};
 use crate::memory::{Access, ClaimKey, PoolName};
 
-/// A kernel registered with a device, numbered in registration order.
+/// A kernel registered with a device, numbered in registration order by the device's
+/// kernel registry (and by nothing else: foreign work is named by a [`WorkId`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct KernelId(pub(crate) u32);
 
@@ -38,6 +39,26 @@ impl KernelId {
     pub fn index(self) -> u32 {
         self.0
     }
+}
+
+/// The name of the user's own work ([`Device::foreign_work`](crate::Device::foreign_work)),
+/// interned once per name in the trace: work names and kernel ids are numbered apart, so
+/// work of a new name never moves a kernel's id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct WorkId(pub(crate) u32);
+
+impl WorkId {
+    /// The number behind the id.
+    pub fn index(self) -> u32 {
+        self.0
+    }
+}
+
+/// What a launch line ran: a registered kernel, or the user's own work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ran {
+    Kernel(KernelId),
+    Work(WorkId),
 }
 
 /// One thing that happened on a device.
@@ -93,8 +114,8 @@ pub enum Event {
     Work {
         /// The stream.
         stream: StreamId,
-        /// Its name, interned as a kernel's is.
-        work: KernelId,
+        /// Its name, interned in the trace.
+        work: WorkId,
         /// Its bindings, in the trace's arena.
         args: Range<u32>,
         /// Whether it went into a recording.
@@ -242,7 +263,10 @@ struct Log {
     enabled: bool,
     events: Vec<Event>,
     args: Vec<(ClaimKey, Access)>,
+    /// Kernel names, indexed by [`KernelId`] (the registry's numbering).
     kernels: Vec<Cow<'static, str>>,
+    /// Work names, indexed by [`WorkId`].
+    works: Vec<Cow<'static, str>>,
 }
 
 /// A device's event log. Disabled, it records only kernel names (for errors).
@@ -266,22 +290,25 @@ impl Trace {
         Ordered::lock(&self.log, Level::Trace)
     }
 
-    /// Interns a kernel name and returns its id.
-    pub(crate) fn kernel(&self, name: Cow<'static, str>) -> KernelId {
+    /// Names kernel `id`, which the kernel registry just numbered.
+    pub(crate) fn kernel(&self, id: KernelId, name: Cow<'static, str>) {
         let mut log = self.lock();
-        log.kernels.push(name);
-        KernelId((log.kernels.len() - 1) as u32)
+        let at = id.0 as usize;
+        if log.kernels.len() <= at {
+            log.kernels.resize(at + 1, Cow::Borrowed("?"));
+        }
+        log.kernels[at] = name;
     }
 
-    /// The id of `name`, interned once: the user's work is named by it, however many
-    /// times it runs.
-    pub(crate) fn intern(&self, name: Cow<'static, str>) -> KernelId {
+    /// The id of work name `name`, interned once: the user's work is named by it,
+    /// however many times it runs.
+    pub(crate) fn work(&self, name: Cow<'static, str>) -> WorkId {
         let mut log = self.lock();
-        if let Some(i) = log.kernels.iter().rposition(|k| *k == name) {
-            return KernelId(i as u32);
+        if let Some(i) = log.works.iter().rposition(|k| *k == name) {
+            return WorkId(i as u32);
         }
-        log.kernels.push(name);
-        KernelId((log.kernels.len() - 1) as u32)
+        log.works.push(name);
+        WorkId((log.works.len() - 1) as u32)
     }
 
     /// The name of a registered kernel.
@@ -293,6 +320,23 @@ impl Trace {
             .unwrap_or(Cow::Borrowed("?"))
     }
 
+    /// The name of the user's work `work`.
+    pub fn work_name(&self, work: WorkId) -> Cow<'static, str> {
+        self.lock()
+            .works
+            .get(work.0 as usize)
+            .cloned()
+            .unwrap_or(Cow::Borrowed("?"))
+    }
+
+    /// The name of what a launch line ran.
+    pub(crate) fn ran_name(&self, ran: Ran) -> Cow<'static, str> {
+        match ran {
+            Ran::Kernel(k) => self.kernel_name(k),
+            Ran::Work(w) => self.work_name(w),
+        }
+    }
+
     /// Appends an event (and mirrors it to `tracing`).
     pub(crate) fn push(&self, event: Event) {
         let mut log = self.lock();
@@ -302,14 +346,13 @@ impl Trace {
         }
     }
 
-    /// Appends a launch (or the user's work, `work`) whose bindings are `args`.
+    /// Appends a launch (or the user's work) whose bindings are `args`.
     pub(crate) fn launch(
         &self,
         stream: StreamId,
-        kernel: KernelId,
+        ran: Ran,
         args: impl Iterator<Item = (ClaimKey, Access)>,
         recorded: bool,
-        work: bool,
     ) {
         let mut log = self.lock();
         if !log.enabled {
@@ -318,20 +361,19 @@ impl Trace {
         let start = log.args.len() as u32;
         log.args.extend(args);
         let end = log.args.len() as u32;
-        let event = if work {
-            Event::Work {
+        let event = match ran {
+            Ran::Work(work) => Event::Work {
                 stream,
-                work: kernel,
+                work,
                 args: start..end,
                 recorded,
-            }
-        } else {
-            Event::Launch {
+            },
+            Ran::Kernel(kernel) => Event::Launch {
                 stream,
                 kernel,
                 args: start..end,
                 recorded,
-            }
+            },
         };
         mirror(&log, &event);
         log.events.push(event);
@@ -452,6 +494,7 @@ impl fmt::Display for Line<'_> {
                 .get(k.0 as usize)
                 .map_or("?", |n| n.as_ref())
         };
+        let work = |w: &WorkId| self.log.works.get(w.0 as usize).map_or("?", |n| n.as_ref());
         let rec = |r: bool| if r { " (recorded)" } else { "" };
         match self.event {
             Event::Alloc {
@@ -467,23 +510,23 @@ impl fmt::Display for Line<'_> {
             } => write!(f, "{stream} write {key}{}", rec(*recorded)),
             Event::Read { stream, key } => write!(f, "{stream} read {key}"),
             Event::Load { stream, kernel: k } => write!(f, "{stream} load {}", kernel(k)),
-            Event::Launch {
-                stream,
-                kernel: k,
-                args,
-                recorded,
-            }
-            | Event::Work {
-                stream,
-                work: k,
-                args,
-                recorded,
-            } => {
-                let what = match self.event {
-                    Event::Work { .. } => "work",
-                    _ => "launch",
+            Event::Launch { .. } | Event::Work { .. } => {
+                let (what, name, stream, args, recorded) = match self.event {
+                    Event::Work {
+                        stream,
+                        work: w,
+                        args,
+                        recorded,
+                    } => ("work", work(w), stream, args, recorded),
+                    Event::Launch {
+                        stream,
+                        kernel: k,
+                        args,
+                        recorded,
+                    } => ("launch", kernel(k), stream, args, recorded),
+                    _ => return Ok(()),
                 };
-                write!(f, "{stream} {what} {}", kernel(k))?;
+                write!(f, "{stream} {what} {name}")?;
                 let args = self
                     .log
                     .args

@@ -163,7 +163,7 @@ fn decode(l: &ParamLaunch, memory: &mut dyn Memory) -> Result<(), String> {
         .params()
         .iter()
         .map(|p| match p {
-            Param::Scalar(bytes) => usize::from(*bytes),
+            Param::Scalar { bytes, .. } => usize::from(*bytes),
             _ => 8,
         })
         .collect();

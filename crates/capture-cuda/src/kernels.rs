@@ -258,7 +258,9 @@ fn passed(abi: Abi, signature: &KernelSignature) -> Vec<(usize, &'static str)> {
     for p in signature.params() {
         match (abi, *p) {
             (Abi::Pairs, _) => out.extend([(8, "a pointer"), (8, "a length")]),
-            (Abi::Params, Param::Scalar(size)) => out.push((usize::from(size), "a scalar")),
+            (Abi::Params, Param::Scalar { bytes, .. }) => {
+                out.push((usize::from(bytes), "a scalar"));
+            }
             (Abi::Params, _) => out.push((8, "a pointer")),
         }
     }

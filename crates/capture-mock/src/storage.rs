@@ -1,6 +1,7 @@
 //! `MockStorage`: pages of real bytes in host memory. A slice returned to its pool is
 //! poisoned at once, so a use after release shows.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use capture_core::backend::{ComputeStorage, IdMap, IdSet, StorageId};
@@ -20,10 +21,18 @@ pub const FRESH: u8 = 0xA5;
 /// would be, rather than a host allocation that aborts the process.
 pub const MOCK_MEMORY_BYTES: u64 = 4 << 30;
 
-/// The pages of one kind of memory of one mock device.
-#[derive(Debug, Default)]
+/// Numbers every [`Pages`] made in the process, so memory of one backend value is told
+/// from another's.
+static OWNERS: AtomicU64 = AtomicU64::new(0);
+
+/// The pages of one kind of memory of one mock backend value (every device on it).
+#[derive(Debug)]
 pub(crate) struct Pages {
     pub(crate) pages: IdMap<u64, Vec<u8>>,
+    /// Which backend value's memory this is (unique in the process).
+    owner: u64,
+    /// The next number: of a page, or of an adoption (an import's storage id), from one
+    /// counter so the two never meet.
     next: u64,
     /// Bytes the live pages hold.
     bytes: u64,
@@ -35,13 +44,32 @@ pub(crate) struct Pages {
     freed: IdSet<u64>,
 }
 
+impl Default for Pages {
+    fn default() -> Self {
+        Self {
+            pages: IdMap::default(),
+            owner: OWNERS.fetch_add(1, Ordering::Relaxed),
+            next: 0,
+            bytes: 0,
+            external: IdSet::default(),
+            freed: IdSet::default(),
+        }
+    }
+}
+
 impl Pages {
+    /// A number no page or adoption of these pages has.
+    fn number(&mut self) -> u64 {
+        let id = self.next;
+        self.next += 1;
+        id
+    }
+
     /// A new page of `size` bytes, every byte [`FRESH`]; its number.
     fn add(&mut self, size: u64) -> u64 {
         // Filled by `vec!`'s memset: byte by byte, a debug build would crawl.
         let page = vec![FRESH; size as usize];
-        let id = self.next;
-        self.next += 1;
+        let id = self.number();
         self.bytes += size;
         self.pages.insert(id, page);
         id
@@ -93,6 +121,8 @@ pub struct MockMemory {
 /// caller's when it is imported, and a use after the guard drops reads poisoned bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MockExternal {
+    /// The backend value whose memory it is.
+    owner: u64,
     page: u64,
     size: u64,
 }
@@ -112,6 +142,7 @@ impl MockMemory {
     /// What [`Device::import`](capture_core::Device::import) takes.
     pub fn external(&self) -> MockExternal {
         MockExternal {
+            owner: lock(&self.pages).owner,
             page: self.page,
             size: self.size,
         }
@@ -134,9 +165,15 @@ impl MockMemory {
         page[offset as usize..offset as usize + bytes.len()].copy_from_slice(bytes);
     }
 
-    /// Its bytes as they are now.
+    /// Its bytes as they are now: poisoned bytes if the page is gone (only a backend
+    /// that freed the caller's memory, which the library must never make it do, loses
+    /// it).
     pub fn read(&self) -> Vec<u8> {
-        lock(&self.pages).pages[&self.page].clone()
+        lock(&self.pages)
+            .pages
+            .get(&self.page)
+            .cloned()
+            .unwrap_or_else(|| vec![POISON; self.size as usize])
     }
 }
 
@@ -164,8 +201,11 @@ pub struct MockStorage {
     /// The pages this storage allocated and has not freed: given back when it drops,
     /// as a real driver frees a device's memory when the device goes.
     owned: Vec<u64>,
-    /// The caller's pages this storage adopted (imports): never freed or poisoned.
-    adopted: IdSet<u64>,
+    /// The caller's pages this storage adopted (imports), by the storage id each import
+    /// got: never freed or poisoned. Each import is an adoption of its own, as a real
+    /// driver's import is, so the same memory imported twice is released twice without
+    /// a free.
+    adopted: IdMap<u64, u64>,
 }
 
 impl MockStorage {
@@ -175,7 +215,7 @@ impl MockStorage {
             pages: Arc::clone(pages),
             context: Arc::clone(context),
             owned: Vec::new(),
-            adopted: IdSet::default(),
+            adopted: IdMap::default(),
         }
     }
 
@@ -229,7 +269,7 @@ impl ComputeStorage for MockStorage {
 
     fn dealloc(&mut self, id: StorageId) {
         // An adopted page is the caller's: forgotten, not freed.
-        if self.adopted.remove(&id.0) {
+        if self.adopted.remove(&id.0).is_some() {
             return;
         }
         self.context.conflicts_with_all("a free");
@@ -238,7 +278,15 @@ impl ComputeStorage for MockStorage {
     }
 
     fn adopt(&mut self, external: MockExternal) -> Result<(StorageId, u64), ServerError> {
-        let pages = lock(&self.pages);
+        let mut pages = lock(&self.pages);
+        if external.owner != pages.owner {
+            return Err(ServerError::invalid(
+                "imported memory",
+                format!("mock page {} of {} B", external.page, external.size),
+                "it is memory of another backend value (MockBackend::external_memory of \
+                 another MockBackend); import memory of the device's own backend value",
+            ));
+        }
         let live = pages.external.contains(&external.page)
             && !pages.freed.contains(&external.page)
             && pages.pages.contains_key(&external.page);
@@ -249,18 +297,20 @@ impl ComputeStorage for MockStorage {
                 "it is not memory of the caller's that is still live on this backend",
             ));
         }
+        let id = pages.number();
         drop(pages);
-        self.adopted.insert(external.page);
-        Ok((StorageId(external.page), external.size))
+        self.adopted.insert(id, external.page);
+        Ok((StorageId(id), external.size))
     }
 
     fn resource(&mut self, id: StorageId, bytes: ByteRange) -> MockResource {
-        MockResource { page: id.0, bytes }
+        let page = self.adopted.get(&id.0).copied().unwrap_or(id.0);
+        MockResource { page, bytes }
     }
 
     fn slice_released(&mut self, id: StorageId, bytes: ByteRange) {
         // The caller's own memory keeps its bytes: the library never frees it.
-        if self.adopted.contains(&id.0) {
+        if self.adopted.contains_key(&id.0) {
             return;
         }
         let mut pages = lock(&self.pages);

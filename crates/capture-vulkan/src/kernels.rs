@@ -14,14 +14,17 @@
 //!   one buffer too many, whose last buffer the shader reads as its info words, is
 //!   refused);
 //! - its push-constant block has one member per scalar, each at the offset and of the
-//!   size the scalars' layout gives them ([`Param::scalar_offset`]).
+//!   size the scalars' layout gives them ([`Param::scalar_offset`]), and of the type the
+//!   signature declares where it declares one ([`Param::scalar`]: a `u32` member for a
+//!   `Param::scalar::<f32>()` is refused; [`Param::scalar_struct`] checks the size
+//!   alone).
 
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::sync::{Arc, Mutex};
 
-use capture_core::{Access, Builtin, KernelSignature, Param, ServerError};
+use capture_core::{Access, Builtin, KernelSignature, Param, ScalarType, ServerError};
 
 use crate::raw::{self, Gpu, KernelObjects};
 
@@ -289,7 +292,9 @@ fn check_spirv(
 
 /// Checks a push-constant block's type against the scalars' layout: a struct with one
 /// member per scalar at its offset and of its size (a single scalar may be the block
-/// itself).
+/// itself), each of the type the signature declares for it, where it declares one
+/// ([`Param::scalar`]: every leaf of the member, a vector's or an array's elements
+/// included, of that type).
 fn check_push_block(
     module: &naga::Module,
     ty: naga::Handle<naga::Type>,
@@ -297,12 +302,14 @@ fn check_push_block(
 ) -> Result<(), String> {
     let gctx = module.to_ctx();
     let mut expected = Vec::new();
+    let mut types = Vec::new();
     let mut end = 0;
     for p in signature.params() {
-        if let Param::Scalar(size) = *p {
-            let at = Param::scalar_offset(end, size);
-            expected.push((at, u32::from(size)));
-            end = at + u32::from(size);
+        if let Param::Scalar { bytes, element } = *p {
+            let at = Param::scalar_offset(end, bytes);
+            expected.push((at, u32::from(bytes)));
+            types.push(element);
+            end = at + u32::from(bytes);
         }
     }
     let members = |ty: naga::Handle<naga::Type>| -> Vec<(u32, u32, naga::Handle<naga::Type>)> {
@@ -326,14 +333,65 @@ fn check_push_block(
     {
         found = members(inner);
     }
-    let found = shape(&found);
-    if found == expected {
-        Ok(())
-    } else {
-        Err(format!(
-            "its members are (offset, size) {found:?} bytes; the scalars are laid out as {expected:?}"
-        ))
+    let layout = shape(&found);
+    if layout != expected {
+        return Err(format!(
+            "its members are (offset, size) {layout:?} bytes; the scalars are laid out as {expected:?}"
+        ));
     }
+    for (i, (&(_, _, member), declared)) in found.iter().zip(&types).enumerate() {
+        let Some(declared) = *declared else { continue };
+        let mut leaves = Vec::new();
+        leaf_types(module, member, &mut leaves);
+        if let Some(other) = leaves.iter().find(|&&t| t != Some(declared)) {
+            let shader =
+                other.map_or_else(|| "a type no scalar has".to_string(), |t| t.to_string());
+            return Err(format!(
+                "scalar {i} is {shader} in the shader; the signature declares {declared}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The scalar type of every leaf of `ty` (a vector's, a matrix's and an array's
+/// elements, a struct's members), `None` for one no [`ScalarType`] names (a bool).
+fn leaf_types(
+    module: &naga::Module,
+    ty: naga::Handle<naga::Type>,
+    out: &mut Vec<Option<ScalarType>>,
+) {
+    match &module.types[ty].inner {
+        naga::TypeInner::Scalar(s)
+        | naga::TypeInner::Vector { scalar: s, .. }
+        | naga::TypeInner::Matrix { scalar: s, .. }
+        | naga::TypeInner::Atomic(s) => out.push(scalar_type(*s)),
+        naga::TypeInner::Array { base, .. } => leaf_types(module, *base, out),
+        naga::TypeInner::Struct { members, .. } => {
+            for m in members {
+                leaf_types(module, m.ty, out);
+            }
+        }
+        _ => out.push(None),
+    }
+}
+
+/// The [`ScalarType`] of a naga scalar, if one names it.
+fn scalar_type(s: naga::Scalar) -> Option<ScalarType> {
+    use naga::ScalarKind::{Float, Sint, Uint};
+    Some(match (s.kind, s.width) {
+        (Uint, 1) => ScalarType::U8,
+        (Sint, 1) => ScalarType::I8,
+        (Uint, 2) => ScalarType::U16,
+        (Sint, 2) => ScalarType::I16,
+        (Uint, 4) => ScalarType::U32,
+        (Sint, 4) => ScalarType::I32,
+        (Float, 4) => ScalarType::F32,
+        (Uint, 8) => ScalarType::U64,
+        (Sint, 8) => ScalarType::I64,
+        (Float, 8) => ScalarType::F64,
+        _ => return None,
+    })
 }
 
 /// SPIR-V compiled from WGSL, by source text.

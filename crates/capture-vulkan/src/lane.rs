@@ -20,7 +20,7 @@ use capture_core::ServerError;
 
 use crate::raw::{self, Gpu, KernelObjects};
 use crate::sets::SetPools;
-use crate::work::{VulkanRange, VulkanWork};
+use crate::work::{Kept, VulkanRange, VulkanWork};
 
 /// How a lane batches its work.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,6 +38,19 @@ pub(crate) struct Window {
     pub(crate) sets: SetPools,
     /// The pipeline the secondary has bound, if known.
     bound: Option<vk::Pipeline>,
+    /// What the user's work recorded into the secondary handed over
+    /// ([`VulkanWorkCall::keep`](crate::VulkanWorkCall::keep)): dropped with the window,
+    /// so with its graph's executable, behind the last replay's fence.
+    kept: Vec<Kept>,
+}
+
+/// A submitted batch: its timeline value, command buffer, descriptor pools, and what the
+/// user's work recorded into it handed over.
+struct InFlight {
+    value: u64,
+    cmd: vk::CommandBuffer,
+    sets: Vec<vk::DescriptorPool>,
+    kept: Vec<Kept>,
 }
 
 pub(crate) struct Batch {
@@ -53,7 +66,10 @@ pub(crate) struct Batch {
     spare_sets: Vec<vk::DescriptorPool>,
     /// Emptied pool lists of retired batches, for the next batches to fill.
     spare_lists: Vec<Vec<vk::DescriptorPool>>,
-    in_flight: VecDeque<(u64, vk::CommandBuffer, Vec<vk::DescriptorPool>)>,
+    in_flight: VecDeque<InFlight>,
+    /// What the user's work recorded into the open primary handed over: goes with it
+    /// when it is submitted, dropped when it retires.
+    kept: Vec<Kept>,
     semaphore: vk::Semaphore,
     submitted: u64,
     /// Other lanes' timeline values the next submission waits for (rule 18).
@@ -119,6 +135,7 @@ impl Lane {
                 spare_sets: Vec::new(),
                 spare_lists: Vec::new(),
                 in_flight: VecDeque::new(),
+                kept: Vec::new(),
                 semaphore,
                 submitted: 0,
                 waits: Vec::new(),
@@ -244,7 +261,14 @@ impl Lane {
         let mut b = self.batch();
         let cmd = self.target(&mut b)?;
         raw::barrier(&self.gpu, cmd);
-        let ran = work.call(&self.gpu.device, cmd, ranges);
+        let mut kept = Vec::new();
+        let ran = work.call(&self.gpu.device, cmd, ranges, &mut kept);
+        // What it handed over lives as long as the command buffer it recorded into may
+        // run: the window's (its graph's), or the open primary's.
+        match &mut b.window {
+            Some(w) => w.kept.append(&mut kept),
+            None => b.kept.append(&mut kept),
+        }
         // The work may bind pipelines of its own.
         *Self::bound(&mut b) = None;
         raw::barrier(&self.gpu, cmd);
@@ -325,16 +349,24 @@ impl Lane {
         b.dirty = false;
         b.commands = 0;
         let sets = b.sets.take(b.spare_lists.pop().unwrap_or_default());
+        let kept = std::mem::take(&mut b.kept);
         match sent {
             Ok(()) => {
                 b.waits.clear();
                 b.submitted = value;
-                b.in_flight.push_back((value, cmd, sets));
+                b.in_flight.push_back(InFlight {
+                    value,
+                    cmd,
+                    sets,
+                    kept,
+                });
                 Ok(())
             }
             Err(e) => {
                 raw::free_command_buffer(&self.gpu, b.pool, cmd);
                 recycle(&self.gpu, b, sets);
+                // Never pending: what its work handed over goes now.
+                drop(kept);
                 Err(e)
             }
         }
@@ -386,10 +418,11 @@ impl Lane {
     /// Frees the command buffers of the batches that ran and resets their pools.
     fn retire_locked(&self, b: &mut Batch) -> Result<(), ServerError> {
         let reached = raw::reached(&self.gpu, b.semaphore)?;
-        while b.in_flight.front().is_some_and(|(v, _, _)| *v <= reached) {
-            let (_, cmd, sets) = b.in_flight.pop_front().expect("checked above");
-            raw::free_command_buffer(&self.gpu, b.pool, cmd);
-            recycle(&self.gpu, b, sets);
+        while b.in_flight.front().is_some_and(|f| f.value <= reached) {
+            let done = b.in_flight.pop_front().expect("checked above");
+            raw::free_command_buffer(&self.gpu, b.pool, done.cmd);
+            recycle(&self.gpu, b, done.sets);
+            drop(done.kept);
         }
         Ok(())
     }
@@ -406,6 +439,7 @@ impl Lane {
             secondary,
             sets: SetPools::default(),
             bound: None,
+            kept: Vec::new(),
         });
         Ok(())
     }
@@ -473,9 +507,9 @@ impl Drop for Lane {
         let _ = self.finish();
         self.gpu.idle();
         let b = lock(&self.batch);
-        for (_, cmd, sets) in &b.in_flight {
-            raw::free_command_buffer(&self.gpu, b.pool, *cmd);
-            for pool in sets {
+        for done in &b.in_flight {
+            raw::free_command_buffer(&self.gpu, b.pool, done.cmd);
+            for pool in &done.sets {
                 raw::destroy_descriptor_pool(&self.gpu, *pool);
             }
         }
@@ -489,5 +523,14 @@ impl Drop for Lane {
         }
         raw::destroy_command_pool(&self.gpu, b.pool);
         raw::destroy_semaphore(&self.gpu, b.semaphore);
+        // What the user's work handed over goes while the device surely lives (the
+        // lane's `gpu` is dropped before its batch).
+        drop(b);
+        let mut b = lock(&self.batch);
+        b.kept.clear();
+        b.in_flight.clear();
+        if let Some(w) = &mut b.window {
+            w.kept.clear();
+        }
     }
 }

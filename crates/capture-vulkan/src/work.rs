@@ -10,6 +10,7 @@
 
 use std::any::Any;
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::fmt;
 use std::sync::Arc;
 
@@ -35,6 +36,7 @@ pub struct VulkanWorkCall<'a> {
     pub(crate) device: &'a ash::Device,
     pub(crate) cmd: vk::CommandBuffer,
     pub(crate) ranges: &'a [VulkanRange],
+    kept: RefCell<&'a mut Vec<Kept>>,
 }
 
 impl<'a> VulkanWorkCall<'a> {
@@ -53,6 +55,21 @@ impl<'a> VulkanWorkCall<'a> {
     pub fn ranges(&self) -> &'a [VulkanRange] {
         self.ranges
     }
+
+    /// Hands `object` over for as long as what this call records may run: objects made
+    /// for this recording alone, such as a descriptor set written with this call's
+    /// [`ranges`](Self::ranges) and the pool it came from (wrapped in a type whose `Drop`
+    /// destroys them). Outside a window it is dropped once the submission holding this
+    /// command buffer has run; inside one it goes with the graph, dropped behind the
+    /// fence of the graph's last replay, when its executable is. Objects every recording
+    /// shares (a pipeline and its layout) go to [`VulkanWork::keep`] once instead.
+    ///
+    /// The work runs once per eager use and twice in a capture (the warmup, then the
+    /// recording), so it makes and hands over a set each time; each goes with the command
+    /// buffer that call recorded into.
+    pub fn keep(&self, object: Arc<dyn Any + Send + Sync>) {
+        self.kept.borrow_mut().push(object);
+    }
 }
 
 impl fmt::Debug for VulkanWorkCall<'_> {
@@ -60,9 +77,13 @@ impl fmt::Debug for VulkanWorkCall<'_> {
         f.debug_struct("VulkanWorkCall")
             .field("cmd", &self.cmd)
             .field("ranges", &self.ranges)
+            .field("kept", &self.kept.borrow().len())
             .finish()
     }
 }
+
+/// An object the user's work handed over for as long as what it recorded may run.
+pub(crate) type Kept = Arc<dyn Any + Send + Sync>;
 
 type Body = dyn Fn(&VulkanWorkCall<'_>) -> Result<(), String> + Send + Sync;
 
@@ -95,7 +116,8 @@ impl VulkanWork {
     ///   pipelines the backend relies on (the backend binds its own before each of its
     ///   dispatches);
     /// - references only objects that live as long as the work: the caller's for the
-    ///   device's life, or handed to [`keep`](Self::keep).
+    ///   device's life, handed to [`keep`](Self::keep), or (made for one recording)
+    ///   handed to [`VulkanWorkCall::keep`] by the call that records them.
     // SAFETY: the contract is the list above; building the value does nothing unsafe,
     // the backend calls `body` only as `Device::foreign_work` documents.
     pub unsafe fn new(
@@ -126,11 +148,13 @@ impl VulkanWork {
         device: &ash::Device,
         cmd: vk::CommandBuffer,
         ranges: &[VulkanRange],
+        kept: &mut Vec<Kept>,
     ) -> Result<(), String> {
         (self.body)(&VulkanWorkCall {
             device,
             cmd,
             ranges,
+            kept: RefCell::new(kept),
         })
     }
 }

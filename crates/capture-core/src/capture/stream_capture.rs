@@ -5,7 +5,7 @@
 //! is a property of the type: `record`, `record_copy`, `touch` and `fail` do nothing
 //! outside a window, and `prepare` starts every window from an empty recording.
 
-use crate::id_hash::IdMap;
+use crate::id_hash::KeyedMap;
 use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
@@ -78,7 +78,8 @@ pub struct StreamCapture {
     index: usize,
     state: State,
     recorded: Vec<Claim>,
-    claims: IdMap<ClaimKey, usize>,
+    /// Claims by key: a key's range is the caller's choice, so hashed with a key.
+    claims: KeyedMap<ClaimKey, usize>,
     /// Recorded operations (launches and host-to-device copies), in order: the position
     /// of each claim's first read and first write.
     ops: u64,
@@ -110,7 +111,7 @@ impl StreamCapture {
             index,
             state: State::NoCapture,
             recorded: Vec::new(),
-            claims: IdMap::default(),
+            claims: KeyedMap::default(),
             ops: 0,
             launches: 0,
             copies: 0,

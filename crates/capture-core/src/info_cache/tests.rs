@@ -358,3 +358,55 @@ fn bad_input_is_refused_with_a_typed_error(#[case] call: Call, #[case] message: 
     assert_eq!(c.pinned_by(g(0)), Some(1));
     assert_eq!(c.pins(&[1, 2]), 1);
 }
+
+/// Issue 32, item 5: the index hashes info words, which the caller chooses, with a keyed
+/// hasher. 4,000 word pairs built to share one hash under the runtime's unkeyed id
+/// hasher (its last word solved for a fixed hash) spread over distinct hashes in the
+/// index, so no program's info words can turn a lookup into a scan.
+#[test]
+fn i32_05_info_words_chosen_to_collide_do_not_collide_in_the_index() {
+    use std::hash::{BuildHasher, BuildHasherDefault};
+
+    use crate::id_hash::IdHasher;
+
+    // The id hasher's steps, as `id_hash.rs` defines them.
+    const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+    let step = |h: u64, w: u64| (h.rotate_left(5) ^ w).wrapping_mul(SEED);
+    // SEED's inverse modulo 2^64, by Newton's iteration.
+    let mut inverse = SEED;
+    for _ in 0..6 {
+        inverse = inverse.wrapping_mul(2u64.wrapping_sub(SEED.wrapping_mul(inverse)));
+    }
+    assert_eq!(SEED.wrapping_mul(inverse), 1);
+    let target = 0x1234_5678_9abc_def0u64;
+    let keys: Vec<Arc<[u64]>> = (0..4000u64)
+        .map(|a| {
+            // `[u64]` hashes its length, then its words.
+            let h = step(step(0, 2), a);
+            let b = h.rotate_left(5) ^ target.wrapping_mul(inverse);
+            Arc::from([a, b].as_slice())
+        })
+        .collect();
+    let id = BuildHasherDefault::<IdHasher>::default();
+    assert!(
+        keys.iter().all(|k| id.hash_one(k) == target),
+        "the keys collide under the id hasher"
+    );
+    let index = Index::default();
+    let mut hashes: Vec<u64> = keys.iter().map(|k| index.hasher().hash_one(k)).collect();
+    hashes.sort_unstable();
+    hashes.dedup();
+    assert!(
+        hashes.len() >= 3990,
+        "the index's hasher gives {} distinct hashes of 4000 keys chosen to collide",
+        hashes.len()
+    );
+    // And the cache keeps them apart.
+    let mut cache = Cache::new(policy(8192, 64));
+    for (i, k) in keys.iter().enumerate() {
+        cached(&mut cache, k, i as u32);
+    }
+    for (i, k) in keys.iter().enumerate() {
+        assert_eq!(cache.get(k).copied(), Some(i as u32));
+    }
+}

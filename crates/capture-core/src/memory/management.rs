@@ -29,6 +29,7 @@ use super::pool::{Growth, Pool, SlotIndex};
 use super::report::MemoryReport;
 use super::storage::{ComputeStorage, StorageId};
 use super::{ClaimKey, MAX_ALLOCATION_BYTES};
+use super::{DYNAMIC_PAGE_BYTES, SLICE_ALIGNMENT};
 use crate::error::{OutOfMemory, ServerError};
 use crate::ids::{GraphPoolId, MemoryId, PageId, StreamId};
 use crate::range::ByteRange;
@@ -50,16 +51,29 @@ pub enum AllocationMode {
     Persistent,
 }
 
-/// Settings of one memory manager.
+/// Settings of one memory manager: a limit, and the page size its pools grow by.
+///
+/// What the memory report calls *reserved* is the pages the pools hold, each a driver
+/// allocation: the dynamic and the persistent pool of each pooled stream grow by pages of
+/// [`page_bytes`](Self::page_bytes) (1 MiB unless set; a larger allocation gets a page of
+/// its own size), and a page is given back only by `cleanup()` once nothing on it is
+/// held. So a few small buffers spread over several pooled streams (staging for host
+/// writes and reads included) reserve a page in each pool they touch: 169 KB of buffers
+/// over a few pooled streams' device and host pools can read as 7 MiB reserved. Smaller
+/// pages reserve less and allocate from the driver more often.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MemoryConfig {
     limit: Option<u64>,
+    page_bytes: u64,
 }
 
 impl MemoryConfig {
     /// No limit beyond what the storage refuses.
     pub const fn unlimited() -> Self {
-        Self { limit: None }
+        Self {
+            limit: None,
+            page_bytes: DYNAMIC_PAGE_BYTES,
+        }
     }
 
     /// A manager limited to at most `bytes` of storage across both pools (a
@@ -85,12 +99,54 @@ impl MemoryConfig {
                 "a limit of zero bytes allows nothing",
             ));
         }
-        Ok(Self { limit: Some(bytes) })
+        Ok(Self {
+            limit: Some(bytes),
+            page_bytes: DYNAMIC_PAGE_BYTES,
+        })
+    }
+
+    /// The same settings, the dynamic and persistent pools growing by pages of `bytes`
+    /// (a graph pool's pages too); an allocation larger than a page gets a page of its
+    /// own size.
+    ///
+    /// ```
+    /// use capture_graphs::{DeviceConfig, MemoryConfig};
+    ///
+    /// let small = MemoryConfig::unlimited().with_page_bytes(64 << 10)?;
+    /// assert_eq!(small.page_bytes(), 64 << 10);
+    /// let config = DeviceConfig::new().device_memory(small).host_memory(small);
+    /// assert!(MemoryConfig::unlimited().with_page_bytes(100).is_err());
+    /// # Ok::<(), capture_graphs::ServerError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ServerError::InvalidArgument`] naming the size when it is not a multiple of
+    /// [`SLICE_ALIGNMENT`](crate::SLICE_ALIGNMENT) from one slice to
+    /// [`MAX_ALLOCATION_BYTES`].
+    pub fn with_page_bytes(mut self, bytes: u64) -> Result<Self, ServerError> {
+        if bytes == 0 || !bytes.is_multiple_of(SLICE_ALIGNMENT) || bytes > MAX_ALLOCATION_BYTES {
+            return Err(ServerError::invalid(
+                "page size",
+                bytes,
+                format!(
+                    "a page is a multiple of the slice alignment {SLICE_ALIGNMENT} B, at most \
+                     {MAX_ALLOCATION_BYTES} B"
+                ),
+            ));
+        }
+        self.page_bytes = bytes;
+        Ok(self)
     }
 
     /// The configured limit, if any.
     pub const fn limit(&self) -> Option<u64> {
         self.limit
+    }
+
+    /// The size of the pages the pools grow by.
+    pub const fn page_bytes(&self) -> u64 {
+        self.page_bytes
     }
 }
 
@@ -347,7 +403,9 @@ impl<S: ComputeStorage> MemoryManagement<S> {
                 recording: update.recording().unwrap_or(stream),
             });
         }
-        let page_size = self.pool(pool_kind).page_size_for(padded);
+        let page_size = self
+            .pool(pool_kind)
+            .page_size_for(padded, self.config.page_bytes);
         let reserved =
             self.dynamic.reserved() + self.persistent.reserved() + self.graph_pools.reserved();
         if let Some(limit) = self.config.limit

@@ -31,11 +31,14 @@ pub use storage::{ComputeStorage, StorageId};
 /// Every slice starts at a multiple of this many bytes and its padded size is one too.
 pub const SLICE_ALIGNMENT: u64 = 256;
 
-/// Page size of the dynamic pool; a larger slice gets a page of its own padded size.
+/// Page size of the dynamic pool unless [`MemoryConfig::with_page_bytes`] sets another;
+/// a larger slice gets a page of its own padded size.
 pub const DYNAMIC_PAGE_BYTES: u64 = 1 << 20;
 
-/// Page size of the persistent pool; a larger slice gets a page of its own padded size.
-pub const PERSISTENT_PAGE_BYTES: u64 = 1 << 20;
+/// Page size of the persistent pool (and the graph pools') unless
+/// [`MemoryConfig::with_page_bytes`] sets another; a larger slice gets a page of its own
+/// padded size.
+pub const PERSISTENT_PAGE_BYTES: u64 = DYNAMIC_PAGE_BYTES;
 
 /// The largest single allocation a manager accepts (1 TiB).
 pub const MAX_ALLOCATION_BYTES: u64 = 1 << 40;

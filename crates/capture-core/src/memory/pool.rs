@@ -3,11 +3,11 @@
 
 use std::sync::Arc;
 
+use super::SLICE_ALIGNMENT;
 use super::handle::{HandleInner, ManagedMemoryHandle};
 use super::location::{PoolKind, PoolName};
 use super::report::PoolUsage;
 use super::storage::{ComputeStorage, StorageId};
-use super::{DYNAMIC_PAGE_BYTES, PERSISTENT_PAGE_BYTES, SLICE_ALIGNMENT};
 use crate::ids::{GraphPoolId, MemoryId};
 use crate::range::ByteRange;
 
@@ -98,11 +98,13 @@ impl Pool {
         }
     }
 
-    /// The page size this pool grows by to fit a slice of `padded` bytes.
-    pub(crate) fn page_size_for(&self, padded: u64) -> u64 {
+    /// The page size this pool grows by to fit a slice of `padded` bytes, its pages being
+    /// `page_bytes` (the manager's [`MemoryConfig::page_bytes`](super::MemoryConfig)).
+    pub(crate) fn page_size_for(&self, padded: u64, page_bytes: u64) -> u64 {
         match self.name.pool {
-            PoolKind::Dynamic => padded.max(DYNAMIC_PAGE_BYTES),
-            PoolKind::Persistent | PoolKind::GraphPools => padded.max(PERSISTENT_PAGE_BYTES),
+            PoolKind::Dynamic | PoolKind::Persistent | PoolKind::GraphPools => {
+                padded.max(page_bytes)
+            }
             PoolKind::Imported => padded,
         }
     }

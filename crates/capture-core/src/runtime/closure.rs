@@ -1,7 +1,9 @@
 //! The one-stream rule while a capture closure runs ([`ClosureScope`]): work the
 //! closure issues on another stream of the device, on the thread running it, would run
 //! eagerly in both phases and be left out of the graph, so it is refused with
-//! `ServerError::OtherStreamInCapture`, until multi-stream capture exists.
+//! `ServerError::OtherStreamInCapture`, until multi-stream capture exists. A capture's
+//! own lifecycle calls on another stream (`prepare`, `begin`, `end`, and so `capture`)
+//! are work on it too, and refused the same way (rule 22).
 
 use std::cell::RefCell;
 
@@ -24,8 +26,11 @@ impl ClosureScope {
     }
 
     /// Refuses `op` on `stream` of device `device` when this thread runs a capture
-    /// closure of another stream of that device: one stream per window, until
-    /// multi-stream capture exists. Other threads, and other devices, are unaffected.
+    /// closure of another stream of that device, however deeply nested: one stream per
+    /// window, until multi-stream capture exists. Every enclosing closure is asked, not
+    /// the innermost alone, so a capture of another stream nested in a closure (refused
+    /// at its `prepare`) cannot open a scope that lets its stream's work through. Other
+    /// threads, and other devices, are unaffected.
     pub(crate) fn check(
         device: u64,
         stream: StreamId,
@@ -33,13 +38,16 @@ impl ClosureScope {
     ) -> Result<(), ServerError> {
         CLOSURES.with(|c| {
             let closures = c.borrow();
-            match closures.iter().rev().find(|(d, _)| *d == device) {
-                Some(&(_, window)) if window != stream => Err(ServerError::OtherStreamInCapture {
+            match closures
+                .iter()
+                .find(|&&(d, window)| d == device && window != stream)
+            {
+                Some(&(_, window)) => Err(ServerError::OtherStreamInCapture {
                     op,
                     window,
                     other: stream,
                 }),
-                _ => Ok(()),
+                None => Ok(()),
             }
         })
     }

@@ -21,7 +21,7 @@ use crate::info_cache::Inserted;
 use crate::kernel::{Dims, KernelSignature};
 use crate::memory::{ClaimKey, MemoryLocation};
 use crate::range::ByteRange;
-use crate::trace::{Event, KernelId};
+use crate::trace::{Event, KernelId, Ran, WorkId};
 
 /// A kernel registered with a device. It is loaded on its first launch, which must come
 /// before any capture window that uses it opens (warmup does that).
@@ -105,8 +105,8 @@ impl<B: Backend> Device<B> {
 
     fn register(&self, kernels: &mut KernelRegistry<B>, source: B::KernelSource) -> KernelHandle {
         let name = B::kernel_name(&source);
-        let id = self.inner.trace.kernel(name.clone());
-        let signature = kernels.register(source, name);
+        let (id, signature) = kernels.register(source, name.clone());
+        self.inner.trace.kernel(id, name);
         self.handle(id, signature)
     }
 
@@ -168,6 +168,47 @@ impl<B: Backend> Device<B> {
         let dims = dims.into();
         let launched = self.launch_checked(stream, kernel, dims, args, info);
         self.inner.labels.named(launched)
+    }
+
+    /// Launches `kernel`, a kernel that takes no info words (the usual user kernel: its
+    /// buffers and scalars are all it takes), over `args` on `stream`: as
+    /// [`launch`](Self::launch) with no info words.
+    ///
+    /// ```
+    /// # use capture_graphs::{Arg, Device, DeviceConfig, KernelSignature, Param, StreamId};
+    /// # use capture_graphs::mock::{MockBackend, MockKernel};
+    /// const SCALE: MockKernel = MockKernel {
+    ///     name: "scale",
+    ///     signature: KernelSignature::of(&[Param::READ_WRITE, Param::scalar::<f32>()]),
+    ///     f: |bufs, words| {
+    ///         let a = f32::from_bits(words[0] as u32);
+    ///         for c in bufs[0].chunks_exact_mut(4) {
+    ///             let v = f32::from_le_bytes(c.try_into().unwrap()) * a;
+    ///             c.copy_from_slice(&v.to_le_bytes());
+    ///         }
+    ///     },
+    /// };
+    /// # let dev = Device::new(MockBackend::new(), DeviceConfig::new())?;
+    /// # let s = StreamId::new(0);
+    /// let (k, y) = (dev.kernel(SCALE), dev.alloc(s, 16)?);
+    /// dev.write_values(s, &y, 0, &[2.0f32; 4])?;
+    /// dev.dispatch(s, &k, [1, 1, 1], &[Arg::read_write(&y), Arg::scalar(3.0f32)])?;
+    /// assert_eq!(dev.read_values::<f32>(s, &y)?, [6.0; 4]);
+    /// # Ok::<(), capture_graphs::ServerError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`launch`](Self::launch); a kernel that takes info words is refused
+    /// ([`ServerError::InvalidArgument`] naming the count it takes).
+    pub fn dispatch(
+        &self,
+        stream: StreamId,
+        kernel: &KernelHandle,
+        dims: impl Into<Dims>,
+        args: &[Arg],
+    ) -> Result<(), ServerError> {
+        self.launch(stream, kernel, dims, args, &[])
     }
 
     fn launch_checked(
@@ -283,7 +324,7 @@ impl<B: Backend> Device<B> {
                 ),
             ));
         }
-        let id = self.inner.trace.intern(name);
+        let id = self.inner.trace.work(name);
         self.enqueue(stream, Job::Work { id, work }, args)
     }
 
@@ -322,13 +363,15 @@ pub(crate) enum Job<'a, B: Backend> {
         info: &'a [u64],
     },
     /// The user's own work, its name interned in the trace.
-    Work { id: KernelId, work: &'a B::Work },
+    Work { id: WorkId, work: &'a B::Work },
 }
 
 impl<B: Backend> Job<'_, B> {
-    fn id(&self) -> KernelId {
+    /// What the trace names it by.
+    fn ran(&self) -> Ran {
         match self {
-            Job::Kernel { id, .. } | Job::Work { id, .. } => *id,
+            Job::Kernel { id, .. } => Ran::Kernel(*id),
+            Job::Work { id, .. } => Ran::Work(*id),
         }
     }
 }
@@ -539,7 +582,7 @@ impl<B: Backend> Inner<B> {
     ) -> Result<(), ServerError> {
         self.neighbour(ps, stream, "launch")?;
         let recording = ps.stream.capturing().is_recording();
-        let id = job.id();
+        let ran = job.ran();
         let result = self.launch_inner(ps, stream, job, args, remote);
         match result {
             // Rule 11: whatever failed inside the window dooms it (a doomed window
@@ -553,7 +596,7 @@ impl<B: Backend> Inner<B> {
                 if matches!(error, ServerError::Doomed(_)) {
                     return Err(error);
                 }
-                let name = self.trace.kernel_name(id);
+                let name = self.trace.ran_name(ran);
                 Err(self.doom(ps, stream, name, error))
             }
             result => result,
@@ -596,7 +639,7 @@ impl<B: Backend> Inner<B> {
                     return Err(error);
                 }
             },
-            Job::Work { id, .. } => (None, self.trace.kernel_name(*id)),
+            Job::Work { id, .. } => (None, self.trace.work_name(*id)),
         };
         let what = match job {
             Job::Kernel { .. } => "launch",
@@ -715,17 +758,15 @@ impl<B: Backend> Inner<B> {
             ),
             Job::Work { work, .. } => B::run_work(&mut ps.stream, work, &ps.buffers),
         };
-        let id = job.id();
-        let is_work = matches!(job, Job::Work { .. });
+        let ran = job.ran();
         if recording {
             return match enqueue(ps) {
                 Ok(()) => {
                     self.trace.launch(
                         stream,
-                        id,
+                        ran,
                         ps.bindings.iter().map(|b| (b.claim_key(), b.access())),
                         true,
-                        is_work,
                     );
                     if let Job::Work { work, .. } = &job
                         && !B::EXECUTABLE_HOLDS_WORK
@@ -748,10 +789,9 @@ impl<B: Backend> Inner<B> {
                 self.taint().settle(scope);
                 self.trace.launch(
                     stream,
-                    id,
+                    ran,
                     ps.bindings.iter().map(|b| (b.claim_key(), b.access())),
                     false,
-                    is_work,
                 );
                 let (inputs, outputs) = (
                     std::mem::take(&mut ps.inputs),

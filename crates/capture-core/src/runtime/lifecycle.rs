@@ -58,6 +58,8 @@ impl<B: Backend> Device<B> {
     }
 
     fn prepare_with(&self, stream: StreamId, pool: Option<GraphPoolId>) -> Result<(), ServerError> {
+        // Rule 22: a capture of another stream nested in a capture closure.
+        ClosureScope::check(self.inner.serial, stream, "prepare")?;
         let inner = &self.inner;
         let _span = tracing::debug_span!(
             target: "capture", "prepare", %stream, pooled = inner.pooled(stream)
@@ -97,6 +99,7 @@ impl<B: Backend> Device<B> {
     /// begin, after which the stream is back to no capture, its pools disarmed, and
     /// prepare → begin can be retried.
     pub fn begin(&self, stream: StreamId) -> Result<(), ServerError> {
+        ClosureScope::check(self.inner.serial, stream, "begin")?;
         let _span = tracing::debug_span!(
             target: "capture", "begin", %stream, pooled = self.inner.pooled(stream)
         )
@@ -192,6 +195,7 @@ impl<B: Backend> Device<B> {
     /// later `end`). The ranges the recording would have written are claimed with the
     /// error, so a later read fails rather than see bytes nothing wrote.
     pub fn end(&self, stream: StreamId) -> Result<GraphHandle, ServerError> {
+        ClosureScope::check(self.inner.serial, stream, "end")?;
         let _span = tracing::debug_span!(
             target: "capture", "seal", %stream, pooled = self.inner.pooled(stream)
         )

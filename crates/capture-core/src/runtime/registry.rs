@@ -35,20 +35,23 @@ impl<B: Backend> KernelRegistry<B> {
         }
     }
 
-    /// Registers `source` as the next kernel, not yet loaded; returns its signature.
+    /// Registers `source` as the next kernel, not yet loaded; returns its id and
+    /// signature. The id is the entry's index: the one counter of kernel ids, which
+    /// nothing but a registration advances.
     pub(crate) fn register(
         &mut self,
         source: B::KernelSource,
         name: Cow<'static, str>,
-    ) -> KernelSignature {
+    ) -> (KernelId, KernelSignature) {
         let signature = B::signature(&source);
+        let id = KernelId(self.entries.len() as u32);
         self.entries.push(KernelEntry {
             source: Arc::new(source),
             name,
             signature,
             loaded: None,
         });
-        signature
+        (id, signature)
     }
 
     /// The first kernel registered under `name`, and its signature.

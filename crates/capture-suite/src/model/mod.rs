@@ -46,17 +46,20 @@ mod runner;
 mod threads;
 
 pub use drive::{cases_from_env, drive};
-pub use kernels::{Extras, ImportFn, Imported, WorkFn, WorkOf, mock_extras};
+pub use kernels::{
+    ElsewhereFn, ExternalFn, Extras, ImportFn, Imported, SizedFn, UserFn, WorkFn, WorkOf,
+    colliding_word, mock_extras, scalar_of, scalar_param,
+};
 pub use program::{
-    ArgSpec, BodyOp, Form, LATEST, LaunchSpec, MAX_ELEMENTS, MAX_OPS, Op, PREVIOUS, Program,
-    UserKernel, any_launch, launch_spec, op, program,
+    ArgSpec, BodyOp, Form, INFO_COUNTS, LATEST, LaunchSpec, MAX_ELEMENTS, MAX_OPS, Op, PREVIOUS,
+    Program, SCALAR_SIZES, UserKernel, any_launch, launch_spec, op, program,
 };
 pub use runner::Violation;
 pub use threads::{ThreadsProgram, check_threads, threads_program};
 
 use std::sync::Arc;
 
-use capture_core::{Builtin, Builtins, Chain, Device, DeviceConfig};
+use capture_core::{Builtins, Chain, Device, DeviceConfig};
 use capture_mock::Faulty;
 
 use runner::Run;
@@ -96,13 +99,15 @@ fn open<B: Builtins>(
         .map_err(|e| setup_violation(Chain(&e).to_string()))?;
     let dev = Device::new(Faulty::new(backend), config)
         .map_err(|e| setup_violation(format!("Device::new: {}", Chain(&e))))?;
-    let kernels = Builtin::ALL
-        .iter()
-        .map(|&b| dev.kernel(B::builtin(b)))
-        .collect();
-    let mut run = Run::new(Arc::new(dev), kernels, streams, pooled, None);
-    run.user_kernels(&extras.user);
-    run.foreign(extras.work.clone(), extras.import.clone());
+    // Builtins and user kernels register lazily, at their first launch, as a program's
+    // do: after foreign work of new names, other registrations, anything.
+    let mut run = Run::new(Arc::new(dev), Vec::new(), streams, pooled, None);
+    run.user_kernels(Arc::clone(&extras.user), extras.sized.clone());
+    run.foreign(
+        extras.work.clone(),
+        extras.import.clone(),
+        extras.elsewhere.clone(),
+    );
     Ok(run)
 }
 

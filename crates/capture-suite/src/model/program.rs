@@ -167,6 +167,50 @@ pub enum Op {
         /// 1 to 4.
         nth: u8,
     },
+    /// Registers a kernel afresh (`Device::kernel` of the builtin's source, or of the
+    /// user kernel's): later launches of it use the new handle. Kernel ids come from the
+    /// registry's own counter, so a registration after any foreign work still runs its
+    /// own code.
+    Register {
+        /// The builtin (when `user` is `None`).
+        builtin: Builtin,
+        /// The user kernel instead.
+        user: Option<UserKernel>,
+    },
+    /// Imports the caller's memory behind import `buf` once more (a second adoption of
+    /// the same memory), drops that handle at once, and cleans up when `cleanup`: the
+    /// caller's memory must never be freed, and the first import reads on.
+    ImportAgain {
+        /// The first import's buffer name.
+        buf: u8,
+        /// Whether `cleanup()` runs after the drop.
+        cleanup: bool,
+    },
+    /// Imports `bytes` of memory of another backend value: refused, naming it, with the
+    /// stream usable (where the backend can make such memory).
+    ImportElsewhere {
+        /// The stream.
+        stream: u8,
+        /// The size, a multiple of 4.
+        bytes: u32,
+    },
+    /// A launch of a kernel that takes one scalar of [`SCALAR_SIZES`]`[declared]` bytes
+    /// and [`INFO_COUNTS`]`[info]` info words, given a scalar of `SCALAR_SIZES[given]`
+    /// bytes and `INFO_COUNTS[info_given]` words: accepted exactly when the sizes are
+    /// valid and agree, else refused with `InvalidArgument`, changing nothing (sizes past
+    /// 16 bits included). Skipped while a window is open on the stream's pooled stream.
+    Sized {
+        /// The stream.
+        stream: u8,
+        /// The declared scalar size's index.
+        declared: u8,
+        /// The given scalar size's index.
+        given: u8,
+        /// The declared info count's index.
+        info: u8,
+        /// The given info count's index.
+        info_given: u8,
+    },
     /// Builds a second device on the same backend value (one driver context, one
     /// capture domain) when there is none, with as many pooled streams as the first;
     /// drops it when there is one, whatever it or the first device is doing.
@@ -208,7 +252,21 @@ pub enum BodyOp {
         /// The values.
         values: Vec<i8>,
     },
+    /// A capture of another stream (or the same one) nested in this closure, its
+    /// closure filling a buffer: refused (rule 22, or the lifecycle for the same stream),
+    /// so nothing of it runs and no graph comes back; the outer capture goes on.
+    Nested {
+        /// The nested capture's stream.
+        stream: u8,
+    },
 }
+
+/// The scalar sizes [`Op::Sized`] declares and gives: valid ones, at the 64-byte limit,
+/// just past it, and past 16 bits.
+pub const SCALAR_SIZES: [u32; 12] = [1, 2, 3, 4, 8, 60, 64, 65, 68, 65535, 65536, 65540];
+
+/// The info-word counts [`Op::Sized`] declares and gives, at and past 16 bits.
+pub const INFO_COUNTS: [u32; 6] = [0, 1, 2, 65535, 65536, 65537];
 
 /// A user kernel the model knows, which a backend may provide (the mock does; see
 /// `model::mock_kernels`). Each takes two buffers, an input `x` (read) and an output
@@ -274,6 +332,10 @@ pub struct LaunchSpec {
     pub scalar: i8,
     /// How it reaches the device.
     pub form: Form,
+    /// For a user kernel whose second info word it ignores: that word is chosen so the
+    /// launch's info words share one hash under the runtime's unkeyed id hasher with
+    /// every other such launch's (the cache must keep them apart, and hash them keyed).
+    pub collide: bool,
 }
 
 /// One launch argument: a buffer, and optionally a range of it.
@@ -341,6 +403,7 @@ pub fn launch_spec() -> impl Strategy<Value = LaunchSpec> {
                 args,
                 scalar,
                 form,
+                collide: false,
             }
         })
 }
@@ -355,13 +418,15 @@ pub fn any_launch() -> impl Strategy<Value = LaunchSpec> {
         arg(),
         -3i8..=3,
         good_form(),
+        prop::bool::weighted(0.3),
     )
-        .prop_map(|(user, x, y, scalar, form)| LaunchSpec {
+        .prop_map(|(user, x, y, scalar, form, collide)| LaunchSpec {
             builtin: Builtin::Copy,
             user: Some(user),
             args: vec![x, y],
             scalar,
             form,
+            collide: collide && user != UserKernel::Affine,
         });
     prop_oneof![
         12 => launch_spec(),
@@ -385,6 +450,7 @@ fn body_op() -> impl Strategy<Value = BodyOp> {
         8 => any_launch().prop_map(BodyOp::Launch),
         1 => (name(), 0u8..MAX_ELEMENTS as u8, values())
             .prop_map(|(buf, offset, values)| BodyOp::Write { buf, offset, values }),
+        1 => stream().prop_map(|stream| BodyOp::Nested { stream }),
     ]
 }
 
@@ -429,7 +495,75 @@ pub fn op() -> impl Strategy<Value = Op> {
         1 => (0u8..4, any::<bool>()).prop_map(|(graph, handle)| Op::DropGraph { graph, handle }),
         1 => (0u8..4).prop_map(|graph| Op::ReplayElsewhere { graph }),
         2 => fault(),
+        1 => (select(Builtin::ALL.to_vec()), prop::option::weighted(0.4, select(UserKernel::ALL.to_vec())))
+            .prop_map(|(builtin, user)| Op::Register { builtin, user }),
+        1 => (name(), any::<bool>()).prop_map(|(buf, cleanup)| Op::ImportAgain { buf, cleanup }),
+        1 => (stream(), 1u32..=MAX_ELEMENTS)
+            .prop_map(|(stream, elements)| Op::ImportElsewhere { stream, bytes: elements * 4 }),
+        1 => sized(),
     ]
+}
+
+/// A launch whose scalar and info sizes are drawn from [`SCALAR_SIZES`] and
+/// [`INFO_COUNTS`]: the given ones mostly the declared ones, so valid launches at every
+/// limit run as well as refused ones.
+fn sized() -> impl Strategy<Value = Op> {
+    let scalar = 0u8..SCALAR_SIZES.len() as u8;
+    let info = 0u8..INFO_COUNTS.len() as u8;
+    (
+        stream(),
+        scalar.clone(),
+        prop::option::weighted(0.3, scalar),
+        info.clone(),
+        prop::option::weighted(0.3, info),
+    )
+        .prop_map(|(stream, declared, given, info, info_given)| Op::Sized {
+            stream,
+            declared,
+            given: given.unwrap_or(declared),
+            info,
+            info_given: info_given.unwrap_or(info),
+        })
+}
+
+/// Foreign work of a name new to the device, then kernels registered and builtins first
+/// used after it, each launched and read: a kernel's id must not follow the trace's
+/// names (they drift apart by one per new work name).
+fn kernels_after_work() -> impl Strategy<Value = Vec<Op>> {
+    (
+        stream(),
+        launch_spec(),
+        launch_spec(),
+        select(UserKernel::ALL.to_vec()),
+        select(Builtin::ALL.to_vec()),
+    )
+        .prop_map(|(stream, mut work, mut kernel, user, builtin)| {
+            work.form = Form::Work;
+            kernel.form = Form::Kernel;
+            let output = kernel.args.last().map(|a| a.buf);
+            let mut ops = vec![
+                Op::Launch {
+                    stream,
+                    launch: work,
+                },
+                Op::Register {
+                    builtin,
+                    user: Some(user),
+                },
+                Op::Launch {
+                    stream,
+                    launch: kernel,
+                },
+            ];
+            if let Some(buf) = output {
+                ops.push(Op::Read {
+                    stream,
+                    buf,
+                    range: None,
+                });
+            }
+            ops
+        })
 }
 
 /// An op on the second device: any op of one device, its buffer and graph names folded
@@ -497,7 +631,9 @@ fn few_names(op: Op, n: u8) -> Op {
                         offset,
                         values,
                     },
-                    other @ (BodyOp::Alloc { .. } | BodyOp::State { .. }) => other,
+                    other @ (BodyOp::Alloc { .. }
+                    | BodyOp::State { .. }
+                    | BodyOp::Nested { .. }) => other,
                 })
                 .collect(),
         },
@@ -515,6 +651,10 @@ fn few_names(op: Op, n: u8) -> Op {
             handle,
         },
         Op::ReplayElsewhere { graph } => Op::ReplayElsewhere { graph: fold(graph) },
+        Op::ImportAgain { buf, cleanup } => Op::ImportAgain {
+            buf: fold(buf),
+            cleanup,
+        },
         other => other,
     }
 }
@@ -573,6 +713,7 @@ fn foreign_dropped_in_window() -> impl Strategy<Value = Vec<Op>> {
                 args,
                 scalar: 2,
                 form: Form::Kernel,
+                collide: false,
             };
             let bytes = elements * 4;
             vec![
@@ -656,6 +797,7 @@ fn input_dropped_in_window() -> impl Strategy<Value = Vec<Op>> {
                 ],
                 scalar: 2,
                 form,
+                collide: false,
             };
             let written = |first| Op::Write {
                 stream,
@@ -795,6 +937,7 @@ fn fault_reported_then_waited() -> impl Strategy<Value = Vec<Op>> {
                     args: vec![whole(0), whole(1)],
                     scalar: 0,
                     form: Form::Kernel,
+                    collide: false,
                 },
             }];
             ops.extend((0..6).map(|stream| Op::Sync { stream }));
@@ -813,6 +956,7 @@ fn fault_reported_then_waited() -> impl Strategy<Value = Vec<Op>> {
                         args: vec![whole(0), whole(2)],
                         scalar: 0,
                         form: Form::Kernel,
+                        collide: false,
                     },
                 },
                 Op::Read {
@@ -838,6 +982,7 @@ fn refused_device_wait() -> impl Strategy<Value = Vec<Op>> {
             args: vec![whole(x), whole(y)],
             scalar: 0,
             form: Form::Kernel,
+            collide: false,
         };
         vec![
             Op::Write {
@@ -1027,6 +1172,7 @@ fn pool_ladder() -> impl Strategy<Value = Vec<Op>> {
                     args: vec![arg(x), arg(y)],
                     scalar: 2,
                     form: Form::Kernel,
+                    collide: false,
                 })
             };
             let mut ops = Vec::new();
@@ -1163,6 +1309,7 @@ pub fn program() -> impl Strategy<Value = Program> {
                 1 => cleanup_around_a_window(),
                 1 => fault_reported_then_waited(),
                 1 => refused_device_wait(),
+                2 => kernels_after_work(),
                 1 => second_device_dropped_in_a_window(),
                 1 => Just(vec![Op::SecondDevice]),
                 3 => second_op().prop_map(|op| vec![Op::OnSecond(Box::new(op))]),

@@ -16,8 +16,13 @@ use capture_core::{
 };
 use capture_mock::{FaultOp, FaultPlan, Faulty};
 
-use super::kernels::{ImportFn, Imported, WorkFn, WorkOf};
-use super::program::{ArgSpec, BodyOp, Form, LATEST, LaunchSpec, Op, UserKernel};
+use super::kernels::{
+    ElsewhereFn, ExternalFn, ImportFn, Imported, SizedFn, UserFn, WorkFn, WorkOf, colliding_word,
+    scalar_of,
+};
+use super::program::{
+    ArgSpec, BodyOp, Form, INFO_COUNTS, LATEST, LaunchSpec, Op, SCALAR_SIZES, UserKernel,
+};
 use super::reference::{Byte, Model, ModelGraph, Rec, ResolvedLaunch, Span, Window};
 
 /// A broken promise: which op of the program, and what the device did that the rules
@@ -209,9 +214,20 @@ struct Issued {
 pub(crate) struct Run<B: Builtins> {
     pub(crate) dev: Arc<Device<Faulty<B>>>,
     plan: Arc<FaultPlan>,
-    kernels: Vec<KernelHandle>,
-    /// The user kernels the backend provides, in [`UserKernel::ALL`]'s order.
+    /// Each builtin's handle, in [`Builtin::ALL`]'s order: `Device::builtin` at its first
+    /// launch, or a later registration's ([`Op::Register`]).
+    kernels: Vec<Option<KernelHandle>>,
+    /// The user kernels the backend provides, in [`UserKernel::ALL`]'s order, registered
+    /// at their first launch.
     user: Vec<Option<KernelHandle>>,
+    /// The user kernels' sources.
+    user_source: Option<UserFn<B>>,
+    /// The handle `Device::builtin` gave at each builtin's first use.
+    first_builtin: Vec<Option<KernelHandle>>,
+    /// The `Sized` kernels registered so far, by declared scalar and info sizes.
+    sized: HashMap<(u8, u8), KernelHandle>,
+    /// Their sources, where the backend has them.
+    sized_source: Option<SizedFn<B>>,
     /// Another device on the same driver context has a window recording: its capture
     /// domain may refuse a first kernel load or a page release here (rule 20).
     pub(crate) elsewhere: bool,
@@ -240,6 +256,8 @@ pub(crate) struct Run<B: Builtins> {
     work: Option<WorkFn<B>>,
     /// Memory of the caller's own, where the backend can make it.
     import: Option<ImportFn<B>>,
+    /// Memory of another backend value, where the backend can make it.
+    elsewhere_memory: Option<ElsewhereFn<B>>,
     /// The device's graph pools, made at their first use, and the pooled stream each
     /// one's members live on (rule 23).
     pools: Vec<(Option<GraphPool>, Option<usize>)>,
@@ -250,6 +268,9 @@ pub(crate) struct Run<B: Builtins> {
     /// used; whether this is the recorded call; the names its allocations took, and the
     /// state buffers of its warmup call.
     closure: Option<Closure>,
+    /// What `Device::import` took for each import that succeeded, by model buffer, to
+    /// import the same memory again.
+    externals: HashMap<usize, ExternalFn<B>>,
     /// Each import that succeeded: its model buffer and the caller's memory. Declared
     /// last, so it outlives the device and every graph (its `# Safety` contract).
     imports: Vec<(usize, Box<dyn Imported>)>,
@@ -282,8 +303,16 @@ impl<B: Builtins> Run<B> {
         Self {
             plan: Arc::clone(dev.backend().plan()),
             dev,
-            kernels,
+            kernels: if kernels.len() == Builtin::ALL.len() {
+                kernels.into_iter().map(Some).collect()
+            } else {
+                vec![None; Builtin::ALL.len()]
+            },
             user: vec![None; UserKernel::ALL.len()],
+            user_source: None,
+            first_builtin: vec![None; Builtin::ALL.len()],
+            sized: HashMap::new(),
+            sized_source: None,
             elsewhere: false,
             faulty: vec![false; pooled],
             streams,
@@ -301,25 +330,102 @@ impl<B: Builtins> Run<B> {
             violation: None,
             work: None,
             import: None,
+            elsewhere_memory: None,
             pools: vec![(None, None), (None, None)],
             arena: HashMap::new(),
             closure: None,
+            externals: HashMap::new(),
             imports: Vec::new(),
         }
     }
 
     /// Gives the run the backend's own work and imported memory (`None`: work and
     /// import ops do nothing).
-    pub(crate) fn foreign(&mut self, work: Option<WorkFn<B>>, import: Option<ImportFn<B>>) {
+    pub(crate) fn foreign(
+        &mut self,
+        work: Option<WorkFn<B>>,
+        import: Option<ImportFn<B>>,
+        elsewhere: Option<ElsewhereFn<B>>,
+    ) {
         self.work = work;
         self.import = import;
+        self.elsewhere_memory = elsewhere;
     }
 
-    /// Registers the user kernels the backend provides (`source` gives `None` for one it
-    /// has not); launches of the others do nothing.
-    pub(crate) fn user_kernels(&mut self, source: &dyn Fn(UserKernel) -> Option<B::KernelSource>) {
-        for (slot, kernel) in self.user.iter_mut().zip(UserKernel::ALL) {
-            *slot = source(kernel).map(|s| self.dev.kernel(s));
+    /// Gives the run the user kernels the backend provides (`source` gives `None` for
+    /// one it has not), each registered at its first launch; launches of the others do
+    /// nothing.
+    pub(crate) fn user_kernels(&mut self, source: UserFn<B>, sized: Option<SizedFn<B>>) {
+        self.user_source = Some(source);
+        self.sized_source = sized;
+    }
+
+    /// The handle of user kernel `user`, registered now if it never was; `None` when
+    /// the backend has no such kernel.
+    fn user_kernel(&mut self, user: UserKernel) -> Option<KernelHandle> {
+        let at = UserKernel::ALL.iter().position(|k| *k == user)?;
+        if self.user[at].is_none() {
+            let source = self.user_source.as_ref()?(user)?;
+            self.user[at] = Some(self.dev.kernel(source));
+        }
+        self.user[at]
+    }
+
+    /// The handle a launch of `builtin` uses: `Device::builtin`'s (asked every time,
+    /// and always the handle it gave first), or a later registration's. `None` when the
+    /// call panicked (a violation).
+    fn builtin_kernel(&mut self, builtin: Builtin) -> Option<KernelHandle> {
+        let at = Builtin::ALL
+            .iter()
+            .position(|b| *b == builtin)
+            .expect("a builtin");
+        let dev = Arc::clone(&self.dev);
+        let (got, _) = self.guarded(|| dev.builtin(builtin))?;
+        match self.first_builtin[at] {
+            Some(first) if first != got => {
+                self.fail(format!(
+                    "Device::builtin({}) gave another handle than at its first use",
+                    builtin.name()
+                ));
+            }
+            Some(_) => {}
+            None => self.first_builtin[at] = Some(got),
+        }
+        Some(*self.kernels[at].get_or_insert(got))
+    }
+
+    /// Registers `builtin` (or `user`) afresh: later launches use the new handle, which
+    /// must run the same code.
+    fn register(&mut self, builtin: Builtin, user: Option<UserKernel>) {
+        let dev = Arc::clone(&self.dev);
+        match user {
+            Some(user) => {
+                let Some(at) = UserKernel::ALL.iter().position(|k| *k == user) else {
+                    return;
+                };
+                let Some(source) = self.user_source.as_ref().and_then(|f| f(user)) else {
+                    return;
+                };
+                if let Some((k, _)) = self.guarded(|| dev.kernel(source)) {
+                    self.user[at] = Some(k);
+                }
+            }
+            None => {
+                let at = Builtin::ALL
+                    .iter()
+                    .position(|b| *b == builtin)
+                    .expect("a builtin");
+                if let Some((k, _)) = self.guarded(|| dev.kernel(B::builtin(builtin))) {
+                    if dev.kernel_name(&k) != builtin.name() {
+                        self.fail(format!(
+                            "a kernel registered as {} is named {}",
+                            builtin.name(),
+                            dev.kernel_name(&k)
+                        ));
+                    }
+                    self.kernels[at] = Some(k);
+                }
+            }
         }
     }
 
@@ -533,6 +639,16 @@ impl<B: Builtins> Run<B> {
             // The second device is the caller's (`check_with`): a run of one device
             // ignores them.
             Op::SecondDevice | Op::OnSecond(_) => {}
+            Op::Register { builtin, user } => self.register(*builtin, *user),
+            Op::ImportAgain { buf, cleanup } => self.import_again(*buf, *cleanup),
+            Op::ImportElsewhere { stream, bytes } => self.import_elsewhere(*stream, *bytes),
+            Op::Sized {
+                stream,
+                declared,
+                given,
+                info,
+                info_given,
+            } => self.sized(*stream, [*declared, *given], [*info, *info_given]),
         }
         if let (true, Some(p)) = (imported, enqueues) {
             self.faulty[p] = true;
@@ -650,7 +766,8 @@ impl<B: Builtins> Run<B> {
         let s = self.stream(stream);
         let p = self.pooled_of(s);
         let size = bytes.max(4) as usize;
-        let (external, memory) = make(self.dev.backend().inner(), size as u64);
+        let (again, memory) = make(self.dev.backend().inner(), size as u64);
+        let external = again();
         let content: Option<Vec<u8>> = values.map(|v| {
             let mut b: Vec<u8> = f32_bytes(v).into_iter().cycle().take(size).collect();
             b.truncate(size);
@@ -690,6 +807,7 @@ impl<B: Builtins> Run<B> {
         self.shared.push(false);
         self.slots.push(Some(idx));
         self.imports.push((idx, memory));
+        self.externals.insert(idx, again);
         let Some(content) = content else { return };
         let recording = self.recording_by(p, s);
         let Some((result, fired)) = self.guarded(|| dev.assume_written(stream_id, &buffer)) else {
@@ -741,6 +859,154 @@ impl<B: Builtins> Run<B> {
         }
         if let Some(what) = wrong {
             self.fail(what);
+        }
+    }
+
+    /// Imports the memory behind import `name` again, drops that buffer at once (and
+    /// cleans up): a second adoption of the same memory, whose release must not free the
+    /// caller's memory (checked at the end, and by the first import's reads).
+    fn import_again(&mut self, name: u8, cleanup: bool) {
+        let Some(idx) = self.live(name) else { return };
+        let Some(again) = self.externals.get(&idx).cloned() else {
+            return;
+        };
+        let p = self.model.bufs[idx].pooled;
+        // Any stream of the first import's pooled stream.
+        let Some(s) = (0..self.streams).find(|&s| self.pooled_of(s) == p) else {
+            return;
+        };
+        let s = self.stream(s);
+        let must_refuse = self.neighbour_of(p, s).is_some();
+        let dev = Arc::clone(&self.dev);
+        let stream = StreamId::new(s.into());
+        let Some((result, fired)) = self.guarded(|| dev.import(stream, again())) else {
+            return;
+        };
+        match result {
+            Ok(buffer) => {
+                if must_refuse {
+                    self.fail("import accepted from a neighbour of an active window");
+                }
+                let size = self.model.bufs[idx].size as u64;
+                if buffer.size() != size {
+                    self.fail(format!("import again of {size} B gave {} B", buffer.size()));
+                }
+                let _ = self.guarded(move || drop(buffer));
+            }
+            Err(e) => {
+                let (kind, _) = self.classify(&e, &fired);
+                match kind {
+                    Kind::Refused if must_refuse || self.any_window() => {}
+                    Kind::OwnFault | Kind::WaitFault => {}
+                    _ => self.fail(format!("import of imported memory failed: {}", Chain(&e))),
+                }
+            }
+        }
+        if cleanup {
+            self.cleanup();
+        }
+    }
+
+    /// Imports memory of another backend value: refused with `InvalidArgument` naming
+    /// the memory, whatever else holds, and nothing changes.
+    fn import_elsewhere(&mut self, stream: u8, bytes: u32) {
+        let Some(make) = self.elsewhere_memory.clone() else {
+            return;
+        };
+        let s = self.stream(stream);
+        let (external, memory) = make(u64::from(bytes.max(4)));
+        let dev = Arc::clone(&self.dev);
+        let stream_id = StreamId::new(s.into());
+        let Some((result, fired)) = self.guarded(|| dev.import(stream_id, external())) else {
+            return;
+        };
+        match result {
+            Ok(buffer) => {
+                self.fail("memory of another backend value was imported");
+                let _ = self.guarded(move || drop(buffer));
+            }
+            Err(ServerError::InvalidArgument {
+                what: "imported memory",
+                ..
+            }) => {}
+            Err(e) => {
+                let (kind, _) = self.classify(&e, &fired);
+                if !matches!(kind, Kind::Refused | Kind::OwnFault | Kind::WaitFault) {
+                    self.fail(format!(
+                        "memory of another backend value failed otherwise than refused: {}",
+                        Chain(&e)
+                    ));
+                }
+            }
+        }
+        drop(memory);
+    }
+
+    /// A launch of a kernel taking one scalar and some info words, at and past every
+    /// size limit: accepted exactly when its sizes are valid and agree with the
+    /// signature; a refusal is `InvalidArgument` and changes nothing.
+    fn sized(&mut self, stream: u8, scalar: [u8; 2], info: [u8; 2]) {
+        let s = self.stream(stream);
+        let p = self.pooled_of(s);
+        // A window's info buffers come from its pools; launches there are the other
+        // ops' business.
+        if self.any_window() || self.neighbour_of(p, s).is_some() || self.records() {
+            return;
+        }
+        let at = |i: u8, of: &[u32]| of[usize::from(i) % of.len()];
+        let [declared, given] = scalar.map(|i| at(i, &SCALAR_SIZES));
+        let [words, words_given] = info.map(|i| at(i, &INFO_COUNTS));
+        let key = (
+            scalar[0] % SCALAR_SIZES.len() as u8,
+            info[0] % INFO_COUNTS.len() as u8,
+        );
+        let kernel = match self.sized.get(&key) {
+            Some(k) => *k,
+            None => {
+                let Some(source) = self.sized_source.as_ref().and_then(|f| f(declared, words))
+                else {
+                    return;
+                };
+                let dev = Arc::clone(&self.dev);
+                let Some((k, _)) = self.guarded(|| dev.kernel(source)) else {
+                    return;
+                };
+                self.sized.insert(key, k);
+                k
+            }
+        };
+        let valid = declared > 0
+            && declared as usize <= capture_core::MAX_SCALAR_BYTES
+            && (matches!(declared, 1 | 2) || declared % 4 == 0);
+        let accept = valid && given == declared && words == words_given;
+        let arg = scalar_of(given);
+        let words: Vec<u64> = vec![0; words_given as usize];
+        let dev = Arc::clone(&self.dev);
+        let id = StreamId::new(s.into());
+        let Some((result, fired)) =
+            self.guarded(|| dev.launch(id, &kernel, [1, 1, 1], &[arg], &words))
+        else {
+            return;
+        };
+        match (result, accept) {
+            (Ok(()), true) => {}
+            (Ok(()), false) => self.fail(format!(
+                "a launch of a {given}-byte scalar and {words_given} info words was accepted by \
+                 a kernel declaring {declared} bytes and {} words",
+                at(info[0], &INFO_COUNTS)
+            )),
+            (Err(ServerError::InvalidArgument { .. }), false) => {}
+            (Err(e), _) => {
+                let (kind, _) = self.classify(&e, &fired);
+                if !matches!(kind, Kind::OwnFault | Kind::WaitFault) {
+                    self.fail(format!(
+                        "a launch of a {given}-byte scalar and {words_given} info words (the \
+                         kernel declares {declared} and {}) failed: {}",
+                        at(info[0], &INFO_COUNTS),
+                        Chain(&e)
+                    ));
+                }
+            }
         }
     }
 
@@ -967,7 +1233,7 @@ impl<B: Builtins> Run<B> {
             }
             Form::Kernel | Form::WrongScalar => {
                 if let Some(user) = spec.user {
-                    self.user[UserKernel::ALL.iter().position(|k| *k == user)?]?;
+                    self.user_source.as_ref()?(user)?;
                 }
             }
         }
@@ -993,7 +1259,14 @@ impl<B: Builtins> Run<B> {
             _ if spec.user.is_some() => {
                 let n = resolved[0].len.min(resolved[1].len);
                 resolved[1].len = n;
-                [n as u64, 0]
+                [
+                    n as u64,
+                    if spec.collide {
+                        colliding_word(n as u64)
+                    } else {
+                        0
+                    },
+                ]
             }
             Builtin::Fill => spec.builtin.info(resolved[0].len as u64, a),
             Builtin::RowBias => {
@@ -1094,17 +1367,13 @@ impl<B: Builtins> Run<B> {
             }
             Form::Kernel | Form::WrongScalar => {
                 let kernel = match spec.user {
-                    Some(user) => {
-                        let at = UserKernel::ALL.iter().position(|k| *k == user);
-                        at.and_then(|at| self.user[at])
-                            .expect("resolve checked the user kernel")
-                    }
-                    None => {
-                        self.kernels[Builtin::ALL
-                            .iter()
-                            .position(|b| *b == spec.builtin)
-                            .expect("a builtin")]
-                    }
+                    Some(user) => self
+                        .user_kernel(user)
+                        .expect("resolve checked the user kernel"),
+                    None => match self.builtin_kernel(spec.builtin) {
+                        Some(k) => k,
+                        None => return Ok(()),
+                    },
                 };
                 self.guarded(|| dev.launch(stream, &kernel, [1, 1, 1], &issued.args, &issued.info))
             }
@@ -1480,7 +1749,7 @@ impl<B: Builtins> Run<B> {
             match op {
                 BodyOp::Launch(spec) => spec.args.iter().map(|a| a.buf).collect(),
                 BodyOp::Write { buf, .. } => vec![*buf],
-                BodyOp::Alloc { .. } | BodyOp::State { .. } => Vec::new(),
+                BodyOp::Alloc { .. } | BodyOp::State { .. } | BodyOp::Nested { .. } => Vec::new(),
             }
         };
         let used: Vec<usize> = names(op).into_iter().filter_map(|n| self.live(n)).collect();
@@ -1488,6 +1757,10 @@ impl<B: Builtins> Run<B> {
             c.own.extend(used);
         }
         match op {
+            BodyOp::Nested { stream } => {
+                self.nested(s, *stream);
+                Ok(())
+            }
             BodyOp::Launch(spec) => self.launch(s, spec),
             BodyOp::Write {
                 buf,
@@ -1530,6 +1803,65 @@ impl<B: Builtins> Run<B> {
                 }
                 Ok(())
             }
+        }
+    }
+
+    /// A capture of `nested` (another stream, or the same) inside the closure of `s`'s
+    /// capture, its closure filling a buffer allocated inside it: refused (rule 22 names
+    /// both streams; the same stream is already prepared or recording), so nothing of it
+    /// runs and no graph comes back. The caller's closure goes on.
+    fn nested(&mut self, s: u8, nested: u8) {
+        let n = self.stream(nested);
+        let dev = Arc::clone(&self.dev);
+        let (outer, inner) = (StreamId::new(s.into()), StreamId::new(n.into()));
+        let Some(fill) = self.builtin_kernel(Builtin::Fill) else {
+            return;
+        };
+        let ran = std::sync::atomic::AtomicBool::new(false);
+        let Some((result, _)) = self.guarded(|| {
+            dev.capture(inner, |d| {
+                ran.store(true, std::sync::atomic::Ordering::Relaxed);
+                let y = d.alloc(inner, 16)?;
+                d.launch(
+                    inner,
+                    &fill,
+                    [1, 1, 1],
+                    &[Arg::write(&y)],
+                    &Builtin::Fill.info(4, 1.0),
+                )
+            })
+        }) else {
+            return;
+        };
+        match result {
+            Ok(graph) => {
+                self.fail(format!(
+                    "a capture of {inner} nested in {outer}'s capture closure was accepted"
+                ));
+                let _ = self.guarded(move || drop(graph));
+            }
+            Err(ServerError::OtherStreamInCapture { window, other, .. }) => {
+                if (window, other) != (outer, inner) {
+                    self.fail(format!(
+                        "a nested capture refused naming {window} and {other}, not {outer} and {inner}"
+                    ));
+                }
+            }
+            Err(e) if n == s => {
+                // The same stream: already prepared or recording (rule 1).
+                if !matches!(e, ServerError::GraphState { .. } | ServerError::NeighbourRefused { .. }) {
+                    self.fail(format!("a nested capture of the same stream failed: {}", Chain(&e)));
+                }
+            }
+            Err(e) => self.fail(format!(
+                "a capture of {inner} nested in {outer}'s closure failed otherwise than refused: {}",
+                Chain(&e)
+            )),
+        }
+        if ran.load(std::sync::atomic::Ordering::Relaxed) {
+            self.fail(format!(
+                "the closure of a capture of {inner} nested in {outer}'s ran"
+            ));
         }
     }
 
@@ -1974,7 +2306,9 @@ impl<B: Builtins> Run<B> {
     /// Rule 17 and the issue's "after a failure, a fresh capture on that stream works":
     /// a capture of one fill launch on `s` seals, replays and reads back.
     pub(crate) fn fresh_capture(&mut self, s: u8) {
-        let fill = self.kernels[0];
+        let Some(fill) = self.builtin_kernel(Builtin::Fill) else {
+            return;
+        };
         let stream = StreamId::new(s.into());
         let dev = Arc::clone(&self.dev);
         let Some((result, _)) = self.guarded(|| -> Result<(), ServerError> {

@@ -395,6 +395,161 @@ fn the_users_own_fill_copy_and_dispatch_run_as_foreign_work_captured_and_replaye
     support::assert_no_validation_messages(&handle);
 }
 
+/// A descriptor pool made for one recording, and the set it gave: destroyed on drop,
+/// counted.
+struct RecordingSet {
+    device: ash::Device,
+    pool: vk::DescriptorPool,
+    dropped: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Drop for RecordingSet {
+    fn drop(&mut self) {
+        // SAFETY: dropped by the backend once no command buffer that bound its set can
+        // run (the contract of `VulkanWorkCall::keep`), on the live device.
+        unsafe { self.device.destroy_descriptor_pool(self.pool, None) };
+        self.dropped
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl OwnPipeline {
+    /// Records a dispatch over `range` with a set of a pool made for this call alone,
+    /// handed over with `call.keep`.
+    fn record_own_set(
+        &self,
+        call: &capture_vulkan::VulkanWorkCall<'_>,
+        dropped: &Arc<std::sync::atomic::AtomicUsize>,
+    ) {
+        let [range] = call.ranges() else { return };
+        let cmd = call.command_buffer();
+        let layouts = [self.set_layout];
+        let sizes = [vk::DescriptorPoolSize {
+            ty: vk::DescriptorType::STORAGE_BUFFER,
+            descriptor_count: 1,
+        }];
+        // SAFETY: the layout is live; the pool and set are this call's own, handed over
+        // before the call returns, so nothing frees them while the buffer may run.
+        unsafe {
+            let pool = self
+                .device
+                .create_descriptor_pool(
+                    &vk::DescriptorPoolCreateInfo::default()
+                        .max_sets(1)
+                        .pool_sizes(&sizes),
+                    None,
+                )
+                .unwrap();
+            call.keep(Arc::new(RecordingSet {
+                device: self.device.clone(),
+                pool,
+                dropped: Arc::clone(dropped),
+            }));
+            let set = self
+                .device
+                .allocate_descriptor_sets(
+                    &vk::DescriptorSetAllocateInfo::default()
+                        .descriptor_pool(pool)
+                        .set_layouts(&layouts),
+                )
+                .unwrap()[0];
+            let info = [vk::DescriptorBufferInfo {
+                buffer: range.buffer,
+                offset: range.offset,
+                range: range.size,
+            }];
+            self.device.update_descriptor_sets(
+                &[vk::WriteDescriptorSet::default()
+                    .dst_set(set)
+                    .dst_binding(0)
+                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                    .buffer_info(&info)],
+                &[],
+            );
+            self.device
+                .cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, self.pipeline);
+            self.device.cmd_bind_descriptor_sets(
+                cmd,
+                vk::PipelineBindPoint::COMPUTE,
+                self.layout,
+                0,
+                &[set],
+                &[],
+            );
+            self.device
+                .cmd_dispatch(cmd, (range.size / 4).div_ceil(64) as u32, 1, 1);
+        }
+    }
+}
+
+/// Issue 32, item 7: foreign work hands over a descriptor set made for one recording
+/// (`VulkanWorkCall::keep`): an eager run's goes once its submission ran, the warmup's
+/// likewise, the recording's lives with the graph through its replays and goes behind
+/// the last one's fence when the graph is dropped; validation sees no set destroyed in
+/// use.
+#[test]
+fn i32_07_foreign_work_hands_over_a_set_made_for_one_recording() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let _suite = suite_lock();
+    let Some(b) = open("per-recording sets") else {
+        return;
+    };
+    let handle = b.clone();
+    {
+        let own = Arc::new(OwnPipeline::new(b.ash_device()));
+        let dev = Device::new(b, DeviceConfig::new()).unwrap();
+        let data = dev.alloc(S, 256).unwrap();
+        dev.write_values(S, &data, 0, &[1.0f32; 64]).unwrap();
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let (pipeline, count) = (Arc::clone(&own), Arc::clone(&dropped));
+        // SAFETY: the dispatch touches only the declared range in the compute stage,
+        // records only into the given buffer; the pipeline is kept by the work, the set
+        // and its pool handed over per call.
+        let work = unsafe {
+            VulkanWork::new("double_own_set", move |call| {
+                pipeline.record_own_set(call, &count);
+                Ok(())
+            })
+            .keep(own)
+        };
+        let args = [Arg::read_write(&data)];
+        dev.foreign_work(S, &args, work.clone()).unwrap();
+        assert_eq!(dev.read_values::<f32>(S, &data).unwrap(), vec![2.0; 64]);
+        assert_eq!(
+            dropped.load(Ordering::SeqCst),
+            1,
+            "the eager run's set, after its fence"
+        );
+        let g = dev
+            .capture(S, |d| d.foreign_work(S, &args, work.clone()))
+            .unwrap();
+        dev.sync(S).unwrap();
+        assert_eq!(
+            dropped.load(Ordering::SeqCst),
+            2,
+            "the warmup's set went; the graph's lives"
+        );
+        dev.replay(S, &g, 3).unwrap();
+        assert_eq!(dev.read_values::<f32>(S, &data).unwrap(), vec![32.0; 64]);
+        assert_eq!(
+            dropped.load(Ordering::SeqCst),
+            2,
+            "the graph's set lives through its replays"
+        );
+        dev.replay(S, &g, 1).unwrap();
+        dev.drop_graph(g).unwrap();
+        dev.sync(S).unwrap();
+        dev.cleanup().unwrap();
+        assert_eq!(dev.read_values::<f32>(S, &data).unwrap(), vec![64.0; 64]);
+        assert_eq!(
+            dropped.load(Ordering::SeqCst),
+            3,
+            "the graph's set went behind its last replay"
+        );
+    }
+    support::assert_no_validation_messages(&handle);
+}
+
 #[test]
 fn a_buffer_of_the_callers_own_is_imported_and_kept_by_a_graph() {
     let _suite = suite_lock();
@@ -569,6 +724,67 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
         ),
         "uses push constants",
     );
+}
+
+/// Issue 32, item 6: the reflection checks a scalar's type, not its size alone: a
+/// `Param::scalar::<f32>()` where the shader's push-constant member is a `u32` (or the
+/// other way round, or an `i32`) is refused naming both types; the struct form checks
+/// the size alone.
+#[test]
+fn i32_06_a_scalar_of_another_type_than_the_shaders_is_refused() {
+    let sig = |n: Param, scale: Param| KernelSignature::of(&[Param::READ, Param::WRITE, n, scale]);
+    VulkanKernelSource::wgsl("sums", SUMS, "main", SUMS_SIGNATURE).unwrap();
+    refused(
+        VulkanKernelSource::wgsl(
+            "sums",
+            SUMS,
+            "main",
+            sig(Param::scalar::<f32>(), Param::scalar::<f32>()),
+        ),
+        "scalar 0 is u32 in the shader; the signature declares f32",
+    );
+    refused(
+        VulkanKernelSource::wgsl(
+            "sums",
+            SUMS,
+            "main",
+            sig(Param::scalar::<u32>(), Param::scalar::<u32>()),
+        ),
+        "scalar 1 is f32 in the shader; the signature declares u32",
+    );
+    refused(
+        VulkanKernelSource::wgsl(
+            "sums",
+            SUMS,
+            "main",
+            sig(Param::scalar::<i32>(), Param::scalar::<f32>()),
+        ),
+        "scalar 0 is u32 in the shader; the signature declares i32",
+    );
+    // A vector's elements are its leaves: vec2<f32> is a [f32; 2], not a [u32; 2].
+    let pair = r#"
+struct Params { n: u32, ab: vec2<f32> }
+var<immediate> p: Params;
+@group(0) @binding(0) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+    if (id.x < p.n) { y[id.x] = p.ab.x * y[id.x] + p.ab.y; }
+}
+"#;
+    let with = |ab: Param| KernelSignature::of(&[Param::READ_WRITE, Param::scalar::<u32>(), ab]);
+    VulkanKernelSource::wgsl("pair", pair, "main", with(Param::scalar::<[f32; 2]>())).unwrap();
+    refused(
+        VulkanKernelSource::wgsl("pair", pair, "main", with(Param::scalar::<[u32; 2]>())),
+        "scalar 1 is f32 in the shader; the signature declares u32",
+    );
+    // A struct's fields are not typed: its size is checked alone.
+    VulkanKernelSource::wgsl(
+        "pair",
+        pair,
+        "main",
+        with(Param::scalar_struct::<[u32; 2]>()),
+    )
+    .unwrap();
 }
 
 /// The backend binds a pipeline only when the command buffer has another one bound; the

@@ -115,6 +115,30 @@ fn dynamic_pool_buckets_by_powers_of_two() {
     assert_eq!(pool(&m, PoolKind::Dynamic).reserved, DYNAMIC_PAGE_BYTES);
 }
 
+/// Issue 32, item 7: the page size is a setting; both pools grow by it, and a larger
+/// allocation still gets a page of its own size.
+#[test]
+fn pools_grow_by_the_configured_page_size() {
+    let config = MemoryConfig::unlimited().with_page_bytes(64 << 10).unwrap();
+    let (mut m, log) = manager_with(None, config);
+    let _a = reserve(&mut m, 300);
+    assert_eq!(pool(&m, PoolKind::Dynamic).reserved, 64 << 10);
+    m.set_mode(AllocationMode::Persistent);
+    let _b = reserve(&mut m, 1000);
+    assert_eq!(pool(&m, PoolKind::Persistent).reserved, 64 << 10);
+    let _c = reserve(&mut m, 100 << 10);
+    assert_eq!(
+        log.lock().unwrap().allocs,
+        vec![64 << 10, 64 << 10, 100 << 10]
+    );
+    for bad in [0, 100, (1 << 40) + 256] {
+        assert!(
+            MemoryConfig::unlimited().with_page_bytes(bad).is_err(),
+            "{bad}"
+        );
+    }
+}
+
 #[test]
 fn persistent_pool_reuses_only_an_identical_padded_size() {
     let (mut m, _) = manager();
