@@ -54,9 +54,9 @@ pub type ExternalFn<B> = Arc<dyn Fn() -> DeviceExternal<<B as GraphDriver>::Stre
 /// takes, and the caller's handle of it.
 pub type ImportFn<B> = Arc<dyn Fn(&B, u64) -> (ExternalFn<B>, Box<dyn Imported>) + Send + Sync>;
 
-/// Makes `size` bytes of memory of another backend value than the device's: what
-/// `Device::import` must refuse.
-pub type ElsewhereFn<B> = Arc<dyn Fn(u64) -> (ExternalFn<B>, Box<dyn Imported>) + Send + Sync>;
+/// Makes `size` bytes of memory of another backend value than the device's, after
+/// `skip` other pieces there: what `Device::import` must refuse.
+pub type ElsewhereFn<B> = Arc<dyn Fn(u64, u8) -> (ExternalFn<B>, Box<dyn Imported>) + Send + Sync>;
 
 /// The kernel source of each user kernel a backend has.
 pub type UserFn<B> = Arc<dyn Fn(UserKernel) -> Option<<B as Backend>::KernelSource> + Send + Sync>;
@@ -274,9 +274,14 @@ pub fn mock_extras<const A: bool>() -> Extras<Mock<A>> {
                 f: |_, _| {},
             })
         })),
-        elsewhere: Some(Arc::new(|size| {
-            // Memory of a backend value of its own, kept alive by the handle.
-            let memory = Mock::<A>::new().external_memory(size);
+        elsewhere: Some(Arc::new(|size, skip| {
+            // Memory of a backend value of its own, kept alive by the handle, numbered
+            // `skip` there.
+            let other = Mock::<A>::new();
+            for _ in 0..skip {
+                drop(other.external_memory(4));
+            }
+            let memory = other.external_memory(size);
             let external = memory.external();
             (
                 Arc::new(move || external) as ExternalFn<Mock<A>>,

@@ -187,12 +187,17 @@ pub enum Op {
         cleanup: bool,
     },
     /// Imports `bytes` of memory of another backend value: refused, naming it, with the
-    /// stream usable (where the backend can make such memory).
+    /// stream usable (where the backend can make such memory). The other value makes
+    /// `skip` pieces of memory first, so the memory's own number there is `skip`, which
+    /// may be the number of memory the device's backend value has (a backend that told
+    /// them apart by number alone would take one for the other).
     ImportElsewhere {
         /// The stream.
         stream: u8,
         /// The size, a multiple of 4.
         bytes: u32,
+        /// How many pieces of memory the other value makes first.
+        skip: u8,
     },
     /// A launch of a kernel that takes one scalar of [`SCALAR_SIZES`]`[declared]` bytes
     /// and [`INFO_COUNTS`]`[info]` info words, given a scalar of `SCALAR_SIZES[given]`
@@ -498,8 +503,8 @@ pub fn op() -> impl Strategy<Value = Op> {
         1 => (select(Builtin::ALL.to_vec()), prop::option::weighted(0.4, select(UserKernel::ALL.to_vec())))
             .prop_map(|(builtin, user)| Op::Register { builtin, user }),
         1 => (name(), any::<bool>()).prop_map(|(buf, cleanup)| Op::ImportAgain { buf, cleanup }),
-        1 => (stream(), 1u32..=MAX_ELEMENTS)
-            .prop_map(|(stream, elements)| Op::ImportElsewhere { stream, bytes: elements * 4 }),
+        1 => (stream(), 1u32..=MAX_ELEMENTS, 0u8..24)
+            .prop_map(|(stream, elements, skip)| Op::ImportElsewhere { stream, bytes: elements * 4, skip }),
         1 => sized(),
     ]
 }
@@ -524,6 +529,86 @@ fn sized() -> impl Strategy<Value = Op> {
             info,
             info_given: info_given.unwrap_or(info),
         })
+}
+
+/// The caller's memory imported, imported again and that second import dropped and
+/// cleaned up, then the first read and dropped and cleaned up too: the caller's memory
+/// must hold its bytes at the end (each import is an adoption of its own, released
+/// without a free). Then memory of another backend value, numbered there as memory of
+/// the device's own may be: refused.
+fn imported_twice() -> impl Strategy<Value = Vec<Op>> {
+    (
+        stream(),
+        1u32..=MAX_ELEMENTS,
+        values(),
+        any::<bool>(),
+        0u8..24,
+    )
+        .prop_map(|(stream, elements, values, cleanup, skip)| {
+            let bytes = elements * 4;
+            vec![
+                Op::Import {
+                    stream,
+                    bytes,
+                    values: Some(values),
+                },
+                Op::ImportAgain {
+                    buf: LATEST,
+                    cleanup,
+                },
+                Op::Read {
+                    stream,
+                    buf: LATEST,
+                    range: None,
+                },
+                Op::ImportElsewhere {
+                    stream,
+                    bytes,
+                    skip,
+                },
+                Op::Drop { buf: LATEST },
+                Op::Sync { stream },
+                Op::Cleanup,
+            ]
+        })
+}
+
+/// Launches whose kernels declare scalars and info counts at and past 16 bits (65,535
+/// and more), given what they declare or a neighbour of it: a size cut to its low bits
+/// would accept one it must refuse.
+fn sizes_past_sixteen_bits() -> impl Strategy<Value = Vec<Op>> {
+    let at = |of: &[u32], v: u32| of.iter().position(|&x| x == v).expect("listed") as u8;
+    // (declared, given): what it declares, or the value its low 16 bits make.
+    let scalars = [
+        (65540, 65540),
+        (65540, 4),
+        (65536, 4),
+        (65535, 65535),
+        (64, 64),
+        (68, 68),
+    ]
+    .map(|(d, g)| (at(&SCALAR_SIZES, d), at(&SCALAR_SIZES, g)));
+    let infos = [
+        (65536, 65536),
+        (65536, 0),
+        (65537, 1),
+        (65537, 65537),
+        (65535, 65535),
+        (2, 2),
+    ]
+    .map(|(d, g)| (at(&INFO_COUNTS, d), at(&INFO_COUNTS, g)));
+    prop::collection::vec(
+        (stream(), select(scalars.to_vec()), select(infos.to_vec())).prop_map(
+            |(stream, (declared, given), (info, info_given))| Op::Sized {
+                stream,
+                declared,
+                given,
+                info,
+                info_given,
+            },
+        ),
+        2..=4,
+    )
 }
 
 /// Foreign work of a name new to the device, then kernels registered and builtins first
@@ -1310,6 +1395,8 @@ pub fn program() -> impl Strategy<Value = Program> {
                 1 => fault_reported_then_waited(),
                 1 => refused_device_wait(),
                 2 => kernels_after_work(),
+                1 => imported_twice(),
+                1 => sizes_past_sixteen_bits(),
                 1 => second_device_dropped_in_a_window(),
                 1 => Just(vec![Op::SecondDevice]),
                 3 => second_op().prop_map(|op| vec![Op::OnSecond(Box::new(op))]),

@@ -641,7 +641,11 @@ impl<B: Builtins> Run<B> {
             Op::SecondDevice | Op::OnSecond(_) => {}
             Op::Register { builtin, user } => self.register(*builtin, *user),
             Op::ImportAgain { buf, cleanup } => self.import_again(*buf, *cleanup),
-            Op::ImportElsewhere { stream, bytes } => self.import_elsewhere(*stream, *bytes),
+            Op::ImportElsewhere {
+                stream,
+                bytes,
+                skip,
+            } => self.import_elsewhere(*stream, *bytes, *skip),
             Op::Sized {
                 stream,
                 declared,
@@ -909,12 +913,12 @@ impl<B: Builtins> Run<B> {
 
     /// Imports memory of another backend value: refused with `InvalidArgument` naming
     /// the memory, whatever else holds, and nothing changes.
-    fn import_elsewhere(&mut self, stream: u8, bytes: u32) {
+    fn import_elsewhere(&mut self, stream: u8, bytes: u32, skip: u8) {
         let Some(make) = self.elsewhere_memory.clone() else {
             return;
         };
         let s = self.stream(stream);
-        let (external, memory) = make(u64::from(bytes.max(4)));
+        let (external, memory) = make(u64::from(bytes.max(4)), skip);
         let dev = Arc::clone(&self.dev);
         let stream_id = StreamId::new(s.into());
         let Some((result, fired)) = self.guarded(|| dev.import(stream_id, external())) else {

@@ -202,10 +202,13 @@ fn i32_02_memory_imported_twice_is_never_freed_by_the_library() {
 #[test]
 fn i32_02_memory_of_another_backend_value_is_refused() {
     let _suite = suite_lock();
+    // Memory of the caller's on each value, each the first page there: told apart by
+    // page number alone, theirs would pass as ours (with their size).
+    let mock = MockBackend::new();
+    let mine = mock.external_memory(16);
     let elsewhere = MockBackend::new();
     let theirs = elsewhere.external_memory(4096);
-    let (dev, _) = device();
-    // Pages of this backend value, so a page number alone would match one of them.
+    let (dev, _) = device_on(mock);
     let ours = filled(&dev, S0, &[1, 2, 3, 4]);
     let refused = dev.import(S0, theirs.external()).unwrap_err();
     assert!(
