@@ -35,8 +35,9 @@ impl<B: Backend> Device<B> {
     /// # Errors
     ///
     /// [`ServerError::NeighbourRefused`] while another stream's window holds the pooled
-    /// stream; [`ServerError::GraphState`] when this stream already prepared or records.
-    /// Nothing is changed.
+    /// stream; [`ServerError::GraphState`] when this stream already prepared or records;
+    /// [`ServerError::OtherStreamInCapture`] inside the capture closure of another
+    /// stream (a nested capture, rule 22). Nothing is changed.
     pub fn prepare(&self, stream: StreamId) -> Result<(), ServerError> {
         self.prepare_with(stream, None)
     }
