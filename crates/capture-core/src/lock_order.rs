@@ -1,10 +1,14 @@
-//! The one lock order of a device, checked in debug builds.
+//! The one lock order of a device, written here alone and checked in debug builds.
 //!
-//! Every lock the runtime takes has a [`Level`]; a thread may take a lock only at a level
-//! above every lock it already holds (a pooled stream counts as held while a call runs on
-//! it, on the caller's thread or, for a capture call, on the stream's worker). A debug build panics, naming
-//! both levels, the moment a thread would break the order, so a test that merely passes
-//! through the bad nesting fails, deadlock or not. Release builds keep no record.
+//! Every lock the runtime takes has a [`Level`] (the order, outermost first, is the
+//! enum's); a thread may take a lock only at a level above every lock it already holds
+//! (a pooled stream counts as held while a call runs on it, on the caller's thread or,
+//! for a capture call, on the stream's worker). Beyond the levels: a thread holds at most
+//! one pooled stream at a time, and waits on the host for another stream's fence only
+//! while holding none (a read's wait for the streams that wrote what it reads). A debug
+//! build panics, naming both levels, the moment a thread would break the order, so a test
+//! that merely passes through the bad nesting fails, deadlock or not. Release builds keep
+//! no record.
 
 use std::ops::{Deref, DerefMut};
 use std::sync::{Mutex, MutexGuard};
@@ -73,7 +77,7 @@ impl Held {
             if let Some(&top) = held.last() {
                 assert!(
                     top < level,
-                    "lock order broken: taking {level:?} while holding {top:?} (see the lock order in runtime/device.rs)"
+                    "lock order broken: taking {level:?} while holding {top:?} (see the lock order in lock_order.rs)"
                 );
             }
             held.push(level);

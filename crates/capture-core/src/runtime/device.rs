@@ -2,17 +2,8 @@
 //! (alloc, write, read, sync, cleanup, reports); launches are in `launch.rs`, the
 //! capture lifecycle in `lifecycle.rs`, the state they share in `inner.rs`.
 //!
-//! Lock order, outermost first (a thread holds at most one pooled stream at a time and
-//! never waits on a fence while holding one):
-//!
-//! 1. a pooled stream (its `Mutex`, also taken by its worker thread for a thread-affine
-//!    backend's capture calls);
-//! 2. the kernel registry;
-//! 3. the device's capture status (inside `StreamCapture` transitions and page
-//!    decisions);
-//! 4. the graph registry;
-//! 5. the taint ledger;
-//! 6. the trace.
+//! Every lock taken here follows the device's one lock order, written (and checked) in
+//! `lock_order.rs` as `Level`.
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};

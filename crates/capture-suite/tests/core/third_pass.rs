@@ -228,6 +228,9 @@ fn i32_02_memory_of_another_backend_value_is_refused() {
             .contains("another backend value")
     );
     assert_eq!(read(&dev, S0, &ours).unwrap(), [1, 2, 3, 4]);
+    // The caller's own memory of this value still imports, at its own size.
+    let own = dev.import(S0, mine.external()).unwrap();
+    assert_eq!(own.size(), 16);
 }
 
 /// Item 3: rule 22 holds for a nested capture: `capture` (and `prepare`, `begin`, `end`)
