@@ -18,7 +18,10 @@ read-back, over K), their ratio (eager / replay), the graph's node count (counte
 the driver's cuGraphGetNodes where this torch exposes the captured graph, else K,
 marked "assumed"), and replay microseconds per node.
 
-Needs CUDA and torch, no network. Without either it prints a `SKIP:` line and exits 0.
+Needs CUDA and torch, no network. Without either it prints a `SKIP:` line and exits 0,
+unless CUDA is required (CAPTURE_REQUIRE_CUDA=1, as the GPU bundle's run.sh sets it):
+then a torch that sees no CUDA device is a failure (`FAILED:`, exit 1), so the step never
+reads green on a machine whose GPU PyTorch cannot use.
 
     python3 xtask/gpu/torch_graph.py [--json] [--rounds N]
 """
@@ -37,6 +40,13 @@ MIN_ROUNDS = 5
 def skip(why):
     print(f"SKIP: torch_graph.py: {why}")
     sys.exit(0)
+
+
+def cuda_required():
+    """Whether the caller requires CUDA (CAPTURE_REQUIRE_CUDA=1)."""
+    import os
+
+    return os.environ.get("CAPTURE_REQUIRE_CUDA") == "1"
 
 
 def graph_nodes(graph):
@@ -169,6 +179,10 @@ def main():
     except ImportError as e:
         skip(f"torch is not installed ({e})")
     if not torch.cuda.is_available():
+        if cuda_required():
+            print("FAILED: torch_graph.py: CUDA is required (CAPTURE_REQUIRE_CUDA=1) and "
+                  f"torch {torch.__version__} sees no CUDA device")
+            sys.exit(1)
         skip("torch sees no CUDA device")
 
     rows = [run_row(torch, e, k, rounds) for e, k in ROWS]
