@@ -3,13 +3,16 @@
 # prebuilt tests and demos on this machine, CUDA required. Ends with
 # `bundle: N passed, M failed`, and exits non-zero when anything failed. See README.txt.
 #
-# usage: ./run.sh [--logs DIR] [--step-timeout SECONDS] [--short] [--no-vulkan]
-#                 [--driver-model]
+# usage: ./run.sh [--logs DIR] [--archive FILE] [--step-timeout SECONDS] [--short]
+#                 [--no-vulkan] [--driver-model]
 #   --logs DIR            one log file per step in DIR (default: logs/ beside run.sh),
 #                         named NN-step.log, and summary.txt; the console shows each
 #                         step's output too
+#   --archive FILE        after every step, DIR's logs as one gzipped tar FILE (written
+#                         whole, then renamed), so a run cut short still leaves every
+#                         finished step's whole log in one file
 #   --step-timeout S      a step still running after S seconds is killed and fails
-#                         (default 420)
+#                         (default 150: a hung call cannot eat a short device window)
 #   --short               the benchmark's first launch-bound row only, few passes
 #   --no-vulkan           skip every Vulkan step
 #   --driver-model        the CUDA driver found must be capture's CUDA driver model (the
@@ -37,7 +40,8 @@ if [ -z "$SOURCE_TREE_TEST" ]; then
 fi
 
 LOG_DIR="$PWD/logs"
-STEP_TIMEOUT=420
+STEP_TIMEOUT=150
+ARCHIVE=""
 SHORT=0
 VULKAN_WANTED=1
 DRIVER_MODEL=0
@@ -46,6 +50,11 @@ while [ $# -gt 0 ]; do
     --logs)
         [ $# -ge 2 ] || { echo "run.sh: --logs needs a directory"; exit 2; }
         LOG_DIR=$2
+        shift 2
+        ;;
+    --archive)
+        [ $# -ge 2 ] || { echo "run.sh: --archive needs a file"; exit 2; }
+        ARCHIVE=$2
         shift 2
         ;;
     --step-timeout)
@@ -71,6 +80,11 @@ while [ $# -gt 0 ]; do
 done
 mkdir -p "$LOG_DIR" || { echo "run.sh: cannot create $LOG_DIR"; exit 2; }
 LOG_DIR=$(cd "$LOG_DIR" && pwd)
+if [ -n "$ARCHIVE" ]; then
+    archive_dir=$(dirname "$ARCHIVE")
+    mkdir -p "$archive_dir" || { echo "run.sh: cannot create $archive_dir"; exit 2; }
+    ARCHIVE="$(cd "$archive_dir" && pwd)/$(basename "$ARCHIVE")"
+fi
 
 export CAPTURE_SNAPSHOTS="$PWD/snapshots" INSTA_WORKSPACE_ROOT="$PWD" INSTA_UPDATE=no \
     CI=true CAPTURE_REQUIRE_CUDA=1 LP_NUM_THREADS=0
@@ -92,6 +106,18 @@ log_of() {
     printf '%s/%02d-%s.log' "$LOG_DIR" "$number" "$(echo "$1" | tr ' /' '--' | tr -cd 'A-Za-z0-9._-')"
 }
 
+# Writes the logs so far into the archive, when one was asked for: whole, then renamed,
+# so the archive is never half written.
+archive() {
+    [ -n "$ARCHIVE" ] || return 0
+    if tar -czf "$ARCHIVE.part" -C "$LOG_DIR" . 2>/dev/null; then
+        mv -f "$ARCHIVE.part" "$ARCHIVE"
+    else
+        rm -f "$ARCHIVE.part"
+        echo "run.sh: could not write the archive $ARCHIVE"
+    fi
+}
+
 # Counts a step's result: `record NAME STATUS SECONDS LOG`.
 record() {
     local name=$1 rc=$2 elapsed=$3 log=$4
@@ -109,6 +135,7 @@ record() {
         fi
         echo "FAILED  ${elapsed}s  $name (log: $(basename "$log"))" >>"$summary"
     fi
+    archive
 }
 
 # Runs one step under the step timeout, its output on the console and in its log file:
@@ -139,6 +166,7 @@ skip() {
     echo
     echo "== $1: skipped: $2"
     echo "skipped       $1: $2" >>"$summary"
+    archive
 }
 
 has_lib() {
@@ -396,5 +424,6 @@ if [ "$failed" -gt 0 ]; then
     echo "failed: ${failures#, }"
 fi
 echo "bundle: $passed passed, $failed failed" | tee -a "$summary"
-echo "logs: $LOG_DIR"
+archive
+echo "logs: $LOG_DIR${ARCHIVE:+ (archived in $ARCHIVE)}"
 [ "$failed" -eq 0 ]

@@ -45,8 +45,8 @@ into DIR (default target/gpu-bundle, replaced when it holds an earlier bundle):
 reusing the test build); a GPU machine gets the release build.
 
 Copy it with its file modes (tar -czf gpu-bundle.tar.gz -C target gpu-bundle), unpack it
-on the GPU machine and run ./run.sh (./run.sh --help: --logs DIR, --step-timeout S,
---short, --no-vulkan). The binaries are x86-64 Linux, dynamically linked
+on the GPU machine and run ./run.sh (./run.sh --help: --logs DIR, --archive FILE,
+--step-timeout S, --short, --no-vulkan). The binaries are x86-64 Linux, dynamically linked
 against this machine's glibc: the GPU machine needs the same or a newer one.";
 
 /// The bundle's script, checked in as `xtask/gpu/run.sh`; what varies is in `bundle.env`.
@@ -423,8 +423,9 @@ It prints nvidia-smi, then runs
   engine-step --backend cuda     the engine example on CUDA (its kernels, its library
                                  call on the raw stream, its cudarc weights imported)
 and ends with `bundle: N passed, M failed` (exit status non-zero on any failure).
-Each step runs under a timeout (--step-timeout S, default 420) and writes its output to
+Each step runs under a timeout (--step-timeout S, default 150) and writes its output to
 logs/NN-step.log beside run.sh (--logs DIR to put them elsewhere), with summary.txt;
+--archive FILE writes all the logs so far into one gzipped tar after every step;
 --short runs one benchmark row and a small decoder, --no-vulkan skips Vulkan.
 capture's CUDA driver model (the stand-in for libcuda.so.1 CI tests with) is refused as
 a driver unless --driver-model says it is meant.
@@ -820,6 +821,8 @@ mod tests {
         )
         .unwrap();
         let logs = scratch("slow-logs");
+        let archived = scratch("slow-archive");
+        let archive = archived.join("logs.tar.gz");
         let driver = fake_driver("slow-driver", false);
         let (ok, text, _) = run_bundle_with(
             &dir,
@@ -830,6 +833,8 @@ mod tests {
                 "--no-vulkan",
                 "--logs",
                 logs.to_str().unwrap(),
+                "--archive",
+                archive.to_str().unwrap(),
             ],
         );
         assert!(!ok, "{text}");
@@ -845,7 +850,38 @@ mod tests {
             summary.lines().last().unwrap().starts_with("bundle: "),
             "{summary}"
         );
-        for d in [dir, source, logs, driver] {
+        // The archive holds every log, the killed step's whole, and the summary.
+        let listed = Command::new("tar")
+            .arg("-tzf")
+            .arg(&archive)
+            .output()
+            .unwrap();
+        let listed = String::from_utf8_lossy(&listed.stdout).to_string();
+        assert!(listed.contains("./summary.txt"), "{listed}");
+        let killed = fs::read_dir(&logs)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().to_string())
+            .find(|n| n.contains("allocation-counts"))
+            .expect("the killed step's log");
+        assert!(listed.contains(&killed), "{listed}");
+        let unpacked = scratch("slow-unpacked");
+        let status = Command::new("tar")
+            .arg("-xzf")
+            .arg(&archive)
+            .arg("-C")
+            .arg(&unpacked)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let log = fs::read_to_string(unpacked.join(&killed)).unwrap();
+        assert!(log.contains("started"), "{log}");
+        assert!(
+            log.contains("killed after the step timeout of 1 s"),
+            "{log}"
+        );
+        assert!(!archived.join("logs.tar.gz.part").exists());
+        for d in [dir, source, logs, driver, archived, unpacked] {
             fs::remove_dir_all(&d).unwrap();
         }
     }

@@ -247,8 +247,16 @@ fn cuda_model_row(
     crate::gpu_bundle::build(&bundle, false)?;
     let logs = root.join("target").join("cuda-model").join("logs");
     let mut run = Command::new(bundle.join("run.sh"));
-    run.args(["--driver-model", "--short", "--no-vulkan", "--logs"])
-        .arg(&logs);
+    // The unoptimised bundle on 2 CPUs: a longer step timeout than a GPU's default.
+    run.args([
+        "--driver-model",
+        "--short",
+        "--no-vulkan",
+        "--step-timeout",
+        "420",
+        "--logs",
+    ])
+    .arg(&logs);
     configure(&mut run);
     println!("xtask: the GPU bundle's run.sh on the CUDA driver model");
     let started = Instant::now();
