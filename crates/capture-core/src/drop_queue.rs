@@ -307,6 +307,15 @@ impl<F: Fence> PendingDropQueue<F> {
         first
     }
 
+    /// Frees everything held without waiting on a fence: the caller has just waited for
+    /// everything enqueued on the stream (a read or a sync that succeeded), so no fence
+    /// could tell it more. The previous fence, already passed, is dropped unwaited.
+    pub fn retire_waited(&mut self) {
+        self.fence = None;
+        self.free_pending();
+        self.free_staged();
+    }
+
     /// Keeps every value held, pending with no fence: a wait failed, so the device may
     /// still use them.
     fn keep_all(&mut self) {

@@ -912,11 +912,10 @@ impl<B: Backend> Inner<B> {
             self.fault(ps, stream, &error);
             return Err(error);
         }
-        // The drain's fence is the last word on what the stream wrote: an asynchronous
-        // error there claims it, the bytes just read included.
-        if self.drain(ps, stream).is_ok() {
-            self.order().all_good(ps.index);
-        }
+        // The read waited for everything the stream enqueued and reported no
+        // asynchronous error: the drop queue retires with no fence of its own.
+        self.retire_waited(ps);
+        self.order().all_good(ps.index);
         self.taint().check_read(key)?;
         self.trace.push(Event::Read { stream, key });
         Ok(())
@@ -928,8 +927,9 @@ impl<B: Backend> Inner<B> {
             self.fault(ps, stream, &error);
             return Err(error);
         }
-        // The drain's fence is the sync's last wait: its error is the sync's.
-        self.drain(ps, stream)?;
+        // The sync waited for everything and reported no asynchronous error: the drop
+        // queue retires with no fence of its own.
+        self.retire_waited(ps);
         self.order().all_good(ps.index);
         self.trace.push(Event::Sync { stream });
         Ok(())

@@ -520,6 +520,21 @@ impl<B: Backend> Inner<B> {
         }
     }
 
+    /// Frees everything the drop queue holds right after this call waited for the whole
+    /// stream and the wait succeeded (`B::read`, `B::sync`: "waits for everything
+    /// enqueued", and reports an asynchronous error itself): no fresh fence is recorded
+    /// and waited for, and what the stream wrote until now is settled, as a drain's
+    /// fence would settle it.
+    pub(crate) fn retire_waited(&self, ps: &mut PooledStream<B>) {
+        if ps.stream.capturing().is_recording() {
+            return;
+        }
+        ps.held.clear();
+        let now = self.order().epoch(ps.index);
+        ps.drops.retire_waited();
+        self.order().good(ps.index, now);
+    }
+
     /// Reserves device memory under the device's capture state.
     pub(crate) fn reserve_device(
         &self,
