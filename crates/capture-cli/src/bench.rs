@@ -214,8 +214,10 @@ pub(crate) struct Figures {
     pub(crate) e2e_us_per_kernel: f64,
     /// Each round's mean end-to-end time per kernel, µs, in order.
     pub(crate) rounds_us_per_kernel: Vec<f64>,
-    /// Median over rounds of the calling thread's CPU time per kernel, µs: what the
-    /// pass cost the host, waits left out (NaN where the clock is missing).
+    /// Median over rounds of the calling thread's CPU time per kernel, µs, over whole
+    /// passes: what the pass cost the host, a wait counted only where it spins (CUDA's
+    /// `cuStreamSynchronize` on the primary context does; blocking waits do not); NaN
+    /// where the clock is missing.
     pub(crate) cpu_us_per_kernel: f64,
 }
 
