@@ -1,8 +1,11 @@
-//! Just enough of a `Cargo.toml` for tidy: the workspace's members, and the names each
+//! What tidy reads of a `Cargo.toml`: the workspace's members, and the names each
 //! manifest declares in its dependency tables (`[dependencies]`, `[dev-dependencies]`,
 //! `[build-dependencies]`, their `[target.'cfg(…)'.…]` forms, and `[dependencies.name]`
-//! tables). Read line by line, not as full TOML: sections, keys, and values that span
-//! lines (arrays) skipped over.
+//! tables), each with the line it is declared on. Parsed as TOML by the `toml` crate,
+//! whose spans give the lines.
+
+use anyhow::{Context, Result, anyhow};
+use toml::de::{DeTable, DeValue};
 
 /// Which table declares a dependency.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,177 +52,86 @@ impl Dependency {
     }
 }
 
-/// A line of a manifest that matters here.
-enum Line {
-    /// `[a.b]` or `[[a]]`, as dotted parts.
-    Header(Vec<String>),
-    /// `key = …`, with the dotted parts of the key.
-    Key(Vec<String>),
+/// A parsed manifest's top table.
+fn parse(text: &str) -> Result<DeTable<'_>> {
+    DeTable::parse(text)
+        .map(toml::Spanned::into_inner)
+        .map_err(|e| anyhow!("{e}"))
+        .context("parsing a Cargo.toml")
 }
 
-/// The headers and keys of `text` with their line numbers (1-based), skipping comments
-/// and the inner lines of values that span lines.
-fn lines(text: &str) -> Vec<(usize, Line)> {
+/// The 1-based line byte `at` of `text` is on.
+fn line_of(text: &str, at: usize) -> usize {
+    text[..at.min(text.len())].matches('\n').count() + 1
+}
+
+/// The table `key` names in `table`, if it is one.
+fn table<'a, 'i>(table: &'a DeTable<'i>, key: &str) -> Option<&'a DeTable<'i>> {
+    table
+        .iter()
+        .find(|(k, _)| k.get_ref() == key)
+        .and_then(|(_, v)| v.get_ref().as_table())
+}
+
+/// Every dependency `text` (a `Cargo.toml`) declares, in the order of their lines.
+///
+/// # Errors
+///
+/// When `text` is not TOML.
+pub(crate) fn dependencies(text: &str) -> Result<Vec<Dependency>> {
+    let top = parse(text)?;
     let mut out = Vec::new();
-    let mut depth = 0i32;
-    for (i, raw) in text.lines().enumerate() {
-        let line = strip_comment(raw).trim();
-        if depth > 0 {
-            depth += nesting(line);
-        } else if line.starts_with('[') {
-            let header = line.trim_start_matches('[').trim_end_matches(']');
-            out.push((i + 1, Line::Header(dotted(header))));
-        } else if let Some((key, value)) = split_key(line) {
-            depth = nesting(value).max(0);
-            out.push((i + 1, Line::Key(dotted(key))));
+    let mut read = |tables: &DeTable<'_>| {
+        for (key, value) in tables {
+            let Some(kind) = Table::from_key(key.get_ref()) else {
+                continue;
+            };
+            let Some(deps) = value.get_ref().as_table() else {
+                continue;
+            };
+            for (name, _) in deps {
+                out.push(Dependency {
+                    name: name.get_ref().to_string(),
+                    table: kind,
+                    line: line_of(text, name.span().start),
+                });
+            }
         }
-    }
-    out
-}
-
-/// The dependency table a header opens, and the dependency it is about when it is a
-/// `[dependencies.name]` table: `[target.<cfg>.dependencies]` is `[dependencies]` for
-/// some targets.
-fn dependency_table(header: &[String]) -> Option<(Table, Option<&String>)> {
-    let header = match header {
-        [target, _cfg, rest @ ..] if target == "target" => rest,
-        all => all,
     };
-    match header {
-        [table] => Some((Table::from_key(table)?, None)),
-        [table, name] => Some((Table::from_key(table)?, Some(name))),
-        _ => None,
-    }
-}
-
-/// Every dependency `text` (a `Cargo.toml`) declares, in order.
-pub(crate) fn dependencies(text: &str) -> Vec<Dependency> {
-    let mut out = Vec::new();
-    // The table the keys below declare dependencies of, if they do.
-    let mut table = None;
-    for (line, entry) in lines(text) {
-        match entry {
-            Line::Header(header) => {
-                table = None;
-                match dependency_table(&header) {
-                    // `[dependencies.name]`: one dependency; its keys are its fields.
-                    Some((t, Some(name))) => out.push(Dependency {
-                        name: name.clone(),
-                        table: t,
-                        line,
-                    }),
-                    Some((t, None)) => table = Some(t),
-                    None => {}
-                }
-            }
-            // `name = …` or `name.workspace = true`.
-            Line::Key(key) => {
-                if let (Some(table), Some(name)) = (table, key.into_iter().next()) {
-                    out.push(Dependency { name, table, line });
-                }
+    read(&top);
+    // `[target.<cfg>.dependencies]` is `[dependencies]` for some targets.
+    if let Some(targets) = table(&top, "target") {
+        for (_, cfg) in targets {
+            if let Some(cfg) = cfg.get_ref().as_table() {
+                read(cfg);
             }
         }
     }
-    out
+    out.sort_by_key(|d| d.line);
+    Ok(out)
 }
 
 /// The `members` of the `[workspace]` table (paths, as written).
-pub(crate) fn workspace_members(text: &str) -> Vec<String> {
-    let mut members = Vec::new();
-    let mut in_members = false;
-    let mut section: Vec<String> = Vec::new();
-    for raw in text.lines() {
-        let line = strip_comment(raw).trim();
-        if !in_members && line.starts_with('[') {
-            section = dotted(line.trim_start_matches('[').trim_end_matches(']'));
-            continue;
-        }
-        let mut value = line;
-        if !in_members {
-            match split_key(line) {
-                Some(("members", rest)) if section == ["workspace"] => {
-                    in_members = true;
-                    value = rest.trim().strip_prefix('[').unwrap_or(rest);
-                }
-                _ => continue,
-            }
-        }
-        let (items, closed) = match value.split_once(']') {
-            Some((items, _)) => (items, true),
-            None => (value, false),
-        };
-        members.extend(
-            items
-                .split(',')
-                .map(|m| m.trim().trim_matches('"').trim_matches('\''))
-                .filter(|m| !m.is_empty())
-                .map(String::from),
-        );
-        if closed {
-            in_members = false;
-        }
-    }
-    members
-}
-
-/// `key = value` split at the first `=` outside quotes; `None` for a line that is not one.
-fn split_key(line: &str) -> Option<(&str, &str)> {
-    let mut quote = None;
-    for (i, c) in line.char_indices() {
-        match (quote, c) {
-            (None, '"' | '\'') => quote = Some(c),
-            (Some(q), _) if c == q => quote = None,
-            (None, '=') => return Some((line[..i].trim(), &line[i + 1..])),
-            _ => {}
-        }
-    }
-    None
-}
-
-/// `a."b.c".d` → `["a", "b.c", "d"]`: a dotted key or header, quotes removed.
-fn dotted(text: &str) -> Vec<String> {
-    let mut parts = vec![String::new()];
-    let mut quote = None;
-    for c in text.chars() {
-        match (quote, c) {
-            (None, '"' | '\'') => quote = Some(c),
-            (Some(q), _) if c == q => quote = None,
-            (None, '.') => parts.push(String::new()),
-            (None, c) if c.is_whitespace() => {}
-            (_, c) => parts.last_mut().expect("never empty").push(c),
-        }
-    }
-    parts
-}
-
-/// `line` without a `#` comment (a `#` inside quotes is kept).
-fn strip_comment(line: &str) -> &str {
-    let mut quote = None;
-    for (i, c) in line.char_indices() {
-        match (quote, c) {
-            (None, '"' | '\'') => quote = Some(c),
-            (Some(q), _) if c == q => quote = None,
-            (None, '#') => return &line[..i],
-            _ => {}
-        }
-    }
-    line
-}
-
-/// Opening minus closing brackets and braces outside quotes: above 0, the value goes on.
-fn nesting(text: &str) -> i32 {
-    let mut depth = 0;
-    let mut quote = None;
-    for c in text.chars() {
-        match (quote, c) {
-            (None, '"' | '\'') => quote = Some(c),
-            (Some(q), _) if c == q => quote = None,
-            (None, '[' | '{') => depth += 1,
-            (None, ']' | '}') => depth -= 1,
-            _ => {}
-        }
-    }
-    depth
+///
+/// # Errors
+///
+/// When `text` is not TOML.
+pub(crate) fn workspace_members(text: &str) -> Result<Vec<String>> {
+    let top = parse(text)?;
+    let Some(workspace) = table(&top, "workspace") else {
+        return Ok(Vec::new());
+    };
+    let members = workspace
+        .iter()
+        .find(|(k, _)| k.get_ref() == "members")
+        .map(|(_, v)| v.get_ref());
+    let Some(DeValue::Array(members)) = members else {
+        return Ok(Vec::new());
+    };
+    Ok(members
+        .iter()
+        .filter_map(|m| m.get_ref().as_str().map(String::from))
+        .collect())
 }
 
 #[cfg(test)]
@@ -267,6 +179,7 @@ workspace = true
     #[test]
     fn every_dependency_table_is_read() {
         let got: Vec<(String, Table)> = dependencies(MANIFEST)
+            .unwrap()
             .into_iter()
             .map(|d| (d.name, d.table))
             .collect();
@@ -289,7 +202,7 @@ workspace = true
 
     #[test]
     fn a_dependency_knows_its_line_and_identifier() {
-        let deps = dependencies(MANIFEST);
+        let deps = dependencies(MANIFEST).unwrap();
         let core = &deps[0];
         assert_eq!((core.line, core.ident().as_str()), (10, "capture_core"));
         let cc = deps.iter().find(|d| d.name == "cc").unwrap();
@@ -312,23 +225,24 @@ members = [
 [workspace.dependencies]
 members = ["not", "these"]
 "#;
-        assert_eq!(workspace_members(many), ["crates/capture-core", "xtask"]);
         assert_eq!(
-            workspace_members("[workspace]\nmembers = [\"a\", 'b']\n"),
+            workspace_members(many).unwrap(),
+            ["crates/capture-core", "xtask"]
+        );
+        assert_eq!(
+            workspace_members("[workspace]\nmembers = [\"a\", 'b']\n").unwrap(),
             ["a", "b"]
         );
-        assert!(workspace_members("[package]\nmembers = [\"a\"]\n").is_empty());
+        assert!(
+            workspace_members("[package]\nmembers = [\"a\"]\n")
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[test]
-    fn keys_comments_and_nesting_respect_quotes() {
-        assert_eq!(split_key(r#""a=b" = 1"#), Some((r#""a=b""#, " 1")));
-        assert_eq!(split_key("[dependencies]"), None);
-        assert_eq!(strip_comment(r##"x = "#1" # c"##), r##"x = "#1" "##);
-        assert_eq!(
-            dotted(r#"target."cfg(a.b)".dependencies"#),
-            ["target", "cfg(a.b)", "dependencies"]
-        );
-        assert_eq!(nesting(r#"{ a = ["]", "#), 2);
+    fn a_manifest_that_is_not_toml_is_an_error() {
+        assert!(dependencies("[dependencies\nx = 1").is_err());
+        assert!(workspace_members("members = [").is_err());
     }
 }

@@ -33,7 +33,7 @@ pub(crate) fn published(root: &Path) -> Result<Vec<Published>> {
     let text =
         std::fs::read_to_string(root.join("Cargo.toml")).context("the workspace manifest")?;
     let mut out = Vec::new();
-    for member in workspace_members(&text) {
+    for member in workspace_members(&text)? {
         let path = root.join(&member).join("Cargo.toml");
         let manifest = std::fs::read_to_string(&path)
             .with_context(|| format!("reading {}", path.display()))?;

@@ -149,7 +149,7 @@ pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
     let core = "crates/capture-core/Cargo.toml";
     let manifest =
         fs::read_to_string(root.join(core)).with_context(|| format!("reading {core}"))?;
-    for dep in manifest::dependencies(&manifest) {
+    for dep in manifest::dependencies(&manifest).with_context(|| format!("reading {core}"))? {
         if ["cudarc", "ash", "libloading"].contains(&dep.name.as_str()) {
             problems.push(format!("{core}:{}: depends on {}", dep.line, dep.name));
         }
@@ -214,7 +214,7 @@ fn dependency_problems(root: &Path) -> Result<Vec<String>> {
     let workspace = fs::read_to_string(root.join("Cargo.toml"))
         .with_context(|| format!("reading {}/Cargo.toml", root.display()))?;
     let mut problems = Vec::new();
-    for member in manifest::workspace_members(&workspace) {
+    for member in manifest::workspace_members(&workspace)? {
         let dir = root.join(&member);
         let path = dir.join("Cargo.toml");
         let text =
@@ -243,7 +243,9 @@ fn dependency_problems(root: &Path) -> Result<Vec<String>> {
         let normal = code(&["src", "build.rs"])?;
         let build = code(&["build.rs"])?;
         let dev = code(&["src", "tests", "benches", "examples"])?;
-        for dep in manifest::dependencies(&text) {
+        for dep in
+            manifest::dependencies(&text).with_context(|| format!("reading {}", path.display()))?
+        {
             let ident = dep.ident();
             let (code, places) = match dep.table {
                 Table::Normal => (&normal, "src/ or build.rs"),
