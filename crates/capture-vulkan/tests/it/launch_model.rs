@@ -247,16 +247,32 @@ impl OwnPipeline {
 
     /// Records a dispatch over `range` into `cmd`, with a fresh set of its own.
     fn record(&self, cmd: vk::CommandBuffer, range: &capture_vulkan::VulkanRange) {
+        // SAFETY: the pool is live and gives each call a fresh set (16 at most per
+        // test), so no set a pending command buffer uses is updated.
+        unsafe { self.dispatch_from(self.pool, cmd, range) }
+    }
+
+    /// Allocates a set from `pool`, writes `range` into it, and records the pipeline's
+    /// dispatch over it into `cmd`.
+    ///
+    /// # Safety
+    ///
+    /// `pool` is live and lives as long as `cmd` may run; `cmd` is recording (the
+    /// backend's work call).
+    unsafe fn dispatch_from(
+        &self,
+        pool: vk::DescriptorPool,
+        cmd: vk::CommandBuffer,
+        range: &capture_vulkan::VulkanRange,
+    ) {
         let layouts = [self.set_layout];
-        // SAFETY: the pool and layout are live; each call takes a fresh set (16 at most
-        // per test), so no set a pending command buffer uses is updated; the buffer is
-        // recording (the backend's work call).
+        // SAFETY: as the caller guarantees; the layout and pipeline are live.
         unsafe {
             let set = self
                 .device
                 .allocate_descriptor_sets(
                     &vk::DescriptorSetAllocateInfo::default()
-                        .descriptor_pool(self.pool)
+                        .descriptor_pool(pool)
                         .set_layouts(&layouts),
                 )
                 .unwrap()[0];
@@ -422,14 +438,12 @@ impl OwnPipeline {
         dropped: &Arc<std::sync::atomic::AtomicUsize>,
     ) {
         let [range] = call.ranges() else { return };
-        let cmd = call.command_buffer();
-        let layouts = [self.set_layout];
         let sizes = [vk::DescriptorPoolSize {
             ty: vk::DescriptorType::STORAGE_BUFFER,
             descriptor_count: 1,
         }];
-        // SAFETY: the layout is live; the pool and set are this call's own, handed over
-        // before the call returns, so nothing frees them while the buffer may run.
+        // SAFETY: the pool is this call's own, handed over before the call returns, so
+        // nothing frees it while the buffer may run; the buffer is recording.
         unsafe {
             let pool = self
                 .device
@@ -445,39 +459,7 @@ impl OwnPipeline {
                 pool,
                 dropped: Arc::clone(dropped),
             }));
-            let set = self
-                .device
-                .allocate_descriptor_sets(
-                    &vk::DescriptorSetAllocateInfo::default()
-                        .descriptor_pool(pool)
-                        .set_layouts(&layouts),
-                )
-                .unwrap()[0];
-            let info = [vk::DescriptorBufferInfo {
-                buffer: range.buffer,
-                offset: range.offset,
-                range: range.size,
-            }];
-            self.device.update_descriptor_sets(
-                &[vk::WriteDescriptorSet::default()
-                    .dst_set(set)
-                    .dst_binding(0)
-                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
-                    .buffer_info(&info)],
-                &[],
-            );
-            self.device
-                .cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, self.pipeline);
-            self.device.cmd_bind_descriptor_sets(
-                cmd,
-                vk::PipelineBindPoint::COMPUTE,
-                self.layout,
-                0,
-                &[set],
-                &[],
-            );
-            self.device
-                .cmd_dispatch(cmd, (range.size / 4).div_ceil(64) as u32, 1, 1);
+            self.dispatch_from(pool, call.command_buffer(), range);
         }
     }
 }
