@@ -259,6 +259,7 @@ impl OwnPipeline {
     ///
     /// `pool` is live and lives as long as `cmd` may run; `cmd` is recording (the
     /// backend's work call).
+    // SAFETY: the contract is the list above; the body's Vulkan calls rely on it.
     unsafe fn dispatch_from(
         &self,
         pool: vk::DescriptorPool,
