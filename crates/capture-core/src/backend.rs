@@ -19,7 +19,9 @@ pub use crate::driver::{
 };
 pub use crate::drop_queue::{Fence, FlushingPolicy, Pending, PendingDropQueue};
 pub use crate::id_hash::{IdHasher, IdMap, IdSet, KeyedMap};
-pub use crate::info_cache::{CacheMode, CachePolicy, Inserted, MetadataInfoCache, Refusal};
+pub use crate::info_cache::{
+    CacheMode, CachePolicy, InfoHit, Inserted, MetadataInfoCache, Refusal,
+};
 pub use crate::kernel::{
     Dims, Grid, KernelSignature, LaunchLimits, MAX_KERNEL_PARAMS, MAX_LAUNCH_BUFFERS,
     MAX_SCALAR_BYTES, Param, ScalarValue,

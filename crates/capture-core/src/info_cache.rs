@@ -101,6 +101,18 @@ pub enum Refusal {
     Full,
 }
 
+/// A cache hit ([`MetadataInfoCache::lookup`]): the entry's value and its upload state.
+#[derive(Debug)]
+pub struct InfoHit<'a, H> {
+    /// The cached value (the device buffer holding the words).
+    pub value: &'a H,
+    /// Whether an upload already ran that wrote the words (`false` while only a recorded
+    /// upload, which runs at a replay, wrote them).
+    pub uploaded: bool,
+    /// Whether the open window's recording holds an upload of the words.
+    pub recorded: bool,
+}
+
 /// The outcome of [`MetadataInfoCache::insert`].
 #[derive(Debug, PartialEq, Eq)]
 #[must_use = "evicted and refused values must be freed through the drop queue"]
@@ -243,6 +255,26 @@ impl<H> MetadataInfoCache<H> {
         let entry = self.slots[slot].as_mut()?;
         entry.tick = tick;
         Some(&entry.value)
+    }
+
+    /// [`get`](Self::get), with what [`is_uploaded`](Self::is_uploaded) and
+    /// [`upload_recorded`](Self::upload_recorded) would say of the entry, in one lookup:
+    /// the launch path's call.
+    pub fn lookup(&mut self, words: &[u64]) -> Option<InfoHit<'_, H>> {
+        let slot = *self.index.get(words)?;
+        self.tick += 1;
+        let tick = self.tick;
+        if self.mode == CacheMode::Capture {
+            self.pin_to_window(slot);
+        }
+        let epoch = self.epoch;
+        let entry = self.slots[slot].as_mut()?;
+        entry.tick = tick;
+        Some(InfoHit {
+            value: &entry.value,
+            uploaded: entry.uploaded,
+            recorded: entry.recorded_in == epoch,
+        })
     }
 
     /// Whether the entry for `words` holds them on the device already (`false` while

@@ -560,10 +560,24 @@ impl TaintLedger {
         let Some((input, claim)) = skipped_by else {
             return Ok(());
         };
+        Err(self.skip(op.into(), stream, input, claim, outputs))
+    }
+
+    /// Skips work by `op` on `stream` whose `input` overlaps `claim`: the skip joins the
+    /// claim's chain, the outputs are claimed with its failure, and the read's error is
+    /// returned. Every key was checked.
+    fn skip(
+        &mut self,
+        op: Cow<'static, str>,
+        stream: StreamId,
+        input: ClaimKey,
+        claim: Claim,
+        outputs: impl IntoIterator<Item = ClaimKey>,
+    ) -> ServerError {
         let error = self.unwritten(input, claim);
         if let Some(node) = self.failures.nodes.get_mut(&claim.failure) {
             node.chain.push(Skipped {
-                op: op.into(),
+                op,
                 stream,
                 input: input.memory,
                 input_label: None,
@@ -575,7 +589,48 @@ impl TaintLedger {
                 allocation.claim(key.range, claim.failure, &mut self.failures);
             }
         }
-        Err(error)
+        error
+    }
+
+    /// [`propagate`](Self::propagate) then [`enter`](Self::enter), in one pass: the eager
+    /// launch's admission. Every key is checked once; a claimed input skips the work
+    /// (its outputs claimed with the input's failure, `op` added to the chain, and the
+    /// error returned, as `propagate`); otherwise the outputs are claimed as unfinished
+    /// by `op` and the scope returned, as `enter`.
+    ///
+    /// # Errors
+    ///
+    /// As [`propagate`](Self::propagate); a refused key changes nothing.
+    pub(crate) fn admit(
+        &mut self,
+        op: Cow<'static, str>,
+        stream: StreamId,
+        inputs: &[ClaimKey],
+        outputs: &[ClaimKey],
+    ) -> Result<Scope, ServerError> {
+        let mut skipped_by = None;
+        for &key in inputs {
+            let claim = self.valid(key)?.first_overlap(key.range);
+            if skipped_by.is_none() {
+                skipped_by = claim.map(|claim| (key, claim));
+            }
+        }
+        for &key in outputs {
+            self.valid(key)?;
+        }
+        if let Some((input, claim)) = skipped_by {
+            return Err(self.skip(op, stream, input, claim, outputs.iter().copied()));
+        }
+        let failure = self.failures.create(FailureCause::Unfinished { op });
+        let mut keys = self.failures.keys();
+        keys.extend_from_slice(outputs);
+        self.claim_all(&keys, failure);
+        match self.failures.nodes.get_mut(&failure) {
+            Some(node) => node.writes = keys,
+            None => self.failures.recycle_keys(keys),
+        }
+        self.failures.free_if_unclaimed(failure);
+        Ok(Scope { failure })
     }
 
     /// The claims on `memory`, in address order: the claimed bytes and the failure each

@@ -527,6 +527,51 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         Ok(self.storage.resource(storage, bytes))
     }
 
+    /// [`bind`](Self::bind) and [`resource`](Self::resource) of `key` in one lookup of
+    /// its allocation: where it lives, and the backend resource for its bytes. The launch
+    /// path's call, once per buffer argument.
+    ///
+    /// # Errors
+    ///
+    /// As [`resource`](Self::resource).
+    pub fn bind_resource(
+        &mut self,
+        key: ClaimKey,
+    ) -> Result<(MemoryLocation, S::Resource), ServerError> {
+        let &(kind, at) = self
+            .live
+            .get(&key.memory)
+            .ok_or_else(|| ServerError::UnknownMemory(key.memory))?;
+        if let Some(arming) = &mut self.arming {
+            arming.touch((kind, at.page, at.slot));
+        }
+        let pool = self.pool(kind);
+        let name = pool.name;
+        let page = pool
+            .page(at.page)
+            .ok_or_else(|| ServerError::UnknownMemory(key.memory))?;
+        let slot = &page.slots[at.slot];
+        let size = slot.holder.as_ref().map_or(0, |h| h.binding.size);
+        if key.range.end() > size {
+            return Err(ServerError::InvalidBinding {
+                binding: key.to_string(),
+                reason: format!("the allocation has {size} bytes").into(),
+            });
+        }
+        let location = MemoryLocation {
+            pool: name,
+            page: PageId::new(at.page as u64),
+            slice: at.slot as u32,
+            bytes: slot.bytes,
+        };
+        let bytes = ByteRange::from_bounds(
+            slot.bytes.start() + key.range.start(),
+            slot.bytes.start() + key.range.end(),
+        );
+        let storage = page.storage;
+        Ok((location, self.storage.resource(storage, bytes)))
+    }
+
     /// Whether `id` is still allocated (held, or not yet taken back by its pool).
     pub fn is_live(&self, id: MemoryId) -> bool {
         self.live.contains_key(&id)

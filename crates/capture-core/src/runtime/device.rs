@@ -852,7 +852,7 @@ impl<B: Backend> Inner<B> {
             drop(staging);
         } else {
             self.taint().host_write(key)?;
-            self.used(ps, &[], &[key], [buffer.handle.binding()]);
+            self.used(ps, &[], &[key], [&buffer.handle]);
             // The staging slice is read by the enqueued copy: it is freed once the device
             // is done with it. The caller's bytes were copied into it already.
             ps.drops.push(staging);

@@ -24,7 +24,7 @@ use crate::ids::{FailureId, GraphId, GraphPoolId, StreamId};
 use crate::kernel::LaunchLimits;
 use crate::label::Labels;
 use crate::lock_order::{Level, Ordered};
-use crate::memory::{ClaimKey, ManagedMemoryBinding, ManagedMemoryHandle};
+use crate::memory::{ClaimKey, ManagedMemoryHandle};
 use crate::range::ByteRange;
 use crate::report::{GraphLedger, GraphPoolLedger, LiveLedger, pool_ledgers, shared_graph_bytes};
 use crate::taint::TaintLedger;
@@ -414,12 +414,12 @@ impl<B: Backend> Inner<B> {
 
     /// Notes that `ps` enqueued an operation reading `reads` and writing `writes`, and
     /// keeps their memory allocated until a fence of `ps` after it has passed (rule 19).
-    pub(crate) fn used(
+    pub(crate) fn used<'a>(
         &self,
         ps: &mut PooledStream<B>,
         reads: &[ClaimKey],
         writes: &[ClaimKey],
-        bindings: impl IntoIterator<Item = ManagedMemoryBinding>,
+        buffers: impl IntoIterator<Item = &'a ManagedMemoryHandle>,
     ) {
         {
             let mut order = self.order();
@@ -430,8 +430,8 @@ impl<B: Backend> Inner<B> {
             );
             order.wrote(ps.index, writes);
         }
-        for binding in bindings {
-            ps.hold(binding);
+        for handle in buffers {
+            ps.hold(handle);
         }
     }
 

@@ -1,27 +1,20 @@
-//! Kernel registration and launches: the launch check against the kernel's signature
-//! and the device's limits, lazy loading (never inside a window), info words through the
-//! metadata cache, propagation of claimed inputs, and the launch's taint scope.
+//! Kernel registration and the launch calls a user makes: the launch check against the
+//! kernel's signature and the device's limits (rule 22's closure check first), then
+//! `enqueue` onto the pooled stream, whose lock the launch path runs under
+//! (`launch_path`: the shared resolution, then `launch_eager` or `launch_recorded`).
 
 use std::borrow::Cow;
-use std::sync::Arc;
 
 use super::buffer::Arg;
 use super::closure::ClosureScope;
 use super::device::Device;
-use super::inner::Inner;
-use super::pooled::PooledStream;
 use super::registry::KernelRegistry;
 use crate::builtin::{Builtin, Builtins};
-use crate::capture::Recording;
-use crate::driver::{Backend, DeviceResource, DeviceStream, LaunchBuffer, LaunchParam};
-use crate::drop_queue::Pending;
+use crate::driver::Backend;
 use crate::error::ServerError;
 use crate::ids::StreamId;
-use crate::info_cache::Inserted;
 use crate::kernel::{Dims, KernelSignature};
-use crate::memory::{ClaimKey, MemoryLocation};
-use crate::range::ByteRange;
-use crate::trace::{Event, KernelId, Ran, WorkId};
+use crate::trace::{KernelId, Ran, WorkId};
 
 /// A kernel registered with a device. It is loaded on its first launch, which must come
 /// before any capture window that uses it opens (warmup does that).
@@ -38,13 +31,6 @@ impl KernelHandle {
     pub fn id(&self) -> KernelId {
         self.id
     }
-}
-
-/// A buffer of another pooled stream, resolved there before the launch.
-pub(crate) struct Remote<R> {
-    arg: usize,
-    resource: R,
-    location: MemoryLocation,
 }
 
 impl<B: Backend> Device<B> {
@@ -328,24 +314,27 @@ impl<B: Backend> Device<B> {
         self.enqueue(stream, Job::Work { id, work }, args)
     }
 
-    /// Checks `args`' buffers and ranges, resolves the buffers of other pooled streams,
-    /// and enqueues (or records) `job` on `stream`'s pooled stream.
+    /// Enqueues (or records) `job` over `args` on `stream`'s pooled stream, the buffers
+    /// of other pooled streams resolved on their own streams first.
     fn enqueue(&self, stream: StreamId, job: Job<'_, B>, args: &[Arg]) -> Result<(), ServerError> {
-        for arg in args.iter().filter_map(Arg::as_buffer) {
-            self.inner.check_buffer(&arg.buffer)?;
-            let range = arg.buffer.range(arg.offset, arg.len)?;
-            self.inner
-                .limits
-                .check_binding(arg.buffer.id(), range.start(), range.len())?;
-        }
         let index = self.inner.pooled(stream);
         let all_here = args
             .iter()
             .filter_map(Arg::as_buffer)
             .all(|a| a.buffer.pooled == index);
         if all_here {
+            // The arguments are checked under the lock, once (`Inner::launch_on`).
             let mut ps = self.inner.cells[index].lock();
             return self.inner.launch_on(&mut ps, stream, job, args, Ok(&[]));
+        }
+        // Before another stream is asked for anything: each buffer is of this device,
+        // its range inside it.
+        for arg in args.iter().filter_map(Arg::as_buffer) {
+            self.inner.check_buffer(&arg.buffer)?;
+            let range = arg.buffer.range(arg.offset, arg.len)?;
+            self.inner
+                .limits
+                .check_binding(arg.buffer.id(), range.start(), range.len())?;
         }
         let remote = self.inner.resolve_remote(index, args);
         let remote = remote.as_deref().map_err(Clone::clone);
@@ -368,466 +357,18 @@ pub(crate) enum Job<'a, B: Backend> {
 
 impl<B: Backend> Job<'_, B> {
     /// What the trace names it by.
-    fn ran(&self) -> Ran {
+    pub(crate) fn ran(&self) -> Ran {
         match self {
             Job::Kernel { id, .. } => Ran::Kernel(*id),
             Job::Work { id, .. } => Ran::Work(*id),
         }
     }
-}
 
-impl<B: Backend> Inner<B> {
-    /// Resolves the buffers of other pooled streams on their own streams. Their order
-    /// is kept by the launch's stream, on the device (rule 18).
-    fn resolve_remote(
-        &self,
-        index: usize,
-        args: &[Arg],
-    ) -> Result<Vec<Remote<DeviceResource<B::Stream>>>, ServerError> {
-        let mut remote = Vec::new();
-        let mut others: Vec<usize> = args
-            .iter()
-            .filter_map(Arg::as_buffer)
-            .map(|a| a.buffer.pooled)
-            .filter(|&p| p != index)
-            .collect();
-        others.sort_unstable();
-        others.dedup();
-        for other in others {
-            let wanted: Vec<(usize, ClaimKey)> = args
-                .iter()
-                .enumerate()
-                .filter_map(|(i, a)| a.as_buffer().map(|a| (i, a)))
-                .filter(|(_, a)| a.buffer.pooled == other)
-                .map(|(i, a)| {
-                    let range = a
-                        .buffer
-                        .range(a.offset, a.len)
-                        .unwrap_or(ByteRange::from_bounds(0, 1));
-                    (
-                        i,
-                        ClaimKey {
-                            memory: a.buffer.id(),
-                            range,
-                        },
-                    )
-                })
-                .collect();
-            let resolved = self.cells[other].run(move |ps| {
-                let mut out = Vec::with_capacity(wanted.len());
-                for (arg, key) in wanted {
-                    let location = ps.stream.device_memory().location(key.memory)?;
-                    let resource = ps.stream.device_memory().resource(key)?;
-                    out.push(Remote {
-                        arg,
-                        resource,
-                        location,
-                    });
-                }
-                Ok::<_, ServerError>(out)
-            })?;
-            remote.extend(resolved);
-        }
-        Ok(remote)
-    }
-
-    /// The loaded kernel, loading it first if it never was (rule 10: never inside a
-    /// window).
-    fn loaded_kernel(
-        &self,
-        ps: &mut PooledStream<B>,
-        stream: StreamId,
-        id: KernelId,
-    ) -> Result<(Arc<B::Kernel>, Cow<'static, str>), ServerError> {
-        let (source, name) = {
-            let kernels = self.kernel_registry();
-            let entry = kernels.get(id)?;
-            if let Some(loaded) = &entry.loaded {
-                return Ok((Arc::clone(loaded), entry.name.clone()));
-            }
-            (Arc::clone(&entry.source), entry.name.clone())
-        };
-        if ps.stream.capturing().is_recording() {
-            let cause = ServerError::graph_state(
-                "load",
-                format!("kernel {name} was first loaded inside the window; launch it in warmup"),
-            );
-            return Err(self.doom(ps, stream, Cow::Owned(format!("load {name}")), cause));
-        }
-        // Rule 20: decided and done under the capture state, so no `begin` on another
-        // thread can start recording between the check and the load.
-        let loaded = self
-            .captures
-            .status()
-            .with_recording(|recording| match recording {
-                Some(recording) if B::load_breaks_capture() => {
-                    let whose = match recording {
-                        Recording::Here(owner) => format!("{owner} is recording"),
-                        Recording::Elsewhere(owner) => format!(
-                            "{owner} of another device on the same driver context is recording"
-                        ),
-                    };
-                    let error = ServerError::graph_state(
-                        "load",
-                        format!("{whose}: loading kernel {name} would invalidate its capture"),
-                    );
-                    Err(error)
-                }
-                _ => B::load(&mut ps.stream, &source).map(Arc::new),
-            });
-        let loaded = match loaded {
-            Ok(loaded) => loaded,
-            Err(error) => {
-                if matches!(error, ServerError::GraphState { .. }) {
-                    self.refused(stream, "load", &error);
-                }
-                return Err(error);
-            }
-        };
-        let loaded = self.kernel_registry().set_loaded(id, loaded);
-        self.trace.push(Event::Load { stream, kernel: id });
-        Ok((loaded, name))
-    }
-
-    /// The info buffer holding `words`, from the cache or freshly written (rule 5's
-    /// warm cache makes a window's launches hit).
-    fn info_buffer(
-        &self,
-        ps: &mut PooledStream<B>,
-        stream: StreamId,
-        words: &[u64],
-    ) -> Result<Option<DeviceResource<B::Stream>>, ServerError> {
-        if words.is_empty() {
-            return Ok(None);
-        }
-        self.forget_lost_uploads(ps);
-        let hit = ps.stream.info_cache().get(words).map(|h| h.id());
-        let recording = ps.stream.capturing().is_recording();
-        let unwritten = ps.stream.info_cache().is_uploaded(words) == Some(false);
-        let id = match hit {
-            // Only a recorded upload wrote this entry (its window was aborted, or its
-            // graph has not replayed yet), or its upload was lost to an asynchronous
-            // error: upload the words now, or record an upload in this window unless its
-            // own recording holds one already (rule 8's copy, kept for the graph's life).
-            Some(id)
-                if unwritten && (!recording || !ps.stream.info_cache().upload_recorded(words)) =>
-            {
-                let len = (words.len() * 8) as u64;
-                let key = ClaimKey {
-                    memory: id,
-                    range: ByteRange::from_bounds(0, len),
-                };
-                let destination = ps.stream.device_memory().resource(key)?;
-                let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-                let staging = self.stage(ps, stream, &bytes, &destination)?;
-                if recording {
-                    ps.stream.info_cache().record_upload(words);
-                } else {
-                    ps.drops.push(staging);
-                    ps.stream.info_cache().set_uploaded(words, true);
-                }
-                id
-            }
-            Some(id) => id,
-            None => {
-                let len = (words.len() * 8) as u64;
-                // Outside any graph pool's memory: the cache's entries outlive its
-                // members, and launches outside the pool read them (rule 23).
-                let handle = self.reserve_placed(ps, stream, len, false)?;
-                let key = ClaimKey {
-                    memory: handle.id(),
-                    range: ByteRange::from_bounds(0, len),
-                };
-                let destination = ps.stream.device_memory().resource(key)?;
-                let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-                let staging = self.stage(ps, stream, &bytes, &destination)?;
-                if !ps.stream.capturing().is_recording() {
-                    ps.drops.push(staging);
-                }
-                let id = handle.id();
-                match ps.stream.info_cache().insert(words, handle)? {
-                    Inserted::Cached { evicted } => {
-                        if recording {
-                            ps.stream.info_cache().record_upload(words);
-                        }
-                        for old in evicted {
-                            ps.drops.push(old);
-                        }
-                    }
-                    Inserted::Refused { value, .. } => {
-                        // Not cached: the launch still needs it until the device is done.
-                        ps.drops.push(value);
-                    }
-                }
-                id
-            }
-        };
-        let location = ps.stream.device_memory().bind(id)?;
-        ps.stream.capturing().touch(stream, location);
-        let size = (words.len() * 8) as u64;
-        let resource = ps.stream.device_memory().resource(ClaimKey {
-            memory: id,
-            range: ByteRange::from_bounds(0, size),
-        })?;
-        Ok(Some(resource))
-    }
-
-    pub(crate) fn launch_on(
-        &self,
-        ps: &mut PooledStream<B>,
-        stream: StreamId,
-        job: Job<'_, B>,
-        args: &[Arg],
-        remote: Result<&[Remote<DeviceResource<B::Stream>>], ServerError>,
-    ) -> Result<(), ServerError> {
-        self.neighbour(ps, stream, "launch")?;
-        let recording = ps.stream.capturing().is_recording();
-        let ran = job.ran();
-        let result = self.launch_inner(ps, stream, job, args, remote);
-        match result {
-            // Rule 11: whatever failed inside the window dooms it (a doomed window
-            // keeps its first failure).
-            // The launch's outputs are claimed too: the window's recording never names
-            // a launch that failed.
-            Err(error) if recording => {
-                let outputs = std::mem::take(&mut ps.outputs);
-                self.claim(&outputs, &error);
-                ps.outputs = outputs;
-                if matches!(error, ServerError::Doomed(_)) {
-                    return Err(error);
-                }
-                let name = self.trace.ran_name(ran);
-                Err(self.doom(ps, stream, name, error))
-            }
-            result => result,
-        }
-    }
-
-    fn launch_inner(
-        &self,
-        ps: &mut PooledStream<B>,
-        stream: StreamId,
-        job: Job<'_, B>,
-        args: &[Arg],
-        remote: Result<&[Remote<DeviceResource<B::Stream>>], ServerError>,
-    ) -> Result<(), ServerError> {
-        let recording = ps.stream.capturing().is_recording();
-        ps.bindings.clear();
-        ps.inputs.clear();
-        ps.outputs.clear();
-        for arg in args.iter().filter_map(Arg::as_buffer) {
-            let range = arg.buffer.range(arg.offset, arg.len)?;
-            let binding = arg.buffer.binding(range, arg.access);
-            if arg.access.reads() {
-                ps.inputs.push(binding.claim_key());
-            }
-            if arg.access.writes() {
-                ps.outputs.push(binding.claim_key());
-            }
-            ps.bindings.push(binding);
-        }
-        let (loaded, name) = match &job {
-            Job::Kernel { id, .. } => match self.loaded_kernel(ps, stream, *id) {
-                Ok((k, name)) => (Some(k), name),
-                Err(error) => {
-                    // Inside a window the caller claims them, once.
-                    if !recording {
-                        let outputs = std::mem::take(&mut ps.outputs);
-                        self.claim(&outputs, &error);
-                        ps.outputs = outputs;
-                    }
-                    return Err(error);
-                }
-            },
-            Job::Work { id, .. } => (None, self.trace.work_name(*id)),
-        };
-        let what = match job {
+    /// What an error calls it: a launch, or work.
+    pub(crate) fn what(&self) -> &'static str {
+        match self {
             Job::Kernel { .. } => "launch",
             Job::Work { .. } => "work",
-        };
-        if recording {
-            // Nothing runs inside the window: the ledger is left alone. The bytes of an
-            // input the window did not write itself must be readable, or the window is
-            // doomed; bytes it wrote first are rewritten by every replay before the read.
-            for i in 0..ps.inputs.len() {
-                let key = ps.inputs[i];
-                ps.unwritten.clear();
-                ps.stream
-                    .capturing()
-                    .unwritten_parts(key, &mut ps.unwritten);
-                for j in 0..ps.unwritten.len() {
-                    if let Err(mut error) = self.taint().check_read(ps.unwritten[j]) {
-                        if let ServerError::Unwritten(u) = &mut error {
-                            u.by = Some(format!("recorded {what} of {name} on {stream}").into());
-                        }
-                        return Err(self.doom(ps, stream, name, error));
-                    }
-                }
-            }
-        } else if let Err(error) = self.taint().propagate(
-            name.clone(),
-            stream,
-            ps.inputs.iter().copied(),
-            ps.outputs.iter().copied(),
-        ) {
-            // A claimed input: skip, pass the failure on (rule 14's eager twin).
-            let mut error = error;
-            if let ServerError::Unwritten(u) = &mut error {
-                self.trace.push(Event::Skip {
-                    stream,
-                    op: name.clone(),
-                    failure: u.failure,
-                });
-                u.by = Some(format!("{what} of {name} on {stream}").into());
-            }
-            return Err(error);
         }
-        let remote = match remote {
-            Ok(remote) => remote,
-            Err(error) => return Err(self.fail_launch(ps, error)),
-        };
-        // Rule 18: after every other stream's use of these buffers, on the device.
-        // Inside a window nothing runs: each replay is ordered instead.
-        if !recording {
-            let (inputs, outputs) = (
-                std::mem::take(&mut ps.inputs),
-                std::mem::take(&mut ps.outputs),
-            );
-            let ordered = self.order_device(ps, &inputs, &outputs);
-            (ps.inputs, ps.outputs) = (inputs, outputs);
-            if let Err(error) = ordered {
-                return Err(self.fail_launch(ps, error));
-            }
-        }
-        let info = match &job {
-            Job::Kernel { info, .. } => match self.info_buffer(ps, stream, info) {
-                Ok(info) => info,
-                Err(error) => return Err(self.fail_launch(ps, error)),
-            },
-            Job::Work { .. } => None,
-        };
-        ps.params.clear();
-        ps.buffers.clear();
-        let mut b = 0;
-        for (i, arg) in args.iter().enumerate() {
-            let Some(buffer_arg) = arg.as_buffer() else {
-                if let super::buffer::ArgKind::Scalar(v) = &arg.0 {
-                    ps.params.push(LaunchParam::Scalar(*v));
-                }
-                continue;
-            };
-            let binding = &ps.bindings[b];
-            b += 1;
-            let (resource, location) = match remote.iter().find(|f| f.arg == i) {
-                Some(f) => {
-                    // Rule 7: the graph keeps another stream's buffer for its life.
-                    ps.stream
-                        .capturing()
-                        .pin_foreign(buffer_arg.buffer.handle.binding());
-                    (f.resource.clone(), f.location)
-                }
-                None => {
-                    let memory = ps.stream.device_memory();
-                    let location = match memory.bind(binding.memory()) {
-                        Ok(l) => l,
-                        Err(error) => return Err(self.fail_launch(ps, error)),
-                    };
-                    match memory.resource(binding.claim_key()) {
-                        Ok(r) => (r, location),
-                        Err(error) => return Err(self.fail_launch(ps, error)),
-                    }
-                }
-            };
-            ps.stream.capturing().touch(binding.stream(), location);
-            let buffer = LaunchBuffer {
-                resource,
-                access: binding.access(),
-            };
-            match job {
-                Job::Kernel { .. } => ps.params.push(LaunchParam::Buffer(buffer)),
-                Job::Work { .. } => ps.buffers.push(buffer),
-            }
-        }
-        let enqueue = |ps: &mut PooledStream<B>| match &job {
-            Job::Kernel { dims, .. } => B::launch(
-                &mut ps.stream,
-                loaded.as_deref().expect("a kernel job has its kernel"),
-                dims,
-                &ps.params,
-                info.as_ref(),
-            ),
-            Job::Work { work, .. } => B::run_work(&mut ps.stream, work, &ps.buffers),
-        };
-        let ran = job.ran();
-        if recording {
-            return match enqueue(ps) {
-                Ok(()) => {
-                    self.trace.launch(
-                        stream,
-                        ran,
-                        ps.bindings.iter().map(|b| (b.claim_key(), b.access())),
-                        true,
-                    );
-                    if let Job::Work { work, .. } = &job
-                        && !B::EXECUTABLE_HOLDS_WORK
-                    {
-                        // What the work references stays with the graph (rule 7's twin
-                        // for the user's objects), unless its executable holds it.
-                        ps.stream.capturing().keep(Box::new((*work).clone()));
-                    }
-                    ps.stream.capturing().record(ps.bindings.drain(..));
-                    Ok(())
-                }
-                Err(error) => Err(self.doom(ps, stream, name, error)),
-            };
-        }
-        let scope = self
-            .taint()
-            .enter(name.clone(), ps.outputs.iter().copied())?;
-        match enqueue(ps) {
-            Ok(()) => {
-                self.taint().settle(scope);
-                self.trace.launch(
-                    stream,
-                    ran,
-                    ps.bindings.iter().map(|b| (b.claim_key(), b.access())),
-                    false,
-                );
-                let (inputs, outputs) = (
-                    std::mem::take(&mut ps.inputs),
-                    std::mem::take(&mut ps.outputs),
-                );
-                self.used(
-                    ps,
-                    &inputs,
-                    &outputs,
-                    args.iter()
-                        .filter_map(Arg::as_buffer)
-                        .map(|a| a.buffer.handle.binding()),
-                );
-                (ps.inputs, ps.outputs) = (inputs, outputs);
-                if let Job::Work { work, .. } = &job {
-                    // The device may still run it: what it references waits for a fence.
-                    ps.drops.push(Pending::other((*work).clone(), 0));
-                }
-                self.maybe_flush(ps, stream);
-                Ok(())
-            }
-            Err(error) => {
-                self.fail_scope(scope, &ps.outputs, &error);
-                Err(error)
-            }
-        }
-    }
-
-    /// A launch that failed before it was enqueued: its outputs are claimed with the
-    /// error (inside a window, by `launch_on`, which dooms it).
-    fn fail_launch(&self, ps: &mut PooledStream<B>, error: ServerError) -> ServerError {
-        if !ps.stream.capturing().is_recording() {
-            let outputs = std::mem::take(&mut ps.outputs);
-            self.claim(&outputs, &error);
-            ps.outputs = outputs;
-        }
-        error
     }
 }

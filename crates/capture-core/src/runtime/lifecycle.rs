@@ -792,8 +792,8 @@ impl<B: Backend> Inner<B> {
         // Rule 18: after every other stream's use of what the graph reads and writes.
         // Into the launch scratch, so a replay allocates nothing.
         let (mut inputs, mut written) = (
-            std::mem::take(&mut ps.inputs),
-            std::mem::take(&mut ps.outputs),
+            std::mem::take(&mut ps.scratch.inputs),
+            std::mem::take(&mut ps.scratch.outputs),
         );
         inputs.clear();
         inputs.extend_from_slice(g.inputs());
@@ -832,7 +832,7 @@ impl<B: Backend> Inner<B> {
                 Err(error)
             }
         };
-        (ps.inputs, ps.outputs, ps.taken) = (inputs, written, taken);
+        (ps.scratch.inputs, ps.scratch.outputs, ps.taken) = (inputs, written, taken);
         outcome
     }
 }

@@ -12,12 +12,17 @@ mod graph_handle;
 mod graph_pool;
 mod inner;
 mod launch;
+mod launch_eager;
+mod launch_inputs;
+mod launch_path;
+mod launch_recorded;
 mod lifecycle;
 mod membership;
 mod order;
 mod pooled;
 mod registry;
 mod report;
+mod scratch;
 
 pub use buffer::{Arg, Buffer};
 pub use capturing::{CapturePhase, Capturing};

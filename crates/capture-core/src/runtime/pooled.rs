@@ -5,12 +5,13 @@ use std::collections::BTreeMap;
 use crate::id_hash::{IdMap, IdSet};
 
 use super::membership::PoolMember;
+use super::scratch::LaunchScratch;
 
 use crate::capture::{Graph, Window};
-use crate::driver::{Backend, DeviceResource, DeviceStream, LaunchBuffer, LaunchParam};
+use crate::driver::{Backend, DeviceResource, DeviceStream};
 use crate::drop_queue::{FlushingPolicy, PendingDropQueue};
 use crate::ids::{GraphId, MemoryId};
-use crate::memory::{BufferBinding, ClaimKey, ManagedMemoryBinding};
+use crate::memory::{ClaimKey, ManagedMemoryHandle};
 
 /// One pooled backend stream, the graphs captured on it, and the runtime's scratch.
 pub(crate) struct PooledStream<B: Backend> {
@@ -40,16 +41,8 @@ pub(crate) struct PooledStream<B: Backend> {
     pub(crate) taken: Vec<ClaimKey>,
     /// Ids the memory managers took back, for the taint ledger to forget.
     pub(crate) freed: Vec<MemoryId>,
-    /// Per-launch scratch, reused so a launch allocates nothing.
-    /// A launch's parameters, resolved for the driver (launch scratch).
-    pub(crate) params: Vec<LaunchParam<DeviceResource<B::Stream>>>,
-    /// The user's work's buffers, resolved for the driver (scratch).
-    pub(crate) buffers: Vec<LaunchBuffer<DeviceResource<B::Stream>>>,
-    pub(crate) bindings: Vec<BufferBinding>,
-    pub(crate) inputs: Vec<ClaimKey>,
-    /// The parts of one recorded launch's input its window did not write first.
-    pub(crate) unwritten: Vec<ClaimKey>,
-    pub(crate) outputs: Vec<ClaimKey>,
+    /// The launch path's scratch, reused so a launch allocates nothing.
+    pub(crate) scratch: LaunchScratch<DeviceResource<B::Stream>>,
 }
 
 impl<B: Backend> Drop for PooledStream<B> {
@@ -104,20 +97,15 @@ impl<B: Backend> PooledStream<B> {
             members: IdMap::default(),
             taken: Vec::new(),
             freed: Vec::new(),
-            params: Vec::new(),
-            buffers: Vec::new(),
-            bindings: Vec::new(),
-            inputs: Vec::new(),
-            unwritten: Vec::new(),
-            outputs: Vec::new(),
+            scratch: LaunchScratch::default(),
         }
     }
 
-    /// Keeps `binding`'s memory allocated until a fence after the work just enqueued
-    /// here: its drop queue holds the binding (once per flush).
-    pub(crate) fn hold(&mut self, binding: ManagedMemoryBinding) {
-        if self.held.insert(binding.id()) {
-            self.drops.push(binding);
+    /// Keeps `handle`'s memory allocated until a fence after the work just enqueued
+    /// here: its drop queue holds a binding of it (once per flush).
+    pub(crate) fn hold(&mut self, handle: &ManagedMemoryHandle) {
+        if self.held.insert(handle.id()) {
+            self.drops.push(handle.binding());
         }
     }
 

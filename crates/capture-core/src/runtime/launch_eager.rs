@@ -1,0 +1,110 @@
+//! The eager half of a launch: the work runs now. A claimed input skips it (rule 14's
+//! eager twin), its outputs are claimed as unfinished while it is enqueued and settled
+//! once it is (rules 12–13), other streams' uses of its buffers come first on the
+//! device (rule 18), and what it used is held until a fence after it (rule 19).
+
+use super::buffer::Arg;
+use super::inner::Inner;
+use super::launch::Job;
+use super::launch_path::Remotes;
+use super::pooled::PooledStream;
+use super::scratch::LaunchScratch;
+use crate::driver::{Backend, DeviceResource};
+use crate::drop_queue::Pending;
+use crate::error::ServerError;
+use crate::ids::StreamId;
+use crate::trace::Event;
+
+impl<B: Backend> Inner<B> {
+    /// Runs `job` over the arguments `s` resolved, on `ps` outside any window.
+    ///
+    /// # Errors
+    ///
+    /// [`ServerError::Unwritten`] when an input is claimed (the launch is skipped, its
+    /// outputs claimed with the input's failure); the load's, the ordering's, the info
+    /// upload's or the driver's error otherwise, with the outputs claimed by it.
+    pub(super) fn launch_eager(
+        &self,
+        ps: &mut PooledStream<B>,
+        s: &mut LaunchScratch<DeviceResource<B::Stream>>,
+        stream: StreamId,
+        job: Job<'_, B>,
+        args: &[Arg],
+        remote: Remotes<'_, B::Stream>,
+    ) -> Result<(), ServerError> {
+        let (loaded, name) = match &job {
+            Job::Kernel { id, .. } => match self.loaded_kernel(ps, stream, *id) {
+                Ok((kernel, name)) => (Some(kernel), name),
+                Err(error) => {
+                    self.claim(&s.outputs, &error);
+                    return Err(error);
+                }
+            },
+            Job::Work { id, .. } => (None, self.trace.work_name(*id)),
+        };
+        // One ledger call checks the inputs and opens the outputs' scope.
+        let admitted = self
+            .taint()
+            .admit(name.clone(), stream, &s.inputs, &s.outputs);
+        let scope = match admitted {
+            Ok(scope) => scope,
+            Err(mut error) => {
+                if let ServerError::Unwritten(u) = &mut error {
+                    self.trace.push(Event::Skip {
+                        stream,
+                        op: name.clone(),
+                        failure: u.failure,
+                    });
+                    u.by = Some(format!("{} of {name} on {stream}", job.what()).into());
+                }
+                return Err(error);
+            }
+        };
+        let enqueued = remote
+            .and_then(|remote| {
+                // Rule 18: after every other stream's use of these buffers, on the device.
+                self.order_device(ps, &s.inputs, &s.outputs)?;
+                let info = match &job {
+                    Job::Kernel { info, .. } => self.info_buffer(ps, stream, info)?,
+                    Job::Work { .. } => None,
+                };
+                self.gather(ps, s, &job, args, remote)?;
+                Ok(info)
+            })
+            .and_then(|info| match &job {
+                Job::Kernel { dims, .. } => B::launch(
+                    &mut ps.stream,
+                    loaded.as_deref().expect("a kernel job has its kernel"),
+                    dims,
+                    &s.params,
+                    info.as_ref(),
+                ),
+                Job::Work { work, .. } => B::run_work(&mut ps.stream, work, &s.buffers),
+            });
+        if let Err(error) = enqueued {
+            self.fail_scope(scope, &s.outputs, &error);
+            return Err(error);
+        }
+        self.taint().settle(scope);
+        self.trace.launch(
+            stream,
+            job.ran(),
+            s.args.iter().map(|b| (b.key, b.access)),
+            false,
+        );
+        self.used(
+            ps,
+            &s.inputs,
+            &s.outputs,
+            args.iter()
+                .filter_map(Arg::as_buffer)
+                .map(|a| &a.buffer.handle),
+        );
+        if let Job::Work { work, .. } = &job {
+            // The device may still run it: what it references waits for a fence.
+            ps.drops.push(Pending::other((*work).clone(), 0));
+        }
+        self.maybe_flush(ps, stream);
+        Ok(())
+    }
+}

@@ -1,0 +1,126 @@
+//! The recorded half of a launch: inside a window nothing runs, so the ledger is left
+//! alone. An input's bytes the window did not write first must be readable, or the
+//! window is doomed (rule 14); the launch's buffers are recorded for the graph's pins
+//! and order (rules 7 and 18, checked at each replay instead), and what the user's work
+//! references stays with the graph.
+
+use super::buffer::{Arg, ArgKind};
+use super::inner::Inner;
+use super::launch::Job;
+use super::launch_path::Remotes;
+use super::pooled::PooledStream;
+use super::scratch::LaunchScratch;
+use crate::driver::{Backend, DeviceResource, DeviceStream};
+use crate::error::ServerError;
+use crate::ids::StreamId;
+
+impl<B: Backend> Inner<B> {
+    /// Records `job` over the arguments `s` resolved into `ps`'s open window.
+    ///
+    /// # Errors
+    ///
+    /// Every failure dooms the window (rule 11; the caller claims the outputs): an
+    /// input the window cannot read ([`ServerError::Unwritten`]), a first load, the
+    /// info upload's or the driver's error.
+    pub(super) fn launch_recorded(
+        &self,
+        ps: &mut PooledStream<B>,
+        s: &mut LaunchScratch<DeviceResource<B::Stream>>,
+        stream: StreamId,
+        job: Job<'_, B>,
+        args: &[Arg],
+        remote: Remotes<'_, B::Stream>,
+    ) -> Result<(), ServerError> {
+        let result = self.record_job(ps, s, stream, &job, args, remote);
+        if let Err(error) = result {
+            // Rule 11: whatever failed inside the window dooms it (a doomed window
+            // keeps its first failure). The launch's outputs are claimed too: the
+            // window's recording never names a launch that failed.
+            self.claim(&s.outputs, &error);
+            if matches!(error, ServerError::Doomed(_)) {
+                return Err(error);
+            }
+            let name = self.trace.ran_name(job.ran());
+            return Err(self.doom(ps, stream, name, error));
+        }
+        Ok(())
+    }
+
+    fn record_job(
+        &self,
+        ps: &mut PooledStream<B>,
+        s: &mut LaunchScratch<DeviceResource<B::Stream>>,
+        stream: StreamId,
+        job: &Job<'_, B>,
+        args: &[Arg],
+        remote: Remotes<'_, B::Stream>,
+    ) -> Result<(), ServerError> {
+        let (loaded, name) = match job {
+            Job::Kernel { id, .. } => {
+                let (kernel, name) = self.loaded_kernel(ps, stream, *id)?;
+                (Some(kernel), name)
+            }
+            Job::Work { id, .. } => (None, self.trace.work_name(*id)),
+        };
+        // The bytes of an input the window did not write itself must be readable; bytes
+        // it wrote first are rewritten by every replay before the read.
+        for i in 0..s.inputs.len() {
+            s.unwritten.clear();
+            ps.stream
+                .capturing()
+                .unwritten_parts(s.inputs[i], &mut s.unwritten);
+            for &part in &s.unwritten {
+                if let Err(mut error) = self.taint().check_read(part) {
+                    if let ServerError::Unwritten(u) = &mut error {
+                        u.by =
+                            Some(format!("recorded {} of {name} on {stream}", job.what()).into());
+                    }
+                    return Err(self.doom(ps, stream, name, error));
+                }
+            }
+        }
+        let remote = remote?;
+        let info = match job {
+            Job::Kernel { info, .. } => self.info_buffer(ps, stream, info)?,
+            Job::Work { .. } => None,
+        };
+        self.gather(ps, s, job, args, remote)?;
+        let enqueued = match job {
+            Job::Kernel { dims, .. } => B::launch(
+                &mut ps.stream,
+                loaded.as_deref().expect("a kernel job has its kernel"),
+                dims,
+                &s.params,
+                info.as_ref(),
+            ),
+            Job::Work { work, .. } => B::run_work(&mut ps.stream, work, &s.buffers),
+        };
+        if let Err(error) = enqueued {
+            return Err(self.doom(ps, stream, name, error));
+        }
+        self.trace.launch(
+            stream,
+            job.ran(),
+            s.args.iter().map(|b| (b.key, b.access)),
+            true,
+        );
+        if let Job::Work { work, .. } = job
+            && !B::EXECUTABLE_HOLDS_WORK
+        {
+            // What the work references stays with the graph (rule 7's twin for the
+            // user's objects), unless its executable holds it.
+            ps.stream.capturing().keep(Box::new((*work).clone()));
+        }
+        // The recording keeps each buffer's binding: its memory's pin, its bytes, its
+        // access, for the graph's pins and each replay's order.
+        let buffers = args.iter().filter_map(|arg| match &arg.0 {
+            ArgKind::Buffer(a) => Some(a),
+            ArgKind::Scalar(_) => None,
+        });
+        let bindings = buffers
+            .zip(&s.args)
+            .map(|(a, b)| a.buffer.binding(b.key.range, b.access));
+        ps.stream.capturing().record(bindings);
+        Ok(())
+    }
+}
