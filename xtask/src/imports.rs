@@ -1,22 +1,28 @@
 //! The import graph of one crate's `src/`, file by file, and the circles in it.
 //!
-//! A file imports another when it names a path into that file's module: `crate::a::b`,
-//! `super::x`, `self::y`, a grouped `use crate::{a, b::{c, d}}`, or a child module of its
-//! own by name. A path that stops at an item re-exported by a module's face (`lib.rs`, a
-//! `mod.rs`, or any module re-exporting a descendant's item) is followed to the file that
-//! defines the item. A module's `pub use` of its own descendants is its face, not an
-//! import: `lib.rs` re-exporting `driver::Backend` does not make `lib.rs` depend on
-//! `driver.rs`. Comments, string and character literals are skipped, and inline modules
-//! (`mod tests { use super::*; }`) resolve `super` from where they sit.
+//! Each file is parsed with `syn`. A file imports another when it names a path into that
+//! file's module: in a `use` tree (`use crate::{a, b::{c, d}}`, `use super::*`) or
+//! anywhere in its code (`crate::a::f()`, a type `super::X`, `self::y`, the same inside a
+//! macro's arguments, which syn leaves as tokens), or a child module of its own by name
+//! (`kernels::f()` after `mod kernels;`). A path that stops at an item re-exported by a
+//! module's face (`lib.rs`, a `mod.rs`, or any module re-exporting a descendant's item) is
+//! followed to the file that defines the item. A module's `pub use` of its own
+//! descendants is its face, not an import: `lib.rs` re-exporting `driver::Backend` does
+//! not make `lib.rs` depend on `driver.rs`. Inline modules (`mod tests { use super::*; }`)
+//! resolve `super` from where they sit; a visibility (`pub(in crate::a)`) names no import;
+//! comments and literals are no code to syn, so `"crate::a"` is none either.
 //!
 //! Tidy reports every strongly connected group of two or more files as a circle, with
-//! one cycle through it spelled out.
+//! the shortest cycle through its first file spelled out.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, anyhow};
+use syn::buffer::{Cursor, TokenBuffer};
+use syn::visit::{self, Visit};
+use syn::{ForeignItem, Item, UseTree, Visibility};
 
 /// A module path inside a crate: `[]` is the crate root, `["memory", "pool"]` is
 /// `crate::memory::pool`.
@@ -32,27 +38,37 @@ pub(crate) struct Graph {
 }
 
 impl Graph {
-    /// Reads every `.rs` file under `src` (a crate's `src/` directory).
+    /// Reads and parses every `.rs` file under `src` (a crate's `src/` directory).
     pub(crate) fn read(src: &Path) -> Result<Graph> {
         let mut files = BTreeMap::new();
         collect(src, src, &mut files)?;
-        let mut texts = BTreeMap::new();
+        let mut parsed = BTreeMap::new();
+        let mut defs: BTreeMap<String, BTreeSet<ModPath>> = BTreeMap::new();
         for (module, path) in &files {
             let text =
                 fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-            texts.insert(module.clone(), strip(&text));
-        }
-        let defs = definitions(&texts);
-        let mut edges = BTreeMap::new();
-        for (module, text) in &texts {
-            let mut to = BTreeSet::new();
-            for path in references(module, text, &files) {
-                let target = resolve(&path, &files, &defs);
-                // A module re-exporting its own descendants is its face, not an import.
-                if target != *module {
-                    to.insert(target);
-                }
+            let file = syn::parse_file(&text).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+            let mut names = Definitions(BTreeSet::new());
+            names.visit_file(&file);
+            for name in names.0 {
+                defs.entry(name).or_default().insert(module.clone());
             }
+            parsed.insert(module.clone(), file);
+        }
+        let mut edges = BTreeMap::new();
+        for (module, file) in &parsed {
+            let mut refs = References {
+                here: module.clone(),
+                file: module,
+                files: &files,
+                out: Vec::new(),
+            };
+            refs.visit_file(file);
+            let to = refs.out.iter().map(|p| resolve(p, &files, &defs));
+            // A module re-exporting its own descendants is its face, not an import.
+            let to = to
+                .filter(|t| t != module && files.contains_key(t))
+                .collect();
             edges.insert(module.clone(), to);
         }
         Ok(Graph { files, edges })
@@ -61,37 +77,61 @@ impl Graph {
     /// Each circle as the files along one cycle through it, relative to `base`, with the
     /// first file repeated at the end (`a.rs -> b.rs -> a.rs`).
     pub(crate) fn circles(&self, base: &Path) -> Vec<String> {
-        let name = |m: &ModPath| {
-            let p = &self.files[m];
-            p.strip_prefix(base).unwrap_or(p).display().to_string()
-        };
-        strongly_connected(&self.edges)
-            .into_iter()
-            .filter(|group| group.len() > 1)
-            .map(|group| {
-                let cycle = cycle_in(&self.edges, &group);
-                cycle.iter().map(name).collect::<Vec<_>>().join(" -> ")
-            })
-            .collect()
+        let reach: BTreeMap<&ModPath, _> = self.edges.keys().map(|v| (v, self.reach(v))).collect();
+        let mut seen: BTreeSet<&ModPath> = BTreeSet::new();
+        let mut out = Vec::new();
+        // In module order, so each group is met first at its least file.
+        for (v, from) in &reach {
+            if seen.contains(v) || !from.contains_key(v) {
+                continue;
+            }
+            // Its group: whatever it reaches that reaches it back.
+            seen.extend(from.keys().filter(|w| reach[*w].contains_key(v)));
+            // The shortest cycle, walked back from `v` along the breadth-first tree.
+            let mut cycle = vec![*v];
+            let mut at = from[v];
+            while at != *v {
+                cycle.push(at);
+                at = from[at];
+            }
+            cycle.push(v);
+            cycle.reverse();
+            let names: Vec<String> = cycle.into_iter().map(|m| self.name(m, base)).collect();
+            out.push(names.join(" -> "));
+        }
+        out
     }
 
-    /// The files `module_file` imports (paths relative to `base`), for messages and tests.
+    /// Every file reachable from `from`, with the file it is first reached from
+    /// (breadth-first); `from` itself is there when a cycle leads back to it.
+    fn reach<'a>(&'a self, from: &'a ModPath) -> BTreeMap<&'a ModPath, &'a ModPath> {
+        let mut came_from = BTreeMap::new();
+        let mut queue = VecDeque::from([from]);
+        while let Some(v) = queue.pop_front() {
+            for w in &self.edges[v] {
+                if !came_from.contains_key(w) {
+                    came_from.insert(w, v);
+                    queue.push_back(w);
+                }
+            }
+        }
+        came_from
+    }
+
+    fn name(&self, module: &ModPath, base: &Path) -> String {
+        let p = &self.files[module];
+        p.strip_prefix(base).unwrap_or(p).display().to_string()
+    }
+
+    /// The files `module_file` imports (paths relative to `base`), for tests.
     #[cfg(test)]
     pub(crate) fn imports_of(&self, module_file: &str, base: &Path) -> Vec<String> {
-        let Some((module, _)) = self
+        let module = self
             .files
-            .iter()
-            .find(|(_, p)| p.strip_prefix(base).unwrap_or(p) == Path::new(module_file))
-        else {
-            return Vec::new();
-        };
-        self.edges[module]
-            .iter()
-            .map(|m| {
-                let p = &self.files[m];
-                p.strip_prefix(base).unwrap_or(p).display().to_string()
-            })
-            .collect()
+            .keys()
+            .find(|m| self.name(m, base) == module_file);
+        let to = module.map(|m| &self.edges[m]).into_iter().flatten();
+        to.map(|m| self.name(m, base)).collect()
     }
 }
 
@@ -126,330 +166,184 @@ fn collect(src: &Path, dir: &Path, out: &mut BTreeMap<ModPath, PathBuf>) -> Resu
     Ok(())
 }
 
-/// `text` with comments, string literals and character literals blanked out (their
-/// bytes replaced by spaces, newlines kept), so braces and paths in them are not read.
-fn strip(text: &str) -> String {
-    let b = text.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    let blank = |out: &mut Vec<u8>, bytes: &[u8]| {
-        out.extend(bytes.iter().map(|&c| if c == b'\n' { b'\n' } else { b' ' }));
-    };
-    while i < b.len() {
-        let rest = &b[i..];
-        if rest.starts_with(b"//") {
-            let end = rest.iter().position(|&c| c == b'\n').unwrap_or(rest.len());
-            blank(&mut out, &rest[..end]);
-            i += end;
-        } else if rest.starts_with(b"/*") {
-            let mut depth = 0;
-            let mut j = 0;
-            while j < rest.len() {
-                if rest[j..].starts_with(b"/*") {
-                    depth += 1;
-                    j += 2;
-                } else if rest[j..].starts_with(b"*/") {
-                    depth -= 1;
-                    j += 2;
-                    if depth == 0 {
-                        break;
-                    }
-                } else {
-                    j += 1;
-                }
-            }
-            blank(&mut out, &rest[..j]);
-            i += j;
-        } else if let Some(len) = raw_string(rest) {
-            blank(&mut out, &rest[..len]);
-            i += len;
-        } else if rest[0] == b'"' || rest.starts_with(b"b\"") {
-            let start = usize::from(rest[0] == b'b');
-            let mut j = start + 1;
-            while j < rest.len() && rest[j] != b'"' {
-                j += if rest[j] == b'\\' { 2 } else { 1 };
-            }
-            let end = (j + 1).min(rest.len());
-            blank(&mut out, &rest[..end]);
-            i += end;
-        } else if rest[0] == b'\'' {
-            // A character literal ('x', '\n', '\'', '\u{..}') or a lifetime ('a).
-            let len = if rest.get(1) == Some(&b'\\') {
-                rest[2..]
-                    .iter()
-                    .position(|&c| c == b'\'')
-                    .map(|p| p + 3)
-                    .unwrap_or(1)
-            } else {
-                let ch = std::str::from_utf8(&rest[1..rest.len().min(5)])
-                    .ok()
-                    .or_else(|| text.get(i + 1..))
-                    .and_then(|s| s.chars().next())
-                    .map(char::len_utf8)
-                    .unwrap_or(1);
-                if rest.get(1 + ch) == Some(&b'\'') {
-                    ch + 2
-                } else {
-                    0
-                }
-            };
-            if len == 0 {
-                // A lifetime: kept as it is.
-                out.push(b'\'');
-                i += 1;
-                continue;
-            }
-            blank(&mut out, &rest[..len]);
-            i += len;
-        } else {
-            out.push(rest[0]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
+/// The names of the items a file defines (`struct`, `enum`, `trait`, `fn`, `type`,
+/// `const`, `static`, `union`, `macro_rules!`, foreign items), at any depth: for an
+/// item re-exported by a module's face, the file that defines it.
+struct Definitions(BTreeSet<String>);
 
-/// The length of a raw string literal (`r"…"`, `r#"…"#`, `br#"…"#`) at the start of
-/// `rest`, if one starts there.
-fn raw_string(rest: &[u8]) -> Option<usize> {
-    let start = if rest.starts_with(b"br") {
-        2
-    } else if rest.starts_with(b"r") {
-        1
-    } else {
-        return None;
-    };
-    let hashes = rest[start..].iter().take_while(|&&c| c == b'#').count();
-    if rest.get(start + hashes) != Some(&b'"') {
-        return None;
-    }
-    let close: Vec<u8> = std::iter::once(b'"')
-        .chain(std::iter::repeat_n(b'#', hashes))
-        .collect();
-    let body = start + hashes + 1;
-    let end = rest[body..]
-        .windows(close.len())
-        .position(|w| w == close.as_slice())
-        .map(|p| body + p + close.len())
-        .unwrap_or(rest.len());
-    Some(end)
-}
-
-/// Which file module defines each item name (`struct`, `enum`, `trait`, `fn`, `type`,
-/// `const`, `static`, `union`, `macro_rules!`), for names only one file defines.
-fn definitions(texts: &BTreeMap<ModPath, String>) -> BTreeMap<String, BTreeSet<ModPath>> {
-    let mut defs: BTreeMap<String, BTreeSet<ModPath>> = BTreeMap::new();
-    for (module, text) in texts {
-        let words: Vec<&str> = text
-            .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '!'))
-            .filter(|w| !w.is_empty())
-            .collect();
-        for pair in words.windows(2) {
-            if matches!(
-                pair[0],
-                "struct"
-                    | "enum"
-                    | "trait"
-                    | "fn"
-                    | "type"
-                    | "const"
-                    | "static"
-                    | "union"
-                    | "macro_rules!"
-            ) {
-                defs.entry(pair[1].to_string())
-                    .or_default()
-                    .insert(module.clone());
-            }
-        }
-    }
-    defs
-}
-
-/// The absolute module paths (with the item name, where one follows) `text`, the file of
-/// `module`, refers to. `pub use` of the module's own descendants is left out.
-fn references(module: &ModPath, text: &str, files: &BTreeMap<ModPath, PathBuf>) -> Vec<ModPath> {
-    let mut out = Vec::new();
-    // Inline modules open here: (name, brace depth inside it).
-    let mut inline: Vec<(String, usize)> = Vec::new();
-    let mut depth = 0usize;
-    let bytes = text.as_bytes();
-    let mut i = 0;
-    let word_at = |at: usize| -> &str {
-        let end = text[at..]
-            .find(|c: char| !(c.is_alphanumeric() || c == '_'))
-            .map_or(text.len(), |e| at + e);
-        &text[at..end]
-    };
-    let starts_word = |at: usize| at == 0 || !is_ident(bytes[at - 1]) && bytes[at - 1] != b':';
-    while i < bytes.len() {
-        match bytes[i] {
-            b'{' => {
-                depth += 1;
-                i += 1;
-                continue;
-            }
-            b'}' => {
-                if inline.last().is_some_and(|(_, d)| *d == depth) {
-                    inline.pop();
-                }
-                depth = depth.saturating_sub(1);
-                i += 1;
-                continue;
-            }
-            _ => {}
-        }
-        if !starts_word(i) || !is_ident(bytes[i]) {
-            i += 1;
-            continue;
-        }
-        let word = word_at(i);
-        let here: ModPath = module
-            .iter()
-            .cloned()
-            .chain(inline.iter().map(|(n, _)| n.clone()))
-            .collect();
-        if word == "mod" {
-            // `mod name {` opens an inline module; `mod name;` declares a file.
-            let after = text[i + 3..].trim_start();
-            let name = word_at(text.len() - after.len());
-            let rest = after[name.len()..].trim_start();
-            if !name.is_empty() && rest.starts_with('{') {
-                inline.push((name.to_string(), depth + 1));
-            }
-            i += 3;
-            continue;
-        }
-        let is_use = word == "use";
-        let reexport = is_use && is_pub_before(text, i);
-        let start = if is_use {
-            let after = text[i + 3..].trim_start();
-            text.len() - after.len()
-        } else {
-            i
+impl<'ast> Visit<'ast> for Definitions {
+    fn visit_item(&mut self, item: &'ast Item) {
+        let name = match item {
+            Item::Const(i) => Some(&i.ident),
+            Item::Enum(i) => Some(&i.ident),
+            Item::Fn(i) => Some(&i.sig.ident),
+            Item::Macro(i) => i.ident.as_ref(),
+            Item::Static(i) => Some(&i.ident),
+            Item::Struct(i) => Some(&i.ident),
+            Item::Trait(i) => Some(&i.ident),
+            Item::TraitAlias(i) => Some(&i.ident),
+            Item::Type(i) => Some(&i.ident),
+            Item::Union(i) => Some(&i.ident),
+            _ => None,
         };
-        let (paths, len) = parse_tree(&text[start..]);
-        for path in paths {
-            let Some(abs) = absolute(&here, &path, is_use, files) else {
+        self.0.extend(name.map(ToString::to_string));
+        visit::visit_item(self, item);
+    }
+
+    fn visit_foreign_item(&mut self, item: &'ast ForeignItem) {
+        let name = match item {
+            ForeignItem::Fn(i) => Some(&i.sig.ident),
+            ForeignItem::Static(i) => Some(&i.ident),
+            ForeignItem::Type(i) => Some(&i.ident),
+            _ => None,
+        };
+        self.0.extend(name.map(ToString::to_string));
+    }
+}
+
+/// The absolute module paths (with the item name, where one follows) one file names.
+struct References<'a> {
+    /// The module the visitor is in: the file's, or an inline module inside it.
+    here: ModPath,
+    /// The file's own module.
+    file: &'a ModPath,
+    files: &'a BTreeMap<ModPath, PathBuf>,
+    out: Vec<ModPath>,
+}
+
+impl References<'_> {
+    fn add(&mut self, path: &[String], glob: bool) {
+        self.out
+            .extend(absolute(&self.here, path, glob, self.files));
+    }
+}
+
+impl<'ast> Visit<'ast> for References<'_> {
+    fn visit_item_mod(&mut self, module: &'ast syn::ItemMod) {
+        self.here.push(module.ident.to_string());
+        visit::visit_item_mod(self, module);
+        self.here.pop();
+    }
+
+    fn visit_item_use(&mut self, item: &'ast syn::ItemUse) {
+        if item.leading_colon.is_some() {
+            return;
+        }
+        let reexport = !matches!(item.vis, Visibility::Inherited);
+        let mut paths = Vec::new();
+        use_paths(&item.tree, &mut Vec::new(), &mut paths);
+        for (path, glob) in paths {
+            let Some(abs) = absolute(&self.here, &path, glob, self.files) else {
                 continue;
             };
-            if reexport && abs.len() > module.len() && abs.starts_with(module) {
+            // `pub use` of the module's own descendants is its face.
+            if reexport && abs.len() > self.file.len() && abs.starts_with(self.file) {
                 continue;
             }
-            out.push(abs);
+            self.out.push(abs);
         }
-        i = start + len.max(word.len());
     }
-    out
+
+    fn visit_path(&mut self, path: &'ast syn::Path) {
+        if path.leading_colon.is_none() {
+            let segments: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
+            self.add(&segments, false);
+        }
+        visit::visit_path(self, path);
+    }
+
+    fn visit_vis_restricted(&mut self, _: &'ast syn::VisRestricted) {}
+
+    fn visit_macro(&mut self, mac: &'ast syn::Macro) {
+        visit::visit_macro(self, mac);
+        let tokens = TokenBuffer::new2(mac.tokens.clone());
+        let mut paths = Vec::new();
+        token_paths(tokens.begin(), &mut paths);
+        for path in paths {
+            self.add(&path, false);
+        }
+    }
 }
 
-fn is_ident(c: u8) -> bool {
-    c.is_ascii_alphanumeric() || c == b'_'
+/// The paths a use tree names under `prefix`, each with whether it is a glob:
+/// `a::{b, c::{d as e, *}}` gives `a::b`, `a::c::d` and `a::c` (a glob).
+fn use_paths(tree: &UseTree, prefix: &mut Vec<String>, out: &mut Vec<(Vec<String>, bool)>) {
+    let with = |prefix: &[String], ident: &syn::Ident| {
+        let mut path = prefix.to_vec();
+        path.push(ident.to_string());
+        path
+    };
+    match tree {
+        UseTree::Path(p) => {
+            prefix.push(p.ident.to_string());
+            use_paths(&p.tree, prefix, out);
+            prefix.pop();
+        }
+        UseTree::Name(n) => out.push((with(prefix, &n.ident), false)),
+        UseTree::Rename(r) => out.push((with(prefix, &r.ident), false)),
+        UseTree::Glob(_) => out.push((prefix.clone(), true)),
+        UseTree::Group(g) => g.items.iter().for_each(|t| use_paths(t, prefix, out)),
+    }
 }
 
-/// Whether the `use` at `at` is `pub use` or `pub(…) use`.
-fn is_pub_before(text: &str, at: usize) -> bool {
-    let before = text[..at].trim_end();
-    before.ends_with("pub") || (before.ends_with(')') && before.contains("pub("))
-}
-
-/// The paths a use tree or a path expression at the start of `s` names (each as its
-/// segments), and how many bytes it spans. `a::{b, c::{d}}` gives `a::b` and `a::c::d`.
-fn parse_tree(s: &str) -> (Vec<Vec<String>>, usize) {
-    let mut segments = Vec::new();
-    let mut i = 0;
-    let b = s.as_bytes();
-    loop {
-        let end = s[i..]
-            .find(|c: char| !(c.is_alphanumeric() || c == '_'))
-            .map_or(s.len(), |e| i + e);
-        if end == i {
+/// The paths (`a::b::c`, by segment) in a macro's tokens, groups included.
+fn token_paths(mut at: Cursor, out: &mut Vec<Vec<String>>) {
+    while !at.eof() {
+        if let Some((ident, mut next)) = at.ident() {
+            let mut path = vec![ident.to_string()];
+            while let Some((first, colon)) = next.punct()
+                && let Some((second, after)) = colon.punct()
+                && first.as_char() == ':'
+                && second.as_char() == ':'
+                && let Some((ident, rest)) = after.ident()
+            {
+                path.push(ident.to_string());
+                next = rest;
+            }
+            out.push(path);
+            at = next;
+        } else if let Some((inside, _, _, after)) = at.any_group() {
+            token_paths(inside, out);
+            at = after;
+        } else if let Some((_, next)) = at.token_tree() {
+            at = next;
+        } else {
             break;
         }
-        segments.push(s[i..end].to_string());
-        i = end;
-        let rest = &s[i..];
-        let trimmed = rest.trim_start();
-        if !trimmed.starts_with("::") {
-            return (vec![segments], i);
-        }
-        i += rest.len() - trimmed.len() + 2;
-        let rest = &s[i..];
-        let trimmed = rest.trim_start();
-        i += rest.len() - trimmed.len();
-        if trimmed.starts_with('{') {
-            // A group: parse each comma-separated tree inside it.
-            let mut out = Vec::new();
-            i += 1;
-            loop {
-                let rest = &s[i..];
-                let trimmed = rest.trim_start();
-                i += rest.len() - trimmed.len();
-                if i >= b.len() || b[i] == b'}' {
-                    i += 1;
-                    break;
-                }
-                if b[i] == b',' {
-                    i += 1;
-                    continue;
-                }
-                let (inner, len) = parse_tree(&s[i..]);
-                for p in inner {
-                    out.push(segments.iter().cloned().chain(p).collect());
-                }
-                i += len.max(1);
-                // Skip an `as name` or anything else up to the next comma or brace.
-                while i < b.len() && b[i] != b',' && b[i] != b'}' {
-                    i += 1;
-                }
-            }
-            return (out, i);
-        }
-        if trimmed.starts_with('*') {
-            i += 1;
-            return (vec![segments], i);
-        }
     }
-    (vec![segments], i)
 }
 
-/// `path` as an absolute module path from `here`, if it names something in this crate.
+/// `path` as an absolute module path from `here`, if it names something in this crate
+/// (a lone `crate`, `self` or `super` only as a glob's).
 fn absolute(
     here: &ModPath,
     path: &[String],
-    is_use: bool,
+    glob: bool,
     files: &BTreeMap<ModPath, PathBuf>,
 ) -> Option<ModPath> {
-    // `pub(crate)`, `Self`, a lone `super`: not a path into a module.
-    if path.len() < 2 {
+    let (first, rest) = path.split_first()?;
+    if rest.is_empty() && !glob {
         return None;
     }
-    let first = &path[0];
-    let mut base: ModPath = match first.as_str() {
+    let base = match first.as_str() {
         "crate" => Vec::new(),
         "self" => here.clone(),
         "super" => {
             let mut m = here.clone();
-            let mut rest = path;
-            while rest.first().is_some_and(|s| s == "super") {
+            m.pop()?;
+            let supers = rest.iter().take_while(|s| *s == "super").count();
+            for _ in 0..supers {
                 m.pop()?;
-                rest = &rest[1..];
             }
-            return Some(m.into_iter().chain(rest.iter().cloned()).collect());
+            return Some([m.as_slice(), &rest[supers..]].concat());
         }
-        _ => {
-            // A child module of this file's module, named bare (`use kernels::X`,
-            // `kernels::f()` after `mod kernels;`).
-            let child: ModPath = here.iter().cloned().chain([first.clone()]).collect();
-            if path.len() > 1 && files.contains_key(&child) {
-                return Some(here.iter().cloned().chain(path.iter().cloned()).collect());
-            }
-            let _ = is_use;
-            return None;
+        // A child module of this module, named bare (`use kernels::X`, `kernels::f()`).
+        _ if files.contains_key(&[here.as_slice(), &path[..1]].concat()) => {
+            return Some([here.as_slice(), path].concat());
         }
+        _ => return None,
     };
-    base.extend(path[1..].iter().cloned());
-    Some(base)
+    Some([base.as_slice(), rest].concat())
 }
 
 /// The file module an absolute `path` lands in: the deepest file module on it, or,
@@ -479,103 +373,6 @@ fn resolve(
         }
     }
     at
-}
-
-/// The strongly connected groups of `edges` (Tarjan's algorithm, iterative).
-fn strongly_connected(edges: &BTreeMap<ModPath, BTreeSet<ModPath>>) -> Vec<Vec<ModPath>> {
-    let nodes: Vec<&ModPath> = edges.keys().collect();
-    let index_of: BTreeMap<&ModPath, usize> =
-        nodes.iter().enumerate().map(|(i, n)| (*n, i)).collect();
-    let succ: Vec<Vec<usize>> = nodes
-        .iter()
-        .map(|n| {
-            edges[*n]
-                .iter()
-                .filter_map(|m| index_of.get(m).copied())
-                .collect()
-        })
-        .collect();
-    let n = nodes.len();
-    let mut index = vec![usize::MAX; n];
-    let mut low = vec![0; n];
-    let mut on_stack = vec![false; n];
-    let mut stack = Vec::new();
-    let mut groups = Vec::new();
-    let mut next = 0;
-    for root in 0..n {
-        if index[root] != usize::MAX {
-            continue;
-        }
-        let mut work = vec![(root, 0usize)];
-        while let Some(&mut (v, ref mut child)) = work.last_mut() {
-            if *child == 0 && index[v] == usize::MAX {
-                index[v] = next;
-                low[v] = next;
-                next += 1;
-                stack.push(v);
-                on_stack[v] = true;
-            }
-            if let Some(&w) = succ[v].get(*child) {
-                *child += 1;
-                if index[w] == usize::MAX {
-                    work.push((w, 0));
-                } else if on_stack[w] {
-                    low[v] = low[v].min(index[w]);
-                }
-                continue;
-            }
-            work.pop();
-            if let Some(&(parent, _)) = work.last() {
-                low[parent] = low[parent].min(low[v]);
-            }
-            if low[v] == index[v] {
-                let mut group = Vec::new();
-                while let Some(w) = stack.pop() {
-                    on_stack[w] = false;
-                    group.push(nodes[w].clone());
-                    if w == v {
-                        break;
-                    }
-                }
-                group.sort();
-                groups.push(group);
-            }
-        }
-    }
-    groups.sort();
-    groups
-}
-
-/// One cycle through the first node of `group`, staying inside it (breadth-first, so
-/// the shortest), with the first node repeated at the end.
-fn cycle_in(edges: &BTreeMap<ModPath, BTreeSet<ModPath>>, group: &[ModPath]) -> Vec<ModPath> {
-    let start = &group[0];
-    let inside: BTreeSet<&ModPath> = group.iter().collect();
-    let mut came_from: BTreeMap<&ModPath, &ModPath> = BTreeMap::new();
-    let mut queue = std::collections::VecDeque::from([start]);
-    while let Some(v) = queue.pop_front() {
-        for w in &edges[v] {
-            if !inside.contains(w) {
-                continue;
-            }
-            if w == start {
-                let mut back = vec![v.clone()];
-                let mut at = v;
-                while at != start {
-                    at = came_from[at];
-                    back.push(at.clone());
-                }
-                back.reverse();
-                back.push(start.clone());
-                return back;
-            }
-            if !came_from.contains_key(w) {
-                came_from.insert(w, v);
-                queue.push_back(w);
-            }
-        }
-    }
-    group.to_vec()
 }
 
 #[cfg(test)]
@@ -663,11 +460,45 @@ mod tests {
         fs::remove_dir_all(&root).unwrap();
     }
 
+    /// What the parser gives: literals, comments and lifetimes are no paths (a brace in
+    /// them opens or closes nothing), a macro's arguments are, a visibility is not, and
+    /// a glob of the parent module is an import of it.
     #[test]
-    fn literals_and_lifetimes_are_told_apart() {
-        let s = strip("fn f<'a>(x: &'a str) -> char { let _ = \"{\"; let _ = r#\"}\"#; '{' }");
-        assert_eq!(s.matches('{').count(), 1);
-        assert_eq!(s.matches('}').count(), 1);
-        assert!(s.contains("'a"));
+    fn literals_macros_visibilities_and_globs() {
+        let root = src(
+            "syntax",
+            &[
+                ("lib.rs", "mod a;\nmod b;\nmod c;\nmod d;\nmod e;\n"),
+                (
+                    "a.rs",
+                    "fn f<'a>(x: &'a str) -> char { let _ = \"crate::b::X {\"; \
+                     let _ = r#\"} crate::b::Y\"#; /* crate::b::Z { */ '{' }\n\
+                     fn g() -> String { format!(\"{}\", crate::c::h()) }\n\
+                     mod m { fn s() -> &'static str { \"}\" } use super::super::d::D; }\n\
+                     mod inner;\nmod other;\n",
+                ),
+                ("a/inner.rs", "pub(in crate::a) fn k() {}\n"),
+                ("a/other.rs", "use super::*;\n"),
+                ("b.rs", "pub struct X;\n"),
+                ("c.rs", "pub fn h() {}\n"),
+                ("d.rs", "pub struct D;\n"),
+                ("e.rs", "fn e() { assert!(crate::c::h() == ()); }\n"),
+            ],
+        );
+        let g = Graph::read(&root).unwrap();
+        assert_eq!(g.imports_of("a.rs", &root), ["c.rs", "d.rs"]);
+        assert_eq!(g.imports_of("a/inner.rs", &root), Vec::<String>::new());
+        assert_eq!(g.imports_of("a/other.rs", &root), ["a.rs"]);
+        assert_eq!(g.imports_of("e.rs", &root), ["c.rs"]);
+        assert!(g.circles(&root).is_empty());
+        fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn a_file_that_is_not_rust_is_an_error() {
+        let root = src("broken", &[("lib.rs", "mod a;\n"), ("a.rs", "fn f( {\n")]);
+        let err = Graph::read(&root).unwrap_err().to_string();
+        assert!(err.contains("a.rs"), "{err}");
+        fs::remove_dir_all(&root).unwrap();
     }
 }
