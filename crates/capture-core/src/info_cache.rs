@@ -191,6 +191,10 @@ pub struct MetadataInfoCache<H> {
     graphs: IdMap<GraphId, Vec<usize>>,
     /// Entries with at least one pin.
     pinned: usize,
+    /// The slot the last lookup found: a launch chain asks for the same words again and
+    /// again, and comparing them with that entry's costs less than hashing them. Checked
+    /// against the entry's own words, so a slot freed or reused since is never taken.
+    last: Option<usize>,
 }
 
 impl<H> MetadataInfoCache<H> {
@@ -207,6 +211,7 @@ impl<H> MetadataInfoCache<H> {
             window: Vec::new(),
             graphs: IdMap::default(),
             pinned: 0,
+            last: None,
         }
     }
 
@@ -261,7 +266,17 @@ impl<H> MetadataInfoCache<H> {
     /// [`upload_recorded`](Self::upload_recorded) would say of the entry, in one lookup:
     /// the launch path's call.
     pub fn lookup(&mut self, words: &[u64]) -> Option<InfoHit<'_, H>> {
-        let slot = *self.index.get(words)?;
+        let last = self.last.filter(|&slot| {
+            self.slots
+                .get(slot)
+                .and_then(Option::as_ref)
+                .is_some_and(|e| *e.words == *words)
+        });
+        let slot = match last {
+            Some(slot) => slot,
+            None => *self.index.get(words)?,
+        };
+        self.last = Some(slot);
         self.tick += 1;
         let tick = self.tick;
         if self.mode == CacheMode::Capture {

@@ -293,6 +293,28 @@ fn slots_are_reused_after_removal() {
 }
 
 #[test]
+fn a_lookup_never_takes_the_last_hit_of_a_slot_reused_since() {
+    // One slot: every insert evicts the entry before and reuses its slot, so the slot
+    // the last lookup found holds other words by the next lookup.
+    let mut c = Cache::new(policy(1, 2048));
+    cached(&mut c, &[1, 2], 10);
+    let hit = c.lookup(&[1, 2]).expect("cached");
+    assert_eq!((*hit.value, hit.uploaded, hit.recorded), (10, true, false));
+    assert_eq!(*c.lookup(&[1, 2]).expect("the same words again").value, 10);
+    assert_eq!(cached(&mut c, &[3, 4], 20), [10]);
+    assert!(
+        c.lookup(&[1, 2]).is_none(),
+        "evicted: not the slot's new entry"
+    );
+    assert_eq!(*c.lookup(&[3, 4]).expect("cached").value, 20);
+    // Words of the same slot sharing a prefix are other words.
+    assert!(c.lookup(&[3]).is_none());
+    assert!(c.lookup(&[3, 4, 5]).is_none());
+    c.set_uploaded(&[3, 4], false);
+    assert!(!c.lookup(&[3, 4]).expect("cached").uploaded);
+}
+
+#[test]
 fn empty_words_are_never_cached() {
     let mut c = Cache::default();
     assert!(!c.should_cache(&[]));
