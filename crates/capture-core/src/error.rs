@@ -15,6 +15,7 @@ use crate::ids::{FailureId, GraphId, GraphPoolId, MemoryId, Named, StreamId};
 use crate::memory::{PoolName, PoolUsage};
 use crate::range::{ByteRange, InvalidRange};
 use crate::report::GraphLedger;
+use crate::subject::{Of, Subject};
 
 /// A failure of a core operation or of a backend's driver call.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -22,10 +23,13 @@ use crate::report::GraphLedger;
 pub enum ServerError {
     /// A lifecycle call out of order (begin without prepare, a second prepare, end with
     /// nothing open, a replay inside a window). Nothing was changed.
-    #[error("{op}: {reason}")]
+    #[error("{op}{}: {reason}", Of(subject))]
     GraphState {
         /// The refused call.
         op: &'static str,
+        /// What it was refused for (the stream whose window it concerns, the graph),
+        /// when the refusal names one.
+        subject: Option<Box<Subject>>,
         /// Why it was refused.
         reason: Cow<'static, str>,
     },
@@ -107,19 +111,22 @@ pub enum ServerError {
     #[error("{0}")]
     OutOfMemory(Box<OutOfMemory>),
     /// A binding that does not fit the allocation it names.
-    #[error("invalid binding {binding}: {reason}")]
+    #[error("invalid binding {buffer}: {reason}")]
     InvalidBinding {
-        /// The binding, rendered with logical ids.
-        binding: String,
+        /// The buffer, or the bytes of it the binding names.
+        buffer: Box<Subject>,
         /// What is wrong with it.
         reason: Cow<'static, str>,
     },
     /// A size, range, id or setting outside what the call accepts.
-    #[error("invalid {what} {value}: {reason}")]
+    #[error("invalid {what} {}: {reason}", Value { value, subject })]
     InvalidArgument {
         /// What kind of value was refused.
         what: &'static str,
-        /// The value, rendered.
+        /// The buffer, graph, stream, kernel or pool refused (or whose value was), when
+        /// the value is one or belongs to one.
+        subject: Option<Box<Subject>>,
+        /// The value, rendered (empty when the subject is the value).
         value: String,
         /// Why it was refused.
         reason: Cow<'static, str>,
@@ -154,6 +161,23 @@ pub enum ServerError {
     /// Several failures at once, the first being the one that decided the outcome.
     #[error("{}", Several(.0))]
     Several(Vec<ServerError>),
+}
+
+/// How [`ServerError::InvalidArgument`]'s value reads: the value, its subject, or the
+/// value of its subject.
+struct Value<'a> {
+    value: &'a str,
+    subject: &'a Option<Box<Subject>>,
+}
+
+impl fmt::Display for Value<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.value.is_empty(), self.subject) {
+            (true, Some(subject)) => write!(f, "{subject}"),
+            (false, Some(subject)) => write!(f, "{} of {subject}", self.value),
+            (_, None) => f.write_str(self.value),
+        }
+    }
 }
 
 /// How [`ServerError::Overwritten`] reads.
@@ -202,6 +226,20 @@ impl ServerError {
     pub fn graph_state(op: &'static str, reason: impl Into<Cow<'static, str>>) -> Self {
         Self::GraphState {
             op,
+            subject: None,
+            reason: reason.into(),
+        }
+    }
+
+    /// A refused lifecycle call, for `subject` (the stream whose window it concerns).
+    pub fn graph_state_of(
+        op: &'static str,
+        subject: Subject,
+        reason: impl Into<Cow<'static, str>>,
+    ) -> Self {
+        Self::GraphState {
+            op,
+            subject: Some(Box::new(subject)),
             reason: reason.into(),
         }
     }
@@ -214,8 +252,57 @@ impl ServerError {
     ) -> Self {
         Self::InvalidArgument {
             what,
+            subject: None,
             value: value.to_string(),
             reason: reason.into(),
+        }
+    }
+
+    /// A refused argument that is `subject` (a buffer, graph, stream, kernel or pool).
+    pub fn invalid_of(
+        what: &'static str,
+        subject: Subject,
+        reason: impl Into<Cow<'static, str>>,
+    ) -> Self {
+        Self::InvalidArgument {
+            what,
+            subject: Some(Box::new(subject)),
+            value: String::new(),
+            reason: reason.into(),
+        }
+    }
+
+    /// A refused value of `subject`'s (a stream's replay, a buffer's range).
+    pub fn invalid_value_of(
+        what: &'static str,
+        value: impl fmt::Display,
+        subject: Subject,
+        reason: impl Into<Cow<'static, str>>,
+    ) -> Self {
+        Self::InvalidArgument {
+            what,
+            subject: Some(Box::new(subject)),
+            value: value.to_string(),
+            reason: reason.into(),
+        }
+    }
+
+    /// A binding of `buffer` (a buffer, or bytes of it) that does not fit.
+    pub fn invalid_binding(buffer: Subject, reason: impl Into<Cow<'static, str>>) -> Self {
+        Self::InvalidBinding {
+            buffer: Box::new(buffer),
+            reason: reason.into(),
+        }
+    }
+
+    /// What the error names, when it names one thing as its subject.
+    pub fn subject(&self) -> Option<&Subject> {
+        match self {
+            Self::GraphState { subject, .. } | Self::InvalidArgument { subject, .. } => {
+                subject.as_deref()
+            }
+            Self::InvalidBinding { buffer, .. } => Some(buffer),
+            _ => None,
         }
     }
 

@@ -4,7 +4,9 @@
 //! and the device's [`LaunchLimits`] (declared by the backend once).
 
 use crate::error::ServerError;
+use crate::ids::MemoryId;
 use crate::memory::{Access, SLICE_ALIGNMENT};
+use crate::subject::Subject;
 
 /// How many workgroups (blocks) a launch runs, per dimension.
 pub type Grid = [u32; 3];
@@ -344,29 +346,29 @@ impl KernelSignature {
     /// Checks a launch of `args` (each a buffer with its access, or a scalar of its
     /// size), `info_words` info words and `dims` against this signature and `limits`;
     /// `name` names the kernel, asked only for an error.
-    pub(crate) fn check_launch<N: std::fmt::Display>(
+    pub(crate) fn check_launch(
         &self,
-        name: impl Fn() -> N,
+        kernel: impl Fn() -> Subject,
         limits: &LaunchLimits,
         dims: &Dims,
         args: impl ExactSizeIterator<Item = ArgShape>,
         info_words: usize,
     ) -> Result<(), ServerError> {
         if usize::from(self.len) > MAX_KERNEL_PARAMS {
-            return Err(ServerError::invalid(
+            return Err(ServerError::invalid_of(
                 "kernel signature",
-                name(),
+                kernel(),
                 format!("a kernel takes at most {MAX_KERNEL_PARAMS} parameters"),
             ));
         }
         let params = self.params();
         if args.len() != params.len() {
-            return Err(ServerError::invalid(
+            return Err(ServerError::invalid_value_of(
                 "argument count",
                 args.len(),
+                kernel(),
                 format!(
-                    "kernel {} takes {} parameters ({} buffers, {} scalars)",
-                    name(),
+                    "it takes {} parameters ({} buffers, {} scalars)",
                     params.len(),
                     self.buffers(),
                     self.scalars()
@@ -378,13 +380,13 @@ impl KernelSignature {
                 (ArgShape::Buffer(_), Param::AnyBuffer) => {}
                 (ArgShape::Buffer(given), Param::Buffer(declared)) if given == declared => {}
                 (ArgShape::Buffer(given), Param::Buffer(declared)) => {
-                    return Err(ServerError::invalid(
+                    return Err(ServerError::invalid_value_of(
                         "argument access",
                         format!("{given:?} for argument {i}"),
+                        kernel(),
                         format!(
-                            "kernel {} declares {declared:?} there: an argument's access must be \
-                             the kernel's, or taint and cross-stream order would follow the wrong one",
-                            name()
+                            "it declares {declared:?} there: an argument's access must be the \
+                             kernel's, or taint and cross-stream order would follow the wrong one"
                         ),
                     ));
                 }
@@ -400,10 +402,11 @@ impl KernelSignature {
                         bytes: declared, ..
                     },
                 ) => {
-                    return Err(ServerError::invalid(
+                    return Err(ServerError::invalid_value_of(
                         "scalar size",
                         format!("{given} bytes for argument {i}"),
-                        format!("kernel {} takes a {declared}-byte scalar there", name()),
+                        kernel(),
+                        format!("it takes a {declared}-byte scalar there"),
                     ));
                 }
                 (
@@ -412,17 +415,19 @@ impl KernelSignature {
                         bytes: declared, ..
                     },
                 ) => {
-                    return Err(ServerError::invalid(
+                    return Err(ServerError::invalid_value_of(
                         "argument",
                         format!("a buffer for argument {i}"),
-                        format!("kernel {} takes a {declared}-byte scalar there", name()),
+                        kernel(),
+                        format!("it takes a {declared}-byte scalar there"),
                     ));
                 }
                 (ArgShape::Scalar(given), _) => {
-                    return Err(ServerError::invalid(
+                    return Err(ServerError::invalid_value_of(
                         "argument",
                         format!("a {given}-byte scalar for argument {i}"),
-                        format!("kernel {} takes a buffer there", name()),
+                        kernel(),
+                        "it takes a buffer there",
                     ));
                 }
             }
@@ -433,31 +438,32 @@ impl KernelSignature {
                     || usize::from(size) > MAX_SCALAR_BYTES
                     || !(matches!(size, 1 | 2) || size % 4 == 0))
             {
-                return Err(ServerError::invalid(
+                return Err(ServerError::invalid_value_of(
                     "scalar size",
                     format!("{size} bytes"),
+                    kernel(),
                     format!(
-                        "kernel {}: a scalar is 1, 2 or a multiple of 4 bytes, at most {MAX_SCALAR_BYTES}",
-                        name()
+                        "a scalar is 1, 2 or a multiple of 4 bytes, at most {MAX_SCALAR_BYTES}"
                     ),
                 ));
             }
         }
         if info_words != self.info_words() {
-            return Err(ServerError::invalid(
+            return Err(ServerError::invalid_value_of(
                 "info words",
                 info_words,
-                format!("kernel {} takes {} info words", name(), self.info_words()),
+                kernel(),
+                format!("it takes {} info words", self.info_words()),
             ));
         }
         let buffers = self.buffers();
         if buffers > limits.max_buffers {
-            return Err(ServerError::invalid(
+            return Err(ServerError::invalid_value_of(
                 "buffer count",
                 buffers,
+                kernel(),
                 format!(
-                    "kernel {}: a launch binds at most {} buffers on this device",
-                    name(),
+                    "a launch binds at most {} buffers on this device",
                     limits.max_buffers
                 ),
             ));
@@ -466,12 +472,12 @@ impl KernelSignature {
         let param_bytes =
             u64::from(self.scalar_bytes()) + pointers as u64 * u64::from(limits.pointer_bytes);
         if param_bytes > u64::from(limits.max_param_bytes) {
-            return Err(ServerError::invalid(
+            return Err(ServerError::invalid_value_of(
                 "parameter bytes",
                 param_bytes,
+                kernel(),
                 format!(
-                    "kernel {}: this device passes at most {} bytes of parameters to a kernel{}",
-                    name(),
+                    "this device passes at most {} bytes of parameters to a kernel{}",
                     limits.max_param_bytes,
                     if limits.pointer_bytes > 0 {
                         format!(" ({} per buffer)", limits.pointer_bytes)
@@ -481,7 +487,7 @@ impl KernelSignature {
                 ),
             ));
         }
-        dims.check(name, self.block, limits)
+        dims.check(kernel, self.block, limits)
     }
 }
 
@@ -593,9 +599,9 @@ impl Dims {
         self.shared
     }
 
-    fn check<N: std::fmt::Display>(
+    fn check(
         &self,
-        name: impl Fn() -> N,
+        kernel: impl Fn() -> Subject,
         fixed: Option<[u32; 3]>,
         limits: &LaunchLimits,
     ) -> Result<(), ServerError> {
@@ -621,10 +627,11 @@ impl Dims {
             if let Some(fixed) = fixed
                 && fixed != block
             {
-                return Err(ServerError::invalid(
+                return Err(ServerError::invalid_value_of(
                     "block",
                     format!("{block:?}"),
-                    format!("kernel {} runs blocks of {fixed:?} (its own)", name()),
+                    kernel(),
+                    format!("it runs blocks of {fixed:?} (its own)"),
                 ));
             }
             let threads: u64 = block.iter().map(|&b| u64::from(b)).product();
@@ -801,13 +808,15 @@ impl LaunchLimits {
     /// Checks one bound range (`offset` and `len` within buffer `binding`).
     pub(crate) fn check_binding(
         &self,
-        binding: impl std::fmt::Display,
+        memory: MemoryId,
         offset: u64,
         len: u64,
+        size: u64,
     ) -> Result<(), ServerError> {
+        let buffer = || Subject::bytes(memory, offset, len, size);
         if !offset.is_multiple_of(self.binding_alignment) {
             return Err(ServerError::InvalidBinding {
-                binding: format!("{binding}[{offset}+{len}]"),
+                buffer: Box::new(buffer()),
                 reason: format!(
                     "offset {offset}: this device binds ranges at multiples of {} bytes",
                     self.binding_alignment
@@ -817,7 +826,7 @@ impl LaunchLimits {
         }
         if len > self.max_binding_bytes {
             return Err(ServerError::InvalidBinding {
-                binding: format!("{binding}[{offset}+{len}]"),
+                buffer: Box::new(buffer()),
                 reason: format!(
                     "{len} bytes: this device binds at most {} bytes per buffer",
                     self.max_binding_bytes
@@ -833,6 +842,14 @@ impl LaunchLimits {
 mod tests {
     use super::*;
 
+    /// The kernel the tests' launches name.
+    fn k() -> Subject {
+        Subject::Kernel {
+            kernel: crate::trace::KernelId(3),
+            name: "k".into(),
+        }
+    }
+
     fn limits() -> LaunchLimits {
         LaunchLimits::new(16, 1 << 20, [100, 10, 10]).unwrap()
     }
@@ -846,31 +863,27 @@ mod tests {
         let sig = KernelSignature::new(2, 2);
         let l = limits();
         let grid = Dims::grid([1, 1, 1]);
-        sig.check_launch(|| "k", &l, &grid, bufs(2, Access::Read), 2)
+        sig.check_launch(k, &l, &grid, bufs(2, Access::Read), 2)
             .unwrap();
         let arity = sig
-            .check_launch(|| "k", &l, &grid, bufs(1, Access::Read), 2)
+            .check_launch(k, &l, &grid, bufs(1, Access::Read), 2)
             .unwrap_err();
         assert!(
-            arity.to_string().contains("kernel k takes 2 parameters"),
+            arity
+                .to_string()
+                .contains("of kernel k (kernel#3): it takes 2 parameters"),
             "{arity}"
         );
         let info = sig
-            .check_launch(|| "k", &l, &grid, bufs(2, Access::Read), 0)
+            .check_launch(k, &l, &grid, bufs(2, Access::Read), 0)
             .unwrap_err();
         assert!(info.to_string().contains("takes 2 info words"), "{info}");
         let empty = sig
-            .check_launch(|| "k", &l, &Dims::grid([1, 0, 1]), bufs(2, Access::Read), 2)
+            .check_launch(k, &l, &Dims::grid([1, 0, 1]), bufs(2, Access::Read), 2)
             .unwrap_err();
         assert!(empty.to_string().contains("[1, 0, 1]"), "{empty}");
         let big = sig
-            .check_launch(
-                || "k",
-                &l,
-                &Dims::grid([101, 1, 1]),
-                bufs(2, Access::Read),
-                2,
-            )
+            .check_launch(k, &l, &Dims::grid([101, 1, 1]), bufs(2, Access::Read), 2)
             .unwrap_err();
         assert!(big.to_string().contains("at most [100, 10, 10]"), "{big}");
     }
@@ -881,7 +894,7 @@ mod tests {
             KernelSignature::of(&[Param::READ, Param::WRITE, Param::scalar::<u32>()]);
         let l = limits();
         let grid = Dims::grid([1, 1, 1]);
-        let check = |args: [ArgShape; 3]| SIG.check_launch(|| "k", &l, &grid, args.into_iter(), 0);
+        let check = |args: [ArgShape; 3]| SIG.check_launch(k, &l, &grid, args.into_iter(), 0);
         let ok = [
             ArgShape::Buffer(Access::Read),
             ArgShape::Buffer(Access::Write),
@@ -934,7 +947,7 @@ mod tests {
             .with_shared(1024)
             .with_params(64, 8, 4);
         let args = || [ArgShape::Buffer(Access::ReadWrite), ArgShape::Scalar(64)].into_iter();
-        let check = |dims: Dims| sig.check_launch(|| "k", &l, &dims, args(), 0);
+        let check = |dims: Dims| sig.check_launch(k, &l, &dims, args(), 0);
         // 8 bytes for the buffer and 64 of scalar: past the device's 64.
         let e = check(Dims::grid([1, 1, 1])).unwrap_err();
         assert!(
@@ -942,7 +955,7 @@ mod tests {
             "{e}"
         );
         let l = l.with_params(128, 8, 4);
-        let check = |dims: Dims| sig.check_launch(|| "k", &l, &dims, args(), 0);
+        let check = |dims: Dims| sig.check_launch(k, &l, &dims, args(), 0);
         check(Dims::grid([1, 1, 1]).block([256, 1, 1]).shared_bytes(1024)).unwrap();
         for (dims, needle) in [
             (Dims::grid([1, 1, 1]).block([257, 1, 1]), "[257, 1, 1]"),
@@ -962,19 +975,13 @@ mod tests {
         // A kernel that fixes its block refuses another.
         let fixed = sig.with_block([64, 1, 1]);
         let e = fixed
-            .check_launch(
-                || "k",
-                &l,
-                &Dims::grid([1, 1, 1]).block([32, 1, 1]),
-                args(),
-                0,
-            )
+            .check_launch(k, &l, &Dims::grid([1, 1, 1]).block([32, 1, 1]), args(), 0)
             .unwrap_err();
         assert!(e.to_string().contains("runs blocks of [64, 1, 1]"), "{e}");
         // Too many buffers for the device.
         let many = KernelSignature::new(5, 0);
         let e = many
-            .check_launch(|| "k", &l, &Dims::grid([1, 1, 1]), bufs(5, Access::Read), 0)
+            .check_launch(k, &l, &Dims::grid([1, 1, 1]), bufs(5, Access::Read), 0)
             .unwrap_err();
         assert!(e.to_string().contains("at most 4 buffers"), "{e}");
     }
@@ -1001,11 +1008,15 @@ mod tests {
     #[test]
     fn a_binding_must_start_aligned_and_fit_the_device() {
         let l = limits();
-        l.check_binding("buf#0", 32, 64).unwrap();
-        let e = l.check_binding("buf#0", 4, 64).unwrap_err();
-        assert!(matches!(e, ServerError::InvalidBinding { .. }));
+        let m = MemoryId::new(0);
+        l.check_binding(m, 32, 64, 1 << 21).unwrap();
+        let e = l.check_binding(m, 4, 64, 1 << 21).unwrap_err();
+        assert!(
+            matches!(&e, ServerError::InvalidBinding { buffer, .. } if buffer.memory() == Some(m)),
+            "{e:?}"
+        );
         assert!(e.to_string().contains("offset 4"), "{e}");
-        let e = l.check_binding("buf#0", 0, (1 << 20) + 1).unwrap_err();
+        let e = l.check_binding(m, 0, (1 << 20) + 1, 1 << 21).unwrap_err();
         assert!(e.to_string().contains("at most 1048576 bytes"), "{e}");
     }
 

@@ -5,21 +5,24 @@
 //! A label is kept while its buffer's memory or its graph lives; ids are never reused on
 //! a device, so a label can never be shown beside memory it was not given to. Errors
 //! are named as they leave the device ([`Labels::name`]): every id of a labelled buffer
-//! or graph an error mentions, in any of its fields or nested causes, gets its label.
-//! The trace records each label as an event and renders later lines with it, so the
-//! rendering depends only on the events, as before.
+//! or graph an error names, in its subject or a nested cause, gets its label, found by
+//! its typed id (no message is read back). The trace records each label as an event and
+//! renders the ids of later lines with it, so the rendering depends only on the events.
 //!
 //! [`Device::label`]: crate::Device::label
 //! [`Device::label_graph`]: crate::Device::label_graph
 
-use std::borrow::Cow;
 use std::collections::HashMap;
+use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::error::{FailureCause, ServerError};
 use crate::ids::{GraphId, MemoryId};
 use crate::lock_order::{Held, Level};
+use crate::memory::ClaimKey;
+use crate::range::ByteRange;
+use crate::subject::Subject;
 
 /// The longest label accepted, in bytes.
 pub const MAX_LABEL_BYTES: usize = 64;
@@ -55,23 +58,14 @@ struct Table {
 }
 
 impl Table {
-    fn of(&self, kind: Kind, index: u64) -> Option<&Arc<str>> {
-        match kind {
-            Kind::Memory => self.memory.get(&MemoryId::new(index)),
-            Kind::Graph => self.graphs.get(&GraphId::new(index)),
-        }
+    fn memory(&self, memory: MemoryId) -> Option<Arc<str>> {
+        self.memory.get(&memory).cloned()
+    }
+
+    fn graph(&self, graph: GraphId) -> Option<Arc<str>> {
+        self.graphs.get(&graph).cloned()
     }
 }
-
-/// Which kind of id a label stands beside.
-#[derive(Clone, Copy)]
-pub(crate) enum Kind {
-    Memory,
-    Graph,
-}
-
-/// The prefixes of the ids a label can stand beside, as `MemoryId` and `GraphId` render.
-const PREFIXES: [(&str, Kind); 2] = [("buf#", Kind::Memory), ("graph#", Kind::Graph)];
 
 impl Labels {
     fn table(&self) -> (Held, MutexGuard<'_, Table>) {
@@ -138,60 +132,63 @@ impl Labels {
 }
 
 fn name_error(table: &Table, error: ServerError) -> ServerError {
-    let text = |s: Cow<'static, str>| -> Cow<'static, str> {
-        match annotate(&s, |kind, index| table.of(kind, index).map(|l| &**l)) {
-            Some(named) => Cow::Owned(named),
-            None => s,
-        }
-    };
-    let string = |s: String| -> String {
-        annotate(&s, |kind, index| table.of(kind, index).map(|l| &**l)).unwrap_or(s)
-    };
+    let memory = |m| table.memory(m);
+    let graph = |g| table.graph(g);
+    let name = |subject: &mut Box<Subject>| subject.name(memory, graph);
     match error {
-        ServerError::GraphState { op, reason } => ServerError::GraphState {
+        ServerError::GraphState {
             op,
-            reason: text(reason),
-        },
-        ServerError::InvalidBinding { binding, reason } => ServerError::InvalidBinding {
-            binding: string(binding),
-            reason: text(reason),
-        },
+            mut subject,
+            reason,
+        } => {
+            subject.as_mut().map(name);
+            ServerError::GraphState {
+                op,
+                subject,
+                reason,
+            }
+        }
+        ServerError::InvalidBinding { mut buffer, reason } => {
+            buffer.name(memory, graph);
+            ServerError::InvalidBinding { buffer, reason }
+        }
         ServerError::InvalidArgument {
             what,
+            mut subject,
             value,
             reason,
-        } => ServerError::InvalidArgument {
-            what,
-            value: string(value),
-            reason: text(reason),
-        },
+        } => {
+            subject.as_mut().map(name);
+            ServerError::InvalidArgument {
+                what,
+                subject,
+                value,
+                reason,
+            }
+        }
         ServerError::Unwritten(mut u) => {
             if u.label.is_none() {
-                u.label = table.memory.get(&u.memory).cloned();
+                u.label = table.memory(u.memory);
             }
-            u.by = u.by.map(text);
             u.cause = match u.cause {
                 FailureCause::Failed(e) => FailureCause::Failed(name_error(table, e)),
-                FailureCause::Unfinished { op } => FailureCause::Unfinished { op: text(op) },
                 other => other,
             };
             for s in &mut u.chain {
-                s.op = text(std::mem::take(&mut s.op));
                 if s.input_label.is_none() {
-                    s.input_label = table.memory.get(&s.input).cloned();
+                    s.input_label = table.memory(s.input);
                 }
             }
             ServerError::Unwritten(u)
         }
         ServerError::Doomed(mut pm) => {
-            pm.op = text(std::mem::take(&mut pm.op));
             pm.cause = name_error(table, pm.cause);
             ServerError::Doomed(pm)
         }
         ServerError::OutOfMemory(mut oom) => {
             for g in &mut oom.graphs {
                 if g.label.is_none() {
-                    g.label = table.graphs.get(&g.graph).cloned();
+                    g.label = table.graph(g.graph);
                 }
             }
             ServerError::OutOfMemory(oom)
@@ -203,58 +200,8 @@ fn name_error(table: &Table, error: ServerError) -> ServerError {
     }
 }
 
-/// `text` with `label_of`'s label after every `buf#N` and `graph#N` that has one, or
-/// `None` when nothing changed. An id already followed by a label is left alone.
-pub(crate) fn annotate<'t>(
-    text: &str,
-    label_of: impl Fn(Kind, u64) -> Option<&'t str>,
-) -> Option<String> {
-    let mut out = String::new();
-    let mut copied = 0;
-    let mut at = 0;
-    let bytes = text.as_bytes();
-    while at < bytes.len() {
-        let Some((prefix, kind)) = PREFIXES
-            .iter()
-            .find(|(p, _)| text[at..].starts_with(p) && starts_word(bytes, at))
-        else {
-            at += text[at..].chars().next().map_or(1, char::len_utf8);
-            continue;
-        };
-        let digits_at = at + prefix.len();
-        let digits = bytes[digits_at..]
-            .iter()
-            .take_while(|b| b.is_ascii_digit())
-            .count();
-        let end = digits_at + digits;
-        let labelled = text[end..].starts_with(" \"");
-        let label = text[digits_at..end]
-            .parse()
-            .ok()
-            .filter(|_| digits > 0 && !labelled)
-            .and_then(|index| label_of(*kind, index));
-        if let Some(label) = label {
-            out.push_str(&text[copied..end]);
-            out.push_str(" \"");
-            out.push_str(label);
-            out.push('"');
-            copied = end;
-        }
-        at = end.max(at + 1);
-    }
-    if copied == 0 {
-        return None;
-    }
-    out.push_str(&text[copied..]);
-    Some(out)
-}
-
-/// Whether an id starting at `at` begins a word (`xbuf#1` is not `buf#1`).
-fn starts_word(bytes: &[u8], at: usize) -> bool {
-    at == 0 || !(bytes[at - 1].is_ascii_alphanumeric() || bytes[at - 1] == b'_')
-}
-
-/// The labels the trace has seen so far, as it renders.
+/// The labels the trace has seen so far, as it renders: each id an event names is shown
+/// with its label from the event that gave it on.
 #[derive(Debug, Default)]
 pub(crate) struct RenderLabels {
     table: Table,
@@ -271,15 +218,39 @@ impl RenderLabels {
         self.table.graphs.insert(graph, Arc::clone(label));
     }
 
-    /// `line` with the labels seen so far beside their ids.
-    pub(crate) fn apply(&self, line: String) -> String {
-        if self.table.memory.is_empty() && self.table.graphs.is_empty() {
-            return line;
+    /// `memory`, with its label.
+    pub(crate) fn of_memory(&self, memory: MemoryId) -> Subject {
+        Subject::Buffer {
+            memory,
+            label: self.table.memory(memory),
         }
-        annotate(&line, |kind, index| {
-            self.table.of(kind, index).map(|l| &**l)
-        })
-        .unwrap_or(line)
+    }
+
+    /// `graph`, with its label.
+    pub(crate) fn of_graph(&self, graph: GraphId) -> Subject {
+        Subject::Graph {
+            graph,
+            label: self.table.graph(graph),
+        }
+    }
+
+    /// `key`'s bytes (`buf#1 "out"[0..4)`).
+    pub(crate) fn of_key(&self, key: ClaimKey) -> impl fmt::Display {
+        KeyShown(self.of_memory(key.memory), key.range)
+    }
+
+    /// `error`, its buffers and graphs named with the labels seen so far.
+    pub(crate) fn error(&self, error: &ServerError) -> ServerError {
+        name_error(&self.table, error.clone())
+    }
+}
+
+/// A claim key as the trace shows it: the labelled buffer, then the range.
+struct KeyShown(Subject, ByteRange);
+
+impl fmt::Display for KeyShown {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{}", self.0, self.1)
     }
 }
 

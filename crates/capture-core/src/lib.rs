@@ -54,6 +54,7 @@ mod read_staging;
 mod report;
 mod runtime;
 mod stream_state;
+mod subject;
 mod taint;
 mod trace;
 
@@ -81,6 +82,7 @@ pub use runtime::{
     Arg, Buffer, CapturePhase, Capturing, Device, DeviceConfig, DeviceReport, GraphHandle,
     GraphPool, KernelHandle, MAX_REPLAYS_PER_CALL, StreamReport,
 };
+pub use subject::Subject;
 pub use trace::{Event, KernelId, Trace, WorkId};
 
 /// The plain-old-data bounds of the typed host I/O ([`Device::write_values`],

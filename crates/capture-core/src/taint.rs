@@ -47,6 +47,7 @@
 //! most failures and allocations ever live at once.
 
 use crate::id_hash::IdMap;
+use crate::subject::Subject;
 use std::borrow::Cow;
 use std::mem;
 
@@ -307,16 +308,17 @@ impl TaintLedger {
     /// zero, or naming the allocation when it is already tracked. Nothing is changed.
     pub(crate) fn fresh(&mut self, memory: MemoryId, size: u64) -> Result<FailureId, ServerError> {
         if size == 0 {
-            return Err(ServerError::invalid(
+            return Err(ServerError::invalid_value_of(
                 "allocation size",
-                format_args!("{memory} ({size} B)"),
+                format_args!("{size} B"),
+                Subject::buffer(memory),
                 "an allocation names at least one byte",
             ));
         }
         if self.memories.contains_key(&memory) {
-            return Err(ServerError::invalid(
+            return Err(ServerError::invalid_of(
                 "memory",
-                memory,
+                Subject::buffer(memory),
                 "already tracked by the taint ledger",
             ));
         }
@@ -692,9 +694,10 @@ impl TaintLedger {
             .get(&key.memory)
             .ok_or_else(|| ServerError::UnknownMemory(key.memory))?;
         if key.range.end() > allocation.size {
-            return Err(ServerError::invalid(
+            return Err(ServerError::invalid_value_of(
                 "claim key",
-                key,
+                key.range,
+                Subject::buffer(key.memory),
                 format!(
                     "runs past the end of the allocation ({} B)",
                     allocation.size

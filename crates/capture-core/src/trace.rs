@@ -24,6 +24,7 @@ use std::fmt;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
+use crate::error::{Chain, ServerError};
 use crate::ids::{FailureId, GraphId, GraphPoolId, MemoryId, StreamId};
 use crate::label::RenderLabels;
 use crate::lock_order::{Level, Ordered};
@@ -62,7 +63,7 @@ pub(crate) enum Ran {
 }
 
 /// One thing that happened on a device.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 #[non_exhaustive]
 pub enum Event {
     /// A buffer was allocated.
@@ -126,8 +127,10 @@ pub enum Event {
     Skip {
         /// The stream.
         stream: StreamId,
-        /// What was skipped.
+        /// What was skipped (a kernel or work name, or `replay`).
         op: Cow<'static, str>,
+        /// The graph a skipped replay would have replayed.
+        graph: Option<GraphId>,
         /// The failure passed on.
         failure: FailureId,
     },
@@ -166,8 +169,8 @@ pub enum Event {
         stream: StreamId,
         /// The refused call.
         op: &'static str,
-        /// The error, rendered.
-        error: String,
+        /// The refusal.
+        error: ServerError,
     },
     /// A window was doomed: it will not seal.
     Doomed {
@@ -182,8 +185,8 @@ pub enum Event {
     NotSealed {
         /// The stream that ended it.
         stream: StreamId,
-        /// The error, rendered.
-        error: String,
+        /// Why no graph was sealed.
+        error: ServerError,
     },
     /// Bytes were claimed with a failure.
     Taint {
@@ -407,8 +410,12 @@ impl Trace {
                 Event::LabelGraph { graph, label } => labels.graph(*graph, label),
                 _ => {}
             }
-            let line = labels.apply(format!("{i} {}\n", Line { log: &log, event }));
-            out.push_str(&line);
+            let line = Line {
+                log: &log,
+                event,
+                labels: &labels,
+            };
+            out.push_str(&format!("{i} {line}\n"));
         }
         out
     }
@@ -430,7 +437,12 @@ impl fmt::Display for Trace {
 
 /// Mirrors `event` to `tracing`, at the level the module docs give its kind.
 fn mirror(log: &Log, event: &Event) {
-    let line = Line { log, event };
+    let labels = RenderLabels::default();
+    let line = Line {
+        log,
+        event,
+        labels: &labels,
+    };
     match event {
         Event::Refused { stream, op, .. } => {
             tracing::info!(target: "capture", kind = "refuse", %stream, op, event = %line);
@@ -484,6 +496,8 @@ fn mirror(log: &Log, event: &Event) {
 struct Line<'a> {
     log: &'a Log,
     event: &'a Event,
+    /// The labels the rendering has seen so far (none when mirrored to `tracing`).
+    labels: &'a RenderLabels,
 }
 
 impl fmt::Display for Line<'_> {
@@ -496,19 +510,24 @@ impl fmt::Display for Line<'_> {
         };
         let work = |w: &WorkId| self.log.works.get(w.0 as usize).map_or("?", |n| n.as_ref());
         let rec = |r: bool| if r { " (recorded)" } else { "" };
+        let l = self.labels;
         match self.event {
             Event::Alloc {
                 stream,
                 memory,
                 len,
                 pool,
-            } => write!(f, "{stream} alloc {memory} len={len} pool={pool}"),
+            } => write!(
+                f,
+                "{stream} alloc {} len={len} pool={pool}",
+                l.of_memory(*memory)
+            ),
             Event::Write {
                 stream,
                 key,
                 recorded,
-            } => write!(f, "{stream} write {key}{}", rec(*recorded)),
-            Event::Read { stream, key } => write!(f, "{stream} read {key}"),
+            } => write!(f, "{stream} write {}{}", l.of_key(*key), rec(*recorded)),
+            Event::Read { stream, key } => write!(f, "{stream} read {}", l.of_key(*key)),
             Event::Load { stream, kernel: k } => write!(f, "{stream} load {}", kernel(k)),
             Event::Launch { .. } | Event::Work { .. } => {
                 let (what, name, stream, args, recorded) = match self.event {
@@ -534,13 +553,13 @@ impl fmt::Display for Line<'_> {
                     .unwrap_or(&[]);
                 let inputs = args.iter().filter(|(_, a)| a.reads());
                 for (i, (key, _)) in inputs.enumerate() {
-                    write!(f, "{}{key}", if i == 0 { " " } else { ", " })?;
+                    write!(f, "{}{}", if i == 0 { " " } else { ", " }, l.of_key(*key))?;
                 }
                 let outputs: Vec<_> = args.iter().filter(|(_, a)| a.writes()).collect();
                 if !outputs.is_empty() {
                     f.write_str(" ->")?;
                     for (i, (key, _)) in outputs.iter().enumerate() {
-                        write!(f, "{}{key}", if i == 0 { " " } else { ", " })?;
+                        write!(f, "{}{}", if i == 0 { " " } else { ", " }, l.of_key(*key))?;
                     }
                 }
                 f.write_str(rec(*recorded))
@@ -548,8 +567,15 @@ impl fmt::Display for Line<'_> {
             Event::Skip {
                 stream,
                 op,
+                graph,
                 failure,
-            } => write!(f, "{stream} skip {op}: input carries {failure}"),
+            } => {
+                write!(f, "{stream} skip {op}")?;
+                if let Some(graph) = graph {
+                    write!(f, " {}", l.of_graph(*graph))?;
+                }
+                write!(f, ": input carries {failure}")
+            }
             Event::Lifecycle { stream, what } => write!(f, "{stream} {what}"),
             Event::LabelBuffer { memory, label } => write!(f, "label {memory} \"{label}\""),
             Event::LabelGraph { graph, label } => write!(f, "label {graph} \"{label}\""),
@@ -559,7 +585,11 @@ impl fmt::Display for Line<'_> {
                 launches,
                 copies,
             } => {
-                write!(f, "{stream} end -> {graph} ({launches} launches")?;
+                write!(
+                    f,
+                    "{stream} end -> {} ({launches} launches",
+                    l.of_graph(*graph)
+                )?;
                 match copies {
                     0 => {}
                     1 => write!(f, ", 1 copy")?,
@@ -573,17 +603,20 @@ impl fmt::Display for Line<'_> {
                 host,
                 info,
             } => {
-                write!(f, "{graph} pins")?;
+                write!(f, "{} pins", l.of_graph(*graph))?;
                 for m in device {
-                    write!(f, " {m}")?;
+                    write!(f, " {}", l.of_memory(*m))?;
                 }
                 write!(f, "; staging")?;
                 for m in host {
-                    write!(f, " {m}")?;
+                    write!(f, " {}", l.of_memory(*m))?;
                 }
                 write!(f, "; info {info}")
             }
-            Event::Refused { stream, op, error } => write!(f, "{stream} refuse {op}: {error}"),
+            Event::Refused { stream, op, error } => {
+                write!(f, "{stream} refuse {op}: ")?;
+                refusal(f, *stream, op, &l.error(error))
+            }
             Event::Doomed {
                 stream,
                 op,
@@ -592,14 +625,18 @@ impl fmt::Display for Line<'_> {
                 f,
                 "{stream} doomed by {op} after {launches} recorded launches"
             ),
-            Event::NotSealed { stream, error } => write!(f, "{stream} end -> refused ({error})"),
-            Event::Taint { key, failure } => write!(f, "taint {key} {failure}"),
+            Event::NotSealed { stream, error } => {
+                write!(f, "{stream} end -> refused (")?;
+                refusal(f, *stream, "end", &l.error(error))?;
+                f.write_str(")")
+            }
+            Event::Taint { key, failure } => write!(f, "taint {} {failure}", l.of_key(*key)),
             Event::Replay {
                 stream,
                 graph,
                 times,
-            } => write!(f, "{stream} replay {graph} x{times}"),
-            Event::DropGraph { stream, graph } => write!(f, "{stream} drop {graph}"),
+            } => write!(f, "{stream} replay {} x{times}", l.of_graph(*graph)),
+            Event::DropGraph { stream, graph } => write!(f, "{stream} drop {}", l.of_graph(*graph)),
             Event::GraphPool { pool, label } => write!(f, "graph pool {pool} \"{label}\""),
             Event::Overwritten {
                 pool,
@@ -608,13 +645,13 @@ impl fmt::Display for Line<'_> {
                 memories,
             } => {
                 match (graph, replay) {
-                    (Some(g), Some(n)) => write!(f, "{pool}: replay {n} of {g}")?,
-                    (Some(g), None) => write!(f, "{pool}: warmup of {g}")?,
+                    (Some(g), Some(n)) => write!(f, "{pool}: replay {n} of {}", l.of_graph(*g))?,
+                    (Some(g), None) => write!(f, "{pool}: warmup of {}", l.of_graph(*g))?,
                     (None, _) => write!(f, "{pool}: warmup of a capture")?,
                 }
                 f.write_str(" overwrote")?;
                 for m in memories {
-                    write!(f, " {m}")?;
+                    write!(f, " {}", l.of_memory(*m))?;
                 }
                 Ok(())
             }
@@ -628,5 +665,36 @@ impl fmt::Display for Line<'_> {
                 "{stream} fault: {ranges} ranges written since the last good fence carry {failure}"
             ),
         }
+    }
+}
+
+/// A refusal on `stream` of `op`, saying what the trace line has not said already: the
+/// call and the stream are the line's, so a refusal of that call for that stream gives
+/// its reason alone, and a neighbour refusal who holds the window.
+fn refusal(
+    f: &mut fmt::Formatter<'_>,
+    stream: StreamId,
+    op: &str,
+    error: &ServerError,
+) -> fmt::Result {
+    match error {
+        ServerError::GraphState {
+            op: refused,
+            subject,
+            reason,
+        } if *refused == op && subject.as_ref().is_none_or(|s| s.stream() == Some(stream)) => {
+            f.write_str(reason)
+        }
+        ServerError::NeighbourRefused {
+            op: refused,
+            neighbour,
+            owner,
+        } if *refused == op && *neighbour == stream => {
+            write!(
+                f,
+                "{owner} holds a capture window on the same pooled stream"
+            )
+        }
+        other => write!(f, "{}", Chain(other)),
     }
 }

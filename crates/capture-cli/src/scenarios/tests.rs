@@ -30,7 +30,7 @@ fn each_scenario_shows_what_it_says() {
         (
             "two-streams",
             &[
-                "stream#2 refuse launch: launch on stream#2 refused: stream#0 holds a capture window",
+                "stream#2 refuse launch: stream#0 holds a capture window",
                 "stream#1 end -> graph#0 (1 launches)",
                 "stream#0 end -> graph#1 (1 launches)",
                 "graph#0 pins",

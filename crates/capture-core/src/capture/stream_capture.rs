@@ -466,15 +466,15 @@ impl StreamCapture {
             State::Prepare { owner: held } => Err(ServerError::graph_state(
                 "prepare",
                 format!(
-                    "{held} has already prepared a window on this stream: end it, or abort \
-                     it, before preparing again"
+                    "a window {held} prepared is open on this stream: end it, or abort it, \
+                     before preparing again"
                 ),
             )),
             State::Capture { owner: held } => Err(ServerError::graph_state(
                 "prepare",
                 format!(
-                    "{held} is recording a window on this stream: end it, or abort it, \
-                     before preparing again"
+                    "a window {held} opened is recording on this stream: end it, or abort \
+                     it, before preparing again"
                 ),
             )),
         }
@@ -508,7 +508,7 @@ impl StreamCapture {
             )),
             State::Capture { owner } => Err(ServerError::graph_state(
                 "begin",
-                format!("{owner} is already recording on this stream"),
+                format!("a window {owner} opened is already recording on this stream"),
             )),
         }
     }

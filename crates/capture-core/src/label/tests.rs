@@ -4,6 +4,7 @@ use std::borrow::Cow;
 
 use super::*;
 use crate::range::ByteRange;
+use crate::subject::Subject;
 
 fn table(memory: &[(u64, &str)], graphs: &[(u64, &str)]) -> Table {
     Table {
@@ -16,10 +17,6 @@ fn table(memory: &[(u64, &str)], graphs: &[(u64, &str)]) -> Table {
             .map(|(i, l)| (GraphId::new(*i), Arc::from(*l)))
             .collect(),
     }
-}
-
-fn annotated(t: &Table, text: &str) -> String {
-    annotate(text, |kind, index| t.of(kind, index).map(|l| &**l)).unwrap_or_else(|| text.into())
 }
 
 #[test]
@@ -36,27 +33,7 @@ fn a_label_is_one_to_64_bytes_without_quotes_or_control_characters() {
 }
 
 #[test]
-fn every_labelled_id_in_a_text_gets_its_label_and_no_other_does() {
-    let t = table(&[(6, "kv"), (1, "x")], &[(0, "decode")]);
-    assert_eq!(
-        annotated(
-            &t,
-            "read of buf#6[0..8) refused; buf#60 and buf#61; graph#0 replay"
-        ),
-        "read of buf#6 \"kv\"[0..8) refused; buf#60 and buf#61; graph#0 \"decode\" replay"
-    );
-    assert_eq!(annotated(&t, "buf#1"), "buf#1 \"x\"", "at the very end");
-    // Not an id: part of a longer word, or no digits.
-    assert_eq!(annotated(&t, "mybuf#1 buf# buf#x"), "mybuf#1 buf# buf#x");
-    // An id already labelled is left alone: naming twice changes nothing.
-    let once = annotated(&t, "buf#6[0..8)");
-    assert_eq!(annotated(&t, &once), once);
-    // Nothing to do: no allocation of a new text.
-    assert!(annotate("stream#0 sync", |_, _| Some("never")).is_none());
-}
-
-#[test]
-fn an_error_is_named_in_its_fields_and_nested_causes() {
+fn an_error_is_named_by_its_typed_ids_in_its_subject_and_nested_causes() {
     let t = table(&[(2, "weights"), (3, "act")], &[(1, "step")]);
     let unwritten = ServerError::Unwritten(Box::new(crate::error::Unwritten {
         memory: MemoryId::new(2),
@@ -64,9 +41,11 @@ fn an_error_is_named_in_its_fields_and_nested_causes() {
         read: ByteRange::from_bounds(0, 4),
         claimed: ByteRange::from_bounds(0, 4),
         failure: crate::ids::FailureId::new(0),
-        cause: FailureCause::Unfinished {
-            op: Cow::Borrowed("replay graph#1"),
-        },
+        cause: FailureCause::Failed(ServerError::invalid_of(
+            "replay stream",
+            Subject::graph(GraphId::new(1)),
+            "wrong stream",
+        )),
         chain: vec![crate::error::Skipped {
             op: Cow::Borrowed("add_one"),
             stream: crate::ids::StreamId::new(0),
@@ -78,27 +57,43 @@ fn an_error_is_named_in_its_fields_and_nested_causes() {
     }));
     let doomed = ServerError::doomed(
         crate::ids::StreamId::new(0),
-        "write buf#3",
+        "write",
         crate::ids::StreamId::new(0),
         2,
         ServerError::Several(vec![
             unwritten,
-            ServerError::InvalidBinding {
-                binding: "buf#2[0+8] (4 B)".into(),
-                reason: Cow::Borrowed("past the end of buf#2"),
-            },
+            ServerError::invalid_binding(
+                Subject::bytes(MemoryId::new(2), 0, 8, 4),
+                "past the end of the buffer",
+            ),
+            // A reason is prose: an id spelled in it is not an id, and gets no label.
+            ServerError::graph_state_of("write", Subject::buffer(MemoryId::new(3)), "buf#2 busy"),
         ]),
     );
-    let text = crate::error::Chain(&name_error(&t, doomed)).to_string();
+    let named = name_error(&t, doomed);
+    let text = crate::error::Chain(&named).to_string();
     for expected in [
-        "doomed by write buf#3 \"act\"",
         "read of buf#2 \"weights\"[0..4)",
-        "replay graph#1 \"step\" never finished",
+        "invalid replay stream graph#1 \"step\": wrong stream",
         "(input buf#3 \"act\"[0..4))",
-        "invalid binding buf#2 \"weights\"[0+8] (4 B): past the end of buf#2 \"weights\"",
+        "invalid binding buf#2 \"weights\"[0+8] (4 B): past the end of the buffer",
+        "write buf#3 \"act\": buf#2 busy",
     ] {
         assert!(text.contains(expected), "{expected:?} in {text}");
     }
+    // The labels are fields a caller can read, not text.
+    let ServerError::Doomed(pm) = &named else {
+        panic!("{named:?}")
+    };
+    let ServerError::Several(all) = &pm.cause else {
+        panic!("{pm:?}")
+    };
+    assert_eq!(all[1].subject().and_then(Subject::label), Some("weights"));
+    assert_eq!(
+        all[1].subject().and_then(Subject::memory),
+        Some(MemoryId::new(2))
+    );
+    assert_eq!(all[2].subject().and_then(Subject::label), Some("act"));
 }
 
 #[test]
@@ -107,27 +102,28 @@ fn naming_is_free_until_a_label_is_given_and_forgotten_labels_are_not_shown() {
     let error = ServerError::UnknownMemory(MemoryId::new(1));
     assert!(matches!(labels.name(error), ServerError::UnknownMemory(_)));
     labels.set_memory(MemoryId::new(4), Arc::from("tmp"));
-    let refused = || ServerError::graph_state("write", "buf#4 is busy");
+    let refused =
+        || ServerError::graph_state_of("write", Subject::buffer(MemoryId::new(4)), "busy");
     assert_eq!(
         labels.name(refused()).to_string(),
-        "write: buf#4 \"tmp\" is busy"
+        "write buf#4 \"tmp\": busy"
     );
     labels.forget_memory(&[MemoryId::new(4)]);
-    assert_eq!(labels.name(refused()).to_string(), "write: buf#4 is busy");
+    assert_eq!(labels.name(refused()).to_string(), "write buf#4: busy");
     assert!(labels.memory(MemoryId::new(4)).is_none());
 }
 
 #[test]
 fn the_trace_shows_a_label_from_its_event_on() {
     let mut seen = RenderLabels::default();
-    assert_eq!(
-        seen.apply("0 stream#0 read buf#1[0..4)".into()),
-        "0 stream#0 read buf#1[0..4)"
-    );
+    let key = ClaimKey {
+        memory: MemoryId::new(1),
+        range: ByteRange::from_bounds(0, 4),
+    };
+    assert_eq!(seen.of_key(key).to_string(), "buf#1[0..4)");
     seen.memory(MemoryId::new(1), &Arc::from("out"));
     seen.graph(GraphId::new(0), &Arc::from("b8"));
-    assert_eq!(
-        seen.apply("2 stream#0 replay graph#0 x1; read buf#1[0..4)".into()),
-        "2 stream#0 replay graph#0 \"b8\" x1; read buf#1 \"out\"[0..4)"
-    );
+    assert_eq!(seen.of_key(key).to_string(), "buf#1 \"out\"[0..4)");
+    assert_eq!(seen.of_graph(GraphId::new(0)).to_string(), "graph#0 \"b8\"");
+    assert_eq!(seen.of_memory(MemoryId::new(2)).to_string(), "buf#2");
 }

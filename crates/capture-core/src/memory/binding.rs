@@ -8,6 +8,7 @@ use super::handle::{BindingInner, ManagedMemoryBinding};
 use crate::error::ServerError;
 use crate::ids::{MemoryId, StreamId};
 use crate::range::ByteRange;
+use crate::subject::Subject;
 
 /// What a launch does to a buffer it is given.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -100,14 +101,14 @@ impl BufferBinding {
         len: u64,
         access: Access,
     ) -> Result<Self, ServerError> {
-        let name = || format!("{}[{offset}+{len}] ({} B)", binding.id(), binding.size());
+        let name = || Subject::bytes(binding.id(), offset, len, binding.size());
         let range = ByteRange::new(offset, len).map_err(|_| ServerError::InvalidBinding {
-            binding: name(),
+            buffer: Box::new(name()),
             reason: "the range is empty or overflows".into(),
         })?;
         if range.end() > binding.size() {
             return Err(ServerError::InvalidBinding {
-                binding: name(),
+                buffer: Box::new(name()),
                 reason: "the range runs past the end of the allocation".into(),
             });
         }

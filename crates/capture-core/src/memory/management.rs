@@ -20,6 +20,7 @@
 use std::collections::BTreeSet;
 
 use crate::id_hash::IdMap;
+use crate::subject::Subject;
 
 use super::handle::{ManagedMemoryBinding, ManagedMemoryHandle};
 use super::location::{MemoryKind, MemoryLocation, PoolKind, PoolName};
@@ -515,7 +516,12 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         let size = slot.holder.as_ref().map_or(0, |h| h.binding.size);
         if key.range.end() > size {
             return Err(ServerError::InvalidBinding {
-                binding: key.to_string(),
+                buffer: Box::new(Subject::bytes(
+                    key.memory,
+                    key.range.start(),
+                    key.range.len(),
+                    size,
+                )),
                 reason: format!("the allocation has {size} bytes").into(),
             });
         }
@@ -554,7 +560,12 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         let size = slot.holder.as_ref().map_or(0, |h| h.binding.size);
         if key.range.end() > size {
             return Err(ServerError::InvalidBinding {
-                binding: key.to_string(),
+                buffer: Box::new(Subject::bytes(
+                    key.memory,
+                    key.range.start(),
+                    key.range.len(),
+                    size,
+                )),
                 reason: format!("the allocation has {size} bytes").into(),
             });
         }

@@ -10,6 +10,7 @@ use crate::ids::{MemoryId, StreamId};
 use crate::kernel::{ArgShape, ScalarValue};
 use crate::memory::{Access, BufferBinding, ManagedMemoryHandle};
 use crate::range::ByteRange;
+use crate::subject::Subject;
 
 /// A device allocation. Cloning adds an owner of the same memory, not a copy: every
 /// clone sees what any launch or write does to it, and the memory is freed when the last
@@ -91,7 +92,7 @@ impl Buffer {
     pub(crate) fn range(&self, offset: u64, len: Option<u64>) -> Result<ByteRange, ServerError> {
         let len = len.unwrap_or_else(|| self.size().saturating_sub(offset));
         let bad = |reason: &'static str| ServerError::InvalidBinding {
-            binding: format!("{}[{offset}+{len}] ({} B)", self.id(), self.size()),
+            buffer: Box::new(Subject::bytes(self.id(), offset, len, self.size())),
             reason: reason.into(),
         };
         let range =

@@ -30,6 +30,7 @@ use crate::memory::{Access, ClaimKey, CleanupReport, ManagedMemoryHandle, Memory
 use crate::range::ByteRange;
 use crate::report::GraphLedger;
 use crate::stream_state::StreamSetup;
+use crate::subject::Subject;
 use crate::taint::TaintLedger;
 use crate::trace::{Event, Trace};
 
@@ -231,9 +232,10 @@ impl<B: Backend> Device<B> {
         self.inner.cells[buffer.pooled].run(|ps| {
             self.inner.neighbour(ps, stream, "assume_written")?;
             if ps.stream.capturing().is_recording() {
-                return Err(ServerError::graph_state(
+                return Err(ServerError::graph_state_of(
                     "assume_written",
-                    format!("{stream} is recording: the bytes would be valid only for replays"),
+                    Subject::Stream(stream),
+                    "it is recording: the bytes would be valid only for replays",
                 ));
             }
             self.inner.taint().host_write(key)
@@ -645,9 +647,10 @@ impl<B: Backend> Device<B> {
     fn cleanup_all(&self) -> Result<CleanupReport, ServerError> {
         let status = self.captures();
         if let Some(recording) = status.recording().first() {
-            return Err(ServerError::graph_state(
+            return Err(ServerError::graph_state_of(
                 "cleanup",
-                format!("{recording} is recording: no page is released or renumbered"),
+                Subject::Stream(*recording),
+                "it is recording: no page is released or renumbered",
             ));
         }
         // Decided for every stream before any is touched: a refusal changes nothing.
@@ -877,9 +880,10 @@ impl<B: Backend> Inner<B> {
         let capture = ps.stream.capturing();
         match capture.owner() {
             Some(owner) if owner == stream && capture.is_recording() => {
-                let error = ServerError::graph_state(
+                let error = ServerError::graph_state_of(
                     op,
-                    format!("{stream} is recording: a host wait would break the capture"),
+                    Subject::Stream(stream),
+                    "it is recording: a host wait would break the capture",
                 );
                 self.refused(stream, op, &error);
                 Err(error)

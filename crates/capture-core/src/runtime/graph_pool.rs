@@ -21,6 +21,7 @@ use crate::ids::{GraphId, GraphPoolId, MemoryId, StreamId};
 use crate::label;
 use crate::memory::ClaimKey;
 use crate::range::ByteRange;
+use crate::subject::Subject;
 use crate::trace::Event;
 
 /// A graph pool, as its user holds it: a name to capture graphs into
@@ -134,9 +135,12 @@ impl<B: Backend> Device<B> {
         let mut registry = self.inner.registry();
         let entry = &mut registry.pools[pool.id.index() as usize];
         match entry.pooled {
-            Some(at) if at != pooled => Err(ServerError::invalid(
+            Some(at) if at != pooled => Err(ServerError::invalid_of(
                 "graph pool",
-                pool.id,
+                Subject::Pool {
+                    pool: pool.id,
+                    label: Some(Arc::clone(&entry.label)),
+                },
                 format!(
                     "its members are captured on pooled stream {at}, and {stream} is on \
                      pooled stream {pooled}: a pool's members share one pooled stream, \

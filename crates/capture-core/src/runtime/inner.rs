@@ -19,7 +19,7 @@ use super::registry::KernelRegistry;
 use crate::capture::DeviceCaptures;
 use crate::driver::{Backend, DeviceResource, DeviceStream};
 use crate::drop_queue::Fence;
-use crate::error::{Chain, ServerError};
+use crate::error::ServerError;
 use crate::ids::{FailureId, GraphId, GraphPoolId, StreamId};
 use crate::kernel::LaunchLimits;
 use crate::label::Labels;
@@ -27,6 +27,7 @@ use crate::lock_order::{Level, Ordered};
 use crate::memory::{ClaimKey, ManagedMemoryHandle};
 use crate::range::ByteRange;
 use crate::report::{GraphLedger, GraphPoolLedger, LiveLedger, pool_ledgers, shared_graph_bytes};
+use crate::subject::Subject;
 use crate::taint::TaintLedger;
 use crate::trace::{Event, Trace};
 
@@ -154,7 +155,7 @@ impl<B: Backend> Inner<B> {
     pub(crate) fn check_buffer(&self, buffer: &Buffer) -> Result<(), ServerError> {
         if buffer.device != self.serial {
             return Err(ServerError::InvalidBinding {
-                binding: format!("{}", buffer.id()),
+                buffer: Box::new(Subject::buffer(buffer.id())),
                 reason: "the buffer belongs to another device".into(),
             });
         }
@@ -209,7 +210,7 @@ impl<B: Backend> Inner<B> {
         self.trace.push(Event::Refused {
             stream,
             op,
-            error: Chain(error).to_string(),
+            error: error.clone(),
         });
     }
 
@@ -620,10 +621,11 @@ impl<B: Backend> Inner<B> {
         let q = self.pooled(stream);
         let own_window = self.captures.status().recording_owner(q) == Some(stream);
         if own_window {
-            return Err(ServerError::graph_state(
+            return Err(ServerError::graph_state_of(
                 op,
+                Subject::buffer(id),
                 format!(
-                    "{id} lives on another pooled stream: a {op} of it from inside {stream}'s window cannot be recorded"
+                    "it lives on another pooled stream: a {op} of it from inside {stream}'s window cannot be recorded"
                 ),
             ));
         }

@@ -14,6 +14,7 @@ use crate::driver::Backend;
 use crate::error::ServerError;
 use crate::ids::StreamId;
 use crate::kernel::{Dims, KernelSignature};
+use crate::subject::Subject;
 use crate::trace::{KernelId, Ran, WorkId};
 
 /// A kernel registered with a device. It is loaded on its first launch, which must come
@@ -207,14 +208,20 @@ impl<B: Backend> Device<B> {
     ) -> Result<(), ServerError> {
         ClosureScope::check(self.inner.serial, stream, "launch")?;
         if kernel.device != self.inner.serial {
-            return Err(ServerError::invalid(
+            return Err(ServerError::invalid_of(
                 "kernel",
-                format!("kernel#{}", kernel.id.index()),
+                Subject::Kernel {
+                    kernel: kernel.id,
+                    name: "".into(),
+                },
                 "the kernel was registered with another device",
             ));
         }
         kernel.signature.check_launch(
-            || self.kernel_name(kernel),
+            || Subject::Kernel {
+                kernel: kernel.id,
+                name: self.kernel_name(kernel),
+            },
             &self.inner.limits,
             &dims,
             args.iter().map(Arg::shape),
@@ -332,9 +339,12 @@ impl<B: Backend> Device<B> {
         for arg in args.iter().filter_map(Arg::as_buffer) {
             self.inner.check_buffer(&arg.buffer)?;
             let range = arg.buffer.range(arg.offset, arg.len)?;
-            self.inner
-                .limits
-                .check_binding(arg.buffer.id(), range.start(), range.len())?;
+            self.inner.limits.check_binding(
+                arg.buffer.id(),
+                range.start(),
+                range.len(),
+                arg.buffer.size(),
+            )?;
         }
         let remote = self.inner.resolve_remote(index, args);
         let remote = remote.as_deref().map_err(Clone::clone);

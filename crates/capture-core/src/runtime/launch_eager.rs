@@ -53,6 +53,7 @@ impl<B: Backend> Inner<B> {
                     self.trace.push(Event::Skip {
                         stream,
                         op: name.clone(),
+                        graph: None,
                         failure: u.failure,
                     });
                     u.by = Some(format!("{} of {name} on {stream}", job.what()).into());

@@ -70,8 +70,12 @@ impl<B: Backend> Inner<B> {
             };
             self.check_buffer(&a.buffer)?;
             let range = a.buffer.range(a.offset, a.len)?;
-            self.limits
-                .check_binding(a.buffer.id(), range.start(), range.len())?;
+            self.limits.check_binding(
+                a.buffer.id(),
+                range.start(),
+                range.len(),
+                a.buffer.size(),
+            )?;
             let key = ClaimKey {
                 memory: a.buffer.id(),
                 range,

@@ -21,9 +21,10 @@ use super::pooled::PooledStream;
 use crate::capture::{Refused, Window};
 use crate::driver::{Backend, DeviceStream};
 use crate::drop_queue::{Fence, Pending};
-use crate::error::{Chain, ServerError};
+use crate::error::ServerError;
 use crate::ids::{GraphId, GraphPoolId, StreamId};
 use crate::memory::BufferBinding;
+use crate::subject::Subject;
 use crate::trace::Event;
 
 /// The most replays one [`Device::replay`] call makes (they go out in one submission).
@@ -473,10 +474,11 @@ impl<B: Backend> Device<B> {
             .map(|(index, _)| *index)
             .ok_or_else(|| ServerError::UnknownGraph(graph))?;
         if index != self.inner.pooled(stream) {
-            return Err(ServerError::invalid(
+            return Err(ServerError::invalid_value_of(
                 "replay stream",
                 stream,
-                format!("{graph} replays only on the stream that captured it"),
+                Subject::graph(graph),
+                "a graph replays only on the stream that captured it",
             ));
         }
         let mut ps = self.inner.cells[index].lock();
@@ -578,13 +580,14 @@ impl<B: Backend> Drop for AbortOnPanic<'_, B> {
 }
 
 /// A lifecycle refusal from a pooled stream's `StreamCapture`, which does not know the
-/// logical caller, with the caller named (unless the reason names it already: the
-/// owner of the window the caller's own prepare runs into).
+/// logical caller, with the caller as its subject.
 fn naming(stream: StreamId, error: ServerError) -> ServerError {
     match error {
-        ServerError::GraphState { op, reason } if !reason.starts_with(&format!("{stream} ")) => {
-            ServerError::graph_state(op, format!("{stream}: {reason}"))
-        }
+        ServerError::GraphState {
+            op,
+            subject: None,
+            reason,
+        } => ServerError::graph_state_of(op, Subject::Stream(stream), reason),
         other => other,
     }
 }
@@ -665,7 +668,7 @@ impl<B: Backend> Inner<B> {
                 };
                 self.trace.push(Event::NotSealed {
                     stream,
-                    error: Chain(&error).to_string(),
+                    error: error.clone(),
                 });
                 let keys: Vec<_> = written.iter().map(BufferBinding::claim_key).collect();
                 self.claim(&keys, &error);
@@ -747,9 +750,10 @@ impl<B: Backend> Inner<B> {
         let capture = ps.stream.capturing();
         match capture.owner() {
             Some(owner) if owner == stream => {
-                let error = ServerError::graph_state(
+                let error = ServerError::graph_state_of(
                     "replay",
-                    format!("{stream} has a capture window open: a replay inside it is refused"),
+                    Subject::Stream(stream),
+                    "it has a capture window open: a replay inside it is refused",
                 );
                 self.refused(stream, "replay", &error);
                 return Err(error);
@@ -761,11 +765,12 @@ impl<B: Backend> Inner<B> {
             return Err(ServerError::UnknownGraph(graph));
         };
         if g.owner() != stream {
-            return Err(ServerError::invalid(
+            return Err(ServerError::invalid_value_of(
                 "replay stream",
                 stream,
+                Subject::graph(graph),
                 format!(
-                    "{graph} was captured on {} and replays only there",
+                    "the graph was captured on {} and replays only there",
                     g.owner()
                 ),
             ));
@@ -782,7 +787,8 @@ impl<B: Backend> Inner<B> {
             if let ServerError::Unwritten(u) = &error {
                 self.trace.push(Event::Skip {
                     stream,
-                    op: Cow::Owned(format!("replay {graph}")),
+                    op: Cow::Borrowed("replay"),
+                    graph: Some(graph),
                     failure: u.failure,
                 });
             }

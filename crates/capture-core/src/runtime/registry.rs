@@ -9,6 +9,7 @@ use crate::builtin::Builtin;
 use crate::driver::Backend;
 use crate::error::ServerError;
 use crate::kernel::KernelSignature;
+use crate::subject::Subject;
 use crate::trace::KernelId;
 
 /// One registered kernel.
@@ -75,7 +76,14 @@ impl<B: Backend> KernelRegistry<B> {
     /// The kernel `id` names.
     pub(crate) fn get(&self, id: KernelId) -> Result<&KernelEntry<B>, ServerError> {
         self.entries.get(id.index() as usize).ok_or_else(|| {
-            ServerError::invalid("kernel", format!("kernel#{}", id.index()), "not registered")
+            ServerError::invalid_of(
+                "kernel",
+                Subject::Kernel {
+                    kernel: id,
+                    name: "".into(),
+                },
+                "not registered",
+            )
         })
     }
 

@@ -7,6 +7,7 @@ use std::sync::Mutex;
 use rstest::rstest;
 
 use super::*;
+use crate::subject::Subject;
 
 const A: MemoryId = MemoryId::new(0);
 const B: MemoryId = MemoryId::new(1);
@@ -573,7 +574,7 @@ fn failure_ids_count_up_in_creation_order_and_are_never_reused() {
 #[case::unknown_memory_last(key(UNKNOWN, 0, 8), ServerError::UnknownMemory(UNKNOWN).to_string())]
 #[case::range_past_end_last(
     key(A, 1000, 1025),
-    "invalid claim key buf#0[1000..1025): runs past the end of the allocation (1024 B)".to_owned()
+    "invalid claim key [1000..1025) of buf#0: runs past the end of the allocation (1024 B)".to_owned()
 )]
 fn a_refused_call_changes_nothing(#[case] bad: ClaimKey, #[case] message: String) {
     let mut ledger = written(&[A, B]);
@@ -612,7 +613,7 @@ type Call = fn(&mut TaintLedger) -> Result<(), ServerError>;
 #[rstest]
 #[case::fresh_size_zero(
     |l: &mut TaintLedger| l.fresh(B, 0).map(drop),
-    Refusal::Invalid { what: "allocation size", value: "buf#1 (0 B)" }
+    Refusal::Invalid { what: "allocation size", value: "0 B of buf#1" }
 )]
 #[case::fresh_twice(
     |l: &mut TaintLedger| l.fresh(A, 64).map(drop),
@@ -625,12 +626,12 @@ type Call = fn(&mut TaintLedger) -> Result<(), ServerError>;
 )]
 #[case::enter_range_past_end(
     |l: &mut TaintLedger| l.enter("fill", [key(A, 1000, 1025)]).map(drop),
-    Refusal::Invalid { what: "claim key", value: "buf#0[1000..1025)" }
+    Refusal::Invalid { what: "claim key", value: "[1000..1025) of buf#0" }
 )]
 #[case::check_read_unknown(|l: &mut TaintLedger| l.check_read(key(UNKNOWN, 0, 8)), Refusal::Unknown(UNKNOWN))]
 #[case::check_read_past_end(
     |l: &mut TaintLedger| l.check_read(key(A, 0, 1025)),
-    Refusal::Invalid { what: "claim key", value: "buf#0[0..1025)" }
+    Refusal::Invalid { what: "claim key", value: "[0..1025) of buf#0" }
 )]
 #[case::check_reads_unknown(
     |l: &mut TaintLedger| l.check_reads([key(UNKNOWN, 0, 8)]),
@@ -639,7 +640,7 @@ type Call = fn(&mut TaintLedger) -> Result<(), ServerError>;
 #[case::host_write_unknown(|l: &mut TaintLedger| l.host_write(key(UNKNOWN, 0, 8)), Refusal::Unknown(UNKNOWN))]
 #[case::host_write_past_end(
     |l: &mut TaintLedger| l.host_write(key(A, 1024, 1025)),
-    Refusal::Invalid { what: "claim key", value: "buf#0[1024..1025)" }
+    Refusal::Invalid { what: "claim key", value: "[1024..1025) of buf#0" }
 )]
 #[case::taint_unknown(
     |l: &mut TaintLedger| l.taint([key(UNKNOWN, 0, 8)], device_lost()).map(drop),
@@ -657,7 +658,7 @@ type Call = fn(&mut TaintLedger) -> Result<(), ServerError>;
 #[case::is_clear_unknown(|l: &mut TaintLedger| l.is_clear(key(UNKNOWN, 0, 8)).map(drop), Refusal::Unknown(UNKNOWN))]
 #[case::is_clear_past_end(
     |l: &mut TaintLedger| l.is_clear(key(A, 512, 2048)).map(drop),
-    Refusal::Invalid { what: "claim key", value: "buf#0[512..2048)" }
+    Refusal::Invalid { what: "claim key", value: "[512..2048) of buf#0" }
 )]
 fn a_refusal_names_the_bad_value(#[case] call: Call, #[case] expected: Refusal) {
     let mut ledger = written(&[A]);
@@ -667,12 +668,17 @@ fn a_refusal_names_the_bad_value(#[case] call: Call, #[case] expected: Refusal) 
             assert_eq!(memory, bad);
             assert_eq!(error.to_string(), format!("unknown memory {bad}"));
         }
-        (
-            ServerError::InvalidArgument { what, value, .. },
-            Refusal::Invalid { what: w, value: v },
-        ) => {
-            assert_eq!((*what, value.as_str()), (*w, *v));
-            assert!(error.to_string().contains(v), "{error}");
+        (ServerError::InvalidArgument { what, .. }, Refusal::Invalid { what: w, value: v }) => {
+            assert_eq!(what, w);
+            assert!(
+                error.to_string().starts_with(&format!("invalid {w} {v}: ")),
+                "{error}"
+            );
+            // The allocation is a typed field, not only text.
+            assert!(
+                error.subject().and_then(Subject::memory).is_some(),
+                "{error:?}"
+            );
         }
         _ => panic!("expected {expected:?}, got {error:?}"),
     }

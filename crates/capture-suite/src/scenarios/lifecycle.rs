@@ -19,7 +19,7 @@ pub(super) fn read_refused_while_recording<B: Builtins>(h: &Harness<B>) -> Resul
             let err = d.read(S0, &y).expect_err("a host read inside the window");
             assert_contains(
                 &err,
-                "stream#0 is recording: a host wait would break the capture",
+                "stream#0: it is recording: a host wait would break the capture",
             );
         }
         Ok::<(), ServerError>(())
@@ -198,7 +198,7 @@ pub(super) fn out_of_order_lifecycle_refused<B: Builtins>(
     assert_contains(&h.dev.end(S0).expect_err("end"), "nothing is recording");
     assert_eq!(h.dev.memory_report(), report);
     h.dev.prepare(S0)?;
-    assert_contains(&h.dev.prepare(S0).expect_err("prepare"), "already prepared");
+    assert_contains(&h.dev.prepare(S0).expect_err("prepare"), "prepared is open");
     h.add(S0, &x, &y, 1.0)?;
     h.dev.begin(S0)?;
     assert_contains(&h.dev.begin(S0).expect_err("begin"), "already recording");

@@ -175,7 +175,7 @@ pub(super) fn page_release_refused_while_recording<B: Builtins>(
         .dev
         .cleanup()
         .expect_err("no page is released while a stream records");
-    assert_contains(&err, "stream#0 is recording");
+    assert_contains(&err, "stream#0: it is recording");
     assert_eq!(h.dev.memory_report(), before);
     let g = h.dev.end(S0)?;
     let released = h.dev.cleanup()?;

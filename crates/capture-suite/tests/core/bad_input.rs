@@ -198,7 +198,9 @@ fn replay_on_another_pooled_stream(dev: &Dev) -> Outcome {
     let g = graph(dev, S0);
     (
         dev.replay(S1, &g, 1),
-        format!("invalid replay stream stream#1: {g} replays only on the stream that captured it"),
+        format!(
+            "invalid replay stream stream#1 of {g}: a graph replays only on the stream that captured it"
+        ),
     )
 }
 
@@ -207,7 +209,7 @@ fn replay_on_a_stream_sharing_the_pooled_stream(dev: &Dev) -> Outcome {
     (
         dev.replay(S2, &g, 1),
         format!(
-            "invalid replay stream stream#2: {g} was captured on stream#0 and replays only there"
+            "invalid replay stream stream#2 of {g}: the graph was captured on stream#0 and replays only there"
         ),
     )
 }
@@ -221,14 +223,14 @@ fn drop_a_graph_of_another_device(dev: &Dev) -> Outcome {
 fn begin_with_nothing_prepared(dev: &Dev) -> Outcome {
     (
         dev.begin(S0),
-        "begin: stream#0: no capture is prepared".into(),
+        "begin stream#0: no capture is prepared".into(),
     )
 }
 
 fn end_with_nothing_prepared(dev: &Dev) -> Outcome {
     (
         dev.end(S0).map(drop),
-        "end: stream#0: nothing is recording on this stream".into(),
+        "end stream#0: nothing is recording on this stream".into(),
     )
 }
 

@@ -109,10 +109,14 @@ fn a_graphs_label_is_in_its_ledger_the_report_and_its_errors() {
     );
     let err = dev.replay(S1, &g, 1).unwrap_err();
     assert!(
-        text(&err).contains(&format!("{g} \"decode b=1\" replays only")),
+        text(&err).contains(&format!("of {g} \"decode b=1\": a graph replays only")),
         "{}",
         text(&err)
     );
+    // The graph and its label are fields of the error, not only its text.
+    let subject = err.subject().expect("the error names the graph");
+    assert_eq!(subject.graph_id(), Some(g.id()));
+    assert_eq!(subject.label(), Some("decode b=1"));
     dev.drop_graph(g).unwrap();
 }
 

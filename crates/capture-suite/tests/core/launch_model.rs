@@ -109,7 +109,7 @@ fn an_access_other_than_the_declared_one_is_refused_before_the_backend() {
             "{err:?}"
         );
         assert!(
-            text(&err).contains("kernel axpb declares"),
+            text(&err).contains("of kernel axpb (kernel#0): it declares"),
             "{}",
             text(&err)
         );
@@ -140,7 +140,8 @@ fn a_scalar_of_the_wrong_size_or_in_a_buffers_place_is_refused() {
         .launch(S0, &kernel, [1, 1, 1], &wrong_size, &[])
         .unwrap_err();
     assert!(
-        text(&err).contains("8 bytes for argument 2: kernel axpb takes a 4-byte scalar"),
+        text(&err)
+            .contains("8 bytes for argument 2 of kernel axpb (kernel#0): it takes a 4-byte scalar"),
         "{}",
         text(&err)
     );

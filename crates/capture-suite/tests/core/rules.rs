@@ -42,7 +42,7 @@ fn rule_01_out_of_order_lifecycle_calls_are_refused_and_change_nothing() {
     assert!(dev.end(S0).is_err());
     let trace = dev.trace().render();
     assert!(
-        trace.contains("stream#0 refuse begin: begin: stream#0: no capture is prepared"),
+        trace.contains("stream#0 refuse begin: no capture is prepared"),
         "{trace}"
     );
     assert!(trace.contains("stream#0 refuse prepare"), "{trace}");

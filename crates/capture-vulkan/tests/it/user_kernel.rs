@@ -84,7 +84,7 @@ fn a_users_spirv_kernel_runs_eagerly_and_in_a_graph() {
         assert!(
             Chain(&err)
                 .to_string()
-                .contains("kernel triple takes 2 parameters (2 buffers, 0 scalars)"),
+                .contains("it takes 2 parameters (2 buffers, 0 scalars)"),
             "{err}"
         );
     }

@@ -590,7 +590,7 @@ fn unknown_key() -> ClaimKey {
     let h = m.reserve(8, S0, PageUpdate::Free).unwrap();
     let key = ClaimKey { memory: h.id(), range: ByteRange::from_bounds(4, 12) };
     m.resource(key).map(|_| ())
-}, "invalid binding buf#0[4..12)")]
+}, "invalid binding buf#0[4+8] (8 B)")]
 fn bad_input_is_a_typed_error_naming_the_value(
     #[case] call: fn(&mut MemoryManagement<TestStorage>) -> Result<(), ServerError>,
     #[case] names: &str,
