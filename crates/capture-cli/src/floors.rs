@@ -4,9 +4,33 @@
 
 use capture_graphs::Builtins;
 
-use crate::bench::{self, FloorMaker};
+use crate::bench::{self, BenchOptions, FloorMaker};
 use crate::bench_table::{BackendRun, Problem};
-use crate::cli::{BenchArgs, BenchBackend};
+
+/// A backend `capture bench` measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BenchBackend {
+    /// The mock, every call on the caller's thread.
+    Mock,
+    /// The mock with thread-affine streams.
+    AffineMock,
+    /// Vulkan.
+    Vulkan,
+    /// CUDA.
+    Cuda,
+}
+
+impl BenchBackend {
+    /// The name as `--backend` takes it.
+    pub(crate) const fn as_str(self) -> &'static str {
+        match self {
+            Self::Mock => "mock",
+            Self::AffineMock => "affine-mock",
+            Self::Vulkan => "vulkan",
+            Self::Cuda => "cuda",
+        }
+    }
+}
 
 /// The backends this build has, in the order a default run measures them.
 pub(crate) fn built() -> Vec<BenchBackend> {
@@ -40,7 +64,7 @@ fn missing(name: &'static str, named: bool, why: String) -> BackendRun {
     }
 }
 
-/// Every row of `args` on `backend`, stopping at the first that fails.
+/// Every row of `options` on `backend`, stopping at the first that fails.
 #[cfg_attr(
     not(any(feature = "mock", feature = "vulkan", feature = "cuda")),
     allow(dead_code)
@@ -49,12 +73,12 @@ fn rows<B: Builtins + Clone>(
     backend: &B,
     mut run: BackendRun,
     floor: Option<FloorMaker<'_>>,
-    args: &BenchArgs,
+    options: &BenchOptions,
 ) -> BackendRun {
-    for row in &args.options.rows {
+    for row in &options.rows {
         let name = run.name;
         let mut progress = |line: &str| eprintln!("bench: {name} {line}");
-        match bench::bench_row(backend.clone(), *row, &args.options, floor, &mut progress) {
+        match bench::bench_row(backend.clone(), *row, options, floor, &mut progress) {
             Ok(report) => run.rows.push(report),
             Err(e) => {
                 run.problem = Some(Problem::Failed(e.0));
@@ -74,16 +98,21 @@ fn timed<P: Into<bench::Pass>, E: std::fmt::Display>(
 }
 
 /// Measures `backend` (named on the command line, or one of [`built`]).
-pub(crate) fn bench(backend: BenchBackend, named: bool, args: &BenchArgs) -> BackendRun {
+pub(crate) fn bench(
+    backend: BenchBackend,
+    named: bool,
+    options: &BenchOptions,
+    device: Option<&str>,
+) -> BackendRun {
     match backend {
-        BenchBackend::Mock | BenchBackend::AffineMock => mock(backend, named, args),
-        BenchBackend::Vulkan => vulkan(named, args),
-        BenchBackend::Cuda => cuda(named, args),
+        BenchBackend::Mock | BenchBackend::AffineMock => mock(backend, named, options),
+        BenchBackend::Vulkan => vulkan(named, options, device),
+        BenchBackend::Cuda => cuda(named, options),
     }
 }
 
 #[cfg(feature = "mock")]
-fn mock(backend: BenchBackend, _named: bool, args: &BenchArgs) -> BackendRun {
+fn mock(backend: BenchBackend, _named: bool, options: &BenchOptions) -> BackendRun {
     let run = |device: &str| BackendRun {
         name: backend.as_str(),
         device: device.into(),
@@ -100,21 +129,21 @@ fn mock(backend: BenchBackend, _named: bool, args: &BenchArgs) -> BackendRun {
             &capture_graphs::mock::AffineMock::new(),
             run(device),
             None,
-            args,
+            options,
         )
     } else {
         let device = "mock, relaxed mode (every call on the caller's thread)";
         let backend = capture_graphs::mock::MockBackend::new();
-        let mut measured = rows(&backend, run(device), None, args);
-        if args.options.decode {
-            measured.decode = Some(bench::decode_row(backend, args.options.rounds));
+        let mut measured = rows(&backend, run(device), None, options);
+        if options.decode {
+            measured.decode = Some(bench::decode_row(backend, options.rounds));
         }
         measured
     }
 }
 
 #[cfg(not(feature = "mock"))]
-fn mock(backend: BenchBackend, named: bool, _args: &BenchArgs) -> BackendRun {
+fn mock(backend: BenchBackend, named: bool, _options: &BenchOptions) -> BackendRun {
     missing(
         backend.as_str(),
         named,
@@ -123,19 +152,19 @@ fn mock(backend: BenchBackend, named: bool, _args: &BenchArgs) -> BackendRun {
 }
 
 #[cfg(feature = "vulkan")]
-fn vulkan(named: bool, args: &BenchArgs) -> BackendRun {
+fn vulkan(named: bool, options: &BenchOptions, device: Option<&str>) -> BackendRun {
     use capture_graphs::vulkan::{DeviceSelector, VulkanBackend, VulkanOptions};
 
-    let mut options = VulkanOptions::from_env();
-    if let Some(device) = &args.device {
-        options.device = Some(DeviceSelector::parse(device));
+    let mut vulkan = VulkanOptions::from_env();
+    if let Some(device) = device {
+        vulkan.device = Some(DeviceSelector::parse(device));
     }
-    let backend = match VulkanBackend::new(options.clone()) {
+    let backend = match VulkanBackend::new(vulkan.clone()) {
         Ok(b) => b,
         Err(e) => return missing("vulkan", named, e.to_string()),
     };
     let (major, minor, patch) = backend.api_version();
-    let mut settings = vec![("submit_every", options.submit_every.to_string())];
+    let mut settings = vec![("submit_every", vulkan.submit_every.to_string())];
     if backend.device_name().contains("llvmpipe") {
         let threads = std::env::var("LP_NUM_THREADS").unwrap_or_else(|_| "unset".into());
         settings.push(("LP_NUM_THREADS", threads));
@@ -156,13 +185,13 @@ fn vulkan(named: bool, args: &BenchArgs) -> BackendRun {
         problem: None,
     };
     let make = move |row: &bench::Row| -> Result<Box<dyn bench::Floor>, String> {
-        capture_vulkan::Floor::new(&options, row.elements, row.kernels)
+        capture_vulkan::Floor::new(&vulkan, row.elements, row.kernels)
             .map(|f| Box::new(VulkanFloor(f)) as Box<dyn bench::Floor>)
             .map_err(|e| e.to_string())
     };
-    let mut measured = rows(&backend, run, Some(&make), args);
-    if args.options.decode {
-        measured.decode = Some(bench::decode_row(backend, args.options.rounds));
+    let mut measured = rows(&backend, run, Some(&make), options);
+    if options.decode {
+        measured.decode = Some(bench::decode_row(backend, options.rounds));
     }
     measured
 }
@@ -218,7 +247,7 @@ impl bench::Floor for VulkanFloor {
 }
 
 #[cfg(not(feature = "vulkan"))]
-fn vulkan(named: bool, _args: &BenchArgs) -> BackendRun {
+fn vulkan(named: bool, _options: &BenchOptions, _device: Option<&str>) -> BackendRun {
     missing(
         "vulkan",
         named,
@@ -227,7 +256,7 @@ fn vulkan(named: bool, _args: &BenchArgs) -> BackendRun {
 }
 
 #[cfg(feature = "cuda")]
-fn cuda(named: bool, args: &BenchArgs) -> BackendRun {
+fn cuda(named: bool, options: &BenchOptions) -> BackendRun {
     use capture_graphs::cuda::CudaBackend;
 
     let backend = match CudaBackend::new(0) {
@@ -253,9 +282,9 @@ fn cuda(named: bool, args: &BenchArgs) -> BackendRun {
             .map(|f| Box::new(CudaFloor(f)) as Box<dyn bench::Floor>)
             .map_err(|e| e.to_string())
     };
-    let mut measured = rows(&backend, run, Some(&make), args);
-    if args.options.decode {
-        measured.decode = Some(bench::decode_row(backend, args.options.rounds));
+    let mut measured = rows(&backend, run, Some(&make), options);
+    if options.decode {
+        measured.decode = Some(bench::decode_row(backend, options.rounds));
     }
     measured
 }
@@ -291,7 +320,7 @@ impl bench::Floor for CudaFloor {
 }
 
 #[cfg(not(feature = "cuda"))]
-fn cuda(named: bool, _args: &BenchArgs) -> BackendRun {
+fn cuda(named: bool, _options: &BenchOptions) -> BackendRun {
     missing(
         "cuda",
         named,
