@@ -20,14 +20,16 @@ use crate::tidy;
 const HELP: &str = "usage: cargo xtask test [--no-gate]
 
 Runs the gate (cargo fmt --check, clippy -D warnings over the workspace and over the
-facade, the program and the backends with every feature (cudarc's and the floors'), rustdoc -D
+facade, the program and the backends with every feature (cudarc's, the program's backends'), rustdoc -D
 warnings, tidy, the published crates' metadata and `cargo package` of each), then
 `cargo test --workspace --no-fail-fast -- --show-output` with CI=true (so a missing or
 changed insta snapshot fails), then builds and runs every example (the facade's with
-the vulkan and cuda features, capture-vulkan's floor), then prints which backends ran
+the vulkan and cuda features), then prints which backends ran
 and which were skipped and why, each test binary's `test result:` line, and `N passed, M failed`.
 
-Then the cuda-model row: capture-cuda's tests and allocation counts on the CUDA driver
+The program's decoder and bench-floor tests run with its vulkan and cuda features. Then
+the cuda-model row: capture-cuda's tests and allocation counts, and the program's CUDA
+floor test, on the CUDA driver
 model (crates/capture-cuda-model, compiled against NVIDIA's cuda.h into
 target/cuda-model/libcuda.so.1), and the GPU bundle's run.sh on it end to end (built
 unoptimised into target/gpu-bundle-model; its logs in target/cuda-model/logs).
@@ -71,7 +73,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             ]),
         )?;
         // The backends behind features (the facade's and the program's vulkan and cuda,
-        // capture-cuda's cudarc adapter, the backends' bench floors) build only with
+        // the program's bench floors, capture-cuda's cudarc adapter) build only with
         // them: one more clippy run, so CI builds them without a GPU.
         step(
             "cargo clippy (capture-graphs, capture-cli and the backends with every feature)",
@@ -159,13 +161,10 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             // best-ranked device, and CI's tests are meant for lavapipe.
             .env("CAPTURE_VULKAN_DEVICE", "llvmpipe");
     };
-    let mut results = run_tests(
-        &["--workspace", "--no-fail-fast", "--features", FLOORS],
-        &["--show-output"],
-        env,
-    )?;
-    // The decoder's test on Vulkan (and its CUDA refusal without a driver) needs the
-    // program's `vulkan` and `cuda` features, which the workspace run leaves off.
+    let mut results = run_tests(&["--workspace", "--no-fail-fast"], &["--show-output"], env)?;
+    // The decoder's test on Vulkan (and its CUDA refusal without a driver) and the bench
+    // floors' (on lavapipe; CUDA's says SKIP without a driver) need the program's
+    // `vulkan` and `cuda` features, which the workspace run leaves off.
     let decode = run_tests(
         &[
             "-p",
@@ -174,6 +173,8 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             "vulkan,cuda",
             "--test",
             "decode",
+            "--test",
+            "floors",
         ],
         &["--show-output"],
         env,
@@ -233,8 +234,6 @@ fn cuda_model_row(
         &[
             "-p",
             "capture-cuda",
-            "--features",
-            "floor",
             "--test",
             "it",
             "--test",
@@ -243,6 +242,23 @@ fn cuda_model_row(
         &["--show-output"],
         configure,
     )?;
+    // The program's CUDA floor, a hand-written driver program, on the model too.
+    let floors = run_tests(
+        &[
+            "-p",
+            "capture-cli",
+            "--features",
+            "cuda",
+            "--test",
+            "floors",
+        ],
+        &["--show-output"],
+        configure,
+    )?;
+    let floors_failed =
+        floors.failed() > 0 || floors.binaries.is_empty() || !floors.skips().is_empty();
+    results.binaries.extend(floors.binaries);
+    results.other_failures.extend(floors.other_failures);
     let bundle = root.join("target").join("gpu-bundle-model");
     crate::gpu_bundle::build(&bundle, false)?;
     let logs = root.join("target").join("cuda-model").join("logs");
@@ -282,6 +298,9 @@ fn cuda_model_row(
         if let Some(skip) = it.skips().next() {
             return Err(format!("{CUDA}: a test said {skip}"));
         }
+        if floors_failed {
+            return Err("the program's CUDA floor test failed or said SKIP on the model".into());
+        }
         if !status.success() {
             return Err(format!(
                 "the bundle's run.sh on the model: {bundle_line} (logs in {})",
@@ -307,12 +326,9 @@ fn cuda_model_row(
     Ok((backend, results))
 }
 
-/// The backends' bench floors, which their own tests cover.
-pub(crate) const FLOORS: &str = "capture-vulkan/floor,capture-cuda/floor";
-
 /// Every feature of the facade, the program and the backends, for the gate's clippy.
 const EVERY_FEATURE: &str = "capture-graphs/vulkan,capture-graphs/cudarc,capture-cli/vulkan,\
-                             capture-cli/cuda,capture-vulkan/floor,capture-cuda/floor";
+                             capture-cli/cuda";
 
 /// capture-core's unit tests.
 const CORE_UNIT: Target = Target::lib("capture-core", "capture_core");

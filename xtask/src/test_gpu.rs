@@ -84,7 +84,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         }
     };
     // With the cudarc adapter, so its test (a cudarc context handed over) runs too.
-    let cuda_args = ["-p", "capture-cuda", "--features", "cudarc,floor"];
+    let cuda_args = ["-p", "capture-cuda", "--features", "cudarc"];
     let results = run_tests(&cuda_args, &["--show-output"], |cuda| {
         // A GPU's driver: the tests fail on the driver model here.
         cuda.env("CAPTURE_REQUIRE_CUDA", "1")
@@ -109,16 +109,12 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
                  vulkan-validationlayers to have them judged)"
             );
         }
-        let results = run_tests(
-            &["-p", "capture-vulkan", "--features", "floor"],
-            &[],
-            |test| {
-                test.env("CI", "true").env("INSTA_UPDATE", "no");
-                if layer {
-                    test.env("CAPTURE_REQUIRE_VULKAN", "1");
-                }
-            },
-        )?;
+        let results = run_tests(&["-p", "capture-vulkan"], &[], |test| {
+            test.env("CI", "true").env("INSTA_UPDATE", "no");
+            if layer {
+                test.env("CAPTURE_REQUIRE_VULKAN", "1");
+            }
+        })?;
         steps.push(vulkan_step(&results, layer));
     } else {
         steps.push(Step::skipped(

@@ -8,10 +8,10 @@
 //!   `src/raw.rs` (the FFI), `src/adopt.rs` (the `unsafe fn`s that take a caller's
 //!   driver objects, above the FFI), `src/work.rs` and `src/import.rs` (the user's own
 //!   work and memory, whose constructors are `unsafe`); in the program (capture-cli)
-//!   only in the decoder's cuBLAS module and the benchmark's thread CPU clock; there, and
-//!   in the backends' tests, each `unsafe fn`, `unsafe trait` and `unsafe extern` with a
-//!   `// SAFETY:` line above it (clippy's `undocumented_unsafe_blocks` asks it of
-//!   blocks and impls);
+//!   only in the decoder's cuBLAS module, the benchmark's thread CPU clock and its
+//!   floors' FFI; there, and in the backends' tests, each `unsafe fn`, `unsafe trait`
+//!   and `unsafe extern` with a `// SAFETY:` line above it (clippy's
+//!   `undocumented_unsafe_blocks` asks it of blocks and impls);
 //! - capture-cuda's tests open CUDA only through `tests/it/support.rs`, which takes the
 //!   suite lock (`CUDA_OPENERS`);
 //! - capture-core depends on no GPU binding (cudarc, ash, libloading);
@@ -60,11 +60,14 @@ const CUDA_OPENERS: [&str; 2] = ["CudaBackend::new(", "Floor::new("];
 const UNSAFE_FILES: [&str; 4] = ["/raw.rs", "/adopt.rs", "/work.rs", "/import.rs"];
 
 /// The program's files with unsafe code: the decoder's cuBLAS, its FFI and the foreign
-/// work that calls it, and the benchmark's thread CPU clock (`clock_gettime`)
-/// (capture-cli's `lib.rs` denies unsafe code elsewhere).
-const PROGRAM_UNSAFE_FILES: [&str; 2] = [
+/// work that calls it, the benchmark's thread CPU clock (`clock_gettime`) and its
+/// hand-written floors' FFI (ash, the CUDA driver API) (capture-cli's `lib.rs` denies
+/// unsafe code elsewhere).
+const PROGRAM_UNSAFE_FILES: [&str; 4] = [
     "crates/capture-cli/src/decode/cublas.rs",
     "crates/capture-cli/src/cpu_time.rs",
+    "crates/capture-cli/src/floor/vulkan/raw.rs",
+    "crates/capture-cli/src/floor/cuda/raw.rs",
 ];
 
 /// Every problem found, one line each; empty when the tree is tidy.

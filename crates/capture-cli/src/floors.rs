@@ -1,6 +1,7 @@
 //! `capture bench`'s backends: which this build has, how each is opened and described,
-//! and the hand-written floor each measures beside the library (Vulkan: the chain
-//! recorded by hand with ash; CUDA: a bare `cuLaunchKernel` loop).
+//! and the hand-written floor each measures beside the library ([`crate::floor`]:
+//! Vulkan, the chain recorded by hand with ash on the backend's device; CUDA, a bare
+//! `cuLaunchKernel` loop).
 
 use capture_graphs::Builtins;
 
@@ -184,8 +185,9 @@ fn vulkan(named: bool, options: &BenchOptions, device: Option<&str>) -> BackendR
         decode: None,
         problem: None,
     };
+    let floor_backend = backend.clone();
     let make = move |row: &bench::Row| -> Result<Box<dyn bench::Floor>, String> {
-        capture_vulkan::Floor::new(&vulkan, row.elements, row.kernels)
+        crate::floor::vulkan::Floor::new(&floor_backend, row.elements, row.kernels)
             .map(|f| Box::new(VulkanFloor(f)) as Box<dyn bench::Floor>)
             .map_err(|e| e.to_string())
     };
@@ -198,11 +200,11 @@ fn vulkan(named: bool, options: &BenchOptions, device: Option<&str>) -> BackendR
 
 /// The Vulkan floor, as the benchmark drives it.
 #[cfg(feature = "vulkan")]
-struct VulkanFloor(capture_vulkan::Floor);
+struct VulkanFloor(crate::floor::vulkan::Floor);
 
-#[cfg(feature = "vulkan")]
-impl From<capture_vulkan::FloorPass> for bench::Pass {
-    fn from(p: capture_vulkan::FloorPass) -> Self {
+#[cfg(any(feature = "vulkan", feature = "cuda"))]
+impl From<crate::floor::FloorPass> for bench::Pass {
+    fn from(p: crate::floor::FloorPass) -> Self {
         Self {
             enqueue: p.enqueue,
             total: p.total,
@@ -278,7 +280,7 @@ fn cuda(named: bool, options: &BenchOptions) -> BackendRun {
         problem: None,
     };
     let make = |row: &bench::Row| -> Result<Box<dyn bench::Floor>, String> {
-        capture_cuda::Floor::new(0, row.elements, row.kernels)
+        crate::floor::cuda::Floor::new(0, row.elements, row.kernels)
             .map(|f| Box::new(CudaFloor(f)) as Box<dyn bench::Floor>)
             .map_err(|e| e.to_string())
     };
@@ -291,17 +293,7 @@ fn cuda(named: bool, options: &BenchOptions) -> BackendRun {
 
 /// The CUDA floor (eager only: replay is compared with PyTorch's CUDA graph instead).
 #[cfg(feature = "cuda")]
-struct CudaFloor(capture_cuda::Floor);
-
-#[cfg(feature = "cuda")]
-impl From<capture_cuda::FloorPass> for bench::Pass {
-    fn from(p: capture_cuda::FloorPass) -> Self {
-        Self {
-            enqueue: p.enqueue,
-            total: p.total,
-        }
-    }
-}
+struct CudaFloor(crate::floor::cuda::Floor);
 
 #[cfg(feature = "cuda")]
 impl bench::Floor for CudaFloor {

@@ -4,8 +4,8 @@
 //! ([`scenarios`]).
 //!
 //! The program is a user of the facade like any other: every call goes through
-//! `capture_graphs`; only the benchmark's hand-written floors come from the backends
-//! themselves (their non-default `floor` feature).
+//! `capture_graphs`; the benchmark's hand-written floors ([`floor`]) talk to the
+//! drivers themselves.
 //!
 //! `capture demo [--backend mock|vulkan|cuda] [--device D] [--kernels N] [--replays R]` runs a
 //! decode-shaped chain of small dependent kernels eagerly and as a replayed graph,
@@ -20,8 +20,9 @@
 //! `--timeline PATH` (demo, trace, decode) writes the run's timeline as Chrome trace-event JSON,
 //! which `capture timeline-svg IN.json OUT.svg` draws as a picture.
 
-// Unsafe code only in `decode::cublas` (the cuBLAS FFI and its foreign work), which
-// allows it; each block there has a `// SAFETY:` line.
+// Unsafe code only in `decode::cublas` (the cuBLAS FFI and its foreign work), the
+// floors' FFI (`floor::vulkan::raw`, `floor::cuda::raw`) and `cpu_time`, which allow it;
+// each block there has a `// SAFETY:` line.
 #![deny(unsafe_code)]
 
 mod bench;
@@ -33,6 +34,7 @@ mod cpu_time;
 pub mod decode;
 mod demo;
 mod exit;
+pub mod floor;
 mod floors;
 mod logging;
 #[cfg(feature = "mock")]

@@ -27,9 +27,6 @@
 //!   the oldest driver. User PTX is checked against its declared signature at load
 //!   (`cuFuncGetParamInfo`). A missing JIT compiler or an unsupported PTX version is a
 //!   typed error.
-//! - **The benchmark's eager floor** (`Floor`, behind the non-default `floor` feature: a
-//!   bench tool, not part of the API): a bare `cuLaunchKernel` loop of the builtin
-//!   add-one chain on its own stream, with no runtime in between.
 //! - **A context of the caller's**: [`CudaBackend::from_raw_context`] (an `unsafe fn`
 //!   whose `# Safety` list says what the caller guarantees) runs the backend in a CUDA
 //!   context a runtime already owns instead of retaining the primary context, and never
@@ -52,8 +49,6 @@ mod adopt;
 mod driver;
 mod error;
 mod executable;
-#[cfg(feature = "floor")]
-mod floor;
 mod gpu;
 mod import;
 mod kernels;
@@ -67,8 +62,6 @@ mod work;
 pub use driver::CudaBackend;
 pub use error::{CudaError, Unavailable};
 pub use executable::CudaExecutable;
-#[cfg(feature = "floor")]
-pub use floor::{FLOOR_ELEMENTS_PER_BLOCK, Floor, FloorError, FloorPass};
 pub use import::CudaExternal;
 pub use kernels::{
     BUILTINS_CU, BUILTINS_SM80, BUILTINS_SM80_CUBIN, BUILTINS_SM90, BUILTINS_SM90_CUBIN,

@@ -649,29 +649,6 @@ pub(crate) fn read_host(at: usize, out: &mut [u8]) {
     unsafe { std::ptr::copy_nonoverlapping(at as *const u8, out.as_mut_ptr(), out.len()) };
 }
 
-#[cfg(feature = "floor")]
-/// Copies `bytes` from (pageable) host memory to the device at `dst` on `stream`, and
-/// waits for it (the benchmark floor's untimed resets; the runtime stages through pinned
-/// pages instead, [`copy_to_device`]).
-pub(crate) fn copy_bytes_to_device(
-    dst: u64,
-    bytes: &[u8],
-    stream: usize,
-) -> Result<(), ServerError> {
-    // SAFETY: the destination is a live allocation of at least `bytes.len()` bytes the
-    // caller owns; `bytes` outlives the copy because the stream is synchronised before
-    // returning.
-    check("cuMemcpyHtoDAsync", unsafe {
-        (api().cuMemcpyHtoDAsync_v2)(
-            dst,
-            bytes.as_ptr() as *const c_void,
-            bytes.len(),
-            stream as Handle,
-        )
-    })?;
-    stream_sync(stream)
-}
-
 /// Records an event on `stream` (creating it), signalled once everything enqueued so far
 /// has run. A host wait on it blocks the thread rather than spinning.
 pub(crate) fn event_record(stream: usize) -> Result<usize, ServerError> {

@@ -106,6 +106,12 @@ impl VulkanBackend {
         self.gpu.with_queue(f)
     }
 
+    /// The family of the backend's queue ([`VulkanBackend::with_queue`]): the one a
+    /// command pool for the caller's own submissions to that queue is created for.
+    pub fn queue_family(&self) -> u32 {
+        self.gpu.family
+    }
+
     /// The logical device, for the caller's own objects on it: buffers to import
     /// ([`VulkanExternal`](crate::VulkanExternal)), pipelines its own work records
     /// ([`VulkanWork`](crate::VulkanWork)). Destroying the backend's objects through it,

@@ -465,6 +465,16 @@ pub(crate) fn load(
     })
 }
 
+/// The WGSL source of builtin `kernel`, as this backend compiles it: its buffers storage
+/// buffers of set 0 at bindings `0..buffers` in parameter order, its info words (the
+/// little-endian bytes of [`Builtin::info`], read as `u32`s) at the next binding,
+/// workgroups of 64 threads in a grid-stride loop. For a pipeline of the caller's own
+/// that runs a builtin outside the runtime ([`compile_wgsl`] turns it into SPIR-V), as
+/// capture-cuda's `BUILTINS_CU` is the builtins' CUDA C.
+pub fn builtin_wgsl(kernel: Builtin) -> &'static str {
+    wgsl(kernel)
+}
+
 /// The WGSL of a builtin (its buffers are bound in order, its info words after them).
 fn wgsl(kernel: Builtin) -> &'static str {
     match kernel {

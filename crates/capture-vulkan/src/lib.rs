@@ -24,10 +24,6 @@
 //!   checked by naga's SPIR-V front end before any driver sees it.
 //! - **Validation as a judge**: tests enable the Khronos validation layer with
 //!   synchronisation validation whenever it is installed and assert it said nothing.
-//! - **The benchmark's floor** (`Floor`, behind the non-default `floor` feature: a bench
-//!   tool, not part of the API): the add-one chain by hand on its own device, recorded
-//!   and submitted per pass (eager) or recorded once and resubmitted (replay), with no
-//!   runtime in between.
 //! - **A device of the caller's** ([`VulkanBackend::from_external`], an `unsafe fn`
 //!   whose `# Safety` list says what the caller guarantees): a runtime that already owns
 //!   an instance, a device and a compute queue hands them over in an [`ExternalDevice`];
@@ -45,8 +41,6 @@ mod driver;
 mod error;
 mod executable;
 mod fault;
-#[cfg(feature = "floor")]
-mod floor;
 mod import;
 mod kernels;
 mod lane;
@@ -68,10 +62,8 @@ pub use error::{Unavailable, VulkanError, VulkanMessage};
 pub use executable::VulkanExecutable;
 #[doc(hidden)]
 pub use fault::VulkanCall;
-#[cfg(feature = "floor")]
-pub use floor::{FLOOR_CADENCES, FLOOR_ELEMENTS_PER_WORKGROUP, Floor, FloorError, FloorPass};
 pub use import::VulkanExternal;
-pub use kernels::{VulkanKernel, VulkanKernelSource, compile_wgsl};
+pub use kernels::{VulkanKernel, VulkanKernelSource, builtin_wgsl, compile_wgsl};
 pub use memory::{MemoryChoice, MemoryMode, PagePlacement};
 pub use options::{
     DEFAULT_SETS_PER_POOL, DEFAULT_SUBMIT_EVERY, DEVICE_ENV, ExternalDevice, VulkanOptions,

@@ -693,25 +693,6 @@ pub(crate) fn read_mapped(at: usize, out: &mut [u8]) {
     unsafe { std::ptr::copy_nonoverlapping(at as *const u8, out.as_mut_ptr(), out.len()) };
 }
 
-#[cfg(feature = "floor")]
-/// Copies `values` to the mapped address `at`.
-pub(crate) fn write_floats(at: usize, values: &[f32]) {
-    // SAFETY: `at` is the mapped address of a live host-visible coherent buffer of at
-    // least `size_of_val(values)` bytes that no pending work uses (the caller waited), and
-    // mapped memory is aligned to `minMemoryMapAlignment` (at least 64 bytes).
-    unsafe { std::ptr::copy_nonoverlapping(values.as_ptr(), at as *mut f32, values.len()) };
-}
-
-#[cfg(feature = "floor")]
-/// Copies from the mapped address `at` into `out`.
-pub(crate) fn read_floats(at: usize, out: &mut [f32]) {
-    // SAFETY: `at` is the mapped address of a live host-visible buffer of at least
-    // `size_of_val(out)` bytes whose device writes finished and were made visible to the
-    // host (a barrier to host reads, the caller's wait, an invalidate where not coherent);
-    // mapped memory is aligned for `f32`.
-    unsafe { std::ptr::copy_nonoverlapping(at as *const f32, out.as_mut_ptr(), out.len()) };
-}
-
 /// A timeline semaphore starting at 0.
 pub(crate) fn timeline(gpu: &Gpu) -> Result<vk::Semaphore, ServerError> {
     let mut kind = vk::SemaphoreTypeCreateInfo::default()
@@ -822,35 +803,6 @@ pub(crate) fn begin_primary(gpu: &Gpu, buffer: vk::CommandBuffer) -> Result<(), 
         .map_err(|e| vk_error("vkBeginCommandBuffer", e))
 }
 
-#[cfg(feature = "floor")]
-/// Starts recording a primary buffer that is submitted again and again (the floor's
-/// replay buffer): no one-time-submit flag, and no simultaneous use (each submission is
-/// waited for before the next).
-pub(crate) fn begin_reusable(gpu: &Gpu, buffer: vk::CommandBuffer) -> Result<(), ServerError> {
-    fault(gpu, VulkanCall::BeginCommandBuffer, "vkBeginCommandBuffer")?;
-    let info = vk::CommandBufferBeginInfo::default();
-    // SAFETY: the buffer is in the initial state (fresh) and its pool is used by one
-    // owner only.
-    unsafe { gpu.device.begin_command_buffer(buffer, &info) }
-        .map_err(|e| vk_error("vkBeginCommandBuffer", e))
-}
-
-#[cfg(feature = "floor")]
-/// Puts a primary buffer back in the initial state, to be recorded again (its pool was
-/// made with `RESET_COMMAND_BUFFER`).
-pub(crate) fn reset_command_buffer(
-    gpu: &Gpu,
-    buffer: vk::CommandBuffer,
-) -> Result<(), ServerError> {
-    // SAFETY: the buffer is not pending (its last submission was waited for), its pool
-    // allows resetting buffers one by one and is used by one owner only.
-    unsafe {
-        gpu.device
-            .reset_command_buffer(buffer, vk::CommandBufferResetFlags::empty())
-    }
-    .map_err(|e| vk_error("vkResetCommandBuffer", e))
-}
-
 /// Starts recording a secondary buffer a graph replays: simultaneous use, so several
 /// replays may be pending at once (`simultaneous = false` only for the canary test).
 pub(crate) fn begin_secondary(
@@ -909,44 +861,6 @@ pub(crate) fn barrier(gpu: &Gpu, buffer: vk::CommandBuffer) {
             &[],
         )
     };
-}
-
-#[cfg(feature = "floor")]
-/// A memory barrier from the accesses `from` (stages, access) to the accesses `to`,
-/// and nothing broader: the floor's exact dependencies (shader write to shader read and
-/// write between dispatches; shader write to host read, or to transfer read, at a pass's
-/// end; transfer write to host read after the read-back copy).
-pub(crate) fn memory_barrier(
-    gpu: &Gpu,
-    buffer: vk::CommandBuffer,
-    from: (vk::PipelineStageFlags, vk::AccessFlags),
-    to: (vk::PipelineStageFlags, vk::AccessFlags),
-) {
-    let memory = [vk::MemoryBarrier::default()
-        .src_access_mask(from.1)
-        .dst_access_mask(to.1)];
-    // SAFETY: the buffer is recording under its owner's exclusive use; the barrier array
-    // lives across the call.
-    unsafe {
-        gpu.device.cmd_pipeline_barrier(
-            buffer,
-            from.0,
-            to.0,
-            vk::DependencyFlags::empty(),
-            &memory,
-            &[],
-            &[],
-        )
-    };
-}
-
-#[cfg(feature = "floor")]
-/// Records filling the first `len` bytes of `target` (a multiple of 4) with the 32-bit
-/// word `word`.
-pub(crate) fn fill(gpu: &Gpu, buffer: vk::CommandBuffer, target: vk::Buffer, len: u64, word: u32) {
-    // SAFETY: `target` is a live buffer made with TRANSFER_DST of at least `len` bytes,
-    // `len` is a multiple of 4, and `buffer` is recording under its owner's exclusive use.
-    unsafe { gpu.device.cmd_fill_buffer(buffer, target, 0, len, word) };
 }
 
 /// Records a copy of `len` bytes.

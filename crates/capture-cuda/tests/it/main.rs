@@ -1,5 +1,5 @@
-//! capture-cuda integration tests: the whole scenario suite on a GPU, the benchmark's
-//! hand-written eager floor, the builtins compiled by NVRTC (no GPU needed), the
+//! capture-cuda integration tests: the whole scenario suite on a GPU, the builtins
+//! compiled by NVRTC (no GPU needed), the
 //! missing-driver path, and (feature `cudarc`) a cudarc context handed over.
 //!
 //! Without a driver the suite prints `SKIP:` and why, unless `CAPTURE_REQUIRE_CUDA=1`
@@ -17,8 +17,6 @@ mod cuda {
     );
 }
 
-#[cfg(feature = "floor")]
-mod floor;
 mod gpu;
 mod launch_model;
 mod model;

@@ -2,7 +2,7 @@
 //! lock while it uses it: every `CudaBackend` in the process shares one primary context
 //! and one capture domain, so one test's open window would make another's kernel load or
 //! page release refuse (or, on a GPU, break its capture). tidy refuses
-//! `CudaBackend::new` and `Floor::new` in capture-cuda's tests outside this file.
+//! `CudaBackend::new` in capture-cuda's tests outside this file.
 //!
 //! Without a driver a test says `SKIP:` and why, unless `CAPTURE_REQUIRE_CUDA=1`. The CUDA
 //! driver model (`crates/capture-cuda-model`) is accepted only where it is expected
@@ -123,27 +123,4 @@ pub(crate) fn try_new(ordinal: i32) -> (MutexGuard<'static, ()>, Result<CudaBack
         check_driver(b);
     }
     (suite, opened)
-}
-
-/// The benchmark's floor on device 0 under the suite lock, as it comes.
-#[cfg(feature = "floor")]
-pub(crate) fn floor(
-    elements: u64,
-    kernels: usize,
-) -> (
-    MutexGuard<'static, ()>,
-    Result<capture_cuda::Floor, capture_cuda::FloorError>,
-) {
-    let suite = suite_lock();
-    (suite, capture_cuda::Floor::new(0, elements, kernels))
-}
-
-/// The benchmark's floor on `cuda`'s device, while `cuda` holds the suite lock.
-#[cfg(feature = "floor")]
-pub(crate) fn floor_beside(
-    _cuda: &Cuda,
-    elements: u64,
-    kernels: usize,
-) -> Result<capture_cuda::Floor, capture_cuda::FloorError> {
-    capture_cuda::Floor::new(0, elements, kernels)
 }

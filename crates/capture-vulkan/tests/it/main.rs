@@ -6,7 +6,7 @@
 //! submission cadence, cross-stream order when only a wait follows another stream's
 //! write, failures at the backend's own Vulkan calls (its fault hook) and
 //! what they leave alive, the allocation count limit, descriptor-pool growth, the
-//! read-back page a stream keeps, and the benchmark's hand-written floor.
+//! read-back page a stream keeps.
 //!
 //! Without Vulkan the tests print `SKIP:` and why, unless `CAPTURE_REQUIRE_VULKAN=1`
 //! (which the README's test command sets after installing lavapipe): then they fail.
@@ -41,8 +41,6 @@ mod cross_stream;
 mod descriptor_pools;
 mod device_choice;
 mod error_leaks;
-#[cfg(feature = "floor")]
-mod floor;
 mod launch_check;
 mod launch_model;
 mod memory_choice;
