@@ -295,7 +295,23 @@ impl ServerError {
         }
     }
 
-    /// What the error names, when it names one thing as its subject.
+    /// What the error names, when it names one thing as its subject: match on which
+    /// buffer, graph, stream, kernel or pool was refused by its typed id, not its text.
+    ///
+    /// ```
+    /// # use capture_graphs::{Device, DeviceConfig, ServerError, StreamId};
+    /// # use capture_graphs::mock::MockBackend;
+    /// # let dev = Device::new(MockBackend::new(), DeviceConfig::new())?;
+    /// # let s = StreamId::new(0);
+    /// let kv = dev.alloc(s, 64)?;
+    /// dev.label(&kv, "kv cache")?;
+    /// let err = dev.write(s, &kv, 60, vec![0u8; 8]).unwrap_err();
+    /// let subject = err.subject().expect("the refusal names the buffer");
+    /// assert_eq!(subject.memory(), Some(kv.id()));
+    /// assert_eq!(subject.label(), Some("kv cache"));
+    /// assert!(err.to_string().starts_with(r#"invalid binding buf#0 "kv cache"[60+8] (64 B)"#));
+    /// # Ok::<(), ServerError>(())
+    /// ```
     pub fn subject(&self) -> Option<&Subject> {
         match self {
             Self::GraphState { subject, .. } | Self::InvalidArgument { subject, .. } => {
