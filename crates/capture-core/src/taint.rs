@@ -46,8 +46,12 @@
 //! failures are kept on free lists for the next failure. Those lists never grow past the
 //! most failures and allocations ever live at once.
 
+mod nodes;
+
 use crate::id_hash::IdMap;
+
 use crate::subject::Subject;
+use nodes::Nodes;
 use std::borrow::Cow;
 use std::mem;
 
@@ -120,7 +124,7 @@ struct Node {
 /// The live failure nodes, the id counter and the free lists of their vectors.
 #[derive(Debug, Default)]
 struct Failures {
-    nodes: IdMap<FailureId, Node>,
+    nodes: Nodes,
     ids: IdCounter,
     spare_keys: Vec<Vec<ClaimKey>>,
     spare_chains: Vec<Vec<Skipped>>,
