@@ -24,7 +24,7 @@ pub use crate::info_cache::{
 };
 pub use crate::kernel::{
     Dims, Grid, KernelSignature, LaunchLimits, MAX_KERNEL_PARAMS, MAX_LAUNCH_BUFFERS,
-    MAX_SCALAR_BYTES, Param, ScalarValue,
+    MAX_SCALAR_BYTES, Param, ProgrammaticLaunch, ScalarValue,
 };
 pub use crate::memory::{
     AllocGate, BufferBinding, ClaimKey, ComputeStorage, DYNAMIC_PAGE_BYTES, ManagedMemoryBinding,

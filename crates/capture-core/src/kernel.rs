@@ -1,7 +1,19 @@
 //! The launch model, and what a launch must fit, checked by the core before any backend
 //! sees it: the kernel's [`KernelSignature`] (an ordered list of [`Param`]s, declared
-//! when it is registered), the launch's [`Dims`] (grid, block, dynamic shared memory),
-//! and the device's [`LaunchLimits`] (declared by the backend once).
+//! when it is registered), the launch's [`Dims`] (grid, block, dynamic shared memory,
+//! whether it may overlap its predecessor), and the device's [`LaunchLimits`] (declared
+//! by the backend once).
+//!
+//! A programmatic dependent launch ([`Dims::programmatic`], CUDA's
+//! `CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`) lets the device start a
+//! kernel while the kernel before it on the stream finishes; the kernel itself waits for
+//! its predecessor's results (`cudaGridDependencySynchronize`, PTX `griddepcontrol.wait`)
+//! before it reads them. The core allows it only where both sides say so: the kernel's
+//! signature declares the wait ([`KernelSignature::with_grid_dependency_wait`]; a kernel
+//! that reads its inputs without waiting would read bytes its predecessor has not
+//! written yet), and the device runs such launches ([`ProgrammaticLaunch`] in its
+//! limits: CUDA on compute capability 9.0 or later; never Vulkan or the mock). Anything
+//! else is refused before the backend sees it, as every other launch check is.
 
 use crate::error::ServerError;
 use crate::ids::MemoryId;
@@ -227,6 +239,7 @@ pub struct KernelSignature {
     len: u8,
     info_words: u32,
     block: Option<[u32; 3]>,
+    waits_for_grid: bool,
 }
 
 /// An info-word count as a signature keeps it: past `u32::MAX` words (32 GiB), `u32::MAX`.
@@ -259,6 +272,7 @@ impl KernelSignature {
             },
             info_words: saturate_u32(info_words),
             block: None,
+            waits_for_grid: false,
         }
     }
 
@@ -280,6 +294,7 @@ impl KernelSignature {
             },
             info_words: 0,
             block: None,
+            waits_for_grid: false,
         }
     }
 
@@ -294,6 +309,24 @@ impl KernelSignature {
     pub const fn with_block(mut self, block: [u32; 3]) -> Self {
         self.block = Some(block);
         self
+    }
+
+    /// The same kernel, declaring that it waits for its grid dependency before it reads
+    /// or writes any memory: on CUDA it calls `cudaGridDependencySynchronize()` (PTX
+    /// `griddepcontrol.wait`) first, so its predecessor on the stream has finished and
+    /// its writes are visible before this kernel touches a byte. Only such a
+    /// kernel may be launched with [`Dims::programmatic`]; the declaration changes
+    /// nothing for a launch that does not ask for it (the wait returns at once when the
+    /// launch has no programmatic dependency).
+    pub const fn with_grid_dependency_wait(mut self) -> Self {
+        self.waits_for_grid = true;
+        self
+    }
+
+    /// Whether the kernel declares that it waits for its grid dependency
+    /// ([`with_grid_dependency_wait`](Self::with_grid_dependency_wait)).
+    pub const fn waits_for_grid_dependency(&self) -> bool {
+        self.waits_for_grid
     }
 
     /// The parameters, in order.
@@ -487,7 +520,26 @@ impl KernelSignature {
                 ),
             ));
         }
-        dims.check(kernel, self.block, limits)
+        dims.check(&kernel, self.block, limits)?;
+        if dims.programmatic {
+            if !self.waits_for_grid {
+                return Err(ServerError::invalid_of(
+                    "programmatic launch",
+                    kernel(),
+                    "the kernel does not declare that it waits for its grid dependency \
+                     (KernelSignature::with_grid_dependency_wait): started while its \
+                     predecessor finishes, it would read bytes not yet written",
+                ));
+            }
+            if let ProgrammaticLaunch::Unsupported(why) = limits.programmatic {
+                return Err(ServerError::invalid_of(
+                    "programmatic launch",
+                    kernel(),
+                    why,
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -544,9 +596,10 @@ pub(crate) enum ArgShape {
 }
 
 /// How a launch runs: its grid (workgroups, CUDA's blocks), its block (workgroup) shape
-/// where the launch gives one, and its dynamic shared-memory bytes. A `[u32; 3]` is a
-/// grid alone: the kernel's own block (the shader's on Vulkan, the kernel source's on
-/// CUDA) and no dynamic shared memory.
+/// where the launch gives one, its dynamic shared-memory bytes, and whether it may start
+/// while the launch before it finishes ([`programmatic`](Self::programmatic)). A
+/// `[u32; 3]` is a grid alone: the kernel's own block (the shader's on Vulkan, the kernel
+/// source's on CUDA), no dynamic shared memory, in stream order.
 ///
 /// ```
 /// use capture_graphs::Dims;
@@ -554,12 +607,14 @@ pub(crate) enum ArgShape {
 /// let dims = Dims::grid([8, 1, 1]).block([256, 1, 1]).shared_bytes(1024);
 /// assert_eq!(dims.block_shape(), Some([256, 1, 1]));
 /// assert_eq!(Dims::from([4, 1, 1]).block_shape(), None);
+/// assert!(!dims.is_programmatic() && dims.programmatic(true).is_programmatic());
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Dims {
     grid: Grid,
     block: Option<[u32; 3]>,
     shared: u32,
+    programmatic: bool,
 }
 
 impl Dims {
@@ -569,6 +624,7 @@ impl Dims {
             grid,
             block: None,
             shared: 0,
+            programmatic: false,
         }
     }
 
@@ -582,6 +638,29 @@ impl Dims {
     pub const fn shared_bytes(mut self, bytes: u32) -> Self {
         self.shared = bytes;
         self
+    }
+
+    /// The same launch, allowed (`true`) to start while the kernel before it on the
+    /// stream finishes: a programmatic dependent launch (CUDA's
+    /// `CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`; recorded in a capture, a
+    /// programmatic edge of the graph). What is left of a replayed graph's cost is on
+    /// the device, each kernel's launch waiting for its predecessor's end; this overlaps
+    /// the two.
+    ///
+    /// The kernel must declare that it waits for its predecessor's results first
+    /// ([`KernelSignature::with_grid_dependency_wait`]), and the device must run such
+    /// launches ([`ProgrammaticLaunch`]: CUDA on compute capability 9.0 or later). Vulkan
+    /// and the mock have none: there such a launch is refused, not run in order, so code
+    /// that counts on the overlap learns it is not there. A refused launch changes
+    /// nothing (no claim, no recording, the window not doomed).
+    pub const fn programmatic(mut self, on: bool) -> Self {
+        self.programmatic = on;
+        self
+    }
+
+    /// Whether the launch may overlap its predecessor ([`programmatic`](Self::programmatic)).
+    pub const fn is_programmatic(&self) -> bool {
+        self.programmatic
     }
 
     /// The grid.
@@ -688,6 +767,19 @@ pub struct LaunchLimits {
     max_param_bytes: u32,
     pointer_bytes: u32,
     max_buffers: usize,
+    programmatic: ProgrammaticLaunch,
+}
+
+/// Whether a device runs programmatic dependent launches ([`Dims::programmatic`]): a
+/// kernel started while its predecessor on the stream finishes, waiting for its results
+/// itself. Declared by the backend in its [`LaunchLimits`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProgrammaticLaunch {
+    /// The device runs them (CUDA on compute capability 9.0 or later).
+    Supported,
+    /// It does not, for the reason given (what a refused launch's error says: the
+    /// backend and why).
+    Unsupported(&'static str),
 }
 
 impl LaunchLimits {
@@ -695,7 +787,8 @@ impl LaunchLimits {
     /// and at most `max_binding_bytes` long, and runs at most `max_grid` workgroups per
     /// dimension; blocks of at most 1,024 threads ([1024, 1024, 64]), 48 KiB of dynamic
     /// shared memory, 4,096 bytes of parameters with 8 per buffer, and
-    /// [`MAX_LAUNCH_BUFFERS`] buffers, until the `with_*` calls say otherwise.
+    /// [`MAX_LAUNCH_BUFFERS`] buffers, and no programmatic dependent launch, until the
+    /// `with_*` calls say otherwise.
     ///
     /// # Errors
     ///
@@ -740,6 +833,9 @@ impl LaunchLimits {
             max_param_bytes: 4096,
             pointer_bytes: 8,
             max_buffers: MAX_LAUNCH_BUFFERS,
+            programmatic: ProgrammaticLaunch::Unsupported(
+                "this device runs no programmatic dependent launch",
+            ),
         })
     }
 
@@ -768,6 +864,18 @@ impl LaunchLimits {
         self.pointer_bytes = pointer_bytes;
         self.max_buffers = max_buffers.min(MAX_LAUNCH_BUFFERS);
         self
+    }
+
+    /// The same limits, with the device running programmatic dependent launches or not
+    /// (and why not).
+    pub fn with_programmatic(mut self, programmatic: ProgrammaticLaunch) -> Self {
+        self.programmatic = programmatic;
+        self
+    }
+
+    /// Whether the device runs programmatic dependent launches.
+    pub fn programmatic(&self) -> ProgrammaticLaunch {
+        self.programmatic
     }
 
     /// The multiple of bytes a bound range starts at.
@@ -984,6 +1092,55 @@ mod tests {
             .check_launch(k, &l, &Dims::grid([1, 1, 1]), bufs(5, Access::Read), 0)
             .unwrap_err();
         assert!(e.to_string().contains("at most 4 buffers"), "{e}");
+    }
+
+    #[test]
+    fn a_programmatic_launch_needs_a_kernel_that_waits_and_a_device_that_overlaps() {
+        let sig = KernelSignature::new(1, 0);
+        let waits = sig.with_grid_dependency_wait();
+        let l = limits();
+        let overlapping = l.with_programmatic(ProgrammaticLaunch::Supported);
+        let dims = Dims::grid([1, 1, 1]).programmatic(true);
+        let check = |sig: KernelSignature, l: &LaunchLimits, dims: &Dims| {
+            sig.check_launch(k, l, dims, bufs(1, Access::Read), 0)
+        };
+        check(waits, &overlapping, &dims).unwrap();
+        // In stream order, any kernel on any device.
+        check(sig, &l, &Dims::grid([1, 1, 1])).unwrap();
+        // A kernel that does not wait is refused first, on any device.
+        for l in [&l, &overlapping] {
+            let e = check(sig, l, &dims).unwrap_err();
+            assert!(
+                matches!(
+                    e,
+                    ServerError::InvalidArgument {
+                        what: "programmatic launch",
+                        ..
+                    }
+                ),
+                "{e:?}"
+            );
+            assert!(
+                e.to_string()
+                    .contains("kernel k (kernel#3): the kernel does not declare that it waits"),
+                "{e}"
+            );
+        }
+        // A device without it refuses a kernel that waits, saying why.
+        let e = check(waits, &l, &dims).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("kernel k (kernel#3): this device runs no programmatic dependent launch"),
+            "{e}"
+        );
+        let vulkan = l.with_programmatic(ProgrammaticLaunch::Unsupported("Vulkan has none"));
+        let e = check(waits, &vulkan, &dims).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("kernel k (kernel#3): Vulkan has none"),
+            "{e}"
+        );
+        assert_eq!(e.subject(), Some(&k()), "the kernel is a field");
     }
 
     #[test]

@@ -69,7 +69,7 @@ pub use ids::{FailureId, GraphId, GraphPoolId, MemoryId, PageId, StreamId};
 pub use info_cache::CachePolicy;
 pub use kernel::{
     Dims, Grid, KernelSignature, MAX_KERNEL_PARAMS, MAX_LAUNCH_BUFFERS, MAX_SCALAR_BYTES, Param,
-    ScalarParam, ScalarType,
+    ProgrammaticLaunch, ScalarParam, ScalarType,
 };
 pub use label::MAX_LABEL_BYTES;
 pub use memory::{

@@ -12,7 +12,7 @@ use capture_core::backend::{
     Backend, Builtins, CaptureDomain, DeviceStream, Dims, GraphDriver, KernelSignature,
     LaunchBuffer, LaunchLimits, LaunchParam, StreamSetup, StreamState,
 };
-use capture_core::{Builtin, MAX_ALLOCATION_BYTES, MemoryKind, ServerError};
+use capture_core::{Builtin, MAX_ALLOCATION_BYTES, MemoryKind, ProgrammaticLaunch, ServerError};
 
 use crate::MockError;
 use crate::context::Context;
@@ -444,11 +444,17 @@ impl<const AFFINE: bool> Builtins for Mock<AFFINE> {
 /// multiples of 16 bytes (the widest vector load a CUDA kernel makes), grids run up to
 /// `2^31 - 1` blocks in x and 65,535 in y and z, blocks up to 1,024 threads, 48 KiB of
 /// dynamic shared memory (which its host functions do not see); its own: at most
-/// [`MOCK_MAX_BUFFERS`] buffers and 256 bytes of scalars per launch.
+/// [`MOCK_MAX_BUFFERS`] buffers and 256 bytes of scalars per launch, and no programmatic
+/// dependent launch (refused, never run in order: code that counts on the overlap
+/// learns on the mock that only CUDA has it).
 pub(crate) fn mock_launch_limits() -> LaunchLimits {
     LaunchLimits::new(16, MAX_ALLOCATION_BYTES, [i32::MAX as u32, 65_535, 65_535])
         .expect("the mock's limits are valid")
         .with_block([1024, 1024, 64], 1024)
         .with_shared(48 << 10)
         .with_params(256, 0, MOCK_MAX_BUFFERS)
+        .with_programmatic(ProgrammaticLaunch::Unsupported(
+            "the mock runs no programmatic dependent launch (CUDA on compute capability 9.0 \
+             or later does)",
+        ))
 }

@@ -11,7 +11,7 @@ use capture_core::backend::{
     Backend, Builtins, Dims, GraphDriver, KernelSignature, LaunchBuffer, LaunchLimits, LaunchParam,
     Param, StreamSetup,
 };
-use capture_core::{Builtin, MemoryKind, ServerError};
+use capture_core::{Builtin, MemoryKind, ProgrammaticLaunch, ServerError};
 
 use crate::error::Unavailable;
 use crate::executable::VulkanExecutable;
@@ -242,8 +242,9 @@ impl VulkanBackend {
 /// `maxComputeWorkGroupSize` and `maxComputeWorkGroupInvocations` threads (a shader fixes
 /// its own: a launch's block must match it), no dynamic shared memory (a shader declares
 /// its workgroup memory), scalars in at most `maxPushConstantsSize` bytes of push
-/// constants, and `maxPerStageDescriptorStorageBuffers` buffers less one for the info
-/// words.
+/// constants, `maxPerStageDescriptorStorageBuffers` buffers less one for the info
+/// words, and no programmatic dependent launch (Vulkan has no such dispatch: a barrier
+/// sits between every two dispatches of a stream).
 fn launch_limits(limits: &vk::PhysicalDeviceLimits) -> Result<LaunchLimits, Unavailable> {
     let buffers = (limits.max_per_stage_descriptor_storage_buffers as usize)
         .saturating_sub(1)
@@ -265,7 +266,11 @@ fn launch_limits(limits: &vk::PhysicalDeviceLimits) -> Result<LaunchLimits, Unav
             .min(raw::MAX_PUSH_BYTES as u32),
         0,
         buffers,
-    ))
+    )
+    .with_programmatic(ProgrammaticLaunch::Unsupported(
+        "Vulkan runs no programmatic dependent launch (CUDA on compute capability 9.0 or \
+         later does)",
+    )))
 }
 
 /// A launch's bindings, on the stack: its buffers' slices, then its info words' slice;

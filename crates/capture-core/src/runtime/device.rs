@@ -741,6 +741,13 @@ impl<B: Backend> Device<B> {
         self.inner.limits.max_binding_bytes()
     }
 
+    /// Whether this device runs programmatic dependent launches
+    /// ([`Dims::programmatic`](crate::Dims::programmatic)), and why not where it does not:
+    /// CUDA on compute capability 9.0 or later does; Vulkan and the mock never.
+    pub fn programmatic_launch(&self) -> crate::ProgrammaticLaunch {
+        self.inner.limits.programmatic()
+    }
+
     /// What `graph` holds, with its device bytes split as the handles stand now: a
     /// buffer dropped since the seal counts as the graph's own. `None` for a graph of
     /// another device.

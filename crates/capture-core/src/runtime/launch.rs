@@ -32,6 +32,11 @@ impl KernelHandle {
     pub fn id(&self) -> KernelId {
         self.id
     }
+
+    /// What the kernel takes, as it was registered.
+    pub fn signature(&self) -> KernelSignature {
+        self.signature
+    }
 }
 
 impl<B: Backend> Device<B> {
@@ -137,7 +142,9 @@ impl<B: Backend> Device<B> {
     /// - [`ServerError::InvalidArgument`] for a kernel of another device, or a launch
     ///   that does not fit: more than [`MAX_LAUNCH_BUFFERS`](crate::MAX_LAUNCH_BUFFERS)
     ///   buffers, a buffer count or info-word count other than the kernel's signature
-    ///   declares, an empty grid or one beyond the device's limits.
+    ///   declares, an empty grid or one beyond the device's limits; a programmatic
+    ///   launch ([`Dims::programmatic`]) of a kernel that does not declare its wait, or
+    ///   on a device without them (`what: "programmatic launch"`, naming the kernel).
     /// - [`ServerError::InvalidBinding`] for a range outside its buffer, one starting at an
     ///   offset the device cannot bind, or one longer than the device binds.
     /// - [`ServerError::NeighbourRefused`] while another stream's window holds the

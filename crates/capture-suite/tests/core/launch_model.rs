@@ -1,11 +1,14 @@
 //! The launch model (issue 24): scalars by value, declared accesses, block and shared
-//! memory, the user's own work inside the rules, one stream per capture closure, and
-//! memory the caller imports. On the mock (wrapped in `Faulty`).
+//! memory, programmatic dependent launch (issue 35), the user's own work inside the
+//! rules, one stream per capture closure, and memory the caller imports. On the mock
+//! (wrapped in `Faulty`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use capture_core::{Arg, Chain, Dims, KernelSignature, Param, ServerError, StreamId};
+use capture_core::{
+    Arg, Chain, Dims, KernelSignature, Param, ProgrammaticLaunch, ServerError, StreamId,
+};
 use capture_mock::{FaultOp, MockBackend, MockKernel, MockWork};
 
 use crate::{Dev, S0, S1, device, filled, read, suite_lock};
@@ -202,6 +205,121 @@ fn a_block_or_shared_memory_past_the_devices_limits_is_refused_naming_the_limit(
         let err = dev.launch(S0, &kernel, dims, &args, &[]).unwrap_err();
         assert!(text(&err).contains(needle), "{needle}: {}", text(&err));
     }
+}
+
+/// AXPB, declaring that it waits for its grid dependency first (as a CUDA kernel calling
+/// `cudaGridDependencySynchronize` would).
+const AXPB_WAITS: MockKernel = MockKernel {
+    name: "axpb_waits",
+    signature: AXPB.signature.with_grid_dependency_wait(),
+    f: AXPB.f,
+};
+
+fn is_programmatic_refusal(e: &ServerError) -> bool {
+    matches!(
+        e,
+        ServerError::InvalidArgument {
+            what: "programmatic launch",
+            ..
+        }
+    )
+}
+
+#[test]
+fn a_programmatic_launch_is_refused_on_the_mock_naming_the_kernel_and_why() {
+    let _suite = suite_lock();
+    let (dev, world) = device();
+    let ProgrammaticLaunch::Unsupported(why) = dev.programmatic_launch() else {
+        panic!("the mock runs no programmatic dependent launch");
+    };
+    assert!(why.contains("the mock"), "{why}");
+    let x = filled(&dev, S0, &[1, 2, 3]);
+    let y = dev.alloc(S0, 12).unwrap();
+    let kernel = dev.kernel(AXPB_WAITS);
+    let args = [
+        Arg::read(&x),
+        Arg::write(&y),
+        Arg::scalar(2u32),
+        Arg::scalar([1u32, 0]),
+    ];
+    let pdl = Dims::grid([1, 1, 1]).programmatic(true);
+    let launches = world.calls(FaultOp::Launch);
+    let err = dev.launch(S0, &kernel, pdl, &args, &[]).unwrap_err();
+    assert!(is_programmatic_refusal(&err), "{err:?}");
+    assert!(
+        text(&err).contains(&format!(
+            "programmatic launch axpb_waits: kernel axpb_waits: {why}"
+        )),
+        "{}",
+        text(&err)
+    );
+    assert_eq!(
+        world.calls(FaultOp::Launch),
+        launches,
+        "nothing reached the mock"
+    );
+    // Nothing claimed: y is still never written, x reads.
+    assert!(matches!(read(&dev, S0, &y), Err(ServerError::Unwritten(_))));
+    assert_eq!(read(&dev, S0, &x).unwrap(), [1, 2, 3]);
+    // Inside a window the refusal records nothing and dooms nothing: the graph holds the
+    // launch in stream order only.
+    let g = dev
+        .capture(S0, |d| {
+            let refused = d.launch(S0, &kernel, pdl, &args, &[]).unwrap_err();
+            assert!(is_programmatic_refusal(&refused), "{refused:?}");
+            d.launch(S0, &kernel, [1, 1, 1], &args, &[])
+        })
+        .unwrap();
+    dev.write_values(S0, &x, 0, &[5u32, 6, 7]).unwrap();
+    dev.replay(S0, &g, 1).unwrap();
+    assert_eq!(read(&dev, S0, &y).unwrap(), [11, 13, 15]);
+    assert_eq!(
+        world.calls(FaultOp::Launch),
+        launches + 2,
+        "warmup's launch and the recording's, both in stream order"
+    );
+}
+
+#[test]
+fn a_kernel_that_does_not_declare_the_wait_is_refused_for_overlap() {
+    let _suite = suite_lock();
+    let (dev, _) = device();
+    let x = filled(&dev, S0, &[1]);
+    let y = dev.alloc(S0, 4).unwrap();
+    let kernel = dev.kernel(AXPB);
+    assert!(!kernel.signature().waits_for_grid_dependency());
+    let args = [
+        Arg::read(&x),
+        Arg::write(&y),
+        Arg::scalar(1u32),
+        Arg::scalar([0u32, 0]),
+    ];
+    // The kernel is asked first: the answer names it, whatever the device can do.
+    let err = dev
+        .launch(
+            S0,
+            &kernel,
+            Dims::grid([1, 1, 1]).programmatic(true),
+            &args,
+            &[],
+        )
+        .unwrap_err();
+    assert!(is_programmatic_refusal(&err), "{err:?}");
+    assert!(
+        text(&err).contains("kernel axpb does not declare that it waits for its grid dependency"),
+        "{}",
+        text(&err)
+    );
+    // In stream order (the same launch, `programmatic(false)`), it runs.
+    dev.launch(
+        S0,
+        &kernel,
+        Dims::grid([1, 1, 1]).programmatic(false),
+        &args,
+        &[],
+    )
+    .unwrap();
+    assert_eq!(read(&dev, S0, &y).unwrap(), [1]);
 }
 
 /// `y = x` reversed, as a "library call" of the caller's own; counts its runs.
