@@ -32,7 +32,19 @@
  *   a memory free, a module load or unload, or a context synchronisation while the
  *   context captures (each invalidates the captures it touches); graphs of kernel and
  *   copy nodes, their node queries, instantiation, upload, launch and destruction (an
- *   executable destroyed with launches queued is freed after them).
+ *   executable destroyed with launches queued is freed after them);
+ * - cuLaunchKernelEx with CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+ *   (programmatic dependent launch: the kernel may start while the kernel before it in
+ *   the stream finishes, and waits for it itself). The model runs every stream in order,
+ *   which is one schedule the driver allows, so the attribute changes no result; it is
+ *   validated (an attribute id outside cuda.h's enum is CUDA_ERROR_INVALID_VALUE, as is a
+ *   config or attribute list that is NULL where it is needed) and kept with the launch:
+ *   on a queued kernel, and, captured, on its graph node (the programmatic edge from the
+ *   node before it), copied into every executable, and counted each time such a kernel
+ *   runs (`programmatic_kernels_run`), so a test sees that it reached the driver, the
+ *   graph and each replay. Launch attributes the model does not model (cooperative,
+ *   clusters, priorities and the rest) are refused with CUDA_ERROR_NOT_SUPPORTED and a
+ *   line on stderr saying so: the model claims nothing about them.
  *
  * Kernels run on the host, by entry name, through a kernel library named by
  * CAPTURE_CUDA_MODEL_KERNELS (model.h's `capture_model_run`): the whole grid at once.
@@ -524,6 +536,9 @@ struct work {
             size_t param_bytes;
             unsigned grid[3], block[3], shared;
             unsigned char *params;
+            /* Launched with programmatic stream serialization: may overlap the kernel
+               before it (in a graph, the programmatic edge from the node before it). */
+            int programmatic;
         } kernel;
         struct {
             uintptr_t device;
@@ -791,6 +806,7 @@ static void run_work(struct stream *s, struct work *w) {
         char error[512] = "";
         int ran = run(&launch, error, sizeof error);
         totals.kernels_run++;
+        if (w->u.kernel.programmatic) totals.programmatic_kernels_run++;
         if (ran == CAPTURE_MODEL_UNKNOWN)
             fault(ctx, CUDA_ERROR_LAUNCH_FAILED, "kernel %s has no host implementation: %s",
                   f->name, error);
@@ -1703,11 +1719,12 @@ CUresult CUDAAPI cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunc
     return r;
 }
 
-CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-                                unsigned int gridDimZ, unsigned int blockDimX,
-                                unsigned int blockDimY, unsigned int blockDimZ,
-                                unsigned int sharedMemBytes, CUstream hStream,
-                                void **kernelParams, void **extra) {
+/* A kernel launch, eager or captured; `programmatic` as its launch attributes said. */
+static CUresult launch_kernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                              unsigned int gridDimZ, unsigned int blockDimX,
+                              unsigned int blockDimY, unsigned int blockDimZ,
+                              unsigned int sharedMemBytes, CUstream hStream,
+                              void **kernelParams, void **extra, int programmatic) {
     CUresult r = CUDA_SUCCESS;
     lock();
     struct ctx *c = current_ctx(&r);
@@ -1747,6 +1764,7 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned in
     w->u.kernel.block[1] = blockDimY;
     w->u.kernel.block[2] = blockDimZ;
     w->u.kernel.shared = sharedMemBytes;
+    w->u.kernel.programmatic = programmatic;
     /* The driver copies the arguments at the call. */
     w->u.kernel.params = xmalloc(fn->param_bytes);
     memset(w->u.kernel.params, 0, fn->param_bytes);
@@ -1762,6 +1780,44 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned in
 out:
     unlock();
     return r;
+}
+
+CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                unsigned int gridDimZ, unsigned int blockDimX,
+                                unsigned int blockDimY, unsigned int blockDimZ,
+                                unsigned int sharedMemBytes, CUstream hStream,
+                                void **kernelParams, void **extra) {
+    return launch_kernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                         sharedMemBytes, hStream, kernelParams, extra, 0);
+}
+
+/* cuLaunchKernelEx: the launch's attributes read and validated first, then the launch
+   as cuLaunchKernel makes it. */
+CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f,
+                                  void **kernelParams, void **extra) {
+    if (!config || (config->numAttrs && !config->attrs)) return CUDA_ERROR_INVALID_VALUE;
+    int programmatic = 0;
+    for (unsigned i = 0; i < config->numAttrs; i++) {
+        const CUlaunchAttribute *a = &config->attrs[i];
+        switch (a->id) {
+        case CU_LAUNCH_ATTRIBUTE_IGNORE: break;
+        case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
+            /* Non-zero allows the overlap (cuda.h); any value is valid. */
+            programmatic = a->value.programmaticStreamSerializationAllowed != 0;
+            break;
+        default:
+            /* The last id cuda.h declares outside NVIDIA's own builds (its
+               CU_LAUNCH_ATTRIBUTE_MAX is internal). */
+            if ((int)a->id < 0 || a->id > CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT)
+                return CUDA_ERROR_INVALID_VALUE;
+            say("cuLaunchKernelEx: the model does not model launch attribute %d", (int)a->id);
+            return CUDA_ERROR_NOT_SUPPORTED;
+        }
+    }
+    return launch_kernel(f, config->gridDimX, config->gridDimY, config->gridDimZ,
+                         config->blockDimX, config->blockDimY, config->blockDimZ,
+                         config->sharedMemBytes, config->hStream, kernelParams, extra,
+                         programmatic);
 }
 
 /* ---------------------------------------------------------------------------------- */

@@ -57,6 +57,9 @@ struct capture_model_counts {
     size_t kernels_run;         /* kernels executed since the process started */
     size_t graphs_launched;     /* graph launches executed since the process started */
     size_t context_switches;    /* cuCtxSetCurrent or cuCtxCreate changing a thread's context */
+    size_t programmatic_kernels_run; /* of kernels_run, those launched (eagerly, or as the
+                                        graph node a captured launch made) with
+                                        CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION */
 };
 
 #endif

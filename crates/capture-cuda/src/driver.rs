@@ -13,7 +13,7 @@ use capture_core::backend::{
     Backend, Builtins, CaptureDomain, Dims, GraphDriver, KernelSignature, LaunchBuffer,
     LaunchLimits, LaunchParam, MAX_LAUNCH_BUFFERS, StreamSetup,
 };
-use capture_core::{Builtin, MAX_ALLOCATION_BYTES, MemoryKind, ServerError};
+use capture_core::{Builtin, MAX_ALLOCATION_BYTES, MemoryKind, ProgrammaticLaunch, ServerError};
 
 /// The dynamic shared memory every function may take without opting in.
 const DEFAULT_SHARED: u32 = 48 << 10;
@@ -215,7 +215,8 @@ impl Backend for CudaBackend {
     /// `2^31 - 1` blocks in x and 65,535 in y and z; blocks and dynamic shared memory as
     /// the driver reports the device's (shared memory past 48 KiB is opted into per
     /// launch); 4,096 bytes of parameters, 8 per buffer (the parameter space every CUDA
-    /// version gives).
+    /// version gives); programmatic dependent launch on compute capability 9.0 or later
+    /// (`programmatic_launch`).
     fn launch_limits(&self) -> LaunchLimits {
         let attrs = self.gpu.launch;
         LaunchLimits::new(16, MAX_ALLOCATION_BYTES, [i32::MAX as u32, 65_535, 65_535])
@@ -223,6 +224,7 @@ impl Backend for CudaBackend {
             .with_block(attrs.max_block, attrs.max_threads)
             .with_shared(attrs.max_shared)
             .with_params(4096, 8, MAX_LAUNCH_BUFFERS)
+            .with_programmatic(programmatic_launch(self.gpu.compute))
     }
 
     /// The context's: every device on this GPU in the process shares it.
@@ -271,7 +273,14 @@ impl Backend for CudaBackend {
         if dims.shared() > DEFAULT_SHARED {
             raw::allow_shared(kernel.function, dims.shared())?;
         }
-        raw::launch(
+        // The core let a programmatic launch through only for a kernel that waits for
+        // its grid dependency, on a device that has them (`launch_limits`).
+        let launch = if dims.is_programmatic() {
+            raw::launch_programmatic
+        } else {
+            raw::launch
+        };
+        launch(
             kernel.function,
             dims.grid_shape(),
             block,
@@ -341,8 +350,40 @@ impl Backend for CudaBackend {
     }
 }
 
+/// Whether a device of compute capability `compute` runs programmatic dependent
+/// launches: from 9.0 (Hopper) on, where `griddepcontrol` exists; an older device would
+/// serialise them, and the kernels that wait cannot be built for it.
+pub(crate) fn programmatic_launch(compute: (i32, i32)) -> ProgrammaticLaunch {
+    if compute.0 >= 9 {
+        ProgrammaticLaunch::Supported
+    } else {
+        ProgrammaticLaunch::Unsupported(
+            "this CUDA device runs no programmatic dependent launch (compute capability 9.0 \
+             or later does)",
+        )
+    }
+}
+
 impl Builtins for CudaBackend {
     fn builtin(kernel: Builtin) -> CudaKernelSource {
         CudaKernelSource::builtin(kernel)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn programmatic_launch_comes_with_compute_capability_9() {
+        for compute in [(9, 0), (10, 0), (12, 0)] {
+            assert_eq!(programmatic_launch(compute), ProgrammaticLaunch::Supported);
+        }
+        for compute in [(8, 0), (8, 9), (7, 5)] {
+            let ProgrammaticLaunch::Unsupported(why) = programmatic_launch(compute) else {
+                panic!("{compute:?} has no griddepcontrol");
+            };
+            assert!(why.contains("compute capability 9.0"), "{why}");
+        }
     }
 }

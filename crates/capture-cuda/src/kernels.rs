@@ -92,10 +92,16 @@ impl CudaKernelSource {
     /// and so is any user kernel on a driver that cannot report its parameters
     /// (`cuFuncGetParamInfo`, CUDA 12.4 and newer).
     ///
+    /// A signature that declares the grid-dependency wait
+    /// ([`KernelSignature::with_grid_dependency_wait`], for programmatic dependent
+    /// launch) is checked against the PTX too: the entry's body must hold a
+    /// `griddepcontrol.wait` (what `cudaGridDependencySynchronize()` compiles to).
+    ///
     /// # Errors
     ///
     /// [`ServerError::InvalidArgument`] naming the kernel when the PTX or the entry name
-    /// holds a NUL byte, or the PTX lacks a `.version` directive.
+    /// holds a NUL byte, the PTX lacks a `.version` directive, or the signature declares
+    /// the grid-dependency wait and the entry's body has no `griddepcontrol.wait`.
     pub fn ptx(
         name: impl Into<Cow<'static, str>>,
         ptx: String,
@@ -108,6 +114,18 @@ impl CudaKernelSource {
                 "PTX",
                 &name,
                 "it has no .version directive",
+            ));
+        }
+        if signature.waits_for_grid_dependency()
+            && !entry_body(&ptx, entry).is_some_and(|body| body.contains("griddepcontrol.wait"))
+        {
+            return Err(ServerError::invalid(
+                "PTX",
+                &name,
+                format!(
+                    "its signature declares the grid-dependency wait, but entry {entry} has \
+                     no griddepcontrol.wait (cudaGridDependencySynchronize)"
+                ),
             ));
         }
         let ptx = CString::new(ptx)
@@ -169,13 +187,16 @@ impl CudaKernelSource {
         self
     }
 
-    /// The builtin `kernel`.
+    /// The builtin `kernel`. Its signature declares the grid-dependency wait: on sm_90
+    /// and later every builtin waits for its predecessor first (`kernels/builtins.cu`),
+    /// so a builtin launch may be programmatic ([`Dims::programmatic`](capture_core::Dims::programmatic));
+    /// an older device runs none, and the core refuses them there.
     pub fn builtin(kernel: Builtin) -> Self {
         Self {
             name: Cow::Borrowed(kernel.name()),
             ptx: Ptx::Builtins,
             entry: CString::new(kernel.name()).expect("no NUL"),
-            signature: kernel.signature(),
+            signature: kernel.signature().with_grid_dependency_wait(),
             abi: Abi::Pairs,
             block: [BLOCK, 1, 1],
         }
@@ -190,6 +211,18 @@ impl CudaKernelSource {
     pub fn signature(&self) -> KernelSignature {
         self.signature
     }
+}
+
+/// The body of `entry` in `ptx`: from its `.entry` directive to the next one (or the
+/// end); `None` when the PTX has no such entry.
+fn entry_body<'a>(ptx: &'a str, entry: &str) -> Option<&'a str> {
+    let at = ptx.match_indices(".entry ").find_map(|(i, m)| {
+        let rest = &ptx[i + m.len()..];
+        let named = rest.strip_prefix(entry)?;
+        named.trim_start().starts_with('(').then_some(i + m.len())
+    })?;
+    let body = &ptx[at..];
+    Some(body.find(".entry ").map_or(body, |end| &body[..end]))
 }
 
 /// A loaded kernel.
@@ -470,6 +503,37 @@ mod tests {
             let e = check_params("mine", &image, &signature, abi).unwrap_err();
             assert!(matches!(e, ServerError::InvalidArgument { .. }), "{e:?}");
             assert!(capture_core::Chain(&e).to_string().contains("mine"), "{e}");
+        }
+    }
+
+    #[test]
+    fn ptx_declaring_the_grid_dependency_wait_must_hold_it_in_its_entry() {
+        const PTX: &str = ".version 8.8\n.target sm_90\n.address_size 64\n\
+            .visible .entry waits(\n.param .u64 p\n)\n{\ngriddepcontrol.wait;\nret;\n}\n\
+            .visible .entry waits_not(\n.param .u64 p\n)\n{\nret;\n}\n";
+        let sig = KernelSignature::new(0, 0);
+        let waits = sig.with_grid_dependency_wait();
+        CudaKernelSource::ptx("waits", PTX.into(), "waits", waits).unwrap();
+        // Not declared: nothing to check.
+        CudaKernelSource::ptx("waits_not", PTX.into(), "waits_not", sig).unwrap();
+        for entry in ["waits_not", "absent", "wait"] {
+            let e = CudaKernelSource::ptx("mine", PTX.into(), entry, waits).unwrap_err();
+            assert!(matches!(e, ServerError::InvalidArgument { .. }), "{e:?}");
+            let text = e.to_string();
+            assert!(
+                text.contains("mine") && text.contains("no griddepcontrol.wait"),
+                "{text}"
+            );
+        }
+        // Every builtin waits on sm_90, so its signature says so.
+        for b in Builtin::ALL {
+            assert!(
+                CudaKernelSource::builtin(b)
+                    .signature()
+                    .waits_for_grid_dependency()
+            );
+            let body = entry_body(BUILTINS_SM90, b.name()).unwrap();
+            assert!(body.contains("griddepcontrol.wait"), "{}", b.name());
         }
     }
 

@@ -98,6 +98,7 @@ driver_api! {
     cuModuleGetFunction(*mut Handle, Handle, *const c_char);
     cuModuleUnload(Handle);
     cuLaunchKernel(Handle, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, Handle, *mut *mut c_void, *mut *mut c_void);
+    cuLaunchKernelEx(*const LaunchConfig, Handle, *mut *mut c_void, *mut *mut c_void);
     cuFuncSetAttribute(Handle, c_int, c_int);
     cuGraphGetNodes(Handle, *mut Handle, *mut usize);
     cuGraphNodeGetType(Handle, *mut c_uint);
@@ -122,6 +123,8 @@ mod consts {
     pub(super) const FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: i32 = 8;
     pub(super) const ATTRIBUTE_COMPUTE_MAJOR: i32 = 75;
     pub(super) const ATTRIBUTE_COMPUTE_MINOR: i32 = 76;
+    /// `CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION` (`CUlaunchAttributeID`).
+    pub(super) const LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION: i32 = 6;
     pub(super) const STREAM_NON_BLOCKING: u32 = 1;
     pub(super) const EVENT_BLOCKING_SYNC: u32 = 1;
     pub(super) const EVENT_DISABLE_TIMING: u32 = 2;
@@ -773,6 +776,66 @@ pub(crate) enum Argument<'a> {
     Bytes(&'a [u8]),
 }
 
+/// `CUlaunchAttributeValue` (cuda.h): a 64-byte union, 8-byte aligned (its
+/// `accessPolicyWindow` holds a pointer); `programmaticStreamSerializationAllowed`, an
+/// `int`, is its first four bytes.
+#[repr(C, align(8))]
+#[derive(Clone, Copy)]
+pub(crate) struct LaunchAttributeValue([c_int; 16]);
+
+/// `CUlaunchAttribute` (cuda.h): the attribute's id, padding to 8 bytes, its value.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct LaunchAttribute {
+    id: c_int,
+    pad: [u8; 4],
+    value: LaunchAttributeValue,
+}
+
+/// `CUlaunchConfig` (cuda.h), what `cuLaunchKernelEx` takes.
+#[repr(C)]
+pub(crate) struct LaunchConfig {
+    grid: [c_uint; 3],
+    block: [c_uint; 3],
+    shared: c_uint,
+    stream: Handle,
+    attrs: *mut LaunchAttribute,
+    attr_count: c_uint,
+}
+
+/// A launch's argument values and the pointers to them the driver reads, laid out for
+/// `cuLaunchKernel` and `cuLaunchKernelEx` alike.
+struct Packed<'a> {
+    words: [u64; MAX_ARGS],
+    pointers: [*mut c_void; MAX_ARGS],
+    args: &'a [Argument<'a>],
+}
+
+impl<'a> Packed<'a> {
+    fn new(args: &'a [Argument<'a>]) -> Self {
+        Self {
+            words: [0; MAX_ARGS],
+            pointers: [std::ptr::null_mut(); MAX_ARGS],
+            args: &args[..args.len().min(MAX_ARGS)],
+        }
+    }
+
+    /// The pointers, each at its value: a word in `self.words`, or a scalar's bytes
+    /// borrowed from the caller. Valid while `self` is neither moved nor dropped.
+    fn pointers(&mut self) -> *mut *mut c_void {
+        for (i, arg) in self.args.iter().enumerate() {
+            self.pointers[i] = match *arg {
+                Argument::Word(w) => {
+                    self.words[i] = w;
+                    &mut self.words[i] as *mut u64 as *mut c_void
+                }
+                Argument::Bytes(bytes) => bytes.as_ptr() as *mut c_void,
+            };
+        }
+        self.pointers.as_mut_ptr()
+    }
+}
+
 /// Enqueues (or records) a launch of `function`: `grid` blocks of `block` threads with
 /// `shared` bytes of dynamic shared memory each, over `args` in order (at most
 /// [`MAX_ARGS`]). The kernel's image declares exactly these arguments, of these sizes:
@@ -786,20 +849,10 @@ pub(crate) fn launch(
     stream: usize,
     args: &[Argument<'_>],
 ) -> Result<(), ServerError> {
-    let mut words = [0u64; MAX_ARGS];
-    let mut pointers = [std::ptr::null_mut::<c_void>(); MAX_ARGS];
-    for (i, arg) in args.iter().enumerate().take(MAX_ARGS) {
-        pointers[i] = match *arg {
-            Argument::Word(w) => {
-                words[i] = w;
-                &mut words[i] as *mut u64 as *mut c_void
-            }
-            Argument::Bytes(bytes) => bytes.as_ptr() as *mut c_void,
-        };
-    }
-    let count = args.len().min(MAX_ARGS);
+    let mut packed = Packed::new(args);
+    let pointers = packed.pointers();
     // SAFETY: each pointer points at a value that lives across the call (the driver
-    // copies them at enqueue): a word in `words`, or a scalar's bytes borrowed from the
+    // copies them at enqueue): a word in `packed`, or a scalar's bytes borrowed from the
     // caller; the kernel takes exactly these arguments, of these sizes (checked against
     // its image at load); the grid, block and shared bytes were checked against the
     // device's limits by the core, and the driver refuses anything else with an error.
@@ -814,9 +867,46 @@ pub(crate) fn launch(
             block[2],
             shared,
             stream as Handle,
-            pointers[..count].as_mut_ptr(),
+            pointers,
             std::ptr::null_mut(),
         )
+    })
+}
+
+/// As [`launch`], through `cuLaunchKernelEx` with
+/// `CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION` set: the kernel may start
+/// while the kernel before it on `stream` finishes, and waits for it itself
+/// (`griddepcontrol.wait`). Inside a capture the driver records a programmatic edge.
+pub(crate) fn launch_programmatic(
+    function: usize,
+    grid: [u32; 3],
+    block: [u32; 3],
+    shared: u32,
+    stream: usize,
+    args: &[Argument<'_>],
+) -> Result<(), ServerError> {
+    let mut value = LaunchAttributeValue([0; 16]);
+    value.0[0] = 1;
+    let mut attribute = LaunchAttribute {
+        id: consts::LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+        pad: [0; 4],
+        value,
+    };
+    let config = LaunchConfig {
+        grid,
+        block,
+        shared,
+        stream: stream as Handle,
+        attrs: &mut attribute,
+        attr_count: 1,
+    };
+    let mut packed = Packed::new(args);
+    let pointers = packed.pointers();
+    // SAFETY: as in `launch` for the arguments; `config` and the one attribute it points
+    // at live across the call, laid out as cuda.h's CUlaunchConfig and CUlaunchAttribute
+    // (checked by `launch_config_matches_cuda_h`); the driver reads them at the call.
+    check("cuLaunchKernelEx", unsafe {
+        (api().cuLaunchKernelEx)(&config, function as Handle, pointers, std::ptr::null_mut())
     })
 }
 
@@ -1104,4 +1194,25 @@ pub(crate) fn compile(
     // SAFETY: the program was created above and is destroyed once.
     unsafe { (api.nvrtcDestroyProgram)(&mut program) };
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn launch_config_matches_cuda_h() {
+        // cuda.h (12.9) on a 64-bit host: CUlaunchAttribute is the id, 4 bytes of pad
+        // and a 64-byte union aligned to 8; CUlaunchConfig seven unsigned ints, then the
+        // stream at 32, the attributes at 40 and their count at 48.
+        assert_eq!(std::mem::size_of::<LaunchAttributeValue>(), 64);
+        assert_eq!(std::mem::align_of::<LaunchAttributeValue>(), 8);
+        assert_eq!(std::mem::size_of::<LaunchAttribute>(), 72);
+        assert_eq!(std::mem::offset_of!(LaunchAttribute, value), 8);
+        assert_eq!(std::mem::size_of::<LaunchConfig>(), 56);
+        assert_eq!(std::mem::offset_of!(LaunchConfig, shared), 24);
+        assert_eq!(std::mem::offset_of!(LaunchConfig, stream), 32);
+        assert_eq!(std::mem::offset_of!(LaunchConfig, attrs), 40);
+        assert_eq!(std::mem::offset_of!(LaunchConfig, attr_count), 48);
+    }
 }

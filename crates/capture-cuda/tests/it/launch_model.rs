@@ -2,15 +2,20 @@
 //! a kernel as an engine writes it (plain pointers, dimensions and a factor as scalars,
 //! a 256-thread block, a reduction in dynamic shared memory), and the user's own work
 //! launching a kernel of its own on the raw stream, each run eagerly, captured and
-//! replayed with new inputs written in place, bit for bit; the shipped PTX is what the
-//! pinned NVRTC makes of the source.
+//! replayed with new inputs written in place, bit for bit; programmatic dependent
+//! launch reaching the driver, eagerly and as a captured graph's edge, on every replay;
+//! the shipped PTX is what the pinned NVRTC makes of the source.
 
 use std::ffi::{CString, c_int, c_void};
 use std::sync::{Arc, OnceLock};
 
-use capture_core::{Arg, Device, DeviceConfig, Dims, KernelSignature, Param, StreamId};
+use capture_core::{
+    Arg, Builtin, Device, DeviceConfig, Dims, KernelSignature, Param, ProgrammaticLaunch,
+    ServerError, StreamId,
+};
 use capture_cuda::{CudaKernelSource, CudaWork, NVRTC_RELEASE, compile_ptx, nvrtc_version};
 
+use crate::driver_model;
 use crate::support::{self, nvrtc_required};
 
 const S: StreamId = StreamId::new(0);
@@ -282,4 +287,109 @@ fn the_shipped_user_kernels_are_what_nvrtc_makes_of_their_source() {
     }
     let ptx = compile_ptx(SOURCE, "user.cu", "compute_80").unwrap();
     assert_eq!(ptx, PTX, "tests/it/kernels/user.compute_80.ptx is stale");
+}
+
+#[test]
+fn a_programmatic_launch_reaches_the_driver_eagerly_and_in_a_captured_graph() {
+    let Some(cuda) = support::open("launch model: programmatic dependent launch") else {
+        return;
+    };
+    let dev = Device::new(cuda.backend.clone(), DeviceConfig::new()).unwrap();
+    let add = dev.builtin(Builtin::AddScalar);
+    let n = 64u64;
+    let (x, y) = (dev.alloc(S, n * 4).unwrap(), dev.alloc(S, n * 4).unwrap());
+    dev.write_values(S, &x, 0, &vec![1.0f32; n as usize])
+        .unwrap();
+    let info = Builtin::AddScalar.info(n, 1.0);
+    let pdl = Dims::grid([1, 1, 1]).programmatic(true);
+    // x -> y -> x, each launch allowed to overlap the one before.
+    let chain = |d: &Device<capture_cuda::CudaBackend>| -> Result<(), ServerError> {
+        d.launch(S, &add, pdl, &[Arg::read(&x), Arg::write(&y)], &info)?;
+        d.launch(S, &add, pdl, &[Arg::read(&y), Arg::write(&x)], &info)
+    };
+    if let ProgrammaticLaunch::Unsupported(why) = dev.programmatic_launch() {
+        // A GPU older than compute capability 9.0: refused by the core, typed and named.
+        assert!(
+            !support::on_model(&cuda),
+            "the model is compute capability 9.0"
+        );
+        let e = chain(&dev).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ServerError::InvalidArgument {
+                    what: "programmatic launch",
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains(why), "{e}");
+        println!("SKIP: programmatic launch: {why}");
+        return;
+    }
+    let before = driver_model::counts();
+    chain(&dev).unwrap();
+    assert_eq!(
+        dev.read_values::<f32>(S, &x).unwrap(),
+        vec![3.0; n as usize]
+    );
+    let eager = driver_model::counts();
+    // A launch in stream order adds nothing to the programmatic count.
+    dev.launch(S, &add, [1, 1, 1], &[Arg::read(&x), Arg::write(&y)], &info)
+        .unwrap();
+    assert_eq!(
+        dev.read_values::<f32>(S, &y).unwrap(),
+        vec![4.0; n as usize]
+    );
+    let in_order = driver_model::counts();
+    // Warmup runs the chain (x = 5), the recording runs nothing; three replays, x = 11.
+    let g = dev.capture(S, |d| chain(d)).unwrap();
+    dev.replay(S, &g, 3).unwrap();
+    assert_eq!(
+        dev.read_values::<f32>(S, &x).unwrap(),
+        vec![11.0; n as usize]
+    );
+    let replayed = driver_model::counts();
+    dev.drop_graph(g).unwrap();
+    if let (Some(b), Some(e), Some(o), Some(r)) = (before, eager, in_order, replayed) {
+        let runs = |c: driver_model::Counts| c.programmatic_kernels_run;
+        assert_eq!(
+            runs(e) - runs(b),
+            2,
+            "both eager launches carried the attribute"
+        );
+        assert_eq!(runs(o), runs(e), "the launch in stream order did not");
+        assert_eq!(
+            runs(r) - runs(o),
+            2 + 3 * 2,
+            "warmup's two, then each replay's two graph nodes: the attribute is in the graph"
+        );
+        assert_eq!(r.graphs_launched - o.graphs_launched, 3);
+    }
+    // A user kernel that does not declare the wait is refused before the driver, and the
+    // stream goes on.
+    let k = dev.kernel(
+        CudaKernelSource::ptx("block_sum", PTX.to_owned(), "block_sum", SIGNATURE)
+            .unwrap()
+            .with_block([256, 1, 1]),
+    );
+    let sums = dev.alloc(S, 16).unwrap();
+    let args = [
+        Arg::read(&x),
+        Arg::write(&sums),
+        Arg::scalar(n as u32),
+        Arg::scalar(1.0f32),
+    ];
+    let dims = Dims::grid([1, 1, 1]).block([256, 1, 1]).shared_bytes(1024);
+    let e = dev
+        .launch(S, &k, dims.programmatic(true), &args, &[])
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("kernel block_sum does not declare that it waits"),
+        "{e}"
+    );
+    dev.launch(S, &k, dims, &args, &[]).unwrap();
+    assert_eq!(dev.read_values::<f32>(S, &sums).unwrap()[0], 11.0 * 64.0);
 }
