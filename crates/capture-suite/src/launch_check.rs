@@ -1,10 +1,12 @@
 //! The launch check, the same on every backend: a launch with one argument too many, an
 //! empty grid, a range the device cannot bind, an access beyond the kernel's declared
-//! one, a block or dynamic shared memory beyond the device's limits is refused by the
-//! core, with the same typed error, before the backend sees it; the stream stays usable.
+//! one, a block or dynamic shared memory beyond the device's limits, a programmatic
+//! dependent launch the device or the kernel cannot run is refused by the core, with the
+//! same typed error, before the backend sees it; the stream stays usable.
 
 use capture_core::{
-    Arg, Builtin, Builtins, Chain, Device, DeviceConfig, Dims, ServerError, StreamId,
+    Arg, Builtin, Builtins, Chain, Device, DeviceConfig, Dims, ProgrammaticLaunch, ServerError,
+    StreamId,
 };
 use capture_mock::{FaultOp, Faulty};
 
@@ -14,8 +16,8 @@ use crate::scenarios::{N, bytes, floats, splat, suite_lock};
 #[derive(Debug)]
 pub struct Refusal {
     /// Which launch: `one argument too many`, `empty grid`, `misaligned range`,
-    /// `access beyond the declaration`, `block beyond the device` or `shared memory
-    /// beyond the device`.
+    /// `access beyond the declaration`, `block beyond the device`, `shared memory
+    /// beyond the device` or `programmatic launch`.
     pub launch: &'static str,
     /// The error the core returned.
     pub error: ServerError,
@@ -26,7 +28,9 @@ pub struct Refusal {
 /// left the stream unusable.
 ///
 /// The misaligned range starts half the device's binding alignment into its buffer; on
-/// a device that binds at any byte the case is not reachable and is left out.
+/// a device that binds at any byte the case is not reachable and is left out. The
+/// programmatic launch is left out where the device runs them and the builtin declares
+/// its wait (CUDA on compute capability 9.0 and later).
 ///
 /// # Errors
 ///
@@ -100,6 +104,20 @@ pub fn refused_launches<B: Builtins>(backend: B) -> Result<Vec<Refusal>, ServerE
         "empty grid",
         dev.launch(s, &k, [1, 0, 1], &[Arg::read(&x), Arg::write(&y)], &info),
     );
+    if limits.programmatic() != ProgrammaticLaunch::Supported
+        || !k.signature().waits_for_grid_dependency()
+    {
+        refuse(
+            "programmatic launch",
+            dev.launch(
+                s,
+                &k,
+                Dims::grid([1, 1, 1]).programmatic(true),
+                &[Arg::read(&x), Arg::write(&y)],
+                &info,
+            ),
+        );
+    }
     if alignment > 1 {
         let offset = alignment / 2;
         refuse(
@@ -136,6 +154,9 @@ pub fn refused_launches<B: Builtins>(backend: B) -> Result<Vec<Refusal>, ServerE
                 format!("{} bytes", limits.max_shared_bytes() + 1)
             }
             "empty grid" => "every dimension runs at least one workgroup".to_string(),
+            "programmatic launch" => {
+                "invalid programmatic launch add_scalar: kernel add_scalar".to_string()
+            }
             _ => format!(
                 "offset {}: this device binds ranges at multiples of {alignment} bytes",
                 alignment / 2

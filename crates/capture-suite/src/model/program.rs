@@ -320,6 +320,13 @@ pub enum Form {
     /// (`Affine`'s `b` passed as an `i32`), or one argument too many (the others). The
     /// launch check must refuse it, changing nothing.
     WrongScalar,
+    /// `Device::launch` as a programmatic dependent launch (`Dims::programmatic`): where
+    /// the device runs them and the kernel declares its grid-dependency wait (the CUDA
+    /// builtins on compute capability 9.0 and later), exactly a [`Form::Kernel`] launch
+    /// (the device may overlap, never reorder, what the kernel reads); anywhere else (the
+    /// mock, Vulkan, a kernel that does not wait) refused by the launch check, changing
+    /// nothing.
+    Programmatic,
 }
 
 /// A launch: the kernel (a builtin, or a [`UserKernel`]), its buffers (in the kernel's
@@ -415,7 +422,8 @@ pub fn launch_spec() -> impl Strategy<Value = LaunchSpec> {
 
 /// A launch of a builtin, mostly, or of a [`UserKernel`] (which writes only part of its
 /// output, faults, or takes scalars), as a kernel or as foreign work; now and then one
-/// with a scalar the kernel does not take.
+/// with a scalar the kernel does not take, or a builtin's as a programmatic dependent
+/// launch.
 pub fn any_launch() -> impl Strategy<Value = LaunchSpec> {
     let user = (
         select(UserKernel::ALL.to_vec()),
@@ -435,6 +443,10 @@ pub fn any_launch() -> impl Strategy<Value = LaunchSpec> {
         });
     prop_oneof![
         12 => launch_spec(),
+        1 => launch_spec().prop_map(|mut spec| {
+            spec.form = Form::Programmatic;
+            spec
+        }),
         4 => user,
         1 => (launch_spec(), any::<bool>()).prop_map(|(mut spec, affine)| {
             if affine {

@@ -11,8 +11,8 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use capture_core::{
-    Access, Arg, Buffer, Builtin, Builtins, Chain, Device, GraphHandle, GraphPool, KernelHandle,
-    ServerError, StreamId,
+    Access, Arg, Buffer, Builtin, Builtins, Chain, Device, Dims, GraphHandle, GraphPool,
+    KernelHandle, ProgrammaticLaunch, ServerError, StreamId,
 };
 use capture_mock::{FaultOp, FaultPlan, Faulty};
 
@@ -1235,7 +1235,7 @@ impl<B: Builtins> Run<B> {
             Form::Work => {
                 self.work.as_ref()?;
             }
-            Form::Kernel | Form::WrongScalar => {
+            Form::Kernel | Form::WrongScalar | Form::Programmatic => {
                 if let Some(user) = spec.user {
                     self.user_source.as_ref()?(user)?;
                 }
@@ -1357,6 +1357,7 @@ impl<B: Builtins> Run<B> {
         let outputs: Vec<Span> = issued.model.outputs().collect();
         let dev = Arc::clone(&self.dev);
         let stream = StreamId::new(s.into());
+        let mut overlaps = false;
         let called = match spec.form {
             Form::Work => {
                 let make = self.work.clone().expect("resolve checked the work");
@@ -1369,7 +1370,7 @@ impl<B: Builtins> Run<B> {
                 };
                 self.guarded(|| dev.foreign_work(stream, &issued.args, work))
             }
-            Form::Kernel | Form::WrongScalar => {
+            Form::Kernel | Form::WrongScalar | Form::Programmatic => {
                 let kernel = match spec.user {
                     Some(user) => self
                         .user_kernel(user)
@@ -1379,24 +1380,37 @@ impl<B: Builtins> Run<B> {
                         None => return Ok(()),
                     },
                 };
-                self.guarded(|| dev.launch(stream, &kernel, [1, 1, 1], &issued.args, &issued.info))
+                let programmatic = spec.form == Form::Programmatic;
+                // What the rules say of a programmatic launch: the device runs them and
+                // the kernel waits (then it is a launch like any), or it is refused.
+                overlaps = programmatic
+                    && dev.programmatic_launch() == ProgrammaticLaunch::Supported
+                    && kernel.signature().waits_for_grid_dependency();
+                let dims = Dims::grid([1, 1, 1]).programmatic(programmatic);
+                self.guarded(|| dev.launch(stream, &kernel, dims, &issued.args, &issued.info))
             }
         };
         let Some((result, fired)) = called else {
             return Ok(());
         };
-        if spec.form == Form::WrongScalar {
+        let refused_check = match spec.form {
+            Form::WrongScalar => Some("a launch with a scalar its kernel does not take"),
+            Form::Programmatic if !overlaps => {
+                Some("a programmatic launch the device or the kernel cannot run")
+            }
+            _ => None,
+        };
+        if let Some(what) = refused_check {
             // The launch check refuses it before anything runs: nothing changes.
             match &result {
-                Ok(()) => self.fail("a launch with a scalar its kernel does not take was accepted"),
-                Err(e @ ServerError::InvalidArgument { .. }) => {
-                    let _ = e;
-                }
+                Ok(()) => self.fail(format!("{what} was accepted")),
+                Err(ServerError::InvalidArgument { what: refused, .. })
+                    if spec.form != Form::Programmatic || *refused == "programmatic launch" => {}
                 Err(e) => {
                     let (kind, _) = self.classify(e, &fired);
                     if kind != Kind::Refused || !(must_refuse || self.any_window()) {
                         self.fail(format!(
-                            "a launch with a wrong scalar failed otherwise than refused: {}",
+                            "{what} failed otherwise than refused: {}",
                             Chain(e)
                         ));
                     }

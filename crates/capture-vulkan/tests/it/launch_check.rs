@@ -25,6 +25,7 @@ fn the_core_refuses_a_launch_that_does_not_fit_before_vulkan_sees_it() {
             "block beyond the device",
             "shared memory beyond the device",
             "empty grid",
+            "programmatic launch",
             "misaligned range"
         ],
         "this device binds at any byte: the misaligned case is unreachable here"
