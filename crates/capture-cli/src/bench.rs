@@ -9,16 +9,23 @@
 //! workgroups of 256 (one for the 64-element rows). A *pass* is the chain followed by a
 //! full readback of A. A *round* is `passes` passes of one mode, from A reset to zeros;
 //! at its end A must hold `passes × kernels` in every element, or the row fails. Rounds
-//! of the modes alternate (eager, replay, then the floor's), so drift hits all of them
-//! alike; each figure is the median over rounds of a round's mean per pass.
+//! of the modes alternate (eager, replay, the programmatic replay, then the floor's), so
+//! drift hits all of them alike; each figure is the median over rounds of a round's mean
+//! per pass.
+//!
+//! Where the device runs programmatic dependent launches and the chain's kernel waits
+//! for its grid dependency (CUDA on compute capability 9.0 and later, whose builtins
+//! wait), a second graph records the same chain with every launch after the first
+//! allowed to overlap the one before ([`Dims::programmatic`]), and its replay is
+//! measured beside the plain one; elsewhere the row says why it is not measured.
 
 use std::time::{Duration, Instant};
 
 use crate::cpu_time;
 
 use capture_graphs::{
-    Arg, Buffer, Builtin, Builtins, Chain, Device, DeviceConfig, GraphHandle, KernelHandle,
-    ServerError, StreamId,
+    Arg, Buffer, Builtin, Builtins, Chain, Device, DeviceConfig, Dims, GraphHandle, KernelHandle,
+    ProgrammaticLaunch, ServerError, StreamId,
 };
 
 /// One row of the matrix.
@@ -241,12 +248,30 @@ pub(crate) struct RowReport {
     pub(crate) replay_call_p99_us: f64,
     /// The hand-written floor's figures, where the backend has one.
     pub(crate) floor: Option<FloorFigures>,
+    /// The replay of the chain recorded as programmatic dependent launches, or why the
+    /// device or the kernel cannot run them.
+    pub(crate) programmatic: Result<Figures, String>,
 }
 
 impl RowReport {
     /// Eager end-to-end over replayed end-to-end, per kernel.
     pub(crate) fn ratio(&self) -> f64 {
         self.eager.e2e_us_per_kernel / self.replay.e2e_us_per_kernel
+    }
+}
+
+/// Why `device` cannot replay `kernel`'s chain as programmatic dependent launches, if it
+/// cannot: the device's own reason, or the kernel's missing wait.
+fn programmatic_refusal<B: Builtins>(device: &Device<B>, kernel: &KernelHandle) -> Option<String> {
+    match device.programmatic_launch() {
+        ProgrammaticLaunch::Unsupported(why) => Some(why.to_string()),
+        ProgrammaticLaunch::Supported if !kernel.signature().waits_for_grid_dependency() => {
+            Some(format!(
+                "kernel {} does not wait for its grid dependency",
+                device.kernel_name(kernel)
+            ))
+        }
+        ProgrammaticLaunch::Supported => None,
     }
 }
 
@@ -312,7 +337,9 @@ struct RowChain<'d, B: Builtins> {
 }
 
 impl<B: Builtins> RowChain<'_, B> {
-    fn launch(&self, d: &Device<B>) -> Result<(), ServerError> {
+    /// The chain; with `programmatic`, every launch after the first may overlap the one
+    /// before it.
+    fn launch(&self, d: &Device<B>, programmatic: bool) -> Result<(), ServerError> {
         let grid = self.row.grid();
         for i in 0..self.row.kernels {
             let (x, y) = if i % 2 == 0 {
@@ -323,7 +350,7 @@ impl<B: Builtins> RowChain<'_, B> {
             d.launch(
                 STREAM,
                 &self.kernel,
-                grid,
+                Dims::grid(grid).programmatic(programmatic && i > 0),
                 &[Arg::read(x), Arg::write(y)],
                 &self.info,
             )?;
@@ -344,7 +371,7 @@ impl<B: Builtins> RowChain<'_, B> {
 
     fn eager_pass(&self) -> Result<(Pass, Vec<u8>), ServerError> {
         let start = Instant::now();
-        self.launch(self.device)?;
+        self.launch(self.device, false)?;
         let enqueue = start.elapsed();
         let out = self.read()?;
         Ok((
@@ -504,9 +531,15 @@ pub(crate) fn bench_row<B: Builtins>(
 
     let start = Instant::now();
     let graph = device
-        .capture(STREAM, |d| chain.launch(d))
+        .capture(STREAM, |d| chain.launch(d, false))
         .map_err(|e| fail("capture", e))?;
     let capture_ms = start.elapsed().as_secs_f64() * 1e3;
+    let programmatic_graph = match programmatic_refusal(&device, &chain.kernel) {
+        Some(why) => Err(why),
+        None => Ok(device
+            .capture(STREAM, |d| chain.launch(d, true))
+            .map_err(|e| fail("programmatic capture", e))?),
+    };
     let ledger = device
         .graph(&graph)
         .ok_or_else(|| BenchError(format!("{}: the captured graph has no ledger", row.name)))?;
@@ -528,6 +561,11 @@ pub(crate) fn bench_row<B: Builtins>(
     chain
         .replay_pass(&graph)
         .map_err(|e| fail("replay warmup", e))?;
+    if let Ok(g) = &programmatic_graph {
+        chain
+            .replay_pass(g)
+            .map_err(|e| fail("programmatic replay warmup", e))?;
+    }
     // The floor's eager way of each variant (its command buffers, say) too.
     let floor_variants = floor.as_ref().map_or_else(Vec::new, |f| f.eager_variants());
     if let Some(f) = floor.as_mut() {
@@ -544,6 +582,19 @@ pub(crate) fn bench_row<B: Builtins>(
     let passes = options.passes.unwrap_or_else(|| row.default_passes());
     let expected = row.expected(passes);
     let (mut eager, mut replay) = (Gathered::default(), Gathered::default());
+    let mut programmatic = Gathered::default();
+    // Eager, replayed, and (where it was captured) replayed as programmatic launches.
+    let modes: Vec<(&str, Option<&GraphHandle>)> = [
+        Some(("eager", None)),
+        Some(("replayed", Some(&graph))),
+        programmatic_graph
+            .as_ref()
+            .ok()
+            .map(|g| ("programmatic replayed", Some(g))),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     let mut floor_eager: Vec<Gathered> =
         floor_variants.iter().map(|_| Gathered::default()).collect();
     let mut floor_replay = Gathered::default();
@@ -551,18 +602,17 @@ pub(crate) fn bench_row<B: Builtins>(
     let zeros = vec![0f32; row.elements as usize];
     let round_start = Instant::now();
     for round in 0..options.rounds {
-        for replayed in [false, true] {
+        for (i, &(mode, replayed)) in modes.iter().enumerate() {
             chain.reset().map_err(|e| fail("reset", e))?;
             let mut times = Vec::with_capacity(passes);
             let mut last = Vec::new();
             let (ran, cpu) = cpu_time::spent(|| -> Result<(), BenchError> {
                 for _ in 0..passes {
-                    let (pass, out) = if replayed {
-                        chain.replay_pass(&graph).map_err(|e| fail("replay", e))?
-                    } else {
-                        chain.eager_pass().map_err(|e| fail("eager", e))?
+                    let (pass, out) = match replayed {
+                        Some(g) => chain.replay_pass(g).map_err(|e| fail(mode, e))?,
+                        None => chain.eager_pass().map_err(|e| fail("eager", e))?,
                     };
-                    if replayed {
+                    if i == 1 {
                         replay_calls.push(pass.enqueue);
                     }
                     times.push(pass);
@@ -572,17 +622,12 @@ pub(crate) fn bench_row<B: Builtins>(
             });
             ran?;
             if let Some(wrong) = check(&last, expected, row.elements) {
-                let mode = if replayed { "replayed" } else { "eager" };
                 return Err(BenchError(format!(
                     "{}: after {passes} {mode} passes, {wrong}",
                     row.name
                 )));
             }
-            if replayed {
-                replay.push(&times, row.kernels, cpu);
-            } else {
-                eager.push(&times, row.kernels, cpu);
-            }
+            [&mut eager, &mut replay, &mut programmatic][i].push(&times, row.kernels, cpu);
         }
         if let Some(f) = floor.as_mut() {
             let floor_err = |e: String| BenchError(format!("{}: floor: {e}", row.name));
@@ -644,6 +689,13 @@ pub(crate) fn bench_row<B: Builtins>(
     device
         .drop_graph(graph)
         .map_err(|e| fail("drop graph", e))?;
+    let programmatic = match programmatic_graph {
+        Ok(g) => {
+            device.drop_graph(g).map_err(|e| fail("drop graph", e))?;
+            Ok(programmatic.figures())
+        }
+        Err(why) => Err(why),
+    };
     device.sync(STREAM).map_err(|e| fail("sync", e))?;
 
     let floor = floor.map(|_| {
@@ -676,6 +728,7 @@ pub(crate) fn bench_row<B: Builtins>(
         replay_call_p50_us: quantile(&mut replay_calls, 0.5),
         replay_call_p99_us: quantile(&mut replay_calls, 0.99),
         floor,
+        programmatic,
     })
 }
 
@@ -712,6 +765,9 @@ mod tests {
             assert!(report.graph_device_bytes >= 2 * 64 * 4);
             assert!(report.live_device_bytes >= report.graph_device_bytes);
             assert!(report.floor.is_none());
+            // The mock runs no programmatic dependent launch: the row says so.
+            let why = report.programmatic.expect_err("not measured on the mock");
+            assert!(why.contains("the mock runs no programmatic"), "{why}");
         }
     }
 

@@ -84,6 +84,7 @@ pub(crate) fn render(run: &Run) -> String {
         }
         if !b.rows.is_empty() {
             t.push_str(&rows_table(&b.rows));
+            t.push_str(&programmatic_table(&b.rows));
             if b.rows.iter().any(|r| r.floor.is_some()) {
                 t.push_str(&floor_table(b.name, &b.rows));
             }
@@ -143,6 +144,52 @@ fn rows_table(rows: &[RowReport]) -> String {
             fixed(r.replay_call_p50_us),
             fixed(r.replay_call_p99_us),
         );
+    }
+    t
+}
+
+/// The replay recorded as programmatic dependent launches against the plain replay, per
+/// row; one line saying why where the device or the kernel runs none.
+fn programmatic_table(rows: &[RowReport]) -> String {
+    let mut t = String::new();
+    let measured: Vec<(&RowReport, &Figures)> = rows
+        .iter()
+        .filter_map(|r| r.programmatic.as_ref().ok().map(|f| (r, f)))
+        .collect();
+    if measured.is_empty() {
+        if let Some(Err(why)) = rows.first().map(|r| &r.programmatic) {
+            let _ = writeln!(t, "  programmatic dependent launch: not measured: {why}");
+        }
+        return t;
+    }
+    let _ = writeln!(
+        t,
+        "  replay with programmatic dependent launch (each launch after the first may start \
+         while the one before finishes), e2e µs/kernel (replay / programmatic: the median of \
+         each round's ratio, min–max; above 1: the overlap is faster)"
+    );
+    let _ = writeln!(
+        t,
+        "  {:<9}  {:>9} {:>12}  {:>18}",
+        "row", "replay", "programmatic", "×"
+    );
+    for r in rows {
+        match &r.programmatic {
+            Ok(f) => {
+                let p = paired(&r.replay, f);
+                let _ = writeln!(
+                    t,
+                    "  {:<9}  {:>9} {:>12}  {:>18}",
+                    r.row.name,
+                    fixed(r.replay.e2e_us_per_kernel),
+                    fixed(f.e2e_us_per_kernel),
+                    format!("{:.2}× ({:.2}–{:.2})", p.median, p.min, p.max)
+                );
+            }
+            Err(why) => {
+                let _ = writeln!(t, "  {:<9}  not measured: {why}", r.row.name);
+            }
+        }
     }
     t
 }
@@ -446,6 +493,20 @@ fn row_json(j: &mut String, r: &RowReport) {
             );
         }
     }
+    j.push_str(",\"programmatic\":");
+    match &r.programmatic {
+        Ok(f) => {
+            let _ = write!(
+                j,
+                "{{\"replay\":{},\"replay_over_programmatic\":{}}}",
+                figures_json(f),
+                paired_json(paired(&r.replay, f))
+            );
+        }
+        Err(why) => {
+            let _ = write!(j, "{{\"skipped\":{}}}", string(why));
+        }
+    }
     j.push('}');
 }
 
@@ -532,7 +593,29 @@ mod tests {
                 eager_best: "every 64".into(),
                 replay: Some(figures(&[1.0, 2.0, 4.0], 0.25)),
             }),
+            programmatic: Err("the mock runs no programmatic dependent launch".into()),
         };
+        assert_eq!(
+            programmatic_table(std::slice::from_ref(&row)),
+            "  programmatic dependent launch: not measured: the mock runs no programmatic \
+             dependent launch\n"
+        );
+        let mut j = String::new();
+        row_json(&mut j, &row);
+        assert!(
+            j.ends_with(
+                "\"programmatic\":{\"skipped\":\"the mock runs no programmatic dependent launch\"}}"
+            ),
+            "{j}"
+        );
+        let overlapped = RowReport {
+            programmatic: Ok(figures(&[0.5, 1.0, 4.0], 0.25)),
+            ..row.clone()
+        };
+        // Rounds 1/0.5, 2/1, 4/4: median 2, min 1, max 2.
+        let p = programmatic_table(std::slice::from_ref(&overlapped));
+        assert!(p.contains("64x150          2.00         1.00"), "{p}");
+        assert!(p.contains("2.00× (1.00–2.00)"), "{p}");
         let t = floor_table("vulkan", std::slice::from_ref(&row));
         assert!(t.contains("waits left out: they block"), "{t}");
         let cuda = floor_table("cuda", &[row]);

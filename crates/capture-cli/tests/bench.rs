@@ -35,6 +35,7 @@ fn bench_prints_a_table_per_mock_mode() {
         "replay call µs",
         "\n  64x150 ",
         "\n  64x1000 ",
+        "programmatic dependent launch: not measured: the mock runs no programmatic",
     ] {
         assert!(stdout.contains(expected), "{expected:?} missing:\n{stdout}");
     }
@@ -90,6 +91,10 @@ fn bench_json_holds_every_row_with_its_figures() {
             let (p50, p99) = (&r["replay_call_us"]["p50"], &r["replay_call_us"]["p99"]);
             assert!(p99.as_f64().unwrap() >= p50.as_f64().unwrap());
             assert!(r["floor"].is_null());
+            let skipped = r["programmatic"]["skipped"]
+                .as_str()
+                .expect("skipped on the mock");
+            assert!(skipped.contains("the mock runs no programmatic"), "{r}");
         }
     }
 }
