@@ -27,6 +27,13 @@
 //!   the oldest driver. User PTX is checked against its declared signature at load
 //!   (`cuFuncGetParamInfo`). A missing JIT compiler or an unsupported PTX version is a
 //!   typed error.
+//! - **Programmatic dependent launch** on compute capability 9.0 and later: a launch
+//!   with `Dims::programmatic` goes through `cuLaunchKernelEx` with
+//!   `CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION` (in a capture, a
+//!   programmatic edge of the graph); the builtins wait for their grid dependency on
+//!   sm_90 (`griddepcontrol.wait`), so their signature declares it, and a user PTX that
+//!   declares it must hold the wait. Older devices declare none: the core refuses the
+//!   launch there.
 //! - **A context of the caller's**: [`CudaBackend::from_raw_context`] (an `unsafe fn`
 //!   whose `# Safety` list says what the caller guarantees) runs the backend in a CUDA
 //!   context a runtime already owns instead of retaining the primary context, and never
