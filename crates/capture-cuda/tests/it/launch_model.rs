@@ -136,7 +136,7 @@ fn a_kernel_with_scalars_a_256_thread_block_and_dynamic_shared_memory_captures_a
 
 /// The driver's entry points the user's own work calls, loaded as an engine would.
 struct Driver {
-    _lib: libloading::Library,
+    lib: libloading::Library,
     // SAFETY: function-pointer types only; each call below says why it is sound.
     module_load: unsafe extern "C" fn(*mut *mut c_void, *const c_void) -> c_int,
     // SAFETY: as above, a type; the call site holds the argument.
@@ -167,7 +167,7 @@ impl Driver {
             let get_function = *lib.get(b"cuModuleGetFunction\0").unwrap();
             let launch = *lib.get(b"cuLaunchKernel\0").unwrap();
             Self {
-                _lib: lib,
+                lib,
                 module_load,
                 get_function,
                 launch,
@@ -392,4 +392,134 @@ fn a_programmatic_launch_reaches_the_driver_eagerly_and_in_a_captured_graph() {
     );
     dev.launch(S, &k, dims, &args, &[]).unwrap();
     assert_eq!(dev.read_values::<f32>(S, &sums).unwrap()[0], 11.0 * 64.0);
+}
+
+/// `CUlaunchAttribute` (cuda.h): the id, 4 bytes of padding, a 64-byte union.
+#[repr(C, align(8))]
+#[derive(Clone, Copy)]
+struct Attribute {
+    id: c_int,
+    pad: c_int,
+    value: [c_int; 16],
+}
+
+/// `CUlaunchConfig` (cuda.h).
+#[repr(C)]
+struct Config {
+    grid: [u32; 3],
+    block: [u32; 3],
+    shared: u32,
+    stream: *mut c_void,
+    attrs: *mut Attribute,
+    count: u32,
+}
+
+/// `cuLaunchKernelEx`.
+type LaunchEx =
+    unsafe extern "C" fn(*const Config, *mut c_void, *mut *mut c_void, *mut *mut c_void) -> c_int;
+
+#[test]
+fn the_driver_model_checks_cu_launch_kernel_ex_as_cuda_h_documents_it() {
+    let Some(cuda) = support::open("launch model: cuLaunchKernelEx on the driver model") else {
+        return;
+    };
+    if !support::on_model(&cuda) {
+        println!("SKIP: cuLaunchKernelEx's refusals: they are the driver model's, this is a GPU");
+        return;
+    }
+    let dev = Device::new(cuda.backend.clone(), DeviceConfig::new()).unwrap();
+    let driver = Arc::new(Driver::load());
+    // SAFETY: the model exports cuLaunchKernelEx with cuda.h's signature.
+    let launch_ex: LaunchEx = unsafe { *driver.lib.get(b"cuLaunchKernelEx\0").unwrap() };
+    let n = 128u32;
+    let (x, y) = (
+        dev.alloc(S, u64::from(n) * 4).unwrap(),
+        dev.alloc(S, u64::from(n) * 4).unwrap(),
+    );
+    dev.write_values(S, &x, 0, &vec![2.0f32; n as usize])
+        .unwrap();
+    let ptx = CString::new(PTX).unwrap();
+    let codes: Arc<std::sync::Mutex<Vec<c_int>>> = Arc::default();
+    let (d, seen) = (Arc::clone(&driver), Arc::clone(&codes));
+    let body = move |call: &capture_cuda::CudaWorkCall<'_>| -> Result<(), String> {
+        let (mut module, mut function) = (std::ptr::null_mut(), std::ptr::null_mut());
+        // SAFETY: the backend made its context current for this call; the PTX is
+        // NUL-terminated; both out-pointers are valid. (Loaded eagerly, never in a
+        // window; left loaded, as an engine's module would be.)
+        unsafe {
+            assert_eq!((d.module_load)(&mut module, ptx.as_ptr().cast()), 0);
+            assert_eq!(
+                (d.get_function)(&mut function, module, c"scale".as_ptr()),
+                0
+            );
+        }
+        let [x, y] = call.ranges() else {
+            return Err("two ranges".into());
+        };
+        let (mut xp, mut yp, mut count, mut a) = (x.ptr, y.ptr, n, 3.0f32);
+        let mut params = [
+            (&mut xp as *mut u64).cast::<c_void>(),
+            (&mut yp as *mut u64).cast(),
+            (&mut count as *mut u32).cast(),
+            (&mut a as *mut f32).cast(),
+        ];
+        let attribute = |id: c_int, first: c_int| {
+            let mut value = [0; 16];
+            value[0] = first;
+            Attribute { id, pad: 0, value }
+        };
+        let mut launch = |attrs: Option<&mut [Attribute]>| {
+            let (ptr, count) = match attrs {
+                Some(a) => (a.as_mut_ptr(), a.len() as u32),
+                None => (std::ptr::null_mut(), 1),
+            };
+            let config = Config {
+                grid: [1, 1, 1],
+                block: [n, 1, 1],
+                shared: 0,
+                stream: call.stream(),
+                attrs: ptr,
+                count,
+            };
+            // SAFETY: `scale(const float*, float*, unsigned, float)` takes exactly these
+            // four values, which live across the call, on the stream given; `config`
+            // and its attributes live across it too (a NULL list is the case checked).
+            unsafe { launch_ex(&config, function, params.as_mut_ptr(), std::ptr::null_mut()) }
+        };
+        let mut seen = seen.lock().unwrap();
+        // An id past cuda.h's enum; a list the count says is there but is NULL.
+        seen.push(launch(Some(&mut [attribute(99, 1)])));
+        seen.push(launch(None));
+        // Cooperative launch: documented, not modelled.
+        seen.push(launch(Some(&mut [attribute(2, 1)])));
+        // Ignored entries, then programmatic stream serialization: accepted.
+        seen.push(launch(Some(&mut [attribute(0, 7), attribute(6, 1)])));
+        match seen.last() {
+            Some(0) => Ok(()),
+            other => Err(format!("cuLaunchKernelEx: {other:?}")),
+        }
+    };
+    // SAFETY: the work launches `scale` on the stream it is given over the two declared
+    // ranges only (reading x, writing y, n elements); the launches it expects to be
+    // refused enqueue nothing; it loads its module eagerly; it synchronises nothing.
+    let work = unsafe { CudaWork::new("launch_ex", body) }.keep(driver);
+    let before = driver_model::counts().expect("the model");
+    dev.foreign_work(S, &[Arg::read(&x), Arg::write(&y)], work)
+        .unwrap();
+    assert_eq!(
+        dev.read_values::<f32>(S, &y).unwrap(),
+        vec![6.0; n as usize]
+    );
+    let after = driver_model::counts().expect("the model");
+    // CUDA_ERROR_INVALID_VALUE twice, CUDA_ERROR_NOT_SUPPORTED, CUDA_SUCCESS.
+    assert_eq!(*codes.lock().unwrap(), [1, 1, 801, 0]);
+    assert_eq!(
+        after.kernels_run - before.kernels_run,
+        1,
+        "only the accepted one ran"
+    );
+    assert_eq!(
+        after.programmatic_kernels_run - before.programmatic_kernels_run,
+        1
+    );
 }
