@@ -1,14 +1,16 @@
 //! The launch model on lavapipe, under validation: a user pipeline with push constants
 //! and a workgroup reduction; the user's own commands (`vkCmdFillBuffer`,
 //! `vkCmdCopyBuffer`, a dispatch of its own pipeline) as foreign work; a `VkBuffer` of
-//! the caller's imported; and each way a signature can disagree with its SPIR-V refused.
-//! Every case captured and replayed with new inputs written in place.
+//! the caller's imported; each way a signature can disagree with its SPIR-V refused; and
+//! a programmatic dependent launch refused, Vulkan having none. Every case captured and
+//! replayed with new inputs written in place.
 
 use std::sync::Arc;
 
 use ash::vk;
 use capture_core::{
-    Arg, Chain, Device, DeviceConfig, Dims, KernelSignature, Param, ServerError, StreamId,
+    Arg, Chain, Device, DeviceConfig, Dims, KernelSignature, Param, ProgrammaticLaunch,
+    ServerError, StreamId,
 };
 use capture_suite::scenarios::suite_lock;
 use capture_vulkan::{
@@ -70,6 +72,59 @@ fn expected_sums(x: &[f32], scale: f32) -> Vec<f32> {
     x.chunks(64)
         .map(|c| c.iter().map(|v| v * scale).sum())
         .collect()
+}
+
+#[test]
+fn a_programmatic_launch_is_refused_on_vulkan_even_for_a_kernel_that_declares_the_wait() {
+    let _suite = suite_lock();
+    let Some(b) = open("programmatic launch") else {
+        return;
+    };
+    let handle = b.clone();
+    {
+        let dev = Device::new(b, DeviceConfig::new()).unwrap();
+        let ProgrammaticLaunch::Unsupported(why) = dev.programmatic_launch() else {
+            panic!("Vulkan runs no programmatic dependent launch");
+        };
+        assert!(why.starts_with("Vulkan runs no programmatic"), "{why}");
+        let signature = SUMS_SIGNATURE.with_grid_dependency_wait();
+        let source = VulkanKernelSource::wgsl("sums", SUMS, "main", signature).unwrap();
+        assert!(source.signature().waits_for_grid_dependency());
+        let k = dev.kernel(source);
+        let x = dev.alloc(S, 256).unwrap();
+        let sums = dev.alloc(S, 4).unwrap();
+        dev.write_values(S, &x, 0, &[1.0f32; 64]).unwrap();
+        let args = [
+            Arg::read(&x),
+            Arg::write(&sums),
+            Arg::scalar(64u32),
+            Arg::scalar(1.0f32),
+        ];
+        let dims = Dims::grid([1, 1, 1]);
+        let e = dev
+            .launch(S, &k, dims.programmatic(true), &args, &[])
+            .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ServerError::InvalidArgument {
+                    what: "programmatic launch",
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert!(
+            Chain(&e)
+                .to_string()
+                .contains(&format!("kernel sums: {why}")),
+            "{e}"
+        );
+        // Nothing was claimed; in stream order the launch runs.
+        dev.launch(S, &k, dims, &args, &[]).unwrap();
+        assert_eq!(dev.read_values::<f32>(S, &sums).unwrap(), [64.0]);
+    }
+    support::assert_no_validation_messages(&handle);
 }
 
 #[test]
