@@ -214,9 +214,10 @@ impl Param {
 
 /// What a kernel takes: its parameters in order (buffers with their access, and scalars
 /// passed by value), how many 64-bit info words (handed to it in a buffer the core keeps
-/// and caches, the form the builtins use), and, where the kernel fixes it, its block
-/// (workgroup) shape. A kernel declares it when it is registered; every launch of it must
-/// fit.
+/// and caches, the form the builtins use), where the kernel fixes it, its block
+/// (workgroup) shape, and whether it waits for its grid dependency first (so it may be
+/// a programmatic dependent launch). A kernel declares it when it is registered; every
+/// launch of it must fit.
 ///
 /// ```
 /// use capture_graphs::{KernelSignature, Param};
