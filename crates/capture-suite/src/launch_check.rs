@@ -155,7 +155,7 @@ pub fn refused_launches<B: Builtins>(backend: B) -> Result<Vec<Refusal>, ServerE
             }
             "empty grid" => "every dimension runs at least one workgroup".to_string(),
             "programmatic launch" => {
-                "invalid programmatic launch add_scalar: kernel add_scalar".to_string()
+                "invalid programmatic launch kernel add_scalar (kernel#".to_string()
             }
             _ => format!(
                 "offset {}: this device binds ranges at multiples of {alignment} bytes",

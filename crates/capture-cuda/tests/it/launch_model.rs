@@ -387,7 +387,7 @@ fn a_programmatic_launch_reaches_the_driver_eagerly_and_in_a_captured_graph() {
         .unwrap_err();
     assert!(
         e.to_string()
-            .contains("kernel block_sum does not declare that it waits"),
+            .contains("kernel block_sum (kernel#1): the kernel does not declare that it waits"),
         "{e}"
     );
     dev.launch(S, &k, dims, &args, &[]).unwrap();

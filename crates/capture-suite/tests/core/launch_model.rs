@@ -248,7 +248,8 @@ fn a_programmatic_launch_is_refused_on_the_mock_naming_the_kernel_and_why() {
     assert!(is_programmatic_refusal(&err), "{err:?}");
     assert!(
         text(&err).contains(&format!(
-            "programmatic launch axpb_waits: kernel axpb_waits: {why}"
+            "programmatic launch kernel axpb_waits (kernel#{}): {why}",
+            kernel.id().index()
         )),
         "{}",
         text(&err)
@@ -306,7 +307,7 @@ fn a_kernel_that_does_not_declare_the_wait_is_refused_for_overlap() {
         .unwrap_err();
     assert!(is_programmatic_refusal(&err), "{err:?}");
     assert!(
-        text(&err).contains("kernel axpb does not declare that it waits for its grid dependency"),
+        text(&err).contains("the kernel does not declare that it waits for its grid dependency"),
         "{}",
         text(&err)
     );
