@@ -117,7 +117,7 @@ fn a_programmatic_launch_is_refused_on_vulkan_even_for_a_kernel_that_declares_th
         assert!(
             Chain(&e)
                 .to_string()
-                .contains(&format!("kernel sums: {why}")),
+                .contains(&format!("kernel sums (kernel#{}): {why}", k.id().index())),
             "{e}"
         );
         // Nothing was claimed; in stream order the launch runs.
