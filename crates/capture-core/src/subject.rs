@@ -8,8 +8,7 @@ use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::ids::{GraphId, GraphPoolId, MemoryId, StreamId};
-use crate::trace::KernelId;
+use crate::ids::{GraphId, GraphPoolId, KernelId, MemoryId, StreamId};
 
 /// What an error names. See the module docs.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -51,7 +51,7 @@ mod nodes;
 use crate::id_hash::IdMap;
 
 use crate::subject::Subject;
-use nodes::Nodes;
+use nodes::{Node, Nodes};
 use std::borrow::Cow;
 use std::mem;
 
@@ -107,18 +107,6 @@ struct Allocation {
 struct Claim {
     range: ByteRange,
     failure: FailureId,
-}
-
-/// What a live failure is and how many claims carry it.
-#[derive(Debug)]
-struct Node {
-    cause: FailureCause,
-    /// Launches skipped because of this failure, oldest first.
-    chain: Vec<Skipped>,
-    /// The keys an open scope claimed, for [`TaintLedger::settle`]; empty otherwise.
-    writes: Vec<ClaimKey>,
-    /// How many claims carry this failure; the node is freed when it reaches zero.
-    claims: usize,
 }
 
 /// The live failure nodes, the id counter and the free lists of their vectors.

@@ -26,34 +26,10 @@ use std::sync::{Arc, Mutex};
 
 use crate::error::{Chain, ServerError};
 use crate::ids::{FailureId, GraphId, GraphPoolId, MemoryId, StreamId};
+pub use crate::ids::{KernelId, WorkId};
 use crate::label::RenderLabels;
 use crate::lock_order::{Level, Ordered};
 use crate::memory::{Access, ClaimKey, PoolName};
-
-/// A kernel registered with a device, numbered in registration order by the device's
-/// kernel registry (and by nothing else: foreign work is named by a [`WorkId`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct KernelId(pub(crate) u32);
-
-impl KernelId {
-    /// The number behind the id.
-    pub fn index(self) -> u32 {
-        self.0
-    }
-}
-
-/// The name of the user's own work ([`Device::foreign_work`](crate::Device::foreign_work)),
-/// interned once per name in the trace: work names and kernel ids are numbered apart, so
-/// work of a new name never moves a kernel's id.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct WorkId(pub(crate) u32);
-
-impl WorkId {
-    /// The number behind the id.
-    pub fn index(self) -> u32 {
-        self.0
-    }
-}
 
 /// What a launch line ran: a registered kernel, or the user's own work.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

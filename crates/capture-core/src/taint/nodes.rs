@@ -10,7 +10,20 @@
 use crate::id_hash::IdMap;
 use crate::ids::FailureId;
 
-use super::Node;
+use crate::error::{FailureCause, Skipped};
+use crate::memory::ClaimKey;
+
+/// What a live failure is and how many claims carry it.
+#[derive(Debug)]
+pub(super) struct Node {
+    pub(super) cause: FailureCause,
+    /// Launches skipped because of this failure, oldest first.
+    pub(super) chain: Vec<Skipped>,
+    /// The keys an open scope claimed, for [`TaintLedger::settle`]; empty otherwise.
+    pub(super) writes: Vec<ClaimKey>,
+    /// How many claims carry this failure; the node is freed when it reaches zero.
+    pub(super) claims: usize,
+}
 
 #[derive(Debug, Default)]
 pub(super) struct Nodes {
@@ -62,7 +75,6 @@ impl Nodes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::FailureCause;
 
     fn node(claims: usize) -> Node {
         Node {

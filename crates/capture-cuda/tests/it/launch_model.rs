@@ -415,6 +415,7 @@ struct Config {
 }
 
 /// `cuLaunchKernelEx`.
+// SAFETY: a type only; each call through it is an unsafe block with its own SAFETY line.
 type LaunchEx =
     unsafe extern "C" fn(*const Config, *mut c_void, *mut *mut c_void, *mut *mut c_void) -> c_int;
 
