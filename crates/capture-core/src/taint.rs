@@ -364,16 +364,20 @@ impl TaintLedger {
         writes: impl IntoIterator<Item = ClaimKey>,
     ) -> Result<Scope, ServerError> {
         let keys = self.valid_keys(writes)?;
-        let failure = self
-            .failures
-            .create(FailureCause::Unfinished { op: op.into() });
+        Ok(self.open_scope(op.into(), keys))
+    }
+
+    /// Opens a scope of `op` over `keys` (each checked): they are claimed as unfinished
+    /// by a new failure, which the scope settles or fails.
+    fn open_scope(&mut self, op: Cow<'static, str>, keys: Vec<ClaimKey>) -> Scope {
+        let failure = self.failures.create(FailureCause::Unfinished { op });
         self.claim_all(&keys, failure);
         match self.failures.nodes.get_mut(&failure) {
             Some(node) => node.writes = keys,
             None => self.failures.recycle_keys(keys),
         }
         self.failures.free_if_unclaimed(failure);
-        Ok(Scope { failure })
+        Scope { failure }
     }
 
     /// Ends a scope whose work succeeded: the bytes it claimed become clean.
@@ -615,16 +619,9 @@ impl TaintLedger {
         if let Some((input, claim)) = skipped_by {
             return Err(self.skip(op, stream, input, claim, outputs.iter().copied()));
         }
-        let failure = self.failures.create(FailureCause::Unfinished { op });
         let mut keys = self.failures.keys();
         keys.extend_from_slice(outputs);
-        self.claim_all(&keys, failure);
-        match self.failures.nodes.get_mut(&failure) {
-            Some(node) => node.writes = keys,
-            None => self.failures.recycle_keys(keys),
-        }
-        self.failures.free_if_unclaimed(failure);
-        Ok(Scope { failure })
+        Ok(self.open_scope(op, keys))
     }
 
     /// The claims on `memory`, in address order: the claimed bytes and the failure each

@@ -37,6 +37,9 @@ use crate::range::ByteRange;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// A slice by its pool kind, page and slot index.
+type SlotAt = (PoolKind, usize, usize);
+
 /// A check every page allocation passes before the storage is asked: how a wrapper
 /// (the fault injector) refuses a page without owning the storage. Given the pool and
 /// the page size.
@@ -188,9 +191,9 @@ struct Arming {
     restore: AllocationMode,
     /// Slots handed out or bound while armed. Slots, not ids: a slice used by the window,
     /// dropped and taken back before the seal has no live id, and must still be pinned.
-    touched: BTreeSet<(PoolKind, usize, usize)>,
+    touched: BTreeSet<SlotAt>,
     /// Slots handed out or bound after priming ended: not taken back while armed.
-    recorded: BTreeSet<(PoolKind, usize, usize)>,
+    recorded: BTreeSet<SlotAt>,
     priming: bool,
     primed: Vec<ManagedMemoryBinding>,
     /// The graph pool this capture places its allocations in (rule 23), if any.
@@ -205,7 +208,7 @@ struct Arming {
 impl Arming {
     /// Marks a slot handed out or bound: retained by the graph, and (once priming is
     /// over) never taken back while armed.
-    fn touch(&mut self, slot: (PoolKind, usize, usize)) {
+    fn touch(&mut self, slot: SlotAt) {
         self.touched.insert(slot);
         if !self.priming {
             self.recorded.insert(slot);
@@ -504,33 +507,7 @@ impl<S: ComputeStorage> MemoryManagement<S> {
     /// [`ServerError::UnknownMemory`] for an unknown allocation;
     /// [`ServerError::InvalidBinding`] when the range runs past the slice.
     pub fn resource(&mut self, key: ClaimKey) -> Result<S::Resource, ServerError> {
-        let &(kind, at) = self
-            .live
-            .get(&key.memory)
-            .ok_or_else(|| ServerError::UnknownMemory(key.memory))?;
-        let pool = self.pool(kind);
-        let page = pool
-            .page(at.page)
-            .ok_or_else(|| ServerError::UnknownMemory(key.memory))?;
-        let slot = &page.slots[at.slot];
-        let size = slot.holder.as_ref().map_or(0, |h| h.binding.size);
-        if key.range.end() > size {
-            return Err(ServerError::InvalidBinding {
-                buffer: Box::new(Subject::bytes(
-                    key.memory,
-                    key.range.start(),
-                    key.range.len(),
-                    size,
-                )),
-                reason: format!("the allocation has {size} bytes").into(),
-            });
-        }
-        let bytes = ByteRange::from_bounds(
-            slot.bytes.start() + key.range.start(),
-            slot.bytes.start() + key.range.end(),
-        );
-        let storage = page.storage;
-        Ok(self.storage.resource(storage, bytes))
+        self.locate(key).map(|(_, _, resource)| resource)
     }
 
     /// [`bind`](Self::bind) and [`resource`](Self::resource) of `key` in one lookup of
@@ -544,13 +521,23 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         &mut self,
         key: ClaimKey,
     ) -> Result<(MemoryLocation, S::Resource), ServerError> {
+        let (slot, location, resource) = self.locate(key)?;
+        if let Some(arming) = &mut self.arming {
+            arming.touch(slot);
+        }
+        Ok((location, resource))
+    }
+
+    /// The slice `key` names (its pool kind, page and slot), where it lives, and the
+    /// backend resource for its bytes.
+    fn locate(
+        &mut self,
+        key: ClaimKey,
+    ) -> Result<(SlotAt, MemoryLocation, S::Resource), ServerError> {
         let &(kind, at) = self
             .live
             .get(&key.memory)
             .ok_or_else(|| ServerError::UnknownMemory(key.memory))?;
-        if let Some(arming) = &mut self.arming {
-            arming.touch((kind, at.page, at.slot));
-        }
         let pool = self.pool(kind);
         let name = pool.name;
         let page = pool
@@ -580,7 +567,11 @@ impl<S: ComputeStorage> MemoryManagement<S> {
             slot.bytes.start() + key.range.end(),
         );
         let storage = page.storage;
-        Ok((location, self.storage.resource(storage, bytes)))
+        Ok((
+            (kind, at.page, at.slot),
+            location,
+            self.storage.resource(storage, bytes),
+        ))
     }
 
     /// Whether `id` is still allocated (held, or not yet taken back by its pool).
