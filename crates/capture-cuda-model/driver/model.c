@@ -46,8 +46,9 @@
  *   clusters, priorities and the rest) are refused with CUDA_ERROR_NOT_SUPPORTED and a
  *   line on stderr saying so: the model claims nothing about them.
  *
- * Kernels run on the host, by entry name, through a kernel library named by
- * CAPTURE_CUDA_MODEL_KERNELS (model.h's `capture_model_run`): the whole grid at once.
+ * Kernels run on the host, by entry name, through the kernel libraries named by
+ * CAPTURE_CUDA_MODEL_KERNELS (a colon-separated list, each exporting model.h's
+ * `capture_model_run`, asked in order until one knows the entry): the whole grid at once.
  * `capture_model_counts` says what lives, for the tests' leak checks.
  *
  * What it cannot show: timing, what a real driver actually invalidates beyond its
@@ -731,30 +732,52 @@ static unsigned long long enqueue(struct stream *s, struct work *w) {
     return w->ticket;
 }
 
-/* The kernel library, loaded on the first kernel run. */
-static capture_model_run_fn run_kernel_fn;
+/* The kernel libraries, loaded on the first kernel run: CAPTURE_CUDA_MODEL_KERNELS is a
+   colon-separated list, asked in order until one knows the entry point. */
+#define MAX_KERNEL_LIBS 8
+static capture_model_run_fn run_kernel_fns[MAX_KERNEL_LIBS];
+static size_t run_kernel_count;
 static int kernels_tried;
 static char kernels_error[512];
 
-static capture_model_run_fn kernels(void) {
-    if (kernels_tried) return run_kernel_fn;
+/* The libraries' run functions (their count in *count), or NULL when one does not load. */
+static capture_model_run_fn *kernels(size_t *count) {
+    *count = run_kernel_count;
+    if (kernels_tried) return run_kernel_count ? run_kernel_fns : NULL;
     kernels_tried = 1;
-    const char *path = getenv("CAPTURE_CUDA_MODEL_KERNELS");
-    if (!path || !*path) {
+    const char *list = getenv("CAPTURE_CUDA_MODEL_KERNELS");
+    if (!list || !*list) {
         snprintf(kernels_error, sizeof kernels_error,
                  "no kernel library: CAPTURE_CUDA_MODEL_KERNELS is not set");
         return NULL;
     }
-    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        snprintf(kernels_error, sizeof kernels_error, "the kernel library does not load: %s",
-                 dlerror());
-        return NULL;
+    char paths[4096];
+    snprintf(paths, sizeof paths, "%s", list);
+    size_t n = 0;
+    for (char *save = NULL, *path = strtok_r(paths, ":", &save); path;
+         path = strtok_r(NULL, ":", &save)) {
+        if (n == MAX_KERNEL_LIBS) {
+            snprintf(kernels_error, sizeof kernels_error,
+                     "CAPTURE_CUDA_MODEL_KERNELS names more than %d kernel libraries",
+                     MAX_KERNEL_LIBS);
+            return NULL;
+        }
+        void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        if (!lib) {
+            snprintf(kernels_error, sizeof kernels_error,
+                     "the kernel library does not load: %s", dlerror());
+            return NULL;
+        }
+        run_kernel_fns[n] = (capture_model_run_fn)dlsym(lib, "capture_model_run");
+        if (!run_kernel_fns[n]) {
+            snprintf(kernels_error, sizeof kernels_error, "%s has no capture_model_run", path);
+            return NULL;
+        }
+        n++;
     }
-    run_kernel_fn = (capture_model_run_fn)dlsym(lib, "capture_model_run");
-    if (!run_kernel_fn)
-        snprintf(kernels_error, sizeof kernels_error, "%s has no capture_model_run", path);
-    return run_kernel_fn;
+    run_kernel_count = n;
+    *count = n;
+    return n ? run_kernel_fns : NULL;
 }
 
 static void fault(struct ctx *ctx, CUresult code, const char *format, ...) {
@@ -786,7 +809,8 @@ static void run_work(struct stream *s, struct work *w) {
                   "kernel %s ran after its module was unloaded", w->u.kernel.entry);
             return;
         }
-        capture_model_run_fn run = kernels();
+        size_t libs;
+        capture_model_run_fn *run = kernels(&libs);
         if (!run) {
             fault(ctx, CUDA_ERROR_LAUNCH_FAILED, "kernel %s cannot run: %s", f->name,
                   kernels_error);
@@ -804,7 +828,9 @@ static void run_work(struct stream *s, struct work *w) {
             .inside = inside,
         };
         char error[512] = "";
-        int ran = run(&launch, error, sizeof error);
+        int ran = CAPTURE_MODEL_UNKNOWN;
+        for (size_t i = 0; i < libs && ran == CAPTURE_MODEL_UNKNOWN; i++)
+            ran = run[i](&launch, error, sizeof error);
         totals.kernels_run++;
         if (w->u.kernel.programmatic) totals.programmatic_kernels_run++;
         if (ran == CAPTURE_MODEL_UNKNOWN)

@@ -2,8 +2,8 @@
  * The CUDA driver model's two interfaces beside cuda.h:
  *
  * - what it hands a host kernel (`struct capture_model_launch`) and the one function a
- *   kernel library exports (`capture_model_run`), loaded from the path in
- *   CAPTURE_CUDA_MODEL_KERNELS;
+ *   kernel library exports (`capture_model_run`), loaded from each path of the
+ *   colon-separated list in CAPTURE_CUDA_MODEL_KERNELS and asked in that order;
  * - what it tells tests about itself: `capture_model_counts` (the live objects, to
  *   check after devices are dropped: the backend never unloads the driver, so a count
  *   at unload would never run) and `capture_model_name`.
@@ -37,7 +37,7 @@ struct capture_model_launch {
 #define CAPTURE_MODEL_FAULT 2
 
 /* Runs `launch->entry`: CAPTURE_MODEL_RAN, CAPTURE_MODEL_UNKNOWN (no host
-   implementation of that entry point) or CAPTURE_MODEL_FAULT (it touched memory it may
+   implementation of that entry point in this library: the model asks the next) or CAPTURE_MODEL_FAULT (it touched memory it may
    not, say), with a line in `error`. */
 typedef int (*capture_model_run_fn)(const struct capture_model_launch *launch, char *error,
                                     size_t error_len);
