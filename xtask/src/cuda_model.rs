@@ -1,8 +1,11 @@
 //! The CUDA driver model for the test command's `cuda-model` row: NVIDIA's `cuda.h` from
 //! the pinned `nvidia-cuda-runtime-cu12` wheel (in `target/cuda-header`), the model
 //! (`crates/capture-cuda-model/driver/model.c`) compiled against it by the C compiler
-//! into `target/cuda-model/libcuda.so.1`, and its kernel library (the crate's cdylib)
-//! built; and the environment a command needs to run on it.
+//! into `target/cuda-model/libcuda.so.1`, and its two kernel libraries built: the
+//! library's (capture-cuda-model's `kernels` example) and the program's decoder kernels
+//! (capture-cli's `cuda_model_kernels` example); and the environment a command needs to
+//! run on it: the library's runs name the library's kernels alone, the program's both
+//! (nothing of the library's tests depends on the program).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -31,21 +34,36 @@ const SOURCE: &str = "crates/capture-cuda-model/driver/model.c";
 pub(crate) struct Model {
     /// The directory holding `libcuda.so.1` (and `libcuda.so`, which cudarc asks for).
     pub(crate) dir: PathBuf,
-    /// The kernel library the model runs kernels through.
-    pub(crate) kernels: PathBuf,
+    /// The library's kernel library (builtins, the examples' and tests' kernels).
+    pub(crate) library: PathBuf,
+    /// The program's kernel library (the decoder's kernels).
+    pub(crate) program: PathBuf,
 }
 
 impl Model {
-    /// Points `command` at the model: first on `LD_LIBRARY_PATH` (before `ld_path`, the
-    /// rest of it), expected by the tests (`CAPTURE_CUDA_MODEL=1`), CUDA required, the
-    /// kernel library named.
+    /// Points a run of the library (capture-cuda's tests) at the model: first on
+    /// `LD_LIBRARY_PATH` (before `ld_path`, the rest of it), expected by the tests
+    /// (`CAPTURE_CUDA_MODEL=1`), CUDA required, the library's kernel library alone named.
     pub(crate) fn apply(&self, command: &mut Command, ld_path: &str) {
+        self.apply_with(command, ld_path, self.library.as_os_str().to_owned());
+    }
+
+    /// As [`Model::apply`] for a run of the program (its tests, the bundle's decoder):
+    /// the library's kernel library, then the program's.
+    pub(crate) fn apply_program(&self, command: &mut Command, ld_path: &str) {
+        let mut both = self.library.as_os_str().to_owned();
+        both.push(":");
+        both.push(&self.program);
+        self.apply_with(command, ld_path, both);
+    }
+
+    fn apply_with(&self, command: &mut Command, ld_path: &str, kernels: std::ffi::OsString) {
         let ld_path = crate::nvrtc::prepend_path(&self.dir, Some(ld_path));
         command
             .env("LD_LIBRARY_PATH", ld_path)
             .env("CAPTURE_CUDA_MODEL", "1")
             .env("CAPTURE_REQUIRE_CUDA", "1")
-            .env("CAPTURE_CUDA_MODEL_KERNELS", &self.kernels);
+            .env("CAPTURE_CUDA_MODEL_KERNELS", kernels);
     }
 }
 
@@ -81,22 +99,33 @@ pub(crate) fn build(root: &Path) -> Result<Model> {
     std::os::unix::fs::symlink("libcuda.so.1", &link)
         .with_context(|| format!("linking {}", link.display()))?;
 
+    let library = cdylib("capture-cuda-model", "kernels")?;
+    let program = cdylib("capture-cli", "cuda_model_kernels")?;
+    Ok(Model {
+        dir,
+        library,
+        program,
+    })
+}
+
+/// Builds `package`'s cdylib example `example` (a kernel library) and returns its path.
+fn cdylib(package: &str, example: &str) -> Result<PathBuf> {
+    let what = format!("cargo build -p {package} --example {example}");
     let (ok, messages) = json_messages(
-        "cargo build -p capture-cuda-model",
-        cargo(&["build", "-p", "capture-cuda-model"]),
+        &what,
+        cargo(&["build", "-p", package, "--example", example]),
     )?;
     if !ok {
-        bail!("building the driver model's kernel library failed");
+        bail!("building the driver model's kernel library failed ({what})");
     }
-    let kernels = messages
+    messages
         .iter()
         .filter(|m| m["reason"] == "compiler-artifact")
-        .filter(|m| m["target"]["name"] == "capture_cuda_model")
+        .filter(|m| m["target"]["name"] == example)
         .filter_map(|m| m["filenames"].as_array())
         .flatten()
         .filter_map(|f| f.as_str())
         .find(|f| f.ends_with(".so"))
         .map(PathBuf::from)
-        .context("cargo built no cdylib of capture-cuda-model")?;
-    Ok(Model { dir, kernels })
+        .with_context(|| format!("cargo built no cdylib for {what}"))
 }

@@ -650,7 +650,10 @@ mod tests {
             .args(args)
             .current_dir(std::env::temp_dir())
             .env("LD_LIBRARY_PATH", driver)
-            .env("CAPTURE_CUDA_MODEL_KERNELS", "/k/libkernels.so")
+            .env(
+                "CAPTURE_CUDA_MODEL_KERNELS",
+                "/k/libkernels.so:/k/libcuda_model_kernels.so",
+            )
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout).into_owned();

@@ -31,7 +31,9 @@ The program's decoder and bench-floor tests run with its vulkan and cuda feature
 the cuda-model row: capture-cuda's tests and allocation counts, and the program's CUDA
 floor test, on the CUDA driver
 model (crates/capture-cuda-model, compiled against NVIDIA's cuda.h into
-target/cuda-model/libcuda.so.1), and the GPU bundle's run.sh on it end to end (built
+target/cuda-model/libcuda.so.1; the library's tests name capture-cuda-model's kernel
+library alone, the program's runs capture-cli's `cuda_model_kernels` too), and the GPU
+bundle's run.sh on it end to end (built
 unoptimised into target/gpu-bundle-model; its logs in target/cuda-model/logs).
 
 Installs lavapipe and the Vulkan validation layer with apt, and fetches NVRTC (the
@@ -226,9 +228,15 @@ fn cuda_model_row(
 ) -> Result<(Backend, Results)> {
     const NAME: &str = "cuda-model";
     let model = crate::cuda_model::build(root)?;
+    // The library's tests see the library's kernels alone; the program's runs (its
+    // floor, the bundle's demo, bench and decoder) the program's too.
     let configure = |c: &mut Command| {
         env(c);
         model.apply(c, ld_path);
+    };
+    let configure_program = |c: &mut Command| {
+        env(c);
+        model.apply_program(c, ld_path);
     };
     let mut results = run_tests(
         &[
@@ -253,7 +261,7 @@ fn cuda_model_row(
             "floors",
         ],
         &["--show-output"],
-        configure,
+        configure_program,
     )?;
     let floors_failed =
         floors.failed() > 0 || floors.binaries.is_empty() || !floors.skips().is_empty();
@@ -273,7 +281,7 @@ fn cuda_model_row(
         "--logs",
     ])
     .arg(&logs);
-    configure(&mut run);
+    configure_program(&mut run);
     println!("xtask: the GPU bundle's run.sh on the CUDA driver model");
     let started = Instant::now();
     let status = run.status().context("starting the bundle's run.sh")?;

@@ -8,8 +8,9 @@
 //!   `src/raw.rs` (the FFI), `src/adopt.rs` (the `unsafe fn`s that take a caller's
 //!   driver objects, above the FFI), `src/work.rs` and `src/import.rs` (the user's own
 //!   work and memory, whose constructors are `unsafe`); in the program (capture-cli)
-//!   only in the decoder's cuBLAS module, the benchmark's thread CPU clock and its
-//!   floors' FFI; there, and in the backends' tests, each `unsafe fn`, `unsafe trait`
+//!   only in the decoder's cuBLAS module, the benchmark's thread CPU clock, its
+//!   floors' FFI and its driver-model kernel library's entry; there, and in the
+//!   backends' tests and examples, each `unsafe fn`, `unsafe trait`
 //!   and `unsafe extern` with a `// SAFETY:` line above it (clippy's
 //!   `undocumented_unsafe_blocks` asks it of blocks and impls);
 //! - capture-cuda's tests open CUDA only through `tests/it/support.rs`, which takes the
@@ -61,13 +62,15 @@ const UNSAFE_FILES: [&str; 4] = ["/raw.rs", "/adopt.rs", "/work.rs", "/import.rs
 
 /// The program's files with unsafe code: the decoder's cuBLAS, its FFI and the foreign
 /// work that calls it, the benchmark's thread CPU clock (`clock_gettime`) and its
-/// hand-written floors' FFI (ash, the CUDA driver API) (capture-cli's `lib.rs` denies
-/// unsafe code elsewhere).
-const PROGRAM_UNSAFE_FILES: [&str; 4] = [
+/// hand-written floors' FFI (ash, the CUDA driver API), and the exported entry of its
+/// kernel library for the CUDA driver model (capture-cli's `lib.rs` denies unsafe code
+/// elsewhere).
+const PROGRAM_UNSAFE_FILES: [&str; 5] = [
     "crates/capture-cli/src/decode/cublas.rs",
     "crates/capture-cli/src/cpu_time.rs",
     "crates/capture-cli/src/floor/vulkan/raw.rs",
     "crates/capture-cli/src/floor/cuda/raw.rs",
+    "crates/capture-cli/examples/cuda_model_kernels.rs",
 ];
 
 /// Every problem found, one line each; empty when the tree is tidy.
@@ -118,8 +121,11 @@ pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
                 PROGRAM_UNSAFE_FILES.join(" and ")
             ));
         }
-        // The backend's tests call its unsafe API as a user would, each use justified too.
-        let backend_test = BACKENDS.iter().any(|c| in_crate(&format!("{c}/tests")));
+        // The backend's tests and examples call its unsafe API as a user would (the driver
+        // model's kernel library exports its entry), each use justified too.
+        let backend_test = BACKENDS
+            .iter()
+            .any(|c| in_crate(&format!("{c}/tests")) || in_crate(&format!("{c}/examples")));
         if (backend && unsafe_file) || backend_test || program_unsafe {
             for line in unsafe_without_safety(&text) {
                 problems.push(format!(

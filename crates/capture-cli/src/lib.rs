@@ -1,5 +1,6 @@
 //! capture-cli: the `capture` command-line program over `capture-graphs`, and the
-//! library its tests, benches and the CUDA driver model's kernel set use: the
+//! library its tests, benches and examples (among them its kernel library for the CUDA
+//! driver model, `examples/cuda_model_kernels.rs`) use: the
 //! llama-shaped decoder ([`decode`]) and the program's named multi-stream scenarios
 //! ([`scenarios`]).
 //!

@@ -1,12 +1,32 @@
-//! The one symbol the driver model calls, `capture_model_run` (`driver/model.h`), and the
-//! model's memory as a kernel sees it: addresses the model vouches for, through its
-//! `inside` check, while it runs the kernel under its lock. The only unsafe code of the
-//! crate, each block with a `// SAFETY:` line.
+//! What a kernel library's one symbol, `capture_model_run` (`driver/model.h`), does:
+//! [`serve`] runs a launch through a [`Library`]'s kernels over the model's memory as a
+//! kernel sees it: addresses the model vouches for, through its `inside` check, while it
+//! runs the kernel under its lock. Each kernel library (this crate's `examples/kernels.rs`,
+//! the program's `examples/cuda_model_kernels.rs`) exports `capture_model_run` calling
+//! it: the symbol is not defined here, so a second library can link this crate. The only
+//! unsafe code of the crate, each block with a `// SAFETY:` line.
 
 use std::ffi::{CStr, c_char, c_int};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use crate::kernels::{self, Memory, Range};
+use crate::kernels::{self, HostKernel, Memory, ParamKernel, Range};
+
+/// One kernel library's kernels, by entry point name: the parameter-list form's and the
+/// pairs form's.
+#[derive(Clone, Copy, Debug)]
+pub struct Library {
+    /// The parameter-list kernel named `entry`, if the library has one.
+    pub params: fn(&str) -> Option<ParamKernel>,
+    /// The pairs-form kernel named `entry`, if the library has one.
+    pub pairs: fn(&str) -> Option<HostKernel>,
+}
+
+/// This crate's kernels: the builtins, the CUDA example's, the launch-model tests' and
+/// the engine example's.
+pub const KERNELS: Library = Library {
+    params: kernels::find_params,
+    pairs: kernels::find,
+};
 
 /// `struct capture_model_launch` of `driver/model.h`: one kernel run as the model hands
 /// it over.
@@ -73,22 +93,23 @@ fn say(error: *mut c_char, len: usize, message: &str) {
     }
 }
 
-/// Runs the kernel `launch` names over the model's memory (`driver/model.h`): 0 when it
-/// ran, 1 when no host implementation has its name, 2 when it faulted (a range outside
-/// the live allocations, parameters it does not take, a panic), with a line in `error`.
+/// Runs the kernel `launch` names from `library` over the model's memory
+/// (`driver/model.h`'s `capture_model_run`): 0 when it ran, 1 when `library` has no host
+/// implementation of that name (the model asks the next library), 2 when it faulted (a
+/// range outside the live allocations, parameters it does not take, a panic), with a
+/// line in `error`.
 ///
 /// # Safety
 ///
 /// `launch` points at a valid `struct capture_model_launch` whose pointers are valid for
 /// the call (the entry point a NUL-terminated string, `param_count` offsets and sizes,
 /// a parameter buffer they fit in), and `error` at `error_len` writable bytes: the
-/// driver model's contract.
-// SAFETY: the contract is the list above, which the driver model keeps.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn capture_model_run(
+/// driver model's contract, which a library's `capture_model_run` passes on.
+pub unsafe fn serve(
     launch: *const Launch,
     error: *mut c_char,
     error_len: usize,
+    library: &Library,
 ) -> c_int {
     // SAFETY: the caller's contract: `launch` is valid for the call.
     let launch = unsafe { &*launch };
@@ -97,7 +118,7 @@ pub unsafe extern "C" fn capture_model_run(
     let mut memory = ModelMemory {
         inside: launch.inside,
     };
-    if let Some(kernel) = kernels::find_params(&entry) {
+    if let Some(kernel) = (library.params)(&entry) {
         // A kernel of the parameter-list form: each parameter's bytes as the image lays
         // them out.
         let mut params = Vec::with_capacity(launch.param_count as usize);
@@ -120,7 +141,7 @@ pub unsafe extern "C" fn capture_model_run(
         let ran = catch_unwind(AssertUnwindSafe(|| (kernel.f)(&call, &mut memory)));
         return answer(ran, &entry, error, error_len);
     }
-    let Some(kernel) = kernels::find(&entry) else {
+    let Some(kernel) = (library.pairs)(&entry) else {
         say(
             error,
             error_len,

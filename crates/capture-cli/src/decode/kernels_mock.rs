@@ -1,7 +1,8 @@
 //! The decode kernels for the mock: Rust functions over the launch's bytes and its
 //! scalars (one word each, in parameter order: the mock's form), summing in the host
 //! reference's order, registered as [`MockKernel`]s. The CUDA driver model runs these
-//! same functions for the CUDA kernels' entry points.
+//! same functions for the CUDA kernels' entry points, through the program's kernel
+//! library (`examples/cuda_model_kernels.rs`).
 
 use capture_graphs::ServerError;
 use capture_graphs::mock::{MockBackend, MockKernel};
