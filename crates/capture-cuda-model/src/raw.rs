@@ -105,6 +105,7 @@ fn say(error: *mut c_char, len: usize, message: &str) {
 /// the call (the entry point a NUL-terminated string, `param_count` offsets and sizes,
 /// a parameter buffer they fit in), and `error` at `error_len` writable bytes: the
 /// driver model's contract, which a library's `capture_model_run` passes on.
+// SAFETY: the contract is the list above, which the driver model keeps.
 pub unsafe fn serve(
     launch: *const Launch,
     error: *mut c_char,
