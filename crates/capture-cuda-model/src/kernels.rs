@@ -74,6 +74,10 @@ pub struct ParamLaunch {
 
 impl ParamLaunch {
     /// Parameter `i` as a little-endian word (zero-extended).
+    ///
+    /// # Errors
+    ///
+    /// When the launch has no parameter `i`.
     pub fn word(&self, i: usize) -> Result<u64, String> {
         let p = self.params.get(i).ok_or(format!("no parameter {i}"))?;
         let mut w = [0u8; 8];
@@ -82,11 +86,19 @@ impl ParamLaunch {
     }
 
     /// Parameter `i` as a float (its low 4 bytes).
+    ///
+    /// # Errors
+    ///
+    /// When the launch has no parameter `i`.
     pub fn f32(&self, i: usize) -> Result<f32, String> {
         Ok(f32::from_bits(self.word(i)? as u32))
     }
 
     /// Checks the parameter sizes are `sizes`.
+    ///
+    /// # Errors
+    ///
+    /// Which sizes `entry` takes and which the launch passed, when they differ.
     pub fn expect(&self, entry: &str, sizes: &[usize]) -> Result<(), String> {
         let got: Vec<usize> = self.params.iter().map(Vec::len).collect();
         if got == sizes {
@@ -119,6 +131,10 @@ pub fn find_params(entry: &str) -> Option<ParamKernel> {
 
 /// Bytes from `address` to the end of the live allocation holding it: what a kernel
 /// given only a pointer may reach.
+///
+/// # Errors
+///
+/// When `address` (parameter `what` of `entry`) is inside no live allocation.
 pub fn extent(
     memory: &dyn Memory,
     entry: &str,
