@@ -180,22 +180,7 @@ fn reach(kernel: Kernel, words: &[u64]) -> Vec<Option<usize>> {
 mod tests {
     use super::*;
 
-    /// Memory of one allocation at address 0x1000.
-    struct Flat(Vec<u8>);
-
-    impl Memory for Flat {
-        fn inside(&self, r: Range) -> bool {
-            r.address >= 0x1000 && r.address as usize - 0x1000 + r.bytes <= self.0.len()
-        }
-        fn read(&self, r: Range) -> Vec<u8> {
-            let at = r.address as usize - 0x1000;
-            self.0[at..at + r.bytes].to_vec()
-        }
-        fn write(&mut self, r: Range, bytes: &[u8]) {
-            let at = r.address as usize - 0x1000;
-            self.0[at..at + r.bytes].copy_from_slice(bytes);
-        }
-    }
+    use capture_cuda_model::FlatMemory;
 
     fn floats(b: &[u8]) -> Vec<f32> {
         b.chunks_exact(4)
@@ -237,7 +222,7 @@ mod tests {
 
     #[test]
     fn a_decode_stand_in_checks_its_launch_and_writes_only_its_output() {
-        let mut mem = Flat(vec![0; 0x30]);
+        let mut mem = FlatMemory(vec![0; 0x30]);
         let ones = [1.0f32; 4].map(f32::to_le_bytes).concat();
         mem.0[..16].copy_from_slice(&ones);
         mem.0[16..32].copy_from_slice(&ones);

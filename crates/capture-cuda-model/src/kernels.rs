@@ -432,26 +432,28 @@ pub(crate) fn run(
     Ok(())
 }
 
+/// One allocation of the model's memory, at address 0x1000: what a kernel library's
+/// tests hand a host kernel in place of the driver model's live allocations.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlatMemory(pub Vec<u8>);
+
+impl Memory for FlatMemory {
+    fn inside(&self, r: Range) -> bool {
+        r.address >= 0x1000 && r.address as usize - 0x1000 + r.bytes <= self.0.len()
+    }
+    fn read(&self, r: Range) -> Vec<u8> {
+        let at = r.address as usize - 0x1000;
+        self.0[at..at + r.bytes].to_vec()
+    }
+    fn write(&mut self, r: Range, bytes: &[u8]) {
+        let at = r.address as usize - 0x1000;
+        self.0[at..at + r.bytes].copy_from_slice(bytes);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Memory of one allocation at address 0x1000.
-    struct Flat(Vec<u8>);
-
-    impl Memory for Flat {
-        fn inside(&self, r: Range) -> bool {
-            r.address >= 0x1000 && r.address as usize - 0x1000 + r.bytes <= self.0.len()
-        }
-        fn read(&self, r: Range) -> Vec<u8> {
-            let at = r.address as usize - 0x1000;
-            self.0[at..at + r.bytes].to_vec()
-        }
-        fn write(&mut self, r: Range, bytes: &[u8]) {
-            let at = r.address as usize - 0x1000;
-            self.0[at..at + r.bytes].copy_from_slice(bytes);
-        }
-    }
 
     fn floats(b: &[u8]) -> Vec<f32> {
         b.chunks_exact(4)
@@ -484,7 +486,7 @@ mod tests {
     #[test]
     fn a_builtin_runs_over_its_ranges_and_writes_back_only_what_changed() {
         // x at 0x1000 (4 floats), y at 0x1010, info at 0x1020.
-        let mut mem = Flat(vec![0; 0x40]);
+        let mut mem = FlatMemory(vec![0; 0x40]);
         mem.write(
             Range {
                 address: 0x1000,
@@ -508,7 +510,7 @@ mod tests {
 
     #[test]
     fn a_range_outside_the_allocations_is_a_fault_and_nothing_is_written() {
-        let mut mem = Flat(vec![0; 0x40]);
+        let mut mem = FlatMemory(vec![0; 0x40]);
         let k = find("fill").unwrap();
         let err = run("fill", k, &[0x1000, 0x100, 0x1020], &mut mem).unwrap_err();
         assert!(err.contains("buffer 0"), "{err}");

@@ -25,6 +25,7 @@ mod kernels;
 mod raw;
 
 pub use kernels::{
-    HostKernel, Memory, ParamKernel, ParamLaunch, Range, extent, find, find_params, write_changes,
+    FlatMemory, HostKernel, Memory, ParamKernel, ParamLaunch, Range, extent, find, find_params,
+    write_changes,
 };
 pub use raw::{KERNELS, Launch, Library, serve};

@@ -32,15 +32,12 @@ impl<B: Backend> Inner<B> {
         args: &[Arg],
         remote: Remotes<'_, B::Stream>,
     ) -> Result<(), ServerError> {
-        let (loaded, name) = match &job {
-            Job::Kernel { id, .. } => match self.loaded_kernel(ps, stream, *id) {
-                Ok((kernel, name)) => (Some(kernel), name),
-                Err(error) => {
-                    self.claim(&s.outputs, &error);
-                    return Err(error);
-                }
-            },
-            Job::Work { id, .. } => (None, self.trace.work_name(*id)),
+        let (loaded, name) = match self.job_code(ps, stream, &job) {
+            Ok(code) => code,
+            Err(error) => {
+                self.claim(&s.outputs, &error);
+                return Err(error);
+            }
         };
         // One ledger call checks the inputs and opens the outputs' scope.
         let admitted = self
@@ -72,16 +69,7 @@ impl<B: Backend> Inner<B> {
                 self.gather(ps, s, &job, args, remote)?;
                 Ok(info)
             })
-            .and_then(|info| match &job {
-                Job::Kernel { dims, .. } => B::launch(
-                    &mut ps.stream,
-                    loaded.as_deref().expect("a kernel job has its kernel"),
-                    dims,
-                    &s.params,
-                    info.as_ref(),
-                ),
-                Job::Work { work, .. } => B::run_work(&mut ps.stream, work, &s.buffers),
-            });
+            .and_then(|info| Self::run_job(ps, s, &job, loaded.as_deref(), info.as_ref()));
         if let Err(error) = enqueued {
             self.fail_scope(scope, &s.outputs, &error);
             return Err(error);

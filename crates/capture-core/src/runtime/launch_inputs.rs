@@ -7,6 +7,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use super::inner::Inner;
+use super::launch::Job;
 use super::pooled::PooledStream;
 use crate::capture::Recording;
 use crate::driver::{Backend, DeviceResource, DeviceStream};
@@ -17,7 +18,27 @@ use crate::memory::ClaimKey;
 use crate::range::ByteRange;
 use crate::trace::{Event, KernelId};
 
+/// What a job runs, and the name its errors and the ledger give it.
+pub(super) type JobCode<K> = (Option<Arc<K>>, Cow<'static, str>);
+
 impl<B: Backend> Inner<B> {
+    /// The code `job` runs, loaded for a kernel (rules 10 and 20), with its name; work
+    /// is its own code and has only its name.
+    pub(super) fn job_code(
+        &self,
+        ps: &mut PooledStream<B>,
+        stream: StreamId,
+        job: &Job<'_, B>,
+    ) -> Result<JobCode<B::Kernel>, ServerError> {
+        match job {
+            Job::Kernel { id, .. } => {
+                let (kernel, name) = self.loaded_kernel(ps, stream, *id)?;
+                Ok((Some(kernel), name))
+            }
+            Job::Work { id, .. } => Ok((None, self.trace.work_name(*id))),
+        }
+    }
+
     /// The loaded kernel, loading it first if it never was (rule 10: never inside a
     /// window).
     pub(super) fn loaded_kernel(

@@ -152,6 +152,27 @@ impl<B: Backend> Inner<B> {
         Ok(())
     }
 
+    /// Hands `job` to the backend, its parameters gathered in `s`: the kernel (loaded by
+    /// [`job_code`](Self::job_code)) with its info buffer, or the user's work.
+    pub(super) fn run_job(
+        ps: &mut PooledStream<B>,
+        s: &LaunchScratch<DeviceResource<B::Stream>>,
+        job: &Job<'_, B>,
+        kernel: Option<&B::Kernel>,
+        info: Option<&DeviceResource<B::Stream>>,
+    ) -> Result<(), ServerError> {
+        match job {
+            Job::Kernel { dims, .. } => B::launch(
+                &mut ps.stream,
+                kernel.expect("a kernel job has its kernel"),
+                dims,
+                &s.params,
+                info,
+            ),
+            Job::Work { work, .. } => B::run_work(&mut ps.stream, work, &s.buffers),
+        }
+    }
+
     /// Resolves the buffers of other pooled streams on their own streams. Their order
     /// is kept by the launch's stream, on the device (rule 18).
     pub(crate) fn resolve_remote(

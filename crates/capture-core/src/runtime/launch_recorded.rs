@@ -55,13 +55,7 @@ impl<B: Backend> Inner<B> {
         args: &[Arg],
         remote: Remotes<'_, B::Stream>,
     ) -> Result<(), ServerError> {
-        let (loaded, name) = match job {
-            Job::Kernel { id, .. } => {
-                let (kernel, name) = self.loaded_kernel(ps, stream, *id)?;
-                (Some(kernel), name)
-            }
-            Job::Work { id, .. } => (None, self.trace.work_name(*id)),
-        };
+        let (loaded, name) = self.job_code(ps, stream, job)?;
         // The bytes of an input the window did not write itself must be readable; bytes
         // it wrote first are rewritten by every replay before the read.
         for i in 0..s.inputs.len() {
@@ -85,17 +79,7 @@ impl<B: Backend> Inner<B> {
             Job::Work { .. } => None,
         };
         self.gather(ps, s, job, args, remote)?;
-        let enqueued = match job {
-            Job::Kernel { dims, .. } => B::launch(
-                &mut ps.stream,
-                loaded.as_deref().expect("a kernel job has its kernel"),
-                dims,
-                &s.params,
-                info.as_ref(),
-            ),
-            Job::Work { work, .. } => B::run_work(&mut ps.stream, work, &s.buffers),
-        };
-        if let Err(error) = enqueued {
+        if let Err(error) = Self::run_job(ps, s, job, loaded.as_deref(), info.as_ref()) {
             return Err(self.doom(ps, stream, name, error));
         }
         self.trace.launch(
