@@ -271,6 +271,33 @@ pub trait Backend: GraphDriver {
         info: Option<&DeviceResource<Self::Stream>>,
     ) -> Result<(), ServerError>;
 
+    /// Sets again, whole, the parameters of recorded kernel launch `node` of
+    /// `executable` (rule 26: a slot's update): `node` counts the window's recorded
+    /// launches and work from 0, in the order [`launch`](Self::launch) and
+    /// [`run_work`](Self::run_work) recorded them, and names a kernel launch. `kernel`
+    /// is the one recorded there; `dims`, `params` and `info` are as `launch` takes them,
+    /// checked the same way (the same signature, only slots' values changed, the grid
+    /// within the device's limits). Replays enqueued before the call must run with the
+    /// parameters they were enqueued with, replays enqueued after it with these (CUDA:
+    /// `cuGraphExecKernelNodeSetParams`, which only later launches see). The core calls
+    /// it only where [`LaunchLimits::graph_updates`] says the device updates graphs,
+    /// under the graph's stream's lock, never while a replay of the graph is being
+    /// enqueued.
+    ///
+    /// # Errors
+    ///
+    /// The driver's refusal; the core then sets the launches it already updated back
+    /// and reports the update refused.
+    fn update_launch(
+        stream: &mut Self::Stream,
+        executable: &mut Self::Executable,
+        node: u64,
+        kernel: &Self::Kernel,
+        dims: &Dims,
+        params: &[LaunchParam<DeviceResource<Self::Stream>>],
+        info: Option<&DeviceResource<Self::Stream>>,
+    ) -> Result<(), ServerError>;
+
     /// The name of a piece of the user's own work, for traces and errors.
     fn work_name(work: &Self::Work) -> Cow<'static, str>;
 

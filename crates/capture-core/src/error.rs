@@ -15,6 +15,7 @@ use crate::ids::{FailureId, GraphId, GraphPoolId, MemoryId, Named, StreamId};
 use crate::memory::{PoolName, PoolUsage};
 use crate::range::{ByteRange, InvalidRange};
 use crate::report::GraphLedger;
+use crate::slot::SlotRefused;
 use crate::subject::{Of, Subject};
 
 /// A failure of a core operation or of a backend's driver call.
@@ -161,6 +162,11 @@ pub enum ServerError {
     /// Several failures at once, the first being the one that decided the outcome.
     #[error("{}", Several(.0))]
     Several(Vec<ServerError>),
+    /// A graph slot's update, or a slot's use inside a window, refused (rule 26): which
+    /// graph (or window's stream), which slot, and what differs from what was recorded.
+    /// Nothing was changed.
+    #[error("{0}")]
+    SlotRefused(Box<SlotRefused>),
 }
 
 /// How [`ServerError::InvalidArgument`]'s value reads: the value, its subject, or the
@@ -318,6 +324,7 @@ impl ServerError {
                 subject.as_deref()
             }
             Self::InvalidBinding { buffer, .. } => Some(buffer),
+            Self::SlotRefused(refused) => Some(&refused.subject),
             _ => None,
         }
     }
@@ -328,6 +335,12 @@ impl ServerError {
             op,
             source: Arc::new(source),
         }
+    }
+}
+
+impl From<SlotRefused> for ServerError {
+    fn from(refused: SlotRefused) -> Self {
+        ServerError::SlotRefused(Box::new(refused))
     }
 }
 

@@ -18,6 +18,7 @@
 use crate::error::ServerError;
 use crate::ids::MemoryId;
 use crate::memory::{Access, SLICE_ALIGNMENT};
+use crate::slot::SlotName;
 use crate::subject::Subject;
 
 /// How many workgroups (blocks) a launch runs, per dimension.
@@ -616,6 +617,10 @@ pub struct Dims {
     block: Option<[u32; 3]>,
     shared: u32,
     programmatic: bool,
+    /// The largest grid a slot update may set ([`up_to`](Self::up_to)).
+    bound: Option<Grid>,
+    /// The grid's slot, inside a window ([`slot`](Self::slot)).
+    slot: Option<SlotName>,
 }
 
 impl Dims {
@@ -626,7 +631,56 @@ impl Dims {
             block: None,
             shared: 0,
             programmatic: false,
+            bound: None,
+            slot: None,
         }
+    }
+
+    /// A grid of `max` workgroups that a slot update may shrink, never grow: the
+    /// same as `Dims::grid(max).up_to(max)`. Name the slot with [`slot`](Self::slot).
+    pub const fn grid_up_to(max: Grid) -> Self {
+        Self::grid(max).up_to(max)
+    }
+
+    /// The same launch with its grid bounded by `max`: a slot update
+    /// ([`GraphHandle::set_grid`](crate::GraphHandle::set_grid)) may set any grid up to
+    /// `max` in every dimension, and the kernel reads its real extent from a scalar or a
+    /// buffer. The launch's grid must be within `max`. A grid slot without a bound is
+    /// bounded by its recorded grid.
+    pub const fn up_to(mut self, max: Grid) -> Self {
+        self.bound = Some(max);
+        self
+    }
+
+    /// The same launch with its grid a slot called `name`: inside a capture window, the
+    /// sealed graph's grid for this launch changes only through
+    /// [`GraphHandle::set_grid`](crate::GraphHandle::set_grid) under that name, within
+    /// the bound ([`up_to`](Self::up_to), or the recorded grid). Outside a window the
+    /// name does nothing. Several launches may share one grid slot: an update sets all.
+    pub fn slot(mut self, name: &str) -> Self {
+        self.slot = Some(SlotName::new(name));
+        self
+    }
+
+    /// Whether the launch bounds its grid ([`up_to`](Self::up_to)).
+    pub const fn is_bounded(&self) -> bool {
+        self.bound.is_some()
+    }
+
+    /// The grid's slot, when it has one.
+    pub const fn grid_slot(&self) -> Option<SlotName> {
+        self.slot
+    }
+
+    /// The largest grid a slot update may set: the bound, or the grid itself.
+    pub fn grid_bound(&self) -> Grid {
+        self.bound.unwrap_or(self.grid)
+    }
+
+    /// The same launch over `grid`, its bound and slot kept (an update's).
+    pub(crate) const fn with_grid(mut self, grid: Grid) -> Self {
+        self.grid = grid;
+        self
     }
 
     /// The same launch with blocks of `block` threads.
@@ -686,6 +740,25 @@ impl Dims {
         limits: &LaunchLimits,
     ) -> Result<(), ServerError> {
         let grid = self.grid;
+        if let Some(bound) = self.bound {
+            if bound.contains(&0) || bound.iter().zip(limits.max_grid).any(|(&g, max)| g > max) {
+                return Err(ServerError::invalid(
+                    "grid bound",
+                    format!("{bound:?}"),
+                    format!(
+                        "a bound runs 1 to {:?} workgroups per dimension on this device",
+                        limits.max_grid
+                    ),
+                ));
+            }
+            if grid.iter().zip(bound).any(|(&g, b)| g > b) {
+                return Err(ServerError::invalid(
+                    "grid",
+                    format!("{grid:?}"),
+                    format!("the launch bounds its grid by {bound:?}"),
+                ));
+            }
+        }
         if grid.contains(&0) {
             return Err(ServerError::invalid(
                 "grid",
@@ -769,6 +842,20 @@ pub struct LaunchLimits {
     pointer_bytes: u32,
     max_buffers: usize,
     programmatic: ProgrammaticLaunch,
+    graph_updates: GraphUpdates,
+}
+
+/// Whether a device's graphs change after their seal through their slots (rules 26 and
+/// 27: [`Arg::slot`](crate::Arg::slot), [`Dims::slot`]). Declared by the backend in its
+/// [`LaunchLimits`]; where they cannot, a launch naming a slot inside a window is
+/// refused with [`ServerError::SlotRefused`], so no graph promises what it cannot keep.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GraphUpdates {
+    /// The backend updates a sealed graph's recorded launches, each update seen only by
+    /// replays enqueued after it.
+    Supported,
+    /// It does not, for the reason given.
+    Unsupported(&'static str),
 }
 
 /// Whether a device runs programmatic dependent launches ([`Dims::programmatic`]): a
@@ -837,6 +924,9 @@ impl LaunchLimits {
             programmatic: ProgrammaticLaunch::Unsupported(
                 "this device runs no programmatic dependent launch",
             ),
+            graph_updates: GraphUpdates::Unsupported(
+                "this device's graphs do not change after their seal",
+            ),
         })
     }
 
@@ -877,6 +967,17 @@ impl LaunchLimits {
     /// Whether the device runs programmatic dependent launches.
     pub fn programmatic(&self) -> ProgrammaticLaunch {
         self.programmatic
+    }
+
+    /// The same limits, with the device's graphs changing through their slots or not.
+    pub fn with_graph_updates(mut self, updates: GraphUpdates) -> Self {
+        self.graph_updates = updates;
+        self
+    }
+
+    /// Whether the device's graphs change through their slots.
+    pub fn graph_updates(&self) -> GraphUpdates {
+        self.graph_updates
     }
 
     /// The multiple of bytes a bound range starts at.

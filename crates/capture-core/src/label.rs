@@ -196,6 +196,10 @@ fn name_error(table: &Table, error: ServerError) -> ServerError {
         ServerError::Several(all) => {
             ServerError::Several(all.into_iter().map(|e| name_error(table, e)).collect())
         }
+        ServerError::SlotRefused(mut refused) => {
+            refused.subject.name(memory, graph);
+            ServerError::SlotRefused(refused)
+        }
         other => other,
     }
 }

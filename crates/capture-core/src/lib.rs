@@ -53,6 +53,7 @@ mod range;
 mod read_staging;
 mod report;
 mod runtime;
+mod slot;
 mod stream_state;
 mod subject;
 mod taint;
@@ -68,8 +69,8 @@ pub use error::{
 pub use ids::{FailureId, GraphId, GraphPoolId, MemoryId, PageId, StreamId};
 pub use info_cache::CachePolicy;
 pub use kernel::{
-    Dims, Grid, KernelSignature, MAX_KERNEL_PARAMS, MAX_LAUNCH_BUFFERS, MAX_SCALAR_BYTES, Param,
-    ProgrammaticLaunch, ScalarParam, ScalarType,
+    Dims, GraphUpdates, Grid, KernelSignature, MAX_KERNEL_PARAMS, MAX_LAUNCH_BUFFERS,
+    MAX_SCALAR_BYTES, Param, ProgrammaticLaunch, ScalarParam, ScalarType,
 };
 pub use label::MAX_LABEL_BYTES;
 pub use memory::{
@@ -82,8 +83,9 @@ pub use runtime::{
     Arg, Buffer, CapturePhase, Capturing, Device, DeviceConfig, DeviceReport, GraphHandle,
     GraphPool, KernelHandle, MAX_REPLAYS_PER_CALL, StreamReport,
 };
+pub use slot::{SlotInfo, SlotKind, SlotMismatch, SlotName, SlotRefused};
 pub use subject::Subject;
-pub use trace::{Event, KernelId, Trace, WorkId};
+pub use trace::{Event, KernelId, SlotChange, Trace, WorkId};
 
 /// The plain-old-data bounds of the typed host I/O ([`Device::write_values`],
 /// [`Device::read_values`]): `f32`, `u32`, arrays of them, and a `#[repr(C)]` type of

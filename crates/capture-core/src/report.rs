@@ -72,7 +72,7 @@ impl fmt::Display for GraphLedger {
 }
 
 /// One device slice a graph pins.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct DevicePin {
     pub(crate) binding: ManagedMemoryBinding,
     /// Whether it is one of the graph's info-word buffers (an info-cache entry when the

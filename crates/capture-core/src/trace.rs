@@ -30,12 +30,30 @@ pub use crate::ids::{KernelId, WorkId};
 use crate::label::RenderLabels;
 use crate::lock_order::{Level, Ordered};
 use crate::memory::{Access, ClaimKey, PoolName};
+use crate::slot::SlotName;
 
 /// What a launch line ran: a registered kernel, or the user's own work.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Ran {
     Kernel(KernelId),
     Work(WorkId),
+}
+
+/// What a slot update set, as the trace shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SlotChange {
+    /// A scalar's new bytes.
+    Scalar(Vec<u8>),
+    /// A buffer slot moved from one buffer's bytes to another's.
+    Rebind {
+        /// The bytes it named.
+        from: ClaimKey,
+        /// The bytes it names now.
+        to: ClaimKey,
+    },
+    /// A grid slot's new grid.
+    Grid([u32; 3]),
 }
 
 /// One thing that happened on a device.
@@ -179,6 +197,20 @@ pub enum Event {
         graph: GraphId,
         /// How many times, in one submission.
         times: u32,
+    },
+    /// A slot of a sealed graph was updated (rule 26): replays enqueued from here on see
+    /// the new value.
+    Update {
+        /// The stream the graph was captured on.
+        stream: StreamId,
+        /// The graph.
+        graph: GraphId,
+        /// The slot.
+        slot: SlotName,
+        /// What it holds now.
+        change: SlotChange,
+        /// How many recorded launches it changed.
+        launches: usize,
     },
     /// A graph was dropped: its executable and pins wait in the drop queue behind its
     /// last replay.
@@ -450,6 +482,9 @@ fn mirror(log: &Log, event: &Event) {
         Event::DropGraph { stream, graph } => {
             tracing::debug!(target: "capture", kind = "drop", %stream, %graph, event = %line);
         }
+        Event::Update { stream, graph, .. } => {
+            tracing::debug!(target: "capture", kind = "update", %stream, %graph, event = %line);
+        }
         Event::Overwritten { pool, .. } => {
             tracing::debug!(target: "capture", kind = "overwritten", %pool, event = %line);
         }
@@ -613,6 +648,23 @@ impl fmt::Display for Line<'_> {
                 times,
             } => write!(f, "{stream} replay {} x{times}", l.of_graph(*graph)),
             Event::DropGraph { stream, graph } => write!(f, "{stream} drop {}", l.of_graph(*graph)),
+            Event::Update {
+                stream,
+                graph,
+                slot,
+                change,
+                launches,
+            } => {
+                write!(f, "{stream} update {} slot {slot} ", l.of_graph(*graph))?;
+                match change {
+                    SlotChange::Scalar(bytes) => write!(f, "= {bytes:02x?}")?,
+                    SlotChange::Rebind { from, to } => {
+                        write!(f, "{} -> {}", l.of_key(*from), l.of_key(*to))?;
+                    }
+                    SlotChange::Grid(grid) => write!(f, "grid {grid:?}")?,
+                }
+                write!(f, " ({launches} launches)")
+            }
             Event::GraphPool { pool, label } => write!(f, "graph pool {pool} \"{label}\""),
             Event::Overwritten {
                 pool,

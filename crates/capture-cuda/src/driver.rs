@@ -290,6 +290,24 @@ impl Backend for CudaBackend {
         )
     }
 
+    /// Not yet: the device's limits declare no graph updates, so the core refuses a
+    /// slot at record time and never calls this.
+    fn update_launch(
+        _stream: &mut Self::Stream,
+        _executable: &mut Self::Executable,
+        _node: u64,
+        _kernel: &Self::Kernel,
+        _dims: &Dims,
+        _params: &[LaunchParam<CudaSlice>],
+        _info: Option<&CudaSlice>,
+    ) -> Result<(), ServerError> {
+        Err(ServerError::invalid(
+            "graph update",
+            "",
+            "CUDA graphs do not change after their seal in this version",
+        ))
+    }
+
     fn work_name(work: &CudaWork) -> Cow<'static, str> {
         work.name()
     }

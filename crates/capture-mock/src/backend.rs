@@ -12,7 +12,10 @@ use capture_core::backend::{
     Backend, Builtins, CaptureDomain, DeviceStream, Dims, GraphDriver, KernelSignature,
     LaunchBuffer, LaunchLimits, LaunchParam, StreamSetup, StreamState,
 };
-use capture_core::{Builtin, MAX_ALLOCATION_BYTES, MemoryKind, ProgrammaticLaunch, ServerError};
+use capture_core::{
+    Access, Builtin, GraphUpdates, MAX_ALLOCATION_BYTES, MemoryKind, ProgrammaticLaunch,
+    ServerError,
+};
 
 use crate::MockError;
 use crate::context::Context;
@@ -339,19 +342,7 @@ impl<const AFFINE: bool> Backend for Mock<AFFINE> {
         params: &[LaunchParam<MockResource>],
         info: Option<&MockResource>,
     ) -> Result<(), ServerError> {
-        let mut args = [None; MOCK_MAX_BUFFERS];
-        for (slot, b) in args
-            .iter_mut()
-            .zip(params.iter().filter_map(LaunchParam::buffer))
-        {
-            *slot = Some((b.resource, b.access));
-        }
-        let mut scalars = Vec::new();
-        for p in params {
-            if let LaunchParam::Scalar(v) = p {
-                crate::kernels::scalar_words(&[v.bytes()], &mut scalars);
-            }
-        }
+        let (args, scalars) = op_params(params);
         stream.queue.push(Op::Kernel {
             kernel: *kernel,
             args,
@@ -359,6 +350,27 @@ impl<const AFFINE: bool> Backend for Mock<AFFINE> {
             scalars,
         });
         Ok(())
+    }
+
+    /// The grid is not modelled (the mock's kernels run over their whole buffers, as
+    /// its launches do); the parameters are, and a replay already queued keeps the
+    /// recording it was enqueued with.
+    fn update_launch(
+        _stream: &mut MockStream,
+        executable: &mut MockExecutable,
+        node: u64,
+        kernel: &MockKernel,
+        _dims: &Dims,
+        params: &[LaunchParam<MockResource>],
+        info: Option<&MockResource>,
+    ) -> Result<(), ServerError> {
+        let (args, scalars) = op_params(params);
+        let args: Vec<(MockResource, Access)> = args.iter().flatten().copied().collect();
+        // A replay still queued holds the recording: the update changes a copy.
+        let graph = Arc::make_mut(&mut executable.graph);
+        graph
+            .update_kernel(node, *kernel, &args, info.copied(), &scalars)
+            .map_err(|why| mock_error("graph exec kernel node set params", why))
     }
 
     fn work_name(work: &MockWork) -> Cow<'static, str> {
@@ -440,13 +452,34 @@ impl<const AFFINE: bool> Builtins for Mock<AFFINE> {
     }
 }
 
+/// A launch's buffers inline and its scalars as the words after the info words.
+#[allow(clippy::type_complexity)]
+fn op_params(
+    params: &[LaunchParam<MockResource>],
+) -> ([Option<(MockResource, Access)>; MOCK_MAX_BUFFERS], Vec<u64>) {
+    let mut args = [None; MOCK_MAX_BUFFERS];
+    for (slot, b) in args
+        .iter_mut()
+        .zip(params.iter().filter_map(LaunchParam::buffer))
+    {
+        *slot = Some((b.resource, b.access));
+    }
+    let mut scalars = Vec::new();
+    for p in params {
+        if let LaunchParam::Scalar(v) = p {
+            crate::kernels::scalar_words(&[v.bytes()], &mut scalars);
+        }
+    }
+    (args, scalars)
+}
+
 /// What the mock binds and runs: CUDA's limits (the mode it models). Ranges bind at
 /// multiples of 16 bytes (the widest vector load a CUDA kernel makes), grids run up to
 /// `2^31 - 1` blocks in x and 65,535 in y and z, blocks up to 1,024 threads, 48 KiB of
 /// dynamic shared memory (which its host functions do not see); its own: at most
 /// [`MOCK_MAX_BUFFERS`] buffers and 256 bytes of scalars per launch, and no programmatic
 /// dependent launch (refused, never run in order: code that counts on the overlap
-/// learns on the mock that only CUDA has it).
+/// learns on the mock that only CUDA has it). Its graphs change through their slots.
 pub(crate) fn mock_launch_limits() -> LaunchLimits {
     LaunchLimits::new(16, MAX_ALLOCATION_BYTES, [i32::MAX as u32, 65_535, 65_535])
         .expect("the mock's limits are valid")
@@ -457,4 +490,5 @@ pub(crate) fn mock_launch_limits() -> LaunchLimits {
             "the mock runs no programmatic dependent launch (CUDA on compute capability 9.0 \
              or later does)",
         ))
+        .with_graph_updates(GraphUpdates::Supported)
 }

@@ -52,11 +52,14 @@ pub enum FaultOp {
     WaitFor,
     /// Running (or recording) the user's own work: its call fails.
     Work,
+    /// Updating a recorded launch of a graph's executable (a slot's update): the driver
+    /// refuses it.
+    Update,
 }
 
 impl FaultOp {
     /// Every operation.
-    pub const ALL: [FaultOp; 13] = [
+    pub const ALL: [FaultOp; 14] = [
         FaultOp::Begin,
         FaultOp::Instantiate,
         FaultOp::Upload,
@@ -70,6 +73,7 @@ impl FaultOp {
         FaultOp::AsyncAtFence,
         FaultOp::WaitFor,
         FaultOp::Work,
+        FaultOp::Update,
     ];
 
     /// The operation's name in errors.
@@ -88,6 +92,7 @@ impl FaultOp {
             FaultOp::AsyncAtFence => "asynchronous error at fence",
             FaultOp::WaitFor => "stream wait",
             FaultOp::Work => "foreign work",
+            FaultOp::Update => "graph update",
         }
     }
 }
@@ -387,6 +392,27 @@ impl<B: Backend> Backend for Faulty<B> {
     ) -> Result<(), ServerError> {
         stream.plan.hit(FaultOp::Launch)?;
         B::launch(&mut stream.inner, kernel, dims, params, info)
+    }
+
+    fn update_launch(
+        stream: &mut Self::Stream,
+        executable: &mut B::Executable,
+        node: u64,
+        kernel: &B::Kernel,
+        dims: &Dims,
+        params: &[LaunchParam<DeviceResource<Self::Stream>>],
+        info: Option<&DeviceResource<Self::Stream>>,
+    ) -> Result<(), ServerError> {
+        stream.plan.hit(FaultOp::Update)?;
+        B::update_launch(
+            &mut stream.inner,
+            executable,
+            node,
+            kernel,
+            dims,
+            params,
+            info,
+        )
     }
 
     fn work_name(work: &B::Work) -> Cow<'static, str> {

@@ -6,8 +6,8 @@
 //! queue's inline form (hundreds of bytes). The rarer operations (a recorded copy, a
 //! nested replay, a device-side wait) stay in the queue's own form `O`, boxed.
 
-use std::sync::Mutex;
 use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
 
 use capture_core::{Access, ServerError};
 
@@ -19,7 +19,7 @@ use crate::storage::{MockResource, Pages};
 const NONE: u32 = u32::MAX;
 
 /// One recorded operation, by index into its recording's tables.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum Step<O> {
     /// `kernels[kernel]` over `resources[args..args + n]` (each with its access), its
     /// info words read from `resources[info]` (or none), then `words[words..+scalars]`.
@@ -38,8 +38,10 @@ enum Step<O> {
 }
 
 /// A recorded graph, shared by the executable and every replay still queued; `O` is
-/// the queue's operation, for what is not a launch.
-#[derive(Debug)]
+/// the queue's operation, for what is not a launch. An update of a launch while a
+/// replay still holds the recording changes a copy (the replay keeps what it was
+/// enqueued with); every copy shares the one `destroyed` flag.
+#[derive(Debug, Clone)]
 pub(crate) struct Recording<O> {
     steps: Vec<Step<O>>,
     resources: Vec<MockResource>,
@@ -50,7 +52,7 @@ pub(crate) struct Recording<O> {
     kernels: Vec<MockKernel>,
     works: Vec<MockWork>,
     /// Set when the executable is destroyed: a replay still queued then fails.
-    pub(crate) destroyed: AtomicBool,
+    pub(crate) destroyed: Arc<AtomicBool>,
 }
 
 impl<O> Recording<O> {
@@ -63,7 +65,7 @@ impl<O> Recording<O> {
             words: Vec::new(),
             kernels: Vec::new(),
             works: Vec::new(),
-            destroyed: AtomicBool::new(false),
+            destroyed: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -108,6 +110,62 @@ impl<O> Recording<O> {
     /// Records any other operation as it is.
     pub(crate) fn other(&mut self, op: O) {
         self.steps.push(Step::Other(Box::new(op)));
+    }
+
+    /// Sets recorded launch `node` (counting launches and work from 0) to run `kernel`
+    /// over `args`, its info words from `info`, then `scalars`: the parameters of the
+    /// same launch, given again. Refused, changing nothing, when `node` is no kernel
+    /// launch of this recording or the launch has another shape (kernel, buffer count,
+    /// info buffer, scalar words).
+    pub(crate) fn update_kernel(
+        &mut self,
+        node: u64,
+        kernel: MockKernel,
+        args: &[(MockResource, Access)],
+        info: Option<MockResource>,
+        scalars: &[u64],
+    ) -> Result<(), String> {
+        let step = self
+            .steps
+            .iter()
+            .filter(|s| !matches!(s, Step::Other(_)))
+            .nth(node as usize)
+            .ok_or_else(|| format!("the graph has no recorded launch {node}"))?;
+        let Step::Kernel {
+            kernel: k,
+            args: at,
+            n,
+            info: info_at,
+            words,
+            scalars: count,
+        } = *step
+        else {
+            return Err(format!("recorded launch {node} is work, not a kernel"));
+        };
+        let recorded = self.kernels[k as usize];
+        if recorded.name != kernel.name || !std::ptr::fn_addr_eq(recorded.f, kernel.f) {
+            return Err(format!(
+                "recorded launch {node} runs {}, not {}",
+                recorded.name, kernel.name
+            ));
+        }
+        if args.len() != usize::from(n)
+            || scalars.len() != usize::from(count)
+            || info.is_some() != (info_at != NONE)
+        {
+            return Err(format!(
+                "recorded launch {node} has another shape than the update gives"
+            ));
+        }
+        for (i, (resource, access)) in args.iter().enumerate() {
+            self.resources[at as usize + i] = *resource;
+            self.accesses[at as usize + i] = *access;
+        }
+        if let Some(info) = info {
+            self.resources[info_at as usize] = info;
+        }
+        self.words[words as usize..words as usize + scalars.len()].copy_from_slice(scalars);
+        Ok(())
     }
 
     /// Gives back the tables' spare room: the graph keeps exactly what it recorded.

@@ -1,6 +1,7 @@
 //! The capture lifecycle: each pooled stream's [`StreamCapture`], the device-wide
 //! [`CaptureStatus`], and the [`Window`] that drives a backend through one capture.
 
+mod claims;
 mod domain;
 mod status;
 mod stream_capture;

@@ -5,11 +5,11 @@
 //! is a property of the type: `record`, `record_copy`, `touch` and `fail` do nothing
 //! outside a window, and `prepare` starts every window from an empty recording.
 
-use crate::id_hash::KeyedMap;
 use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
+use super::claims::Claims;
 use super::status::{CaptureStatus, DeviceCaptures, Slot};
 use crate::error::ServerError;
 use crate::ids::{PageId, StreamId};
@@ -17,7 +17,7 @@ use crate::info_cache::CacheMode;
 use crate::memory::{
     BufferBinding, ClaimKey, ManagedMemoryBinding, MemoryLocation, PageUpdate, PoolName,
 };
-use crate::range::ByteRange;
+use crate::slot::SlotName;
 
 /// Where a pooled stream is in the capture lifecycle.
 ///
@@ -62,24 +62,14 @@ pub struct TouchedPage {
     pub page: PageId,
 }
 
-/// One claim the recording names: the binding (its access merged over every launch
-/// given it), and which recorded launch first read and first wrote it.
-#[derive(Clone)]
-struct Claim {
-    binding: BufferBinding,
-    first_read: Option<u64>,
-    first_write: Option<u64>,
-}
-
 /// The graph capture of one pooled backend stream: where it sits in the lifecycle, and
 /// the memory its recorded launches were given.
 pub struct StreamCapture {
     status: Arc<CaptureStatus>,
     index: usize,
     state: State,
-    recorded: Vec<Claim>,
-    /// Claims by key: a key's range is the caller's choice, so hashed with a key.
-    claims: KeyedMap<ClaimKey, usize>,
+    /// The memory the recorded operations were given.
+    claims: Claims,
     /// Recorded operations (launches and host-to-device copies), in order: the position
     /// of each claim's first read and first write.
     ops: u64,
@@ -110,8 +100,7 @@ impl StreamCapture {
             status: device.shared(),
             index,
             state: State::NoCapture,
-            recorded: Vec::new(),
-            claims: KeyedMap::default(),
+            claims: Claims::default(),
             ops: 0,
             launches: 0,
             copies: 0,
@@ -158,33 +147,26 @@ impl StreamCapture {
         }
     }
 
-    fn record_op(&mut self, buffers: impl IntoIterator<Item = BufferBinding>) {
-        let launch = self.ops;
-        for b in buffers {
-            let (reads, writes) = (b.access().reads(), b.access().writes());
-            match self.claims.get(&b.claim_key()) {
-                Some(&i) => {
-                    let claim = &mut self.recorded[i];
-                    let access = claim.binding.access().merge(b.access());
-                    if access != claim.binding.access() {
-                        claim.binding = b.with_access(access);
-                    }
-                    if reads {
-                        claim.first_read.get_or_insert(launch);
-                    }
-                    if writes {
-                        claim.first_write.get_or_insert(launch);
-                    }
-                }
-                None => {
-                    self.claims.insert(b.claim_key(), self.recorded.len());
-                    self.recorded.push(Claim {
-                        first_read: reads.then_some(launch),
-                        first_write: writes.then_some(launch),
-                        binding: b,
-                    });
-                }
+    /// As [`record`](Self::record), each buffer with its slot, when it is one: a slot's
+    /// use is kept as a claim of its own, so a rebind moves exactly it.
+    pub fn record_slotted(
+        &mut self,
+        buffers: impl IntoIterator<Item = (BufferBinding, Option<SlotName>)>,
+    ) {
+        if self.is_recording() {
+            let op = self.ops;
+            for (b, slot) in buffers {
+                self.claims.record(op, b, slot);
             }
+            self.ops += 1;
+            self.launches += 1;
+        }
+    }
+
+    fn record_op(&mut self, buffers: impl IntoIterator<Item = BufferBinding>) {
+        let op = self.ops;
+        for b in buffers {
+            self.claims.record(op, b, None);
         }
         self.ops += 1;
     }
@@ -271,16 +253,18 @@ impl StreamCapture {
     }
 
     /// The memory of the capture that just closed, each claim named once (write winning
-    /// over read), leaving out memory already gone.
+    /// over read), leaving out memory already gone. Call after
+    /// [`recorded_inputs`](Self::recorded_inputs).
     pub fn take_recorded(&mut self) -> Vec<BufferBinding> {
+        let merged = self.claims.merged();
         self.claims.clear();
-        let mut merged: Vec<BufferBinding> = std::mem::take(&mut self.recorded)
-            .into_iter()
-            .map(|c| c.binding)
-            .filter(BufferBinding::is_live)
-            .collect();
-        merged.sort_unstable_by_key(BufferBinding::claim_key);
         merged
+    }
+
+    /// What the window's operations were given, in order, taken as it seals: the graph
+    /// keeps it, to compute its inputs again when a slot is rebound.
+    pub(crate) fn take_claims(&mut self) -> Claims {
+        std::mem::take(&mut self.claims)
     }
 
     /// The bytes the recording reads before recorded launches (or copies) wrote them, in
@@ -289,100 +273,21 @@ impl StreamCapture {
     /// inputs: a replay rewrites the rest before it reads them. Call before
     /// [`take_recorded`](Self::take_recorded).
     pub fn recorded_inputs(&self) -> Vec<ClaimKey> {
-        let mut inputs: Vec<(u64, ClaimKey)> = Vec::new();
-        for c in &self.recorded {
-            let Some(read) = c.first_read else { continue };
-            self.each_uncovered(c.binding.claim_key(), Some(read), |part| {
-                inputs.push((read, part));
-            });
-        }
-        inputs.sort_by_key(|&(read, key)| (read, key));
-        inputs.into_iter().map(|(_, key)| key).collect()
+        self.claims.inputs()
     }
 
     /// The parts of `key` that no claim recorded so far in this window writes, appended
     /// to `out` in order: what a launch recorded now reads from before the window (rules
     /// 11 and 14). Empty when the window wrote every byte of `key`.
     pub fn unwritten_parts(&self, key: ClaimKey, out: &mut Vec<ClaimKey>) {
-        self.each_uncovered(key, None, |part| out.push(part));
+        self.claims.unwritten_parts(key, out);
     }
 
     /// Whether launches recorded earlier in this window write every byte of `key`: a
     /// later recorded launch may read them, since a replay runs the writers first. Bytes
     /// the window only partly wrote are still inputs (rules 11 and 14).
     pub fn writes_before(&self, key: ClaimKey) -> bool {
-        self.covered(key, None)
-    }
-
-    /// Whether claims recorded before launch `before` (every claim, for `None`) write
-    /// every byte of `key`.
-    fn covered(&self, key: ClaimKey, before: Option<u64>) -> bool {
-        // Extends the covered prefix of `key` with any write that starts inside it, until
-        // no write extends it further; allocates nothing (this runs per recorded input).
-        let mut reached = key.range.start();
-        loop {
-            let next = self
-                .recorded
-                .iter()
-                .filter(|c| {
-                    c.first_write
-                        .is_some_and(|wrote| before.is_none_or(|read| wrote < read))
-                        && c.binding.memory() == key.memory
-                })
-                .map(|c| c.binding.range())
-                .filter(|r| r.start() <= reached && r.end() > reached)
-                .map(|r| r.end())
-                .max();
-            match next {
-                Some(end) if end >= key.range.end() => return true,
-                Some(end) => reached = end,
-                None => return false,
-            }
-        }
-    }
-
-    /// Calls `f` on each maximal part of `key` that no claim recorded before launch
-    /// `before` (every claim, for `None`) writes, in address order. Allocates nothing.
-    fn each_uncovered(&self, key: ClaimKey, before: Option<u64>, mut f: impl FnMut(ClaimKey)) {
-        let writes = || {
-            self.recorded
-                .iter()
-                .filter(move |c| {
-                    c.first_write
-                        .is_some_and(|wrote| before.is_none_or(|read| wrote < read))
-                        && c.binding.memory() == key.memory
-                })
-                .map(|c| c.binding.range())
-        };
-        let end = key.range.end();
-        let mut at = key.range.start();
-        while at < end {
-            // The written run starting at `at`, if any.
-            let mut reached = at;
-            while let Some(e) = writes()
-                .filter(|r| r.start() <= reached && r.end() > reached)
-                .map(|r| r.end())
-                .max()
-            {
-                reached = e;
-            }
-            if reached > at {
-                at = reached;
-                continue;
-            }
-            // An unwritten run, up to the next write that starts inside `key`.
-            let stop = writes()
-                .map(|r| r.start())
-                .filter(|&s| s > at)
-                .min()
-                .map_or(end, |s| s.min(end));
-            let range = ByteRange::new(at, stop - at).expect("a non-empty run inside the key");
-            f(ClaimKey {
-                memory: key.memory,
-                range,
-            });
-            at = stop;
-        }
+        self.claims.writes_all(key)
     }
 
     /// How many launches the current (or just closed) window recorded.
@@ -591,7 +496,6 @@ impl StreamCapture {
     }
 
     fn clear(&mut self) {
-        self.recorded.clear();
         self.claims.clear();
         self.ops = 0;
         self.launches = 0;
@@ -610,7 +514,7 @@ impl fmt::Debug for StreamCapture {
         f.debug_struct("StreamCapture")
             .field("index", &self.index)
             .field("state", &self.state)
-            .field("recorded", &self.recorded.len())
+            .field("recorded", &self.claims.len())
             .field("launches", &self.launches)
             .field("touched", &self.touched.len())
             .field("copies", &self.copies)

@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::Arc;
 
+use super::claims::Claims;
 use super::stream_capture::{CaptureEnd, TouchedPage};
 use crate::driver::{DeviceStream, GraphDriver};
 use crate::drop_queue::PendingDropQueue;
@@ -14,6 +15,7 @@ use crate::ids::{GraphId, MemoryId, StreamId};
 use crate::info_cache::CacheMode;
 use crate::memory::{BufferBinding, ClaimKey, ManagedMemoryBinding, ManagedMemoryHandle};
 use crate::report::{DevicePin, GraphLedger, LiveLedger};
+use crate::slot::SlotName;
 
 /// A capture window on one stream: arming the pools before it opens, opening it, and
 /// instantiating what it recorded. The stream refuses the steps out of order.
@@ -47,6 +49,9 @@ pub struct Graph<D: GraphDriver> {
     inputs: Vec<ClaimKey>,
     written: Vec<ClaimKey>,
     touched: Vec<TouchedPage>,
+    /// What the recorded operations were given, each slot's uses apart: its inputs and
+    /// outputs are computed from it again when a slot is rebound (rule 27).
+    claims: Claims,
     /// The device pins, and the figures fixed at the seal.
     ledger: LiveLedger,
 }
@@ -139,7 +144,8 @@ impl<'a, D: GraphDriver> Window<'a, D> {
         let device = self.stream.device_memory().capture_end();
         let staging = self.stream.host_memory().capture_end();
         self.stream.capturing().release_held();
-        let recorded = self.stream.capturing().take_recorded();
+        let claims = self.stream.capturing().take_claims();
+        let recorded = claims.merged();
         let touched = self.stream.capturing().take_touched();
         self.stream.info_cache().set_mode(CacheMode::Normal);
         self.drain();
@@ -222,6 +228,7 @@ impl<'a, D: GraphDriver> Window<'a, D> {
             inputs,
             written: written.iter().map(BufferBinding::claim_key).collect(),
             touched,
+            claims,
             ledger,
         })
     }
@@ -315,6 +322,64 @@ impl<D: GraphDriver> Graph<D> {
     /// registry, which answers for the graph without reaching its stream.
     pub(crate) fn live_ledger(&self) -> LiveLedger {
         self.ledger.clone()
+    }
+
+    /// The driver's executable, for an update of its recorded launches.
+    pub(crate) fn executable_mut(&mut self) -> &mut D::Executable {
+        &mut self.executable
+    }
+
+    /// Moves every use of `slot` to `to` (rule 27): the graph's inputs and outputs are
+    /// computed again, `pin` (the new buffer's binding, `arena` where it lives in a
+    /// graph pool's memory) is pinned from here on, and `touched` (its page) may not
+    /// move. Returns the pins no recorded operation needs any more, for the caller to
+    /// release behind the fence of the last replay that used them.
+    pub(crate) fn rebind(
+        &mut self,
+        slot: SlotName,
+        to: &BufferBinding,
+        pin: ManagedMemoryBinding,
+        arena: Option<crate::memory::ArenaPlace>,
+        touched: TouchedPage,
+    ) -> Vec<ManagedMemoryBinding> {
+        self.claims.rebind(slot, to);
+        self.inputs = self.claims.inputs();
+        self.written = self
+            .claims
+            .merged()
+            .iter()
+            .filter(|b| b.access().writes())
+            .map(BufferBinding::claim_key)
+            .collect();
+        let used: BTreeSet<MemoryId> = self
+            .claims
+            .merged()
+            .iter()
+            .map(BufferBinding::memory)
+            .collect();
+        let mut released = Vec::new();
+        let mut pins: Vec<DevicePin> = Vec::with_capacity(self.ledger.device.len() + 1);
+        for p in self.ledger.device.iter() {
+            if p.info || used.contains(&p.binding.id()) {
+                pins.push(p.clone());
+            } else {
+                released.push(p.binding.clone());
+            }
+        }
+        if !pins.iter().any(|p| p.binding.id() == pin.id()) {
+            pins.push(DevicePin {
+                binding: pin,
+                info: false,
+                arena,
+            });
+        }
+        pins.sort_by_key(|p| p.binding.id());
+        self.ledger.device = pins.into();
+        if !self.touched.contains(&touched) {
+            self.touched.push(touched);
+            self.touched.sort_unstable();
+        }
+        released
     }
 }
 

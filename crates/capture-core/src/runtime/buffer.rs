@@ -10,6 +10,7 @@ use crate::ids::{MemoryId, StreamId};
 use crate::kernel::{ArgShape, ScalarValue};
 use crate::memory::{Access, BufferBinding, ManagedMemoryHandle};
 use crate::range::ByteRange;
+use crate::slot::SlotName;
 use crate::subject::Subject;
 
 /// A device allocation. Cloning adds an owner of the same memory, not a copy: every
@@ -135,7 +136,7 @@ impl fmt::Debug for Buffer {
 /// # Ok::<(), capture_graphs::ServerError>(())
 /// ```
 #[derive(Clone, Debug)]
-pub struct Arg(pub(crate) ArgKind);
+pub struct Arg(pub(crate) ArgKind, pub(crate) Option<SlotName>);
 
 #[derive(Clone, Debug)]
 pub(crate) enum ArgKind {
@@ -170,20 +171,58 @@ impl Arg {
 
     /// `buffer` with `access`.
     pub fn new(buffer: &Buffer, access: Access) -> Self {
-        Self(ArgKind::Buffer(BufferArg {
-            buffer: buffer.clone(),
-            offset: 0,
-            len: None,
-            access,
-        }))
+        Self(
+            ArgKind::Buffer(BufferArg {
+                buffer: buffer.clone(),
+                offset: 0,
+                len: None,
+                access,
+            }),
+            None,
+        )
     }
 
     /// `value` passed by value: any plain-old-data type (`u32`, `f32`, `[f32; 4]`, a
     /// `#[repr(C)]` struct of them), up to [`MAX_SCALAR_BYTES`](crate::MAX_SCALAR_BYTES).
-    /// Fixed at capture like every argument: a value that changes per replay lives in a
-    /// buffer the kernel reads. A larger value is refused when the launch is issued.
+    /// Fixed at capture, unless the argument is a [`slot`](Self::slot). A larger value
+    /// is refused when the launch is issued.
     pub fn scalar<T: Pod>(value: T) -> Self {
-        Self(ArgKind::Scalar(ScalarValue::of(bytemuck::bytes_of(&value))))
+        Self(
+            ArgKind::Scalar(ScalarValue::of(bytemuck::bytes_of(&value))),
+            None,
+        )
+    }
+
+    /// The same argument, a slot called `name` of the graph a window seals (rule 26):
+    /// the graph's value for it changes only through [`GraphHandle::set`] (a scalar) or
+    /// [`GraphHandle::rebind`] (a buffer) under that name, checked against what was
+    /// recorded. Several launches of one window may use one slot, with one value (the
+    /// same scalar, or the same buffer range): an update changes them all. Outside a
+    /// window the name does nothing; on the user's own work
+    /// ([`Device::foreign_work`](crate::Device::foreign_work)) it is refused.
+    ///
+    /// ```
+    /// # use capture_graphs::{Arg, Device, DeviceConfig, StreamId};
+    /// # use capture_graphs::mock::MockBackend;
+    /// # let dev = Device::new(MockBackend::new(), DeviceConfig::new())?;
+    /// # let s = StreamId::new(0);
+    /// let kv = dev.alloc(s, 64)?;
+    /// let pos = Arg::scalar(7u32).slot("pos");
+    /// assert_eq!(pos.slot_name().map(|n| n.as_str()), Some("pos"));
+    /// let _kv = Arg::read(&kv).slot("kv");
+    /// # Ok::<(), capture_graphs::ServerError>(())
+    /// ```
+    ///
+    /// [`GraphHandle::set`]: crate::GraphHandle::set
+    /// [`GraphHandle::rebind`]: crate::GraphHandle::rebind
+    pub fn slot(mut self, name: &str) -> Self {
+        self.1 = Some(SlotName::new(name));
+        self
+    }
+
+    /// The argument's slot, when it is one.
+    pub fn slot_name(&self) -> Option<SlotName> {
+        self.1
     }
 
     /// Only `len` bytes at `offset` of a buffer argument (nothing for a scalar), checked

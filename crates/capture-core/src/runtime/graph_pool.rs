@@ -211,9 +211,25 @@ impl<B: Backend> Inner<B> {
         pool: GraphPoolId,
         mut overwrote: Vec<ClaimKey>,
     ) {
-        let Some(g) = ps.graphs.get(&graph) else {
+        let Some(member) = Self::member_of(ps, graph, pool, 0) else {
             return;
         };
+        ps.members.insert(graph, member);
+        if let Some(entry) = self.registry().pools.get_mut(pool.index() as usize) {
+            entry.members.insert(graph);
+        }
+        self.overwrote(&mut overwrote, pool, Some(graph), None, stream);
+    }
+
+    /// What member `graph` of `pool` takes from the others when it replays, from what it
+    /// pins, reads and writes now, with `replays` made so far.
+    fn member_of(
+        ps: &mut PooledStream<B>,
+        graph: GraphId,
+        pool: GraphPoolId,
+        replays: u64,
+    ) -> Option<PoolMember> {
+        let g = ps.graphs.get(&graph)?;
         let memory = ps.stream.device_memory();
         // Its own: what it pins, and whatever it reads or writes (a recorded copy into a
         // buffer it writes is its own work, not an overwrite).
@@ -236,19 +252,24 @@ impl<B: Backend> Inner<B> {
                 ))
             })
             .collect();
-        ps.members.insert(
-            graph,
-            PoolMember {
-                pool,
-                own,
-                writes,
-                replays: 0,
-            },
-        );
-        if let Some(entry) = self.registry().pools.get_mut(pool.index() as usize) {
-            entry.members.insert(graph);
+        Some(PoolMember {
+            pool,
+            own,
+            writes,
+            replays,
+        })
+    }
+
+    /// Makes member `graph`'s record again after a slot of it was rebound (rule 27: what
+    /// its replays write and what is its own follow the new buffer). Nothing for a
+    /// graph of no pool.
+    pub(crate) fn refresh_member(&self, ps: &mut PooledStream<B>, graph: GraphId) {
+        let Some((pool, replays)) = ps.members.get(&graph).map(|m| (m.pool, m.replays)) else {
+            return;
+        };
+        if let Some(member) = Self::member_of(ps, graph, pool, replays) {
+            ps.members.insert(graph, member);
         }
-        self.overwrote(&mut overwrote, pool, Some(graph), None, stream);
     }
 
     /// The keys of other members' allocations that `graph`'s replay overwrites (empty

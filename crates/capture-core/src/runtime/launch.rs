@@ -381,6 +381,11 @@ impl<B: Backend> Job<'_, B> {
         }
     }
 
+    /// Whether its grid is a slot, or bounded (a kernel's only).
+    pub(crate) fn grid_slotted(&self) -> bool {
+        matches!(self, Job::Kernel { dims, .. } if dims.grid_slot().is_some() || dims.is_bounded())
+    }
+
     /// What an error calls it: a launch, or work.
     pub(crate) fn what(&self) -> &'static str {
         match self {

@@ -40,7 +40,12 @@ impl<B: Backend> Inner<B> {
         let mut s = std::mem::take(&mut ps.scratch);
         let launched = self.bind_args(&mut s, args).and_then(|()| {
             self.neighbour(ps, stream, "launch")?;
-            if ps.stream.capturing().is_recording() {
+            let recording = ps.stream.capturing().is_recording();
+            if args.iter().any(|a| a.1.is_some()) || job.grid_slotted() {
+                // A refused slot changes nothing: checked before anything is recorded.
+                self.check_slots(ps, stream, &job, args, &s.args, recording)?;
+            }
+            if recording {
                 self.launch_recorded(ps, &mut s, stream, job, args, remote)
             } else {
                 self.launch_eager(ps, &mut s, stream, job, args, remote)

@@ -101,10 +101,17 @@ impl<B: Backend> Inner<B> {
             ArgKind::Buffer(a) => Some(a),
             ArgKind::Scalar(_) => None,
         });
-        let bindings = buffers
-            .zip(&s.args)
-            .map(|(a, b)| a.buffer.binding(b.key.range, b.access));
-        ps.stream.capturing().record(bindings);
+        let node = ps.stream.capturing().launches();
+        let slotted = args.iter().any(|a| a.1.is_some()) || job.grid_slotted();
+        let bindings = buffers.zip(&s.args).map(|(a, b)| {
+            let slot = args[b.arg].1;
+            (a.buffer.binding(b.key.range, b.access), slot)
+        });
+        ps.stream.capturing().record_slotted(bindings);
+        if slotted && let (Job::Kernel { dims, .. }, Some(kernel)) = (job, &loaded) {
+            // Rule 26: what the backend is given again when one of its slots changes.
+            Self::note_slots(ps, s, node, kernel, dims, args, info.as_ref());
+        }
         Ok(())
     }
 }

@@ -18,12 +18,14 @@ use super::graph_handle::{GraphHandle, GraphOwner};
 use super::graph_pool::GraphPool;
 use super::inner::Inner;
 use super::pooled::PooledStream;
+use super::slot_data::SlotUpdate;
 use crate::capture::{Refused, Window};
 use crate::driver::{Backend, DeviceStream};
 use crate::drop_queue::{Fence, Pending};
 use crate::error::ServerError;
 use crate::ids::{GraphId, GraphPoolId, StreamId};
 use crate::memory::BufferBinding;
+use crate::slot::{SlotInfo, SlotName};
 use crate::subject::Subject;
 use crate::trace::Event;
 
@@ -146,6 +148,7 @@ impl<B: Backend> Device<B> {
             let result = window.begin();
             let fence_error = window.take_fence_error();
             ps.held.clear();
+            ps.window_slots = Default::default();
             if let Some(error) = fence_error {
                 inner.fault(ps, stream, &error);
             }
@@ -519,6 +522,22 @@ impl<B: Backend> GraphOwner for Inner<B> {
         self.reap();
         let _ = self.drop_graph(graph);
     }
+
+    fn update(
+        &self,
+        graph: GraphId,
+        slot: SlotName,
+        update: SlotUpdate,
+    ) -> Result<(), ServerError> {
+        let _span =
+            tracing::debug_span!(target: "capture", "update", graph = %graph, slot = slot.as_str())
+                .entered();
+        self.labels.named(self.update_slot(graph, slot, update))
+    }
+
+    fn slots(&self, graph: GraphId) -> Result<Vec<SlotInfo>, ServerError> {
+        self.labels.named(self.slots_of(graph))
+    }
 }
 
 impl<B: Backend> Inner<B> {
@@ -540,6 +559,7 @@ impl<B: Backend> Inner<B> {
             let Some(g) = ps.graphs.remove(&graph) else {
                 return Err(ServerError::UnknownGraph(graph));
             };
+            ps.slots.remove(&graph);
             let stream = g.owner();
             let bytes = g.ledger().device_bytes;
             self.leave_pool(ps, graph);
@@ -636,12 +656,17 @@ impl<B: Backend> Inner<B> {
                     info: ledger.info_entries as usize,
                 });
                 ps.graphs.insert(id, graph);
+                let slots = std::mem::take(&mut ps.window_slots);
+                if !slots.is_empty() {
+                    ps.slots.insert(id, slots);
+                }
                 if let Some((pool, overwrote)) = arena {
                     self.join_pool(ps, stream, id, pool, overwrote);
                 }
                 Ok(id)
             }
             Err(Refused { error, written }) => {
+                ps.window_slots = Default::default();
                 {
                     let mut registry = self.registry();
                     if registry.next == id.index() + 1 {
@@ -720,6 +745,7 @@ impl<B: Backend> Inner<B> {
         let result = window.instantiate(stream, id);
         let fence_error = window.take_fence_error();
         ps.held.clear();
+        ps.window_slots = Default::default();
         self.lifecycle(
             stream,
             if recording {

@@ -23,6 +23,8 @@ mod pooled;
 mod registry;
 mod report;
 mod scratch;
+mod slot_data;
+mod slots;
 
 pub use buffer::{Arg, Buffer};
 pub use capturing::{CapturePhase, Capturing};

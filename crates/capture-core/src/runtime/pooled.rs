@@ -6,6 +6,7 @@ use crate::id_hash::{IdMap, IdSet};
 
 use super::membership::PoolMember;
 use super::scratch::LaunchScratch;
+use super::slot_data::GraphSlots;
 
 use crate::capture::{Graph, Window};
 use crate::driver::{Backend, DeviceResource, DeviceStream};
@@ -43,6 +44,10 @@ pub(crate) struct PooledStream<B: Backend> {
     pub(crate) freed: Vec<MemoryId>,
     /// The launch path's scratch, reused so a launch allocates nothing.
     pub(crate) scratch: LaunchScratch<DeviceResource<B::Stream>>,
+    /// The slots the open window's launches named so far (rule 26).
+    pub(crate) window_slots: GraphSlots<B>,
+    /// The slots of each graph captured here that named any.
+    pub(crate) slots: BTreeMap<GraphId, GraphSlots<B>>,
 }
 
 impl<B: Backend> Drop for PooledStream<B> {
@@ -98,6 +103,8 @@ impl<B: Backend> PooledStream<B> {
             taken: Vec::new(),
             freed: Vec::new(),
             scratch: LaunchScratch::default(),
+            window_slots: GraphSlots::default(),
+            slots: BTreeMap::new(),
         }
     }
 

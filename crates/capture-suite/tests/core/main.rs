@@ -17,6 +17,7 @@ mod reliability;
 mod replay_order;
 mod rules;
 mod second_pass;
+mod slots;
 mod third_pass;
 mod threads;
 mod trace;
