@@ -748,6 +748,14 @@ impl<B: Backend> Device<B> {
         self.inner.limits.programmatic()
     }
 
+    /// Whether this device's graphs change after their seal through their slots (rule
+    /// 26: [`Arg::slot`](crate::Arg::slot), [`Dims::slot`](crate::Dims::slot)), and why
+    /// not where they do not: where they cannot, a slot named inside a window is refused
+    /// when recorded.
+    pub fn graph_updates(&self) -> crate::GraphUpdates {
+        self.inner.limits.graph_updates()
+    }
+
     /// What `graph` holds, with its device bytes split as the handles stand now: a
     /// buffer dropped since the seal counts as the graph's own. `None` for a graph of
     /// another device.

@@ -51,8 +51,8 @@ pub use kernels::{
     colliding_word, mock_extras, scalar_of, scalar_param,
 };
 pub use program::{
-    ArgSpec, BodyOp, Form, INFO_COUNTS, LATEST, LaunchSpec, MAX_ELEMENTS, MAX_OPS, Op, PREVIOUS,
-    Program, SCALAR_SIZES, UserKernel, any_launch, launch_spec, op, program,
+    ArgSpec, BodyOp, Form, GRID_MAX, INFO_COUNTS, LATEST, LaunchSpec, MAX_ELEMENTS, MAX_OPS, Op,
+    PREVIOUS, Program, SCALAR_SIZES, UpdateSpec, UserKernel, any_launch, launch_spec, op, program,
 };
 pub use runner::Violation;
 pub use threads::{ThreadsProgram, check_threads, threads_program};

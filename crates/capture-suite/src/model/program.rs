@@ -216,6 +216,16 @@ pub enum Op {
         /// The given info count's index.
         info_given: u8,
     },
+    /// Updates slot `slot` (its index among the graph's, modulo their count; a name the
+    /// graph lacks when it has none) of graph `graph` (rule 26).
+    Update {
+        /// The graph.
+        graph: u8,
+        /// The slot's index.
+        slot: u8,
+        /// What the update sets.
+        change: UpdateSpec,
+    },
     /// Builds a second device on the same backend value (one driver context, one
     /// capture domain) when there is none, with as many pooled streams as the first;
     /// drops it when there is one, whatever it or the first device is doing.
@@ -348,6 +358,37 @@ pub struct LaunchSpec {
     /// launch's info words share one hash under the runtime's unkeyed id hasher with
     /// every other such launch's (the cache must keep them apart, and hash them keyed).
     pub collide: bool,
+    /// As a kernel inside a window, slot `n`'s launch (rule 26): its first buffer is
+    /// the slot `b{n}`, its grid the slot `g{n}` (bounded by [`GRID_MAX`]), and an
+    /// `Affine` launch's scalar `a` the slot `a{n}`. One slot has one value in a window:
+    /// a second launch giving it another is refused, recording nothing.
+    pub slot: Option<u8>,
+}
+
+/// The bound of a slotted launch's grid ([`LaunchSpec::slot`]).
+pub const GRID_MAX: [u32; 3] = [4, 1, 1];
+
+/// What an [`Op::Update`] asks of a graph's slot.
+#[derive(Clone, Debug)]
+pub enum UpdateSpec {
+    /// `GraphHandle::set` of an `f32` (or, `wrong_size`, an `i16`: refused).
+    Scalar {
+        /// The new value.
+        value: i8,
+        /// Whether it is of another size than the slot's.
+        wrong_size: bool,
+    },
+    /// `GraphHandle::rebind_to` buffer `buf` (its range, as an [`ArgSpec`] gives one),
+    /// with the slot's access: refused when the length differs.
+    Rebind {
+        /// The buffer and range.
+        arg: ArgSpec,
+    },
+    /// `GraphHandle::set_grid` to `[x, 1, 1]`: refused past [`GRID_MAX`].
+    Grid {
+        /// The grid's x.
+        x: u8,
+    },
 }
 
 /// One launch argument: a buffer, and optionally a range of it.
@@ -390,6 +431,105 @@ fn arg() -> impl Strategy<Value = ArgSpec> {
         .prop_map(|(buf, range)| ArgSpec { buf, range })
 }
 
+/// A launch's slot number, now and then (rule 26; only a kernel inside a window names
+/// one, elsewhere it does nothing).
+fn slot() -> impl Strategy<Value = Option<u8>> {
+    prop::option::weighted(0.3, 0u8..3)
+}
+
+/// What an update asks: valid and refused ones of every kind.
+fn update_spec() -> impl Strategy<Value = UpdateSpec> {
+    prop_oneof![
+        2 => (-4i8..=4, prop::bool::weighted(0.2))
+            .prop_map(|(value, wrong_size)| UpdateSpec::Scalar { value, wrong_size }),
+        3 => arg().prop_map(|arg| UpdateSpec::Rebind { arg }),
+        1 => (1u8..=6).prop_map(|x| UpdateSpec::Grid { x }),
+    ]
+}
+
+fn update() -> impl Strategy<Value = Op> {
+    (0u8..4, 0u8..4, update_spec()).prop_map(|(graph, slot, change)| Op::Update {
+        graph,
+        slot,
+        change,
+    })
+}
+
+/// A graph with slots, then updates of them between and around replays and reads: an
+/// Affine step over its input slot and scalar slot, a builtin over the same input slot
+/// (one slot, one value), and its output read back.
+fn updated_graph() -> impl Strategy<Value = Vec<Op>> {
+    let after = prop_oneof![
+        4 => update().prop_map(|op| match op {
+            Op::Update { slot, change, .. } => Op::Update { graph: LATEST, slot, change },
+            other => other,
+        }),
+        3 => (1u8..=2).prop_map(|times| Op::Replay { stream: 0, graph: LATEST, times }),
+        2 => (0u8..6).prop_map(|b| Op::Read { stream: 0, buf: LATEST - b, range: None }),
+        1 => (0u8..6, values())
+            .prop_map(|(b, values)| Op::Write { stream: 0, buf: LATEST - b, offset: 0, values }),
+        1 => (0u8..6).prop_map(|b| Op::Drop { buf: LATEST - b }),
+        1 => (stream(), alloc_bytes()).prop_map(|(stream, bytes)| Op::Alloc { stream, bytes }),
+    ];
+    (
+        1u32..=8,
+        -3i8..=3,
+        any::<bool>(),
+        prop::collection::vec(after, 2..=10),
+    )
+        .prop_map(|(elements, scalar, second, after)| {
+            let bytes = elements * 4;
+            let arg = |buf| ArgSpec { buf, range: None };
+            let mut ops = vec![
+                Op::Alloc { stream: 0, bytes },
+                Op::Write {
+                    stream: 0,
+                    buf: LATEST,
+                    offset: 0,
+                    values: vec![1; elements as usize],
+                },
+                Op::Alloc { stream: 0, bytes },
+                Op::Alloc { stream: 0, bytes },
+            ];
+            let mut body = vec![BodyOp::Launch(LaunchSpec {
+                builtin: Builtin::Copy,
+                user: Some(UserKernel::Affine),
+                args: vec![arg(LATEST - 2), arg(LATEST - 1)],
+                scalar,
+                form: Form::Kernel,
+                collide: false,
+                slot: Some(0),
+            })];
+            if second {
+                body.push(BodyOp::Launch(LaunchSpec {
+                    builtin: Builtin::AddScalar,
+                    user: None,
+                    args: vec![arg(LATEST - 2), arg(LATEST)],
+                    scalar,
+                    form: Form::Kernel,
+                    collide: false,
+                    slot: Some(0),
+                }));
+            }
+            ops.push(Op::Capture {
+                stream: 0,
+                body,
+                stop: false,
+                pool: None,
+            });
+            // A buffer to rebind to, as long as the input, written.
+            ops.push(Op::Alloc { stream: 0, bytes });
+            ops.push(Op::Write {
+                stream: 0,
+                buf: LATEST,
+                offset: 0,
+                values: vec![2; elements as usize],
+            });
+            ops.extend(after);
+            ops
+        })
+}
+
 /// A kernel launch, mostly, or the same computation as foreign work.
 fn good_form() -> impl Strategy<Value = Form> {
     prop_oneof![3 => Just(Form::Kernel), 1 => Just(Form::Work)]
@@ -403,8 +543,9 @@ pub fn launch_spec() -> impl Strategy<Value = LaunchSpec> {
         arg(),
         -3i8..=3,
         good_form(),
+        slot(),
     )
-        .prop_map(|(builtin, x, y, scalar, form)| {
+        .prop_map(|(builtin, x, y, scalar, form, slot)| {
             let args = match builtin {
                 Builtin::Fill => vec![y],
                 _ => vec![x, y],
@@ -416,6 +557,7 @@ pub fn launch_spec() -> impl Strategy<Value = LaunchSpec> {
                 scalar,
                 form,
                 collide: false,
+                slot,
             }
         })
 }
@@ -432,14 +574,16 @@ pub fn any_launch() -> impl Strategy<Value = LaunchSpec> {
         -3i8..=3,
         good_form(),
         prop::bool::weighted(0.3),
+        slot(),
     )
-        .prop_map(|(user, x, y, scalar, form, collide)| LaunchSpec {
+        .prop_map(|(user, x, y, scalar, form, collide, slot)| LaunchSpec {
             builtin: Builtin::Copy,
             user: Some(user),
             args: vec![x, y],
             scalar,
             form,
             collide: collide && user != UserKernel::Affine,
+            slot,
         });
     prop_oneof![
         12 => launch_spec(),
@@ -518,6 +662,7 @@ pub fn op() -> impl Strategy<Value = Op> {
         1 => (stream(), 1u32..=MAX_ELEMENTS, 0u8..24)
             .prop_map(|(stream, elements, skip)| Op::ImportElsewhere { stream, bytes: elements * 4, skip }),
         1 => sized(),
+        3 => update(),
     ]
 }
 
@@ -811,6 +956,7 @@ fn foreign_dropped_in_window() -> impl Strategy<Value = Vec<Op>> {
                 scalar: 2,
                 form: Form::Kernel,
                 collide: false,
+                slot: None,
             };
             let bytes = elements * 4;
             vec![
@@ -895,6 +1041,7 @@ fn input_dropped_in_window() -> impl Strategy<Value = Vec<Op>> {
                 scalar: 2,
                 form,
                 collide: false,
+                slot: None,
             };
             let written = |first| Op::Write {
                 stream,
@@ -1035,6 +1182,7 @@ fn fault_reported_then_waited() -> impl Strategy<Value = Vec<Op>> {
                     scalar: 0,
                     form: Form::Kernel,
                     collide: false,
+                    slot: None,
                 },
             }];
             ops.extend((0..6).map(|stream| Op::Sync { stream }));
@@ -1054,6 +1202,7 @@ fn fault_reported_then_waited() -> impl Strategy<Value = Vec<Op>> {
                         scalar: 0,
                         form: Form::Kernel,
                         collide: false,
+                        slot: None,
                     },
                 },
                 Op::Read {
@@ -1080,6 +1229,7 @@ fn refused_device_wait() -> impl Strategy<Value = Vec<Op>> {
             scalar: 0,
             form: Form::Kernel,
             collide: false,
+            slot: None,
         };
         vec![
             Op::Write {
@@ -1270,6 +1420,7 @@ fn pool_ladder() -> impl Strategy<Value = Vec<Op>> {
                     scalar: 2,
                     form: Form::Kernel,
                     collide: false,
+                    slot: None,
                 })
             };
             let mut ops = Vec::new();
@@ -1402,6 +1553,7 @@ pub fn program() -> impl Strategy<Value = Program> {
                 2 => foreign_dropped_in_window(),
                 2 => input_dropped_in_window(),
                 3 => pool_ladder(),
+                3 => updated_graph(),
                 1 => info_reused_after_abort(),
                 1 => cleanup_around_a_window(),
                 1 => fault_reported_then_waited(),

@@ -138,6 +138,83 @@ impl Rec {
     }
 }
 
+/// What a graph slot is, in the model (rule 26).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SlotKind {
+    /// An `f32` scalar.
+    Scalar,
+    /// A buffer range of `len` bytes, with the access its launches merge to.
+    Buffer { len: usize, access: Access },
+    /// A grid bounded by `GRID_MAX`.
+    Grid,
+}
+
+/// A slot's value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SlotVal {
+    Scalar(u32),
+    Buffer(Span),
+    Grid([u32; 3]),
+}
+
+/// One slot a window recorded or a graph has: its name, kind and value, and its uses
+/// (the recorded op's index, and for a buffer the argument's).
+#[derive(Clone, Debug)]
+pub(crate) struct ModelSlot {
+    pub(crate) name: String,
+    pub(crate) kind: SlotKind,
+    pub(crate) value: SlotVal,
+    pub(crate) uses: Vec<(usize, Option<usize>)>,
+}
+
+/// A slot one launch names: as [`ModelSlot`], with the argument it is.
+#[derive(Clone, Debug)]
+pub(crate) struct SlotUse {
+    pub(crate) name: String,
+    pub(crate) kind: SlotKind,
+    pub(crate) value: SlotVal,
+    pub(crate) arg: Option<usize>,
+}
+
+/// Whether `using` conflicts with the slots recorded so far: another kind, another
+/// length, or another value under one name (a slot has one value in a window).
+pub(crate) fn slot_conflicts(slots: &[ModelSlot], using: &[SlotUse]) -> bool {
+    using.iter().any(|u| {
+        slots.iter().any(|s| {
+            s.name == u.name
+                && (s.value != u.value
+                    || match (s.kind, u.kind) {
+                        (SlotKind::Buffer { len: a, .. }, SlotKind::Buffer { len: b, .. }) => {
+                            a != b
+                        }
+                        (a, b) => std::mem::discriminant(&a) != std::mem::discriminant(&b),
+                    })
+        })
+    })
+}
+
+/// Records `using` for recorded op `rec` (checked with [`slot_conflicts`] first).
+pub(crate) fn add_slots(slots: &mut Vec<ModelSlot>, rec: usize, using: Vec<SlotUse>) {
+    for u in using {
+        match slots.iter_mut().find(|s| s.name == u.name) {
+            Some(s) => {
+                if let (SlotKind::Buffer { access, .. }, SlotKind::Buffer { access: more, .. }) =
+                    (&mut s.kind, u.kind)
+                {
+                    *access = access.merge(more);
+                }
+                s.uses.push((rec, u.arg));
+            }
+            None => slots.push(ModelSlot {
+                name: u.name,
+                kind: u.kind,
+                value: u.value,
+                uses: vec![(rec, u.arg)],
+            }),
+        }
+    }
+}
+
 /// The window a logical stream opened on a pooled stream.
 #[derive(Clone, Debug)]
 pub(crate) struct Window {
@@ -149,6 +226,8 @@ pub(crate) struct Window {
     /// Something happened that may doom it (an injected fault, a refusal the rules
     /// leave open).
     pub(crate) may_doom: bool,
+    /// The slots its recorded launches named (rule 26).
+    pub(crate) slots: Vec<ModelSlot>,
 }
 
 impl Window {
@@ -159,6 +238,7 @@ impl Window {
             recs: Vec::new(),
             must_doom: false,
             may_doom: false,
+            slots: Vec::new(),
         }
     }
 
@@ -176,6 +256,8 @@ pub(crate) struct ModelGraph {
     /// The graph pool it was captured into, and the buffers its capture allocated or
     /// used (rule 23: its replays take the pool's other buffers' bytes, never these).
     pub(crate) pool: Option<(u8, BTreeSet<usize>)>,
+    /// Its slots, with their values now (rule 26).
+    pub(crate) slots: Vec<ModelSlot>,
 }
 
 impl ModelGraph {

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use capture_core::{
     Access, Arg, Buffer, Builtin, Builtins, Chain, Device, Dims, GraphHandle, GraphPool,
-    KernelHandle, ProgrammaticLaunch, ServerError, StreamId,
+    GraphUpdates, KernelHandle, ProgrammaticLaunch, ServerError, SlotMismatch, StreamId,
 };
 use capture_mock::{FaultOp, FaultPlan, Faulty};
 
@@ -21,9 +21,13 @@ use super::kernels::{
     scalar_of,
 };
 use super::program::{
-    ArgSpec, BodyOp, Form, INFO_COUNTS, LATEST, LaunchSpec, Op, SCALAR_SIZES, UserKernel,
+    ArgSpec, BodyOp, Form, GRID_MAX, INFO_COUNTS, LATEST, LaunchSpec, Op, SCALAR_SIZES, UpdateSpec,
+    UserKernel,
 };
-use super::reference::{Byte, Model, ModelGraph, Rec, ResolvedLaunch, Span, Window};
+use super::reference::{
+    Byte, Model, ModelGraph, Rec, ResolvedLaunch, SlotKind, SlotUse, SlotVal, Span, Window,
+    add_slots, slot_conflicts,
+};
 
 /// A broken promise: which op of the program, and what the device did that the rules
 /// do not allow.
@@ -104,6 +108,7 @@ fn classify(
         ServerError::NeighbourRefused { .. }
         | ServerError::InvalidArgument { .. }
         | ServerError::InvalidBinding { .. }
+        | ServerError::SlotRefused(_)
         | ServerError::UnknownGraph(_) => (Kind::Refused, false),
         ServerError::GraphState { .. }
         | ServerError::AllocInWindow { .. }
@@ -207,6 +212,9 @@ struct Issued {
     info: Vec<u64>,
     words: Vec<u64>,
     model: ResolvedLaunch,
+    /// The slots it names inside a window (rule 26), and its grid's.
+    slots: Vec<SlotUse>,
+    grid_slot: Option<String>,
 }
 
 /// The state of one run: the device, its plan and kernels, the model, and the handles
@@ -653,6 +661,11 @@ impl<B: Builtins> Run<B> {
                 info,
                 info_given,
             } => self.sized(*stream, [*declared, *given], [*info, *info_given]),
+            Op::Update {
+                graph,
+                slot,
+                change,
+            } => self.update(*graph, *slot, change),
         }
         if let (true, Some(p)) = (imported, enqueues) {
             self.faulty[p] = true;
@@ -1328,6 +1341,40 @@ impl<B: Builtins> Run<B> {
         if Model::races(&model_args) {
             return None;
         }
+        let mut slots = Vec::new();
+        let mut grid_slot = None;
+        if let (Some(n), Form::Kernel) = (spec.slot, spec.form) {
+            // Rule 26: its first buffer, its grid and an Affine launch's `a` are slots.
+            let name = format!("b{n}");
+            args[0] = args[0].clone().slot(&name);
+            slots.push(SlotUse {
+                name,
+                kind: SlotKind::Buffer {
+                    len: model_args[0].0.end - model_args[0].0.start,
+                    access: model_args[0].1,
+                },
+                value: SlotVal::Buffer(model_args[0].0),
+                arg: Some(0),
+            });
+            if spec.user == Some(UserKernel::Affine) {
+                let name = format!("a{n}");
+                scalars[0] = scalars[0].clone().slot(&name);
+                slots.push(SlotUse {
+                    name,
+                    kind: SlotKind::Scalar,
+                    value: SlotVal::Scalar(a.to_bits()),
+                    arg: None,
+                });
+            }
+            let name = format!("g{n}");
+            slots.push(SlotUse {
+                name: name.clone(),
+                kind: SlotKind::Grid,
+                value: SlotVal::Grid([1, 1, 1]),
+                arg: None,
+            });
+            grid_slot = Some(name);
+        }
         if spec.form != Form::Work {
             // Work takes buffers only: its scalars ride in its own words.
             args.extend(scalars);
@@ -1336,6 +1383,8 @@ impl<B: Builtins> Run<B> {
             args,
             info: info_words,
             words,
+            slots,
+            grid_slot,
             model: ResolvedLaunch {
                 builtin: spec.builtin,
                 user: spec.user,
@@ -1386,7 +1435,10 @@ impl<B: Builtins> Run<B> {
                 overlaps = programmatic
                     && dev.programmatic_launch() == ProgrammaticLaunch::Supported
                     && kernel.signature().waits_for_grid_dependency();
-                let dims = Dims::grid([1, 1, 1]).programmatic(programmatic);
+                let mut dims = Dims::grid([1, 1, 1]).programmatic(programmatic);
+                if let Some(name) = &issued.grid_slot {
+                    dims = dims.up_to(GRID_MAX).slot(name);
+                }
                 self.guarded(|| dev.launch(stream, &kernel, dims, &issued.args, &issued.info))
             }
         };
@@ -1418,6 +1470,26 @@ impl<B: Builtins> Run<B> {
             }
             return result;
         }
+        if recorded && !issued.slots.is_empty() && !must_refuse {
+            // Refused where the device's graphs cannot change, or where a slot would
+            // get a second value.
+            let conflict = dev.graph_updates() != GraphUpdates::Supported
+                || self.model.windows[p]
+                    .as_ref()
+                    .is_some_and(|w| slot_conflicts(&w.slots, &issued.slots));
+            match (&result, conflict) {
+                (Err(ServerError::SlotRefused(_)), true) => return result,
+                (Err(ServerError::SlotRefused(r)), false) => {
+                    self.fail(format!("a recorded launch's slots were refused: {r}"));
+                    return result;
+                }
+                (Ok(()), true) => {
+                    self.fail("a recorded launch giving a slot another value was accepted");
+                    return result;
+                }
+                _ => {}
+            }
+        }
         let error = result.as_ref().err().map(|e| (self.classify(e, &fired), e));
         if recorded {
             match error {
@@ -1435,6 +1507,7 @@ impl<B: Builtins> Run<B> {
                         );
                     }
                     if let Some(w) = self.window_mut(p) {
+                        add_slots(&mut w.slots, w.recs.len(), issued.slots);
                         w.recs.push(Rec::Launch(issued.model));
                     }
                 }
@@ -1682,6 +1755,7 @@ impl<B: Builtins> Run<B> {
                         pooled: p,
                         recs: w.recs.clone(),
                         pool: None,
+                        slots: w.slots.clone(),
                     },
                 ));
                 self.model.windows[p] = None;
@@ -2126,6 +2200,7 @@ impl<B: Builtins> Run<B> {
                                 pooled: p,
                                 recs: w.recs,
                                 pool: member,
+                                slots: w.slots,
                             },
                         ));
                     }
@@ -2239,6 +2314,187 @@ impl<B: Builtins> Run<B> {
                 }
             }
         }
+    }
+
+    /// Updates a slot of graph `name` (rule 26): checked against what was recorded, all
+    /// or nothing, and the model's graph follows a valid one (rule 27 for a rebind: the
+    /// graph reads and writes the new buffer from here on).
+    fn update(&mut self, name: u8, slot: u8, change: &UpdateSpec) {
+        let Some(at) = relative(name, self.graphs.len()) else {
+            return;
+        };
+        let Some(Some((handle, mut graph))) = self.graphs.get_mut(at).map(Option::take) else {
+            return;
+        };
+        self.update_graph(&handle, &mut graph, slot, change);
+        self.graphs[at] = Some((handle, graph));
+    }
+
+    fn update_graph(
+        &mut self,
+        handle: &GraphHandle,
+        graph: &mut ModelGraph,
+        slot: u8,
+        change: &UpdateSpec,
+    ) {
+        let id = handle.id();
+        // The graph lists the slots its capture named, in order.
+        if let Some((listed, _)) = self.guarded(|| handle.slots()) {
+            match listed {
+                Ok(listed) => {
+                    let names: Vec<&str> = listed.iter().map(|s| s.name.as_str()).collect();
+                    let model: Vec<&str> = graph.slots.iter().map(|s| s.name.as_str()).collect();
+                    if names != model {
+                        self.fail(format!("{id} lists slots {names:?}, the model {model:?}"));
+                        return;
+                    }
+                }
+                Err(e) => {
+                    self.fail(format!("{id}'s slots could not be listed: {}", Chain(&e)));
+                    return;
+                }
+            }
+        }
+        if graph.slots.is_empty() {
+            let Some((result, _)) = self.guarded(|| handle.set("none", 1.0f32)) else {
+                return;
+            };
+            match result {
+                Err(ServerError::SlotRefused(r)) if matches!(&r.mismatch, SlotMismatch::Unknown { slots } if slots.is_empty()) =>
+                    {}
+                other => self.fail(format!("an update of {id}, which has no slots: {other:?}")),
+            }
+            return;
+        }
+        let i = usize::from(slot) % graph.slots.len();
+        let ms = graph.slots[i].clone();
+        // What the call is, whether the rules accept it, and the value it sets.
+        let (result, fired, valid, value) = match (change, ms.kind) {
+            (UpdateSpec::Scalar { value, wrong_size }, kind) => {
+                let v = f32::from(*value);
+                let called = if *wrong_size {
+                    self.guarded(|| handle.set(&ms.name, i16::from(*value)))
+                } else {
+                    self.guarded(|| handle.set(&ms.name, v))
+                };
+                let Some((result, fired)) = called else {
+                    return;
+                };
+                let valid = kind == SlotKind::Scalar && !*wrong_size;
+                (result, fired, valid, SlotVal::Scalar(v.to_bits()))
+            }
+            (UpdateSpec::Grid { x }, kind) => {
+                let grid = [u32::from(*x), 1, 1];
+                let Some((result, fired)) = self.guarded(|| handle.set_grid(&ms.name, grid)) else {
+                    return;
+                };
+                let valid = kind == SlotKind::Grid && grid[0] <= GRID_MAX[0];
+                (result, fired, valid, SlotVal::Grid(grid))
+            }
+            (UpdateSpec::Rebind { arg }, kind) => {
+                let Some((idx, off, len)) = self.resolve_arg(arg) else {
+                    return;
+                };
+                let span = Span {
+                    buf: idx,
+                    start: off * 4,
+                    end: (off + len) * 4,
+                };
+                let access = match kind {
+                    SlotKind::Buffer { access, .. } => access,
+                    _ => Access::Read,
+                };
+                // What the model does not follow: a rebind of a pool member or into a
+                // pool's memory (rule 23's own sets), into memory read-only to this run,
+                // or one racing another argument of a launch using the slot.
+                let pooled =
+                    graph.pool.is_some()
+                        || self.graphs.iter().flatten().any(|(_, g)| {
+                            g.pool.as_ref().is_some_and(|(_, own)| own.contains(&idx))
+                        });
+                let races = ms
+                    .uses
+                    .iter()
+                    .any(|&(rec, arg)| match (&graph.recs[rec], arg) {
+                        (Rec::Launch(l), Some(a)) => {
+                            let mut args = l.args.clone();
+                            args[a].0 = span;
+                            Model::races(&args)
+                        }
+                        _ => false,
+                    });
+                if pooled || races || (self.shared[idx] && access.writes()) {
+                    return;
+                }
+                let buffer = self.handle(idx);
+                let whole = off == 0 && len * 4 == self.model.bufs[idx].size;
+                let given = if whole {
+                    Arg::new(&buffer, access)
+                } else {
+                    Arg::new(&buffer, access).range(off as u64 * 4, len as u64 * 4)
+                };
+                let Some((result, fired)) = self.guarded(|| handle.rebind_to(&ms.name, &given))
+                else {
+                    return;
+                };
+                let valid = matches!(kind, SlotKind::Buffer { len: l, .. } if l == len * 4);
+                (result, fired, valid, SlotVal::Buffer(span))
+            }
+        };
+        match result {
+            Ok(()) => {
+                if !valid {
+                    self.fail(format!(
+                        "{id}: an update the rules refuse was accepted: {change:?}"
+                    ));
+                    return;
+                }
+                let slot = &mut graph.slots[i];
+                slot.value = value;
+                for &(rec, arg) in &slot.uses {
+                    let Rec::Launch(l) = &mut graph.recs[rec] else {
+                        continue;
+                    };
+                    match (value, arg) {
+                        // Affine's `a` rides in the model's first info word.
+                        (SlotVal::Scalar(bits), _) => l.info[0] = u64::from(bits),
+                        (SlotVal::Buffer(span), Some(a)) => l.args[a].0 = span,
+                        // The mock does not model grids.
+                        _ => {}
+                    }
+                }
+            }
+            Err(ServerError::SlotRefused(r)) => {
+                if valid {
+                    self.fail(format!("{id}: a valid update was refused: {r}"));
+                }
+            }
+            Err(e) => {
+                let (kind, _) = self.classify(&e, &fired);
+                if kind != Kind::OwnFault {
+                    self.fail(format!("{id}: an update failed: {}", Chain(&e)));
+                }
+            }
+        }
+    }
+
+    /// The buffer, offset and length (in elements) an argument names, as a launch
+    /// resolves it; `None` for a buffer without a handle or with no elements.
+    fn resolve_arg(&self, arg: &ArgSpec) -> Option<(usize, usize, usize)> {
+        let idx = self.live(arg.buf)?;
+        let elems = self.model.bufs[idx].size / 4;
+        if elems == 0 {
+            return None;
+        }
+        let (off, len) = match arg.range {
+            None => (0, elems),
+            Some((block, len)) => {
+                let off = block as usize * 4;
+                let off = if off < elems { off } else { 0 };
+                (off, (len as usize).clamp(1, elems - off))
+            }
+        };
+        Some((idx, off, len))
     }
 
     /// A member of a graph pool replayed: it may have written over any buffer of the
