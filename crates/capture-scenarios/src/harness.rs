@@ -101,6 +101,21 @@ impl<B: Builtins> Harness<B> {
         )
     }
 
+    /// `y = x` over [`N`] elements.
+    ///
+    /// # Errors
+    ///
+    /// The device's refusal.
+    pub fn copy(&self, stream: StreamId, x: &Buffer, y: &Buffer) -> Result<(), ServerError> {
+        self.launch(
+            stream,
+            Builtin::Copy,
+            &[Arg::read(x), Arg::write(y)],
+            N,
+            0.0,
+        )
+    }
+
     /// A buffer on `stream` holding `values`, written and settled.
     ///
     /// # Errors
@@ -164,7 +179,16 @@ pub fn assert_contains(error: &ServerError, needle: &str) {
     );
 }
 
-/// `len` copies of `v`.
+/// Panics unless `result` is a refusal that mentions `needle`; `what` names the call
+/// refused.
+pub fn assert_refused<T>(result: Result<T, ServerError>, what: &str, needle: &str) {
+    match result {
+        Ok(_) => panic!("{what} succeeded; expected a refusal naming {needle:?}"),
+        Err(e) => assert_contains(&e, needle),
+    }
+}
+
+/// [`N`] copies of `v`.
 pub fn splat(v: f32) -> Vec<f32> {
     vec![v; N as usize]
 }
