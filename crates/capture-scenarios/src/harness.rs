@@ -151,6 +151,7 @@ impl<B: Builtins> Harness<B> {
     }
 
     /// Panics unless `buffer` holds `expected`.
+    #[track_caller]
     pub fn expect(&self, stream: StreamId, buffer: &Buffer, expected: &[f32]) {
         match self.floats(stream, buffer) {
             Ok(got) => assert_eq!(got, expected, "bytes of {}", buffer.id()),
@@ -159,6 +160,7 @@ impl<B: Builtins> Harness<B> {
     }
 
     /// Panics unless reading `buffer` fails with an error whose text has `needle`.
+    #[track_caller]
     pub fn expect_unreadable(&self, stream: StreamId, buffer: &Buffer, needle: &str) {
         match self.floats(stream, buffer) {
             Ok(got) => panic!(
@@ -171,6 +173,7 @@ impl<B: Builtins> Harness<B> {
 }
 
 /// Panics unless `error` (with its sources) mentions `needle`.
+#[track_caller]
 pub fn assert_contains(error: &ServerError, needle: &str) {
     let text = Chain(error).to_string();
     assert!(
@@ -181,6 +184,7 @@ pub fn assert_contains(error: &ServerError, needle: &str) {
 
 /// Panics unless `result` is a refusal that mentions `needle`; `what` names the call
 /// refused.
+#[track_caller]
 pub fn assert_refused<T>(result: Result<T, ServerError>, what: &str, needle: &str) {
     match result {
         Ok(_) => panic!("{what} succeeded; expected a refusal naming {needle:?}"),
