@@ -240,7 +240,7 @@ mod tests {
     }
 
     #[test]
-    fn this_workspace_publishes_the_facade_the_core_the_backends_and_the_program() {
+    fn this_workspace_publishes_the_facade_the_core_the_backends_the_scenarios_and_the_program() {
         let crates = published(&crate::cargo::workspace_root()).unwrap();
         let names: Vec<&str> = crates.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(
@@ -250,6 +250,7 @@ mod tests {
                 "capture-mock",
                 "capture-vulkan",
                 "capture-cuda",
+                "capture-scenarios",
                 "capture-graphs",
                 "capture-cli"
             ]

@@ -3,8 +3,8 @@
 //! guards, and which lints serve instead of the rules dropped):
 //!
 //! - every `.rs` file under `crates/` and `xtask/` starts with a `//!` header;
-//! - no unsafe code in capture-core, capture-mock or capture-suite, whose `lib.rs` each
-//!   forbid it; in the backends (capture-vulkan, capture-cuda) unsafe only in
+//! - no unsafe code in capture-core, capture-mock, capture-scenarios or capture-suite,
+//!   whose `lib.rs` each forbid it; in the backends (capture-vulkan, capture-cuda) unsafe only in
 //!   `src/raw.rs` (the FFI), `src/adopt.rs` (the `unsafe fn`s that take a caller's
 //!   driver objects, above the FFI), `src/work.rs` and `src/import.rs` (the user's own
 //!   work and memory, whose constructors are `unsafe`); in the program (capture-cli)
@@ -22,8 +22,9 @@
 //!   identifier, `-` read as `_`, anywhere in those files);
 //! - no two files of a crate's `src/` import each other in a circle, directly or through
 //!   others (`imports`): a backend's FFI module sits at the bottom;
-//! - the shared snapshots are in `crates/capture-suite/snapshots`; every `.snap` under
-//!   `crates/` is named by the code of its crate, and none waits for review;
+//! - the shared snapshots are in `crates/capture-suite/snapshots`, each named by a
+//!   scenario of `crates/capture-scenarios`; every other `.snap` under `crates/` is named
+//!   by the code of its crate; none waits for review;
 //! - no document or source points at the brief's folder beside the repository (`OUTSIDE`):
 //!   a clone holds everything its docs refer to.
 
@@ -36,11 +37,16 @@ use crate::gpu_bundle::SNAPSHOTS;
 use crate::manifest::{self, Table};
 
 /// The crates with no unsafe code at all; each `lib.rs` says `#![forbid(unsafe_code)]`.
-const FORBID_UNSAFE: [&str; 3] = [
+const FORBID_UNSAFE: [&str; 4] = [
     "crates/capture-core",
     "crates/capture-mock",
+    "crates/capture-scenarios",
     "crates/capture-suite",
 ];
+
+/// The crate whose scenario list names the shared snapshots (a scenario's name is its
+/// variant's identifier, so a whole word of that crate's code).
+const SCENARIOS: &str = "crates/capture-scenarios";
 
 /// The backends (and the CUDA driver model's kernel library, whose FFI is in its
 /// `raw.rs` too), whose unsafe code lives in the files `UNSAFE_FILES` name alone.
@@ -330,11 +336,15 @@ fn snapshot_problems(root: &Path, sources: &[PathBuf]) -> Result<Vec<String>> {
         if snaps.is_empty() {
             continue;
         }
-        let crate_sources: String = sources
-            .iter()
-            .filter(|s| s.starts_with(&crate_dir))
-            .filter_map(|s| fs::read_to_string(s).ok())
-            .collect();
+        let code_of = |dir: &Path| -> String {
+            sources
+                .iter()
+                .filter(|s| s.starts_with(dir))
+                .filter_map(|s| fs::read_to_string(s).ok())
+                .collect()
+        };
+        let crate_sources = code_of(&crate_dir);
+        let scenario_sources = code_of(&root.join(SCENARIOS));
         for snap in snaps {
             let rel = snap
                 .strip_prefix(root)
@@ -354,7 +364,13 @@ fn snapshot_problems(root: &Path, sources: &[PathBuf]) -> Result<Vec<String>> {
             // `module__name.snap`: the test names `name` explicitly.
             let stem = file.trim_end_matches(".snap");
             let name = stem.rsplit("__").next().unwrap_or(stem);
-            if !crate_sources.contains(&format!("\"{name}\"")) {
+            if snap.starts_with(root.join(SNAPSHOTS)) {
+                if !names(&scenario_sources, name) {
+                    problems.push(format!(
+                        "{rel}: no scenario of {SCENARIOS} is named `{name}`"
+                    ));
+                }
+            } else if !crate_sources.contains(&format!("\"{name}\"")) {
                 problems.push(format!(
                     "{rel}: no code of this crate names snapshot `{name}`"
                 ));
@@ -551,7 +567,11 @@ cc = "1"
                 ("docs/notes.md", &outside),
                 (
                     "crates/capture-suite/src/lib.rs",
-                    "//! suite\npub const S: &str = \"kept\";\n",
+                    "//! suite\npub const S: &str = \"gone\";\n",
+                ),
+                (
+                    "crates/capture-scenarios/src/lib.rs",
+                    "//! scenarios\n#![forbid(unsafe_code)]\nscenarios! { basic::kept => \"kept\", }\n",
                 ),
                 (
                     "crates/capture-suite/tests/mock/main.rs",
@@ -585,7 +605,7 @@ cc = "1"
                 "crates/capture-suite/src/lib.rs: lacks #![forbid(unsafe_code)]",
                 "crates/capture-core/Cargo.toml:2: depends on ash",
                 "crates/capture-mock/snapshots/kept.snap: no code of this crate names snapshot `kept`",
-                "crates/capture-suite/snapshots/gone.snap: no code of this crate names snapshot `gone`",
+                "crates/capture-suite/snapshots/gone.snap: no scenario of crates/capture-scenarios is named `gone`",
                 &format!("docs/notes.md:1: points outside the repository ({OUTSIDE})"),
             ]
         );

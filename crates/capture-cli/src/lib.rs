@@ -1,8 +1,7 @@
 //! capture-cli: the `capture` command-line program over `capture-graphs`, and the
 //! library its tests, benches and examples (among them its kernel library for the CUDA
 //! driver model, `examples/cuda_model_kernels.rs`) use: the
-//! llama-shaped decoder ([`decode`]) and the program's named multi-stream scenarios
-//! ([`scenarios`]).
+//! llama-shaped decoder ([`decode`]).
 //!
 //! The program is a user of the facade like any other: every call goes through
 //! `capture_graphs`; the benchmark's hand-written floors ([`floor`]) talk to the
@@ -16,7 +15,8 @@
 //!
 //! `capture decode` runs a llama-shaped decoder eagerly and as one replayed graph per
 //! token (docs/decode.md). `capture bench` runs the benchmark matrix. `capture trace SCENARIO` runs one of the
-//! program's named multi-stream scenarios on the mock and prints its trace lines.
+//! named scenarios of `capture-scenarios` (the ones every backend's test suite runs) on
+//! the mock and prints its trace lines.
 //! `--log LEVEL` (demo, bench, trace, decode) logs the core's spans and events to stderr;
 //! `--timeline PATH` (demo, trace, decode) writes the run's timeline as Chrome trace-event JSON,
 //! which `capture timeline-svg IN.json OUT.svg` draws as a picture.
@@ -38,8 +38,6 @@ mod exit;
 pub mod floor;
 mod floors;
 mod logging;
-#[cfg(feature = "mock")]
-pub mod scenarios;
 mod table;
 mod timeline;
 mod timeline_svg;

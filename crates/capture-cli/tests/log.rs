@@ -61,7 +61,10 @@ fn rust_log_is_honoured_when_log_is_absent_and_log_wins_over_it() {
 #[cfg(feature = "mock")]
 #[test]
 fn log_info_shows_refusals_and_taints_but_not_the_routine() {
-    let out = capture(&["trace", "fault", "--log", "info"], None);
+    let out = capture(
+        &["trace", "fault_dooms_taints_recovers", "--log", "info"],
+        None,
+    );
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     for kind in [
@@ -80,7 +83,7 @@ fn log_info_shows_refusals_and_taints_but_not_the_routine() {
     assert!(!stderr.contains("DEBUG"), "{stderr}");
     assert!(!stderr.contains("replay graph#0 x1"), "{stderr}");
     // The trace lines on stdout are the same as without a log.
-    let quiet = capture(&["trace", "fault"], None);
+    let quiet = capture(&["trace", "fault_dooms_taints_recovers"], None);
     assert_eq!(text(&out.stdout), text(&quiet.stdout));
 }
 
@@ -88,7 +91,7 @@ fn log_info_shows_refusals_and_taints_but_not_the_routine() {
 fn a_directive_that_is_not_one_is_a_usage_error() {
     let mut commands = vec![&["demo"][..], &["bench"]];
     if cfg!(feature = "mock") {
-        commands.push(&["trace", "fault"]);
+        commands.push(&["trace", "fault_dooms_taints_recovers"]);
     }
     for command in commands {
         let args: Vec<&str> = command

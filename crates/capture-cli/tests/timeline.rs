@@ -1,5 +1,5 @@
 //! `--timeline` as a user runs it: `capture demo` and every `capture trace` scenario
-//! write Chrome trace-event JSON whose structure Perfetto and `chrome://tracing` rely
+//! (each of capture-scenarios' list) write Chrome trace-event JSON whose structure Perfetto and `chrome://tracing` rely
 //! on: the fields each phase needs, a name for every track, spans that nest per track,
 //! the lifecycle's spans where they belong and the instants a scenario promises; and
 //! `capture timeline-svg` draws it.
@@ -284,7 +284,7 @@ fn decode_writes_a_timeline_of_its_capture_and_replays() {
 fn each_trace_scenario_writes_its_timeline_and_prints_its_trace() {
     for (scenario, kinds, tracks) in [
         (
-            "two-streams",
+            "two_streams_capture_at_once",
             &["refuse", "pin", "drop"][..],
             &[
                 "pooled#0 (stream#0, stream#2)",
@@ -294,7 +294,7 @@ fn each_trace_scenario_writes_its_timeline_and_prints_its_trace() {
             ][..],
         ),
         (
-            "fault",
+            "fault_dooms_taints_recovers",
             &[
                 "refuse",
                 "doom",
@@ -307,12 +307,12 @@ fn each_trace_scenario_writes_its_timeline_and_prints_its_trace() {
             &["pooled#0 (stream#0)", "thread 1 (main)"],
         ),
         (
-            "foreign-end",
+            "foreign_end_from_another_thread",
             &["not sealed", "taint", "pin", "drop"],
             &["pooled#0 (stream#0, stream#2)", "thread 2 (worker)"],
         ),
         (
-            "drop-under-replay",
+            "drop_under_replay",
             &["pin", "drop"],
             &["pooled#0 (stream#0)"],
         ),
@@ -343,7 +343,7 @@ fn each_trace_scenario_writes_its_timeline_and_prints_its_trace() {
 
 #[test]
 fn the_trace_scenarios_instants_are_named_and_placed_by_their_logical_ids() {
-    let (_, json) = timeline("two-streams-ids", &["trace", "two-streams"]);
+    let (_, json) = timeline("two-streams-ids", &["trace", "two_streams_capture_at_once"]);
     let checked = check(&json);
     let pooled0 = checked.track("pooled#0 (stream#0, stream#2)");
     let worker = checked.track("thread 2 (worker)");
@@ -376,7 +376,7 @@ fn the_trace_scenarios_instants_are_named_and_placed_by_their_logical_ids() {
 
 #[test]
 fn a_taint_is_placed_on_the_pooled_stream_of_the_span_around_it() {
-    let (_, json) = timeline("fault-ids", &["trace", "fault"]);
+    let (_, json) = timeline("fault-ids", &["trace", "fault_dooms_taints_recovers"]);
     let checked = check(&json);
     let pooled0 = checked.track("pooled#0 (stream#0)");
     // The doomed window's seal taints what it would have written: buf#2.
@@ -399,7 +399,7 @@ fn a_taint_is_placed_on_the_pooled_stream_of_the_span_around_it() {
 fn on_the_thread_affine_mock_the_stream_workers_show_as_threads() {
     let (_, json) = timeline(
         "affine",
-        &["trace", "drop-under-replay", "--backend", "affine-mock"],
+        &["trace", "drop_under_replay", "--backend", "affine-mock"],
     );
     let checked = check(&json);
     check_lifecycle_spans_only(&checked);
@@ -422,7 +422,7 @@ fn check_lifecycle_spans_only(checked: &Checked) {
 
 #[test]
 fn timeline_svg_draws_a_real_timeline() {
-    let (_, _) = timeline("svg-input", &["trace", "two-streams"]);
+    let (_, _) = timeline("svg-input", &["trace", "two_streams_capture_at_once"]);
     let input = scratch("svg-input.json");
     let output = scratch("svg-output.svg");
     let out = capture(&[
@@ -451,22 +451,44 @@ fn timeline_svg_draws_a_real_timeline() {
 }
 
 #[test]
+fn every_listed_scenario_runs_and_writes_its_timeline() {
+    for scenario in capture_scenarios::Scenario::ALL {
+        let name = scenario.name();
+        let (out, json) = timeline(name, &["trace", name]);
+        let stdout = text(&out.stdout);
+        assert!(stdout.starts_with("0 stream#"), "{name}: {stdout}");
+        assert!(
+            text(&out.stderr).is_empty(),
+            "{name}: {}",
+            text(&out.stderr)
+        );
+        check(&json);
+    }
+}
+
+#[test]
 fn trace_lists_its_scenarios_and_refuses_unknown_ones() {
     let out = capture(&["trace", "--list"]);
     assert_eq!(out.status.code(), Some(0));
-    let names: Vec<String> = text(&out.stdout)
+    let listed = text(&out.stdout);
+    let names: Vec<&str> = listed
         .lines()
-        .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+        .filter_map(|l| l.split_whitespace().next())
         .collect();
-    assert_eq!(
-        names,
-        ["two-streams", "fault", "foreign-end", "drop-under-replay"]
-    );
-    let out = capture(&["trace", "capture_replay"]);
+    let all: Vec<&str> = capture_scenarios::Scenario::ALL
+        .iter()
+        .map(|s| s.name())
+        .collect();
+    assert_eq!(names, all);
+    for scenario in capture_scenarios::Scenario::ALL {
+        assert!(listed.contains(scenario.about()), "{}", scenario.name());
+    }
+    // The names the program's own scenarios had before they joined the suite.
+    let out = capture(&["trace", "two-streams"]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = text(&out.stderr);
     assert!(
-        stderr.contains("unknown scenario \"capture_replay\" (two-streams, fault"),
+        stderr.contains("unknown scenario \"two-streams\" (`capture trace --list` names them)"),
         "{stderr}"
     );
     let out = capture(&["trace"]);

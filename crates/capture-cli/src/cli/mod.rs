@@ -21,7 +21,7 @@ commands:
   decode        a llama-shaped decoder's step captured once and replayed per token
   bench         the benchmark matrix: launch-bound to execution-bound rows, eager
                 against replayed, beside a hand-written floor where the backend has one
-  trace         a named multi-stream scenario: its trace lines, and its timeline
+  trace         a named scenario on the mock: its trace lines, and its timeline
   timeline-svg  a timeline JSON file drawn as an SVG picture
 
 options:

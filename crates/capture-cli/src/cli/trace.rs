@@ -1,5 +1,6 @@
 //! `capture trace`: its help, the parsing of its options into [`TraceArgs`], and its
-//! run: a named scenario of [`crate::scenarios`] on the mock, its trace lines printed.
+//! run: a named scenario of [`capture_scenarios`] on the mock, its trace lines printed,
+//! or the check it failed.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,17 +12,20 @@ use crate::exit::USAGE_EXIT;
 use crate::exit::finish;
 use crate::exit::usage;
 #[cfg(feature = "mock")]
-use crate::{logging, scenarios};
+use crate::logging;
+#[cfg(feature = "mock")]
+use capture_scenarios::Scenario;
 
 /// `capture trace`'s help.
 pub(crate) const TRACE_HELP: &str =
     "usage: capture trace SCENARIO [--backend mock|affine-mock] [--timeline PATH] [--log LEVEL]
        capture trace --list
 
-Runs a named multi-stream scenario (`--list` names them) on the mock, under the fault
-wrapper, with two pooled streams (logical streams 0 and 2 share pooled stream 0,
-stream 1 is on pooled stream 1). Checks its bytes and the refusals it expects, then
-prints the core's trace, one event per line, as the snapshot tests see it.
+Runs a named scenario (`--list` names them; every backend's test suite runs them too)
+on the mock, under the fault wrapper, with two pooled streams (logical streams 0 and 2
+share pooled stream 0, stream 1 is on pooled stream 1). Checks its bytes and the
+refusals it expects, then prints the core's trace, one event per line, as the snapshot
+tests see it.
 
 options:
   --backend NAME   mock (default; every call on the caller's thread) or affine-mock
@@ -31,8 +35,8 @@ options:
   --list           the scenarios, one a line, with what each shows
   -h, --help       this help
 
-exit status: 0 when the scenario ran as expected; 1 when it did not; 2 for a usage
-error or a build without the mock.";
+exit status: 0 when the scenario ran as expected; 1 when it did not (what was wrong on
+stderr); 2 for a usage error or a build without the mock.";
 
 /// The backends `capture trace` runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -133,25 +137,23 @@ pub(super) fn command(args: &[String]) -> ExitCode {
 
 #[cfg(feature = "mock")]
 fn list_scenarios() -> ExitCode {
-    let width = scenarios::ALL
+    let width = Scenario::ALL
         .iter()
-        .map(|s| s.name.len())
+        .map(|s| s.name().len())
         .max()
         .unwrap_or(0);
-    for s in scenarios::ALL {
-        println!("{:width$}  {}", s.name, s.about);
+    for s in Scenario::ALL {
+        println!("{:width$}  {}", s.name(), s.about());
     }
     ExitCode::SUCCESS
 }
 
 #[cfg(feature = "mock")]
 fn run_scenario(args: TraceArgs) -> ExitCode {
-    let Some(scenario) = scenarios::find(&args.scenario) else {
-        let names: Vec<_> = scenarios::ALL.iter().map(|s| s.name).collect();
+    let Some(scenario) = Scenario::find(&args.scenario) else {
         let error = format!(
-            "unknown scenario {:?} ({})",
-            args.scenario,
-            names.join(", ")
+            "unknown scenario {:?} (`capture trace --list` names them)",
+            args.scenario
         );
         return usage("trace", TRACE_HELP, &error);
     };
@@ -159,21 +161,65 @@ fn run_scenario(args: TraceArgs) -> ExitCode {
         Ok(session) => session,
         Err(error) => return usage("trace", TRACE_HELP, &error),
     };
-    let ran = match args.backend {
-        TraceBackend::Mock => scenario.run(capture_graphs::mock::MockBackend::new()),
-        TraceBackend::AffineMock => scenario.run(capture_graphs::mock::AffineMock::new()),
+    let ran = checked(|| match args.backend {
+        TraceBackend::Mock => {
+            capture_scenarios::run(scenario, capture_graphs::mock::MockBackend::new())
+        }
+        TraceBackend::AffineMock => {
+            capture_scenarios::run(scenario, capture_graphs::mock::AffineMock::new())
+        }
+    });
+    let failed = |why: &str| {
+        eprintln!("capture trace {}: {why}", scenario.name());
+        ExitCode::FAILURE
     };
     let code = match ran {
-        Ok(trace) => {
+        Ok(Ok(trace)) => {
             print!("{trace}");
             ExitCode::SUCCESS
         }
-        Err(scenarios::Failed(why)) => {
-            eprintln!("capture trace {}: {why}", scenario.name);
-            ExitCode::FAILURE
-        }
+        Ok(Err(error)) => failed(&format!(
+            "unexpected error: {}",
+            capture_graphs::Chain(&error)
+        )),
+        Err(why) => failed(&why),
     };
     finish("trace", session, code)
+}
+
+/// Runs `f`, a scenario, and returns what it returned, or, when one of its checks
+/// panicked, the panic's message and where it was raised. The panic hook prints
+/// nothing meanwhile: the message is reported once, as the scenario's failure.
+#[cfg(feature = "mock")]
+fn checked<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    use std::panic::{AssertUnwindSafe, catch_unwind, set_hook, take_hook};
+    use std::sync::{Arc, Mutex, PoisonError};
+
+    // Each panic's message and where it was raised; the one that reaches here is
+    // reported (a side of a two-thread scenario may panic and another go on with it).
+    let raised: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
+    let seen = Arc::clone(&raised);
+    let previous = take_hook();
+    set_hook(Box::new(move |info| {
+        let message = info.payload_as_str().unwrap_or("").to_owned();
+        let at = info.location().map(ToString::to_string).unwrap_or_default();
+        let mut seen = seen.lock().unwrap_or_else(PoisonError::into_inner);
+        seen.push((message, at));
+    }));
+    let result = catch_unwind(AssertUnwindSafe(f));
+    set_hook(previous);
+    result.map_err(|payload| {
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("a check panicked");
+        let raised = raised.lock().unwrap_or_else(PoisonError::into_inner);
+        match raised.iter().rev().find(|(m, _)| m == message) {
+            Some((_, at)) if !at.is_empty() => format!("{message} (at {at})"),
+            _ => message.to_owned(),
+        }
+    })
 }
 
 #[cfg(not(feature = "mock"))]

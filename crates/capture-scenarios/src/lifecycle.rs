@@ -5,7 +5,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use capture_core::ServerError;
 
-use super::{Harness, N, S0, S2, assert_contains, ramp, splat};
+use super::{Harness, N, S0, S1, S2, assert_contains, assert_refused, ramp, splat, two_threads};
 use capture_core::Builtins;
 
 /// A host read of the recording stream is refused; the refusal does not doom the
@@ -255,4 +255,89 @@ pub(super) fn capture_ended_from_another_thread<B: Builtins>(
         Ok(())
     })?;
     Ok(())
+}
+
+/// Two threads capture on two pooled streams at once: the main thread opens a window on
+/// stream 0 by hand and hands over; the worker is refused on stream 2 (a neighbour of
+/// that window) and captures stream 1 whole while the window is open; each graph
+/// replays on its own stream, and both are dropped.
+pub(super) fn two_streams_capture_at_once<B: Builtins>(h: &Harness<B>) -> Result<(), ServerError> {
+    let (x0, y0) = (h.buffer(S0, &splat(1.0))?, h.dev.alloc(S0, N * 4)?);
+    let (x1, y1) = (h.buffer(S1, &splat(10.0))?, h.dev.alloc(S1, N * 4)?);
+    let n = h.buffer(S2, &splat(5.0))?;
+    // Each stream loads its kernel and warms its info entry before any window opens.
+    h.add(S0, &x0, &y0, 1.0)?;
+    h.add(S1, &x1, &y1, 2.0)?;
+    two_threads(
+        |turn| {
+            h.dev.prepare(S0)?;
+            h.add(S0, &x0, &y0, 1.0)?;
+            h.dev.begin(S0)?;
+            h.add(S0, &x0, &y0, 1.0)?;
+            // The worker is refused on stream 2 and captures on stream 1 meanwhile.
+            turn.hand_over();
+            let g0 = h.dev.end(S0)?;
+            h.write(S0, &x0, &splat(3.0))?;
+            h.dev.replay(S0, &g0, 1)?;
+            h.expect(S0, &y0, &splat(4.0));
+            turn.hand_over();
+            h.dev.drop_graph(g0)
+        },
+        |turn| {
+            assert_refused(
+                h.add(S2, &n, &n, 1.0),
+                "a launch on stream#2",
+                "stream#0 holds a capture window",
+            );
+            let g1 = h.dev.capture(S1, |_| h.add(S1, &x1, &y1, 2.0))?;
+            turn.hand_over();
+            h.write(S1, &x1, &splat(20.0))?;
+            h.dev.replay(S1, &g1, 2)?;
+            h.expect(S1, &y1, &splat(22.0));
+            h.dev.drop_graph(g1)
+        },
+    )?;
+    h.expect(S2, &n, &splat(5.0));
+    h.dev.sync(S1)?;
+    h.dev.cleanup()?;
+    Ok(())
+}
+
+/// Another thread ends the window from a neighbour stream: the window is abandoned and
+/// what it wrote tainted; the owner's own `end` is told who ended it, and the stream
+/// captures again.
+pub(super) fn foreign_end_from_another_thread<B: Builtins>(
+    h: &Harness<B>,
+) -> Result<(), ServerError> {
+    let (x, y) = (h.buffer(S0, &splat(1.0))?, h.dev.alloc(S0, N * 4)?);
+    h.add(S0, &x, &y, 1.0)?;
+    two_threads(
+        |turn| {
+            h.dev.prepare(S0)?;
+            h.add(S0, &x, &y, 1.0)?;
+            h.dev.begin(S0)?;
+            h.add(S0, &x, &y, 1.0)?;
+            // The worker ends the window from stream 2.
+            turn.hand_over();
+            match h.dev.end(S0) {
+                Err(ServerError::Abandoned { owner, by }) => assert_eq!((owner, by), (S0, S2)),
+                other => panic!("the owner's end: {other:?}; expected abandoned by stream#2"),
+            }
+            Ok(())
+        },
+        |_| {
+            assert_refused(
+                h.dev.end(S2),
+                "the foreign end",
+                "capture window of stream#0 abandoned: ended by stream#2",
+            );
+            Ok(())
+        },
+    )?;
+    h.expect_unreadable(S0, &y, "abandoned");
+    let g = h.dev.capture(S0, |_| h.add(S0, &x, &y, 1.0))?;
+    h.write(S0, &x, &splat(5.0))?;
+    h.dev.replay(S0, &g, 1)?;
+    h.expect(S0, &y, &splat(6.0));
+    h.dev.drop_graph(g)
 }

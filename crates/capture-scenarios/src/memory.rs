@@ -226,3 +226,35 @@ pub(super) fn memory_report_and_ledger<B: Builtins>(h: &Harness<B>) -> Result<()
     assert!(h.dev.memory_report().graphs.is_empty());
     Ok(())
 }
+
+/// A graph dropped right after its replay (twice, in one submission) was enqueued: the
+/// drop waits behind the replay's fence, the replay's result is right, and buffers
+/// allocated afterwards hold their own bytes; then a cleanup releases what is free.
+pub(super) fn drop_under_replay<B: Builtins>(h: &Harness<B>) -> Result<(), ServerError> {
+    let (x, y) = (h.dev.alloc(S0, N * 4)?, h.dev.alloc(S0, N * 4)?);
+    // The intermediate is allocated in the closure: warmup's slice, reused recording.
+    let g = h.dev.capture(S0, |d| {
+        h.write(S0, &x, &splat(1.0))?;
+        let tmp = d.alloc(S0, N * 4)?;
+        h.add(S0, &x, &tmp, 1.0)?;
+        h.add(S0, &tmp, &y, 1.0)
+    })?;
+    h.write(S0, &y, &splat(0.0))?;
+    h.dev.sync(S0)?;
+    h.dev.replay(S0, &g, 2)?;
+    // Dropped while its replay is queued: it waits behind the replay's fence.
+    h.dev.drop_graph(g)?;
+    let other = h.buffer(S0, &splat(77.0))?;
+    let later = (0..4)
+        .map(|i| h.buffer(S0, &splat(500.0 + i as f32)))
+        .collect::<Result<Vec<_>, _>>()?;
+    h.expect(S0, &y, &splat(3.0));
+    h.expect(S0, &x, &splat(1.0));
+    h.expect(S0, &other, &splat(77.0));
+    for (i, b) in later.iter().enumerate() {
+        h.expect(S0, b, &splat(500.0 + i as f32));
+    }
+    drop((other, later));
+    h.dev.cleanup()?;
+    Ok(())
+}

@@ -101,6 +101,21 @@ impl<B: Builtins> Harness<B> {
         )
     }
 
+    /// `y = x` over [`N`] elements.
+    ///
+    /// # Errors
+    ///
+    /// The device's refusal.
+    pub fn copy(&self, stream: StreamId, x: &Buffer, y: &Buffer) -> Result<(), ServerError> {
+        self.launch(
+            stream,
+            Builtin::Copy,
+            &[Arg::read(x), Arg::write(y)],
+            N,
+            0.0,
+        )
+    }
+
     /// A buffer on `stream` holding `values`, written and settled.
     ///
     /// # Errors
@@ -136,6 +151,7 @@ impl<B: Builtins> Harness<B> {
     }
 
     /// Panics unless `buffer` holds `expected`.
+    #[track_caller]
     pub fn expect(&self, stream: StreamId, buffer: &Buffer, expected: &[f32]) {
         match self.floats(stream, buffer) {
             Ok(got) => assert_eq!(got, expected, "bytes of {}", buffer.id()),
@@ -144,6 +160,7 @@ impl<B: Builtins> Harness<B> {
     }
 
     /// Panics unless reading `buffer` fails with an error whose text has `needle`.
+    #[track_caller]
     pub fn expect_unreadable(&self, stream: StreamId, buffer: &Buffer, needle: &str) {
         match self.floats(stream, buffer) {
             Ok(got) => panic!(
@@ -156,6 +173,7 @@ impl<B: Builtins> Harness<B> {
 }
 
 /// Panics unless `error` (with its sources) mentions `needle`.
+#[track_caller]
 pub fn assert_contains(error: &ServerError, needle: &str) {
     let text = Chain(error).to_string();
     assert!(
@@ -164,7 +182,17 @@ pub fn assert_contains(error: &ServerError, needle: &str) {
     );
 }
 
-/// `len` copies of `v`.
+/// Panics unless `result` is a refusal that mentions `needle`; `what` names the call
+/// refused.
+#[track_caller]
+pub fn assert_refused<T>(result: Result<T, ServerError>, what: &str, needle: &str) {
+    match result {
+        Ok(_) => panic!("{what} succeeded; expected a refusal naming {needle:?}"),
+        Err(e) => assert_contains(&e, needle),
+    }
+}
+
+/// [`N`] copies of `v`.
 pub fn splat(v: f32) -> Vec<f32> {
     vec![v; N as usize]
 }

@@ -1,11 +1,11 @@
-//! Scenarios of faults, injected through [`Faulty`](crate::Faulty) so they run on real
+//! Scenarios of faults, injected through [`Faulty`](capture_mock::Faulty) so they run on real
 //! drivers too: refusals at begin, instantiate, replay, launch, upload and fences, and
 //! how the ledger answers each.
 
 use capture_core::Arg;
 use capture_core::ServerError;
 
-use super::{Harness, N, S0, assert_contains, map, ramp, splat};
+use super::{Harness, N, S0, assert_contains, assert_refused, map, ramp, splat};
 use capture_core::{Builtin, Builtins};
 use capture_mock::FaultOp;
 
@@ -202,4 +202,41 @@ pub(super) fn submit_failure_taints_then_recovers<B: Builtins>(
     h.dev.sync(S0)?;
     h.expect(S0, &y, &splat(2.0));
     Ok(())
+}
+
+/// Three faults in a row on one stream: a launch failing inside a window dooms it and
+/// taints what it would have written; a replay failing to enqueue taints its outputs
+/// until the next replay settles them; a failed submit taints what the stream wrote
+/// since its last good fence.
+pub(super) fn fault_dooms_taints_recovers<B: Builtins>(h: &Harness<B>) -> Result<(), ServerError> {
+    let x = h.buffer(S0, &splat(1.0))?;
+    let (y, z) = (h.dev.alloc(S0, N * 4)?, h.dev.alloc(S0, N * 4)?);
+    h.add(S0, &x, &y, 1.0)?;
+    h.copy(S0, &y, &z)?;
+    h.dev.sync(S0)?;
+    // A launch fails inside the window: doomed, what it would have written tainted.
+    h.dev.prepare(S0)?;
+    h.dev.begin(S0)?;
+    h.add(S0, &x, &y, 1.0)?;
+    arm(h, FaultOp::Launch, 1);
+    assert_refused(h.copy(S0, &y, &z), "the copy", "injected fault in launch");
+    assert_refused(h.dev.end(S0), "the seal", "doomed by copy on stream#0");
+    h.expect_unreadable(S0, &y, "injected fault in launch");
+    // A replay fails to enqueue: its outputs carry the failure until one succeeds.
+    let g = h.dev.capture(S0, |_| h.add(S0, &x, &y, 1.0))?;
+    arm(h, FaultOp::Replay, 1);
+    assert_refused(
+        h.dev.replay(S0, &g, 1),
+        "the replay",
+        "injected fault in replay",
+    );
+    h.expect_unreadable(S0, &y, "injected fault in replay");
+    h.dev.replay(S0, &g, 1)?;
+    h.expect(S0, &y, &splat(2.0));
+    // A submit fails: what the stream wrote since its last good fence is tainted.
+    h.copy(S0, &y, &z)?;
+    arm(h, FaultOp::Submit, 1);
+    assert_refused(h.dev.sync(S0), "the sync", "injected fault in submit");
+    h.expect_unreadable(S0, &z, "injected fault in submit");
+    h.dev.drop_graph(g)
 }
