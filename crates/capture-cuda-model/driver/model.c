@@ -552,7 +552,14 @@ struct work {
             struct stream *stream;
             unsigned long long ticket;
         } wait;
-        struct exec *graph;
+        struct {
+            struct exec *exec;
+            /* The executable's nodes as they were when the launch was enqueued: an update
+               of the executable (cuGraphExecKernelNodeSetParams) reaches only launches
+               enqueued after it, as the driver documents. */
+            size_t count;
+            struct work **works;
+        } graph;
     } u;
 };
 
@@ -562,6 +569,10 @@ static void free_work(struct work *w) {
         free(w->u.kernel.entry);
     }
     if (w->kind == W_HTOD) free(w->u.copy.owned);
+    if (w->kind == W_GRAPH) {
+        for (size_t i = 0; i < w->u.graph.count; i++) free_work(w->u.graph.works[i]);
+        free(w->u.graph.works);
+    }
     free(w);
 }
 
@@ -601,6 +612,8 @@ struct exec {
     struct ctx *ctx;
     size_t count;
     struct work **works;
+    /* The node of the graph each work was instantiated from (what an update names). */
+    struct node **nodes;
     unsigned long long pending; /* launches queued and not yet run */
     int destroyed;
 };
@@ -628,6 +641,7 @@ static void free_graph(struct graph *g) {
 static void free_exec(struct exec *x) {
     for (size_t i = 0; i < x->count; i++) free_work(x->works[i]);
     free(x->works);
+    free(x->nodes);
     free(x);
 }
 
@@ -797,8 +811,8 @@ static void run_work(struct stream *s, struct work *w) {
     if (ctx->sticky) {
         /* A faulted context runs nothing more; a graph launch still lets go of its
            executable. */
-        if (w->kind == W_GRAPH && --w->u.graph->pending == 0 && w->u.graph->destroyed)
-            free_exec(w->u.graph);
+        if (w->kind == W_GRAPH && --w->u.graph.exec->pending == 0 && w->u.graph.exec->destroyed)
+            free_exec(w->u.graph.exec);
         return;
     }
     switch (w->kind) {
@@ -871,8 +885,9 @@ static void run_work(struct stream *s, struct work *w) {
     case W_RECORD:
         return;
     case W_GRAPH: {
-        struct exec *x = w->u.graph;
-        for (size_t i = 0; i < x->count && !ctx->sticky; i++) run_work(s, x->works[i]);
+        struct exec *x = w->u.graph.exec;
+        for (size_t i = 0; i < w->u.graph.count && !ctx->sticky; i++)
+            run_work(s, w->u.graph.works[i]);
         totals.graphs_launched++;
         x->pending--;
         if (x->destroyed && !x->pending) free_exec(x);
@@ -1347,6 +1362,35 @@ CUresult CUDAAPI cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *ca
             *captureStatus = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
         else
             *captureStatus = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    }
+    unlock();
+    return s ? CUDA_SUCCESS : r;
+}
+
+/* The stream's capture: its status, id, graph, and its frontier (the last node its
+   capture added: the model's graphs are a sequence, each node after the one before). The
+   array lives until the next call that adds to the graph. */
+CUresult CUDAAPI cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                        cuuint64_t *id_out, CUgraph *graph_out,
+                                        const CUgraphNode **dependencies_out,
+                                        size_t *numDependencies_out) {
+    if (!captureStatus_out) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = CUDA_SUCCESS;
+    lock();
+    struct ctx *c = current_ctx(&r);
+    struct stream *s = c ? stream_of(hStream, c, &r) : NULL;
+    if (s) {
+        struct capture *cap = s->capture;
+        *captureStatus_out = !cap ? CU_STREAM_CAPTURE_STATUS_NONE
+                             : cap->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
+                                                : CU_STREAM_CAPTURE_STATUS_ACTIVE;
+        if (id_out) *id_out = (cuuint64_t)(uintptr_t)cap;
+        if (graph_out) *graph_out = cap ? (CUgraph)cap->graph : NULL;
+        size_t n = cap && cap->graph->count ? 1 : 0;
+        if (dependencies_out)
+            *dependencies_out = n ? (const CUgraphNode *)&cap->graph->nodes[cap->graph->count - 1]
+                                  : NULL;
+        if (numDependencies_out) *numDependencies_out = n;
     }
     unlock();
     return s ? CUDA_SUCCESS : r;
@@ -1921,7 +1965,11 @@ CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph h
         x->ctx = g->ctx;
         x->count = g->count;
         x->works = xmalloc(g->count * sizeof *x->works);
-        for (size_t i = 0; i < g->count; i++) x->works[i] = copy_work(g->nodes[i]->work);
+        x->nodes = xmalloc(g->count * sizeof *x->nodes);
+        for (size_t i = 0; i < g->count; i++) {
+            x->works[i] = copy_work(g->nodes[i]->work);
+            x->nodes[i] = g->nodes[i];
+        }
         live_put(x);
         totals.graph_execs++;
         *phGraphExec = (CUgraphExec)x;
@@ -1960,9 +2008,71 @@ CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
             struct work *w = xmalloc(sizeof *w);
             memset(w, 0, sizeof *w);
             w->kind = W_GRAPH;
-            w->u.graph = x;
+            w->u.graph.exec = x;
+            w->u.graph.count = x->count;
+            w->u.graph.works = xmalloc((x->count ? x->count : 1) * sizeof *w->u.graph.works);
+            for (size_t i = 0; i < x->count; i++) w->u.graph.works[i] = copy_work(x->works[i]);
             x->pending++;
             enqueue(s, w);
+        }
+    }
+    unlock();
+    return r;
+}
+
+/* Sets a kernel node's parameters in an executable, as the driver documents it: the node
+   is one of the graph the executable came from, its function stays the same, and only
+   launches enqueued after the call see the change (each launch ran from its own copy). */
+CUresult CUDAAPI cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                                const CUDA_KERNEL_NODE_PARAMS *nodeParams) {
+    if (!nodeParams) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = CUDA_SUCCESS;
+    lock();
+    struct ctx *c = current_ctx(&r);
+    struct exec *x = c ? handle(hGraphExec, K_EXEC) : NULL;
+    struct node *n = x ? handle(hNode, K_NODE) : NULL;
+    struct work *w = NULL;
+    if (c && !x) r = CUDA_ERROR_INVALID_HANDLE;
+    if (x && x->ctx != c) r = CUDA_ERROR_INVALID_CONTEXT;
+    if (x && !r) {
+        if (!n) r = CUDA_ERROR_INVALID_HANDLE;
+        for (size_t i = 0; n && i < x->count && !w; i++)
+            if (x->nodes[i] == n) w = x->works[i];
+        if (n && !w) r = CUDA_ERROR_INVALID_VALUE; /* not a node of its graph */
+    }
+    if (w && !r) {
+        struct function *fn = handle(nodeParams->func, K_FUNCTION);
+        unsigned long long threads = (unsigned long long)nodeParams->blockDimX *
+                                     nodeParams->blockDimY * nodeParams->blockDimZ;
+        if (w->kind != W_KERNEL || fn != w->u.kernel.f) {
+            /* Another kind of node, or another function: the driver refuses both. */
+            r = CUDA_ERROR_INVALID_VALUE;
+        } else if (!nodeParams->gridDimX || !nodeParams->gridDimY || !nodeParams->gridDimZ ||
+                   !threads || threads > 1024 || nodeParams->extra ||
+                   (fn->count && !nodeParams->kernelParams) ||
+                   nodeParams->sharedMemBytes > (unsigned)fn->max_dynamic_shared) {
+            r = CUDA_ERROR_INVALID_VALUE;
+        } else {
+            unsigned char *params = xmalloc(fn->param_bytes);
+            memset(params, 0, fn->param_bytes);
+            for (unsigned i = 0; i < fn->count && !r; i++) {
+                if (!nodeParams->kernelParams[i]) r = CUDA_ERROR_INVALID_VALUE;
+                else memcpy(params + fn->offsets[i], nodeParams->kernelParams[i], fn->sizes[i]);
+            }
+            if (r) {
+                free(params);
+            } else {
+                free(w->u.kernel.params);
+                w->u.kernel.params = params;
+                w->u.kernel.grid[0] = nodeParams->gridDimX;
+                w->u.kernel.grid[1] = nodeParams->gridDimY;
+                w->u.kernel.grid[2] = nodeParams->gridDimZ;
+                w->u.kernel.block[0] = nodeParams->blockDimX;
+                w->u.kernel.block[1] = nodeParams->blockDimY;
+                w->u.kernel.block[2] = nodeParams->blockDimZ;
+                w->u.kernel.shared = nodeParams->sharedMemBytes;
+                totals.kernel_node_updates++;
+            }
         }
     }
     unlock();

@@ -60,6 +60,7 @@ struct capture_model_counts {
     size_t programmatic_kernels_run; /* of kernels_run, those launched (eagerly, or as the
                                         graph node a captured launch made) with
                                         CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION */
+    size_t kernel_node_updates; /* cuGraphExecKernelNodeSetParams calls that changed a node */
 };
 
 #endif

@@ -10,13 +10,49 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use capture_core::backend::{
-    Backend, Builtins, CaptureDomain, Dims, GraphDriver, KernelSignature, LaunchBuffer,
-    LaunchLimits, LaunchParam, MAX_LAUNCH_BUFFERS, StreamSetup,
+    Backend, Builtins, CaptureDomain, DeviceStream, Dims, GraphDriver, KernelSignature,
+    LaunchBuffer, LaunchLimits, LaunchParam, MAX_LAUNCH_BUFFERS, StreamSetup,
 };
-use capture_core::{Builtin, MAX_ALLOCATION_BYTES, MemoryKind, ProgrammaticLaunch, ServerError};
+use capture_core::{
+    Builtin, GraphUpdates, MAX_ALLOCATION_BYTES, MemoryKind, ProgrammaticLaunch, ServerError,
+};
 
 /// The dynamic shared memory every function may take without opting in.
 const DEFAULT_SHARED: u32 = 48 << 10;
+
+/// A launch's arguments as the driver takes them, in order: each buffer's address (and
+/// length, for a builtin), each scalar's bytes, then the info words' address. A fixed
+/// array: a launch allocates nothing.
+fn pack<'a>(
+    kernel: &CudaKernel,
+    params: &'a [LaunchParam<CudaSlice>],
+    info: Option<&CudaSlice>,
+) -> ([raw::Argument<'a>; raw::MAX_ARGS], usize) {
+    let mut args = [raw::Argument::Word(0); raw::MAX_ARGS];
+    let mut count = 0;
+    for p in params {
+        match (kernel.abi, p) {
+            (Abi::Pairs, LaunchParam::Buffer(b)) => {
+                args[count] = raw::Argument::Word(b.resource.addr);
+                args[count + 1] = raw::Argument::Word(b.resource.len);
+                count += 2;
+            }
+            (Abi::Params, LaunchParam::Buffer(b)) => {
+                args[count] = raw::Argument::Word(b.resource.addr);
+                count += 1;
+            }
+            (_, LaunchParam::Scalar(v)) => {
+                args[count] = raw::Argument::Bytes(v.bytes());
+                count += 1;
+            }
+        }
+    }
+    if let Some(info) = info {
+        args[count] = raw::Argument::Word(info.addr);
+        count += 1;
+    }
+    (args, count)
+}
 
 /// What the user's work said when it failed.
 #[derive(Debug)]
@@ -94,6 +130,7 @@ impl GraphDriver for CudaBackend {
 
     fn begin(stream: &mut CudaStream) -> Result<(), ServerError> {
         let _current = raw::Current::enter(stream.gpu.context)?;
+        stream.nodes.clear();
         raw::begin_capture(stream.stream)
     }
 
@@ -128,6 +165,7 @@ impl GraphDriver for CudaBackend {
                 gpu: Arc::clone(&stream.gpu),
                 graph,
                 exec,
+                nodes: std::mem::take(&mut stream.nodes),
             }),
             Err(e) => {
                 raw::graph_destroy(graph);
@@ -200,6 +238,7 @@ impl Backend for CudaBackend {
                 CudaStorage::new(Arc::clone(&self.gpu), MemoryKind::Device),
                 CudaStorage::new(Arc::clone(&self.gpu), MemoryKind::Host),
             ),
+            nodes: Vec::new(),
         })
     }
 
@@ -225,6 +264,7 @@ impl Backend for CudaBackend {
             .with_shared(attrs.max_shared)
             .with_params(4096, 8, MAX_LAUNCH_BUFFERS)
             .with_programmatic(programmatic_launch(self.gpu.compute))
+            .with_graph_updates(GraphUpdates::Supported)
     }
 
     /// The context's: every device on this GPU in the process shares it.
@@ -245,30 +285,7 @@ impl Backend for CudaBackend {
         info: Option<&CudaSlice>,
     ) -> Result<(), ServerError> {
         let _current = raw::Current::enter(stream.gpu.context)?;
-        // A fixed array: a launch allocates nothing.
-        let mut args = [raw::Argument::Word(0); raw::MAX_ARGS];
-        let mut count = 0;
-        for p in params {
-            match (kernel.abi, p) {
-                (Abi::Pairs, LaunchParam::Buffer(b)) => {
-                    args[count] = raw::Argument::Word(b.resource.addr);
-                    args[count + 1] = raw::Argument::Word(b.resource.len);
-                    count += 2;
-                }
-                (Abi::Params, LaunchParam::Buffer(b)) => {
-                    args[count] = raw::Argument::Word(b.resource.addr);
-                    count += 1;
-                }
-                (_, LaunchParam::Scalar(v)) => {
-                    args[count] = raw::Argument::Bytes(v.bytes());
-                    count += 1;
-                }
-            }
-        }
-        if let Some(info) = info {
-            args[count] = raw::Argument::Word(info.addr);
-            count += 1;
-        }
+        let (args, count) = pack(kernel, params, info);
         let block = dims.block_shape().unwrap_or(kernel.block);
         if dims.shared() > DEFAULT_SHARED {
             raw::allow_shared(kernel.function, dims.shared())?;
@@ -287,25 +304,48 @@ impl Backend for CudaBackend {
             dims.shared(),
             stream.stream,
             &args[..count],
-        )
+        )?;
+        if stream.capturing().is_recording() {
+            // The node it made, for a slot's update (rule 26).
+            let node = raw::last_captured_node(stream.stream)?;
+            stream.nodes.push(node);
+        }
+        Ok(())
     }
 
-    /// Not yet: the device's limits declare no graph updates, so the core refuses a
-    /// slot at record time and never calls this.
+    /// `cuGraphExecKernelNodeSetParams` on the node the launch made: launches of the
+    /// executable enqueued before it keep their parameters, later ones see these.
     fn update_launch(
-        _stream: &mut Self::Stream,
-        _executable: &mut Self::Executable,
-        _node: u64,
-        _kernel: &Self::Kernel,
-        _dims: &Dims,
-        _params: &[LaunchParam<CudaSlice>],
-        _info: Option<&CudaSlice>,
+        stream: &mut CudaStream,
+        executable: &mut CudaExecutable,
+        node: u64,
+        kernel: &CudaKernel,
+        dims: &Dims,
+        params: &[LaunchParam<CudaSlice>],
+        info: Option<&CudaSlice>,
     ) -> Result<(), ServerError> {
-        Err(ServerError::invalid(
-            "graph update",
-            "",
-            "CUDA graphs do not change after their seal in this version",
-        ))
+        let _current = raw::Current::enter(stream.gpu.context)?;
+        let Some(&Some(handle)) = executable.nodes.get(node as usize) else {
+            return Err(ServerError::driver(
+                "cuGraphExecKernelNodeSetParams",
+                CudaWorkError(format!(
+                    "recorded launch {node} made no single kernel node the graph can update"
+                )),
+            ));
+        };
+        let (args, count) = pack(kernel, params, info);
+        if dims.shared() > DEFAULT_SHARED {
+            raw::allow_shared(kernel.function, dims.shared())?;
+        }
+        raw::set_kernel_node(
+            executable.exec,
+            handle,
+            kernel.function,
+            dims.grid_shape(),
+            dims.block_shape().unwrap_or(kernel.block),
+            dims.shared(),
+            &args[..count],
+        )
     }
 
     fn work_name(work: &CudaWork) -> Cow<'static, str> {
@@ -326,6 +366,10 @@ impl Backend for CudaBackend {
                 access: b.access,
             })
             .collect();
+        if stream.capturing().is_recording() {
+            // Work may make many nodes, or none: no slot names it.
+            stream.nodes.push(None);
+        }
         work.call(stream.stream, &ranges).map_err(|why| {
             ServerError::driver(
                 "work",

@@ -11,6 +11,9 @@ pub struct CudaExecutable {
     pub(crate) gpu: Arc<Gpu>,
     pub(crate) graph: usize,
     pub(crate) exec: usize,
+    /// The graph node each recorded launch made, in the window's order of launches and
+    /// work (`None` for work, which may make many), for a slot's update.
+    pub(crate) nodes: Vec<Option<usize>>,
 }
 
 impl Drop for CudaExecutable {

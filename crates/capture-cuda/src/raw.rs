@@ -84,6 +84,7 @@ driver_api! {
     cuStreamBeginCapture_v2(Handle, c_uint);
     cuStreamEndCapture(Handle, *mut Handle);
     cuStreamIsCapturing(Handle, *mut c_uint);
+    cuStreamGetCaptureInfo_v2(Handle, *mut c_uint, *mut u64, *mut Handle, *mut *const Handle, *mut usize);
     cuMemAlloc_v2(*mut u64, usize);
     cuMemFree_v2(u64);
     cuMemHostAlloc(*mut Handle, usize, c_uint);
@@ -103,6 +104,7 @@ driver_api! {
     cuGraphGetNodes(Handle, *mut Handle, *mut usize);
     cuGraphNodeGetType(Handle, *mut c_uint);
     cuGraphInstantiateWithFlags(*mut Handle, Handle, u64);
+    cuGraphExecKernelNodeSetParams_v2(Handle, Handle, *const KernelNodeParams);
     cuGraphUpload(Handle, Handle);
     cuGraphLaunch(Handle, Handle);
     cuGraphExecDestroy(Handle);
@@ -130,6 +132,7 @@ mod consts {
     pub(super) const EVENT_DISABLE_TIMING: u32 = 2;
     pub(super) const CAPTURE_MODE_RELAXED: u32 = 2;
     pub(super) const CAPTURE_STATUS_NONE: u32 = 0;
+    pub(super) const CAPTURE_STATUS_ACTIVE: u32 = 1;
     pub(super) const NODE_MEM_ALLOC: u32 = 10;
     pub(super) const NODE_MEM_FREE: u32 = 11;
     pub(super) const HOST_ALLOC_PORTABLE: u32 = 1;
@@ -803,6 +806,20 @@ pub(crate) struct LaunchConfig {
     attr_count: c_uint,
 }
 
+/// `CUDA_KERNEL_NODE_PARAMS` (cuda.h's `_v2`), what `cuGraphExecKernelNodeSetParams`
+/// takes.
+#[repr(C)]
+pub(crate) struct KernelNodeParams {
+    func: Handle,
+    grid: [c_uint; 3],
+    block: [c_uint; 3],
+    shared: c_uint,
+    params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+    kern: Handle,
+    ctx: Handle,
+}
+
 /// A launch's argument values and the pointers to them the driver reads, laid out for
 /// `cuLaunchKernel` and `cuLaunchKernelEx` alike.
 struct Packed<'a> {
@@ -907,6 +924,70 @@ pub(crate) fn launch_programmatic(
     // (checked by `launch_config_matches_cuda_h`); the driver reads them at the call.
     check("cuLaunchKernelEx", unsafe {
         (api().cuLaunchKernelEx)(&config, function as Handle, pointers, std::ptr::null_mut())
+    })
+}
+
+/// The graph node the last work captured on `stream` made: the capture's one
+/// dependency after a kernel launch. `None` when the stream is not capturing, or its
+/// capture's frontier is not one node.
+pub(crate) fn last_captured_node(stream: usize) -> Result<Option<usize>, ServerError> {
+    let mut status: c_uint = 0;
+    let mut id = 0u64;
+    let mut graph: Handle = std::ptr::null_mut();
+    let mut deps: *const Handle = std::ptr::null();
+    let mut count = 0usize;
+    // SAFETY: every out-pointer is valid for a write of its type; the driver points
+    // `deps` at its own array of `count` node handles, valid until the next call on the
+    // stream, and it is read once, below, before any.
+    check("cuStreamGetCaptureInfo", unsafe {
+        (api().cuStreamGetCaptureInfo_v2)(
+            stream as Handle,
+            &mut status,
+            &mut id,
+            &mut graph,
+            &mut deps,
+            &mut count,
+        )
+    })?;
+    if status != consts::CAPTURE_STATUS_ACTIVE || count != 1 || deps.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: the driver says `deps` holds `count` (one) node handles.
+    Ok(Some(unsafe { *deps } as usize))
+}
+
+/// Sets the parameters of kernel node `node` (of the graph `exec` was instantiated
+/// from) in `exec`: `function` (the node's own), `grid` blocks of `block` threads with
+/// `shared` bytes each, over `args`. Launches of `exec` enqueued before the call keep
+/// the parameters they had; later ones run with these.
+pub(crate) fn set_kernel_node(
+    exec: usize,
+    node: usize,
+    function: usize,
+    grid: [u32; 3],
+    block: [u32; 3],
+    shared: u32,
+    args: &[Argument<'_>],
+) -> Result<(), ServerError> {
+    let mut packed = Packed::new(args);
+    let pointers = packed.pointers();
+    let params = KernelNodeParams {
+        func: function as Handle,
+        grid,
+        block,
+        shared,
+        params: pointers,
+        extra: std::ptr::null_mut(),
+        kern: std::ptr::null_mut(),
+        ctx: std::ptr::null_mut(),
+    };
+    // SAFETY: `exec` and `node` are live (the executable and the graph it came from are
+    // destroyed together, after this); `params` is laid out as cuda.h's
+    // CUDA_KERNEL_NODE_PARAMS (checked by `kernel_node_params_match_cuda_h`) and, with
+    // the argument values it points at, lives across the call (the driver copies them);
+    // the function is the node's own, taking exactly these arguments (checked at load).
+    check("cuGraphExecKernelNodeSetParams", unsafe {
+        (api().cuGraphExecKernelNodeSetParams_v2)(exec as Handle, node as Handle, &params)
     })
 }
 
@@ -1214,5 +1295,18 @@ mod tests {
         assert_eq!(std::mem::offset_of!(LaunchConfig, stream), 32);
         assert_eq!(std::mem::offset_of!(LaunchConfig, attrs), 40);
         assert_eq!(std::mem::offset_of!(LaunchConfig, attr_count), 48);
+    }
+
+    #[test]
+    fn kernel_node_params_match_cuda_h() {
+        // cuda.h (12.9), CUDA_KERNEL_NODE_PARAMS_v2 on a 64-bit host: the function, seven
+        // unsigned ints, then (aligned to 8) the parameter and extra arrays, the kernel
+        // and the context.
+        assert_eq!(std::mem::size_of::<KernelNodeParams>(), 72);
+        assert_eq!(std::mem::offset_of!(KernelNodeParams, shared), 32);
+        assert_eq!(std::mem::offset_of!(KernelNodeParams, params), 40);
+        assert_eq!(std::mem::offset_of!(KernelNodeParams, extra), 48);
+        assert_eq!(std::mem::offset_of!(KernelNodeParams, kern), 56);
+        assert_eq!(std::mem::offset_of!(KernelNodeParams, ctx), 64);
     }
 }

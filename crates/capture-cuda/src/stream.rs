@@ -22,6 +22,9 @@ pub struct CudaStream {
     /// stream drops, after the stream finished).
     pub(crate) read_staging: ReadStaging,
     pub(crate) state: StreamState<CudaStorage, CudaStorage>,
+    /// While a window records: the graph node each recorded launch made (`None` for
+    /// work), handed to the executable for slot updates.
+    pub(crate) nodes: Vec<Option<usize>>,
 }
 
 impl Drop for CudaStream {

@@ -4,56 +4,12 @@
 use std::fmt;
 use std::sync::Weak;
 
+use super::access::Access;
 use super::handle::{BindingInner, ManagedMemoryBinding};
 use crate::error::ServerError;
 use crate::ids::{MemoryId, StreamId};
 use crate::range::ByteRange;
 use crate::subject::Subject;
-
-/// What a launch does to a buffer it is given.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Access {
-    /// The launch only reads the range.
-    Read,
-    /// The launch only writes the range.
-    Write,
-    /// The launch reads and writes the range.
-    ReadWrite,
-}
-
-impl Access {
-    /// Whether the launch reads the range.
-    pub const fn reads(self) -> bool {
-        matches!(self, Self::Read | Self::ReadWrite)
-    }
-
-    /// Whether the launch writes the range.
-    pub const fn writes(self) -> bool {
-        matches!(self, Self::Write | Self::ReadWrite)
-    }
-
-    /// The access of two launches given the same range: a write by either wins.
-    pub const fn merge(self, other: Access) -> Access {
-        match (
-            self.reads() || other.reads(),
-            self.writes() || other.writes(),
-        ) {
-            (_, false) => Access::Read,
-            (false, true) => Access::Write,
-            (true, true) => Access::ReadWrite,
-        }
-    }
-}
-
-impl fmt::Display for Access {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Read => "r",
-            Self::Write => "w",
-            Self::ReadWrite => "rw",
-        })
-    }
-}
 
 /// The identity of a claim in the taint ledger: one exact byte range of one allocation.
 ///

@@ -6,6 +6,7 @@
 //! - A [`ManagedMemoryHandle`] owns; a [`ManagedMemoryBinding`] only keeps the slice out
 //!   of its pool. A slice goes back to its pool when neither is held.
 
+mod access;
 mod arena;
 mod binding;
 mod handle;
@@ -17,7 +18,8 @@ mod pool;
 mod report;
 mod storage;
 
-pub use binding::{Access, BufferBinding, ClaimKey};
+pub use access::Access;
+pub use binding::{BufferBinding, ClaimKey};
 pub use handle::{ManagedMemoryBinding, ManagedMemoryHandle};
 pub use location::{MemoryKind, MemoryLocation, PoolKind, PoolName};
 pub use management::{

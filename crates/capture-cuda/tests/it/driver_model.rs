@@ -22,17 +22,20 @@ pub(crate) struct Counts {
     pub(crate) graphs_launched: usize,
     pub(crate) context_switches: usize,
     pub(crate) programmatic_kernels_run: usize,
+    pub(crate) kernel_node_updates: usize,
 }
 
 impl Counts {
     /// The objects alive, without the running tallies (kernels run, graphs launched,
-    /// context switches, programmatic kernels run), which only grow.
+    /// context switches, programmatic kernels run, kernel nodes updated), which only
+    /// grow.
     pub(crate) fn live(self) -> Counts {
         Counts {
             kernels_run: 0,
             graphs_launched: 0,
             context_switches: 0,
             programmatic_kernels_run: 0,
+            kernel_node_updates: 0,
             ..self
         }
     }

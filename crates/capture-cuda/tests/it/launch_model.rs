@@ -10,8 +10,8 @@ use std::ffi::{CString, c_int, c_void};
 use std::sync::{Arc, OnceLock};
 
 use capture_core::{
-    Arg, Builtin, Device, DeviceConfig, Dims, KernelSignature, Param, ProgrammaticLaunch,
-    ServerError, StreamId,
+    Arg, Builtin, Device, DeviceConfig, Dims, GraphUpdates, KernelSignature, Param,
+    ProgrammaticLaunch, ServerError, StreamId,
 };
 use capture_cuda::{CudaKernelSource, CudaWork, NVRTC_RELEASE, compile_ptx, nvrtc_version};
 
@@ -523,4 +523,84 @@ fn the_driver_model_checks_cu_launch_kernel_ex_as_cuda_h_documents_it() {
         after.programmatic_kernels_run - before.programmatic_kernels_run,
         1
     );
+}
+
+#[test]
+fn a_captured_launch_changes_through_its_slots_and_only_later_replays_see_it() {
+    let Some(cuda) = support::open("launch model: slots") else {
+        return;
+    };
+    let dev = Device::new(cuda.backend.clone(), DeviceConfig::new()).unwrap();
+    assert_eq!(dev.graph_updates(), GraphUpdates::Supported);
+    let source = CudaKernelSource::ptx("block_sum", PTX.to_owned(), "block_sum", SIGNATURE)
+        .unwrap()
+        .with_block([256, 1, 1]);
+    let k = dev.kernel(source);
+    let n = 1024u32;
+    let x = dev.alloc(S, u64::from(n) * 4).unwrap();
+    let (a, b) = (dev.alloc(S, 16).unwrap(), dev.alloc(S, 16).unwrap());
+    let input: Vec<f32> = (0..n).map(|i| (i % 13) as f32 * 0.25).collect();
+    dev.write_values(S, &x, 0, &input).unwrap();
+    dev.write_values(S, &b, 0, &[0.0f32; 4]).unwrap();
+    let dims = Dims::grid([4, 1, 1])
+        .block([256, 1, 1])
+        .shared_bytes(256 * 4)
+        .slot("blocks");
+    let g = dev
+        .capture(S, |d| {
+            d.launch(
+                S,
+                &k,
+                dims,
+                &[
+                    Arg::read(&x),
+                    Arg::write(&a).slot("sums"),
+                    Arg::scalar(n),
+                    Arg::scalar(2.0f32).slot("scale"),
+                ],
+                &[],
+            )
+        })
+        .unwrap();
+    assert_eq!(g.slots().unwrap().len(), 3);
+    let before = driver_model::counts();
+    g.set("scale", 3.0f32).unwrap();
+    dev.replay(S, &g, 1).unwrap();
+    // Queued, not run (the model runs at a wait): the next updates must not reach it.
+    g.rebind("sums", &b).unwrap();
+    g.set("scale", 5.0f32).unwrap();
+    dev.replay(S, &g, 1).unwrap();
+    assert_eq!(
+        dev.read_values::<f32>(S, &a).unwrap(),
+        tree_sums(&input, 3.0)
+    );
+    assert_eq!(
+        dev.read_values::<f32>(S, &b).unwrap(),
+        tree_sums(&input, 5.0)
+    );
+    // A shorter grid: only the first two blocks' sums are written.
+    dev.write_values(S, &b, 0, &[-1.0f32; 4]).unwrap();
+    g.set_grid("blocks", [2, 1, 1]).unwrap();
+    dev.replay(S, &g, 1).unwrap();
+    let sums = tree_sums(&input, 5.0);
+    assert_eq!(
+        dev.read_values::<f32>(S, &b).unwrap(),
+        [sums[0], sums[1], -1.0, -1.0]
+    );
+    // Refused, changing nothing: past the grid's bound, another scalar size.
+    assert!(matches!(
+        g.set_grid("blocks", [5, 1, 1]),
+        Err(ServerError::SlotRefused(_))
+    ));
+    assert!(matches!(
+        g.set("scale", 1u64),
+        Err(ServerError::SlotRefused(_))
+    ));
+    if let (Some(before), Some(after)) = (before, driver_model::counts()) {
+        assert_eq!(
+            after.kernel_node_updates - before.kernel_node_updates,
+            4,
+            "cuGraphExecKernelNodeSetParams once per accepted update"
+        );
+    }
 }
