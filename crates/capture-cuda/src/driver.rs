@@ -165,7 +165,9 @@ impl GraphDriver for CudaBackend {
                 gpu: Arc::clone(&stream.gpu),
                 graph,
                 exec,
-                nodes: std::mem::take(&mut stream.nodes),
+                // A copy, so the stream keeps its room for the next window's launches
+                // (a recorded launch allocates nothing once warm).
+                nodes: stream.nodes.clone(),
             }),
             Err(e) => {
                 raw::graph_destroy(graph);
