@@ -271,6 +271,25 @@ pub trait Backend: GraphDriver {
         info: Option<&DeviceResource<Self::Stream>>,
     ) -> Result<(), ServerError>;
 
+    /// As [`launch`](Self::launch), for a launch recorded inside a window that names a
+    /// slot (rule 26): its parameters may later be set again through
+    /// [`update_launch`](Self::update_launch). A backend whose recorded commands are
+    /// fixed once recorded (Vulkan's) records such a launch where it can record it again;
+    /// the default is `launch`. Called only while `stream` records.
+    ///
+    /// # Errors
+    ///
+    /// As [`launch`](Self::launch).
+    fn launch_updatable(
+        stream: &mut Self::Stream,
+        kernel: &Self::Kernel,
+        dims: &Dims,
+        params: &[LaunchParam<DeviceResource<Self::Stream>>],
+        info: Option<&DeviceResource<Self::Stream>>,
+    ) -> Result<(), ServerError> {
+        Self::launch(stream, kernel, dims, params, info)
+    }
+
     /// Sets again, whole, the parameters of recorded kernel launch `node` of
     /// `executable` (rule 26: a slot's update): `node` counts the window's recorded
     /// launches and work from 0, in the order [`launch`](Self::launch) and

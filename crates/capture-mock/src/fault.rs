@@ -394,6 +394,17 @@ impl<B: Backend> Backend for Faulty<B> {
         B::launch(&mut stream.inner, kernel, dims, params, info)
     }
 
+    fn launch_updatable(
+        stream: &mut Self::Stream,
+        kernel: &B::Kernel,
+        dims: &Dims,
+        params: &[LaunchParam<DeviceResource<Self::Stream>>],
+        info: Option<&DeviceResource<Self::Stream>>,
+    ) -> Result<(), ServerError> {
+        stream.plan.hit(FaultOp::Launch)?;
+        B::launch_updatable(&mut stream.inner, kernel, dims, params, info)
+    }
+
     fn update_launch(
         stream: &mut Self::Stream,
         executable: &mut B::Executable,

@@ -11,7 +11,7 @@ use capture_core::backend::{
     Backend, Builtins, Dims, GraphDriver, KernelSignature, LaunchBuffer, LaunchLimits, LaunchParam,
     Param, StreamSetup,
 };
-use capture_core::{Builtin, MemoryKind, ProgrammaticLaunch, ServerError};
+use capture_core::{Builtin, GraphUpdates, MemoryKind, ProgrammaticLaunch, ServerError};
 
 use crate::error::Unavailable;
 use crate::executable::VulkanExecutable;
@@ -226,8 +226,8 @@ impl VulkanBackend {
         raw::end(&self.gpu, secondary)?;
         let primary = raw::command_buffer(&self.gpu, pool, vk::CommandBufferLevel::PRIMARY)?;
         raw::begin_primary(&self.gpu, primary)?;
-        raw::execute(&self.gpu, primary, secondary);
-        raw::execute(&self.gpu, primary, secondary);
+        raw::execute(&self.gpu, primary, &[secondary]);
+        raw::execute(&self.gpu, primary, &[secondary]);
         raw::end(&self.gpu, primary)?;
         raw::free_command_buffer(&self.gpu, pool, primary);
         raw::free_command_buffer(&self.gpu, pool, secondary);
@@ -270,7 +270,8 @@ fn launch_limits(limits: &vk::PhysicalDeviceLimits) -> Result<LaunchLimits, Unav
     .with_programmatic(ProgrammaticLaunch::Unsupported(
         "Vulkan runs no programmatic dependent launch (CUDA on compute capability 9.0 or \
          later does)",
-    )))
+    ))
+    .with_graph_updates(GraphUpdates::Supported))
 }
 
 /// A launch's bindings, on the stack: its buffers' slices, then its info words' slice;
@@ -409,10 +410,10 @@ impl GraphDriver for VulkanBackend {
         executable: &VulkanExecutable,
         times: u32,
     ) -> Result<(), ServerError> {
-        let secondary = executable
-            .secondary()
+        let secondaries = executable
+            .secondaries()
             .ok_or_else(|| ServerError::graph_state("replay", "the executable was freed"))?;
-        stream.lane.replay(secondary, times)
+        stream.lane.replay(secondaries, times)
     }
 
     fn allocation_breaks_capture() -> bool {
@@ -479,22 +480,48 @@ impl Backend for VulkanBackend {
         )
     }
 
-    /// Not yet: the device's limits declare no graph updates, so the core refuses a
-    /// slot at record time and never calls this.
-    fn update_launch(
-        _stream: &mut Self::Stream,
-        _executable: &mut Self::Executable,
-        _node: u64,
-        _kernel: &Self::Kernel,
-        _dims: &Dims,
-        _params: &[LaunchParam<VulkanSlice>],
-        _info: Option<&VulkanSlice>,
+    /// Recorded in a secondary of its own, so an update can record it again.
+    fn launch_updatable(
+        stream: &mut VulkanStream,
+        kernel: &VulkanKernel,
+        dims: &Dims,
+        params: &[LaunchParam<VulkanSlice>],
+        info: Option<&VulkanSlice>,
     ) -> Result<(), ServerError> {
-        Err(ServerError::invalid(
-            "graph update",
-            "",
-            "Vulkan graphs do not change after their seal in this version",
-        ))
+        let args = slice_args(params, info)?;
+        stream.lane.dispatch_updatable(
+            &kernel.objects,
+            args.as_slice(),
+            args.push(),
+            dims.grid_shape(),
+        )
+    }
+
+    /// A new secondary for the launch, with a descriptor set for its buffers from the
+    /// graph's own pools: push constants, descriptors and dispatch sizes are fixed once
+    /// recorded, so nothing a pending replay uses is rewritten.
+    fn update_launch(
+        stream: &mut VulkanStream,
+        executable: &mut VulkanExecutable,
+        node: u64,
+        kernel: &VulkanKernel,
+        dims: &Dims,
+        params: &[LaunchParam<VulkanSlice>],
+        info: Option<&VulkanSlice>,
+    ) -> Result<(), ServerError> {
+        let args = slice_args(params, info)?;
+        let window = executable
+            .window
+            .as_mut()
+            .ok_or_else(|| ServerError::graph_state("update", "the executable was freed"))?;
+        stream.lane.update(
+            window,
+            node,
+            &kernel.objects,
+            args.as_slice(),
+            args.push(),
+            dims.grid_shape(),
+        )
     }
 
     fn work_name(work: &VulkanWork) -> Cow<'static, str> {

@@ -13,8 +13,9 @@ pub struct VulkanExecutable {
 }
 
 impl VulkanExecutable {
-    pub(crate) fn secondary(&self) -> Option<ash::vk::CommandBuffer> {
-        self.window.as_ref().map(|w| w.secondary)
+    /// Its secondaries, in the order a replay executes them.
+    pub(crate) fn secondaries(&self) -> Option<&[ash::vk::CommandBuffer]> {
+        self.window.as_ref().map(|w| w.secondaries())
     }
 }
 

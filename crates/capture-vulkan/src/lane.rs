@@ -31,10 +31,20 @@ pub(crate) struct LaneConfig {
     pub(crate) sets_per_pool: u32,
 }
 
-/// A capture window's secondary command buffer and the descriptor pools its sets come
-/// from.
+/// A capture window's secondary command buffers and the descriptor pools its sets come
+/// from. A launch naming a slot (rule 26) is recorded in a secondary of its own between
+/// the others, so an update records that one again; a replay executes them in order.
 pub(crate) struct Window {
+    /// The secondary being recorded; after `end`, the last of `cmds`.
     pub(crate) secondary: vk::CommandBuffer,
+    /// The secondaries ended so far, in the order a replay executes them (after `end`,
+    /// all of them).
+    cmds: Vec<vk::CommandBuffer>,
+    /// Beside each of `cmds`, the recorded launch it holds alone when it is an
+    /// updatable one.
+    nodes_of: Vec<Option<u64>>,
+    /// Whether `end` ended the last secondary (it is then in `cmds`).
+    ended: bool,
     pub(crate) sets: SetPools,
     /// The pipeline the secondary has bound, if known.
     bound: Option<vk::Pipeline>,
@@ -42,6 +52,23 @@ pub(crate) struct Window {
     /// ([`VulkanWorkCall::keep`](crate::VulkanWorkCall::keep)): dropped with the window,
     /// so with its graph's executable, behind the last replay's fence.
     kept: Vec<Kept>,
+    /// Launches and work recorded so far: the next one's place (the core's `node`).
+    nodes: u64,
+    /// Secondaries an update replaced, each with the timeline value of the last
+    /// submission that may execute it.
+    retired: Vec<(u64, vk::CommandBuffer)>,
+}
+
+impl Window {
+    /// Every secondary, in the order a replay executes them (after `end`).
+    pub(crate) fn secondaries(&self) -> &[vk::CommandBuffer] {
+        &self.cmds
+    }
+
+    fn push(&mut self, cmd: vk::CommandBuffer, node: Option<u64>) {
+        self.cmds.push(cmd);
+        self.nodes_of.push(node);
+    }
 }
 
 /// A submitted batch: its timeline value, command buffer, descriptor pools, and what the
@@ -246,7 +273,122 @@ impl Lane {
         *bound = Some(kernel.pipeline);
         raw::dispatch(&self.gpu, cmd, kernel, bind, set, push, grid);
         raw::barrier(&self.gpu, cmd);
+        if let Some(w) = &mut b.window {
+            w.nodes += 1;
+        }
         self.recorded(&mut b);
+        Ok(())
+    }
+
+    /// As [`dispatch`](Self::dispatch), for a launch naming a slot: while a window
+    /// records, in a secondary of its own (the one before ended, a fresh one begun
+    /// after), so [`update`](Self::update) can record it again.
+    pub(crate) fn dispatch_updatable(
+        &self,
+        kernel: &KernelObjects,
+        buffers: &[(vk::Buffer, u64, u64)],
+        push: &[u8],
+        grid: [u32; 3],
+    ) -> Result<(), ServerError> {
+        let mut b = self.batch();
+        if b.window.is_none() {
+            drop(b);
+            return self.dispatch(kernel, buffers, push, grid);
+        }
+        let set = self.set(&mut b, kernel, buffers)?;
+        let alone = self.recorded_alone(&b, kernel, set, push, grid)?;
+        let next = match self.fresh_secondary(&b) {
+            Ok(next) => next,
+            Err(e) => {
+                raw::free_command_buffer(&self.gpu, b.pool, alone);
+                return Err(e);
+            }
+        };
+        let w = b.window.as_mut().expect("checked above");
+        if let Err(e) = raw::end(&self.gpu, w.secondary) {
+            // The window is doomed by the failure; what it holds is freed with it.
+            w.push(alone, None);
+            w.push(next, None);
+            return Err(e);
+        }
+        let before = std::mem::replace(&mut w.secondary, next);
+        w.push(before, None);
+        w.push(alone, Some(w.nodes));
+        w.nodes += 1;
+        w.bound = None;
+        Ok(())
+    }
+
+    /// A fresh simultaneous-use secondary, begun.
+    fn fresh_secondary(&self, b: &Batch) -> Result<vk::CommandBuffer, ServerError> {
+        let cmd = raw::command_buffer(&self.gpu, b.pool, vk::CommandBufferLevel::SECONDARY)?;
+        if let Err(e) = raw::begin_secondary(&self.gpu, cmd, true) {
+            raw::free_command_buffer(&self.gpu, b.pool, cmd);
+            return Err(e);
+        }
+        Ok(cmd)
+    }
+
+    /// A secondary holding one dispatch of `kernel` (its pipeline bound) and the
+    /// barrier after it, ended.
+    fn recorded_alone(
+        &self,
+        b: &Batch,
+        kernel: &KernelObjects,
+        set: vk::DescriptorSet,
+        push: &[u8],
+        grid: [u32; 3],
+    ) -> Result<vk::CommandBuffer, ServerError> {
+        let cmd = self.fresh_secondary(b)?;
+        raw::dispatch(&self.gpu, cmd, kernel, true, set, push, grid);
+        raw::barrier(&self.gpu, cmd);
+        if let Err(e) = raw::end(&self.gpu, cmd) {
+            raw::free_command_buffer(&self.gpu, b.pool, cmd);
+            return Err(e);
+        }
+        Ok(cmd)
+    }
+
+    /// Records updatable launch `node` of the sealed `window` again, over `buffers`,
+    /// `push` and `grid` (rule 26): a new secondary in its place, so replays submitted
+    /// from here on run it; the one it replaces is freed once the submissions that may
+    /// execute it have run. Never rewrites a command buffer or a set a pending replay
+    /// uses.
+    pub(crate) fn update(
+        &self,
+        window: &mut Window,
+        node: u64,
+        kernel: &KernelObjects,
+        buffers: &[(vk::Buffer, u64, u64)],
+        push: &[u8],
+        grid: [u32; 3],
+    ) -> Result<(), ServerError> {
+        let b = self.batch();
+        let Some(at) = window.nodes_of.iter().position(|n| *n == Some(node)) else {
+            return Err(ServerError::driver(
+                "update",
+                crate::error::VulkanMessage(format!(
+                    "recorded launch {node} was not recorded as updatable"
+                )),
+            ));
+        };
+        let per_pool = self.config.sets_per_pool;
+        let set = window
+            .sets
+            .set(&self.gpu, per_pool, None, kernel, buffers)?;
+        let cmd = self.recorded_alone(&b, kernel, set, push, grid)?;
+        let old = std::mem::replace(&mut window.cmds[at], cmd);
+        window.retired.push((b.submitted, old));
+        // What no pending submission may execute any more goes now.
+        let reached = raw::reached(&self.gpu, b.semaphore)?;
+        let pool = b.pool;
+        window.retired.retain(|&(value, cmd)| {
+            let done = value <= reached;
+            if done {
+                raw::free_command_buffer(&self.gpu, pool, cmd);
+            }
+            !done
+        });
         Ok(())
     }
 
@@ -271,6 +413,9 @@ impl Lane {
         }
         // The work may bind pipelines of its own.
         *Self::bound(&mut b) = None;
+        if let Some(w) = &mut b.window {
+            w.nodes += 1;
+        }
         raw::barrier(&self.gpu, cmd);
         // Recorded (or half recorded) either way: the batch holds it.
         self.recorded(&mut b);
@@ -287,7 +432,7 @@ impl Lane {
     /// eager or host), and submits them: one submission per replay call.
     pub(crate) fn replay(
         &self,
-        secondary: vk::CommandBuffer,
+        secondaries: &[vk::CommandBuffer],
         times: u32,
     ) -> Result<(), ServerError> {
         // The core never replays on a recording stream (rule 16), so the target is the
@@ -296,7 +441,7 @@ impl Lane {
         let cmd = self.target(&mut b)?;
         raw::barrier(&self.gpu, cmd);
         for _ in 0..times {
-            raw::execute(&self.gpu, cmd, secondary);
+            raw::execute(&self.gpu, cmd, secondaries);
             raw::barrier(&self.gpu, cmd);
         }
         // What the primary has bound is undefined after executing a secondary.
@@ -437,9 +582,14 @@ impl Lane {
         }
         b.window = Some(Window {
             secondary,
+            cmds: Vec::new(),
+            nodes_of: Vec::new(),
+            ended: false,
             sets: SetPools::default(),
             bound: None,
             kept: Vec::new(),
+            nodes: 0,
+            retired: Vec::new(),
         });
         Ok(())
     }
@@ -452,10 +602,14 @@ impl Lane {
         let Some(window) = b.window.take() else {
             return Ok(None);
         };
+        let mut window = window;
         if let Err(e) = raw::end(&self.gpu, window.secondary) {
             self.free_locked(&b, window);
             return Err(e);
         }
+        let last = window.secondary;
+        window.push(last, None);
+        window.ended = true;
         Ok(Some(window))
     }
 
@@ -465,7 +619,15 @@ impl Lane {
     }
 
     fn free_locked(&self, b: &Batch, window: Window) {
-        raw::free_command_buffer(&self.gpu, b.pool, window.secondary);
+        if !window.ended {
+            raw::free_command_buffer(&self.gpu, b.pool, window.secondary);
+        }
+        for &cmd in &window.cmds {
+            raw::free_command_buffer(&self.gpu, b.pool, cmd);
+        }
+        for &(_, cmd) in &window.retired {
+            raw::free_command_buffer(&self.gpu, b.pool, cmd);
+        }
         for &pool in window.sets.pools() {
             raw::destroy_descriptor_pool(&self.gpu, pool);
         }

@@ -923,11 +923,11 @@ pub(crate) fn dispatch(
 }
 
 /// Records the execution of `secondary` from `primary`.
-pub(crate) fn execute(gpu: &Gpu, primary: vk::CommandBuffer, secondary: vk::CommandBuffer) {
-    // SAFETY: the secondary is executable (ended) and, for graphs, simultaneous-use; the
-    // primary is recording; both pools are locked by the caller. (The canary executes a
-    // non-simultaneous secondary twice on purpose, into a primary it never submits.)
-    unsafe { gpu.device.cmd_execute_commands(primary, &[secondary]) };
+pub(crate) fn execute(gpu: &Gpu, primary: vk::CommandBuffer, secondaries: &[vk::CommandBuffer]) {
+    // SAFETY: the secondaries are executable (ended) and, for graphs, simultaneous-use;
+    // the primary is recording; both pools are locked by the caller. (The canary executes
+    // a non-simultaneous secondary twice on purpose, into a primary it never submits.)
+    unsafe { gpu.device.cmd_execute_commands(primary, secondaries) };
 }
 
 /// Submits `buffer`, signalling `semaphore` to `value`, under the queue lock.

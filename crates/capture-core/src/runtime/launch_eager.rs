@@ -69,7 +69,7 @@ impl<B: Backend> Inner<B> {
                 self.gather(ps, s, &job, args, remote)?;
                 Ok(info)
             })
-            .and_then(|info| Self::run_job(ps, s, &job, loaded.as_deref(), info.as_ref()));
+            .and_then(|info| Self::run_job(ps, s, &job, loaded.as_deref(), info.as_ref(), false));
         if let Err(error) = enqueued {
             self.fail_scope(scope, &s.outputs, &error);
             return Err(error);

@@ -158,16 +158,23 @@ impl<B: Backend> Inner<B> {
     }
 
     /// Hands `job` to the backend, its parameters gathered in `s`: the kernel (loaded by
-    /// [`job_code`](Self::job_code)) with its info buffer, or the user's work.
+    /// [`job_code`](Self::job_code)) with its info buffer (`updatable`: a recorded launch
+    /// naming a slot, rule 26), or the user's work.
     pub(super) fn run_job(
         ps: &mut PooledStream<B>,
         s: &LaunchScratch<DeviceResource<B::Stream>>,
         job: &Job<'_, B>,
         kernel: Option<&B::Kernel>,
         info: Option<&DeviceResource<B::Stream>>,
+        updatable: bool,
     ) -> Result<(), ServerError> {
+        let launch = if updatable {
+            B::launch_updatable
+        } else {
+            B::launch
+        };
         match job {
-            Job::Kernel { dims, .. } => B::launch(
+            Job::Kernel { dims, .. } => launch(
                 &mut ps.stream,
                 kernel.expect("a kernel job has its kernel"),
                 dims,

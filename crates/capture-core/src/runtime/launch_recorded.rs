@@ -79,7 +79,8 @@ impl<B: Backend> Inner<B> {
             Job::Work { .. } => None,
         };
         self.gather(ps, s, job, args, remote)?;
-        if let Err(error) = Self::run_job(ps, s, job, loaded.as_deref(), info.as_ref()) {
+        let slotted = args.iter().any(|a| a.1.is_some()) || job.grid_slotted();
+        if let Err(error) = Self::run_job(ps, s, job, loaded.as_deref(), info.as_ref(), slotted) {
             return Err(self.doom(ps, stream, name, error));
         }
         self.trace.launch(
@@ -102,7 +103,6 @@ impl<B: Backend> Inner<B> {
             ArgKind::Scalar(_) => None,
         });
         let node = ps.stream.capturing().launches();
-        let slotted = args.iter().any(|a| a.1.is_some()) || job.grid_slotted();
         let bindings = buffers.zip(&s.args).map(|(a, b)| {
             let slot = args[b.arg].1;
             (a.buffer.binding(b.key.range, b.access), slot)

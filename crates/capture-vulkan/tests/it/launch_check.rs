@@ -48,9 +48,9 @@ fn one_backend_value_hosts_devices_one_after_another_and_side_by_side() {
 }
 
 #[test]
-fn a_slot_is_refused_when_recorded_on_a_device_whose_graphs_cannot_change() {
+fn a_captured_launch_changes_through_its_slots_and_only_later_replays_see_it() {
     use capture_core::{
-        Arg, Builtin, Device, DeviceConfig, GraphUpdates, ServerError, SlotMismatch, StreamId,
+        Arg, Builtin, Device, DeviceConfig, Dims, GraphUpdates, ServerError, SlotMismatch, StreamId,
     };
     let backend = match support::backend(MemoryMode::HostVisible) {
         Ok(b) => b,
@@ -62,29 +62,66 @@ fn a_slot_is_refused_when_recorded_on_a_device_whose_graphs_cannot_change() {
     let handle = backend.clone();
     {
         let dev = Device::new(backend, DeviceConfig::new()).unwrap();
-        assert!(matches!(dev.graph_updates(), GraphUpdates::Unsupported(_)));
+        assert_eq!(dev.graph_updates(), GraphUpdates::Supported);
         let s = StreamId::new(0);
-        let (x, y) = (dev.alloc(s, 16).unwrap(), dev.alloc(s, 16).unwrap());
-        dev.write_values(s, &x, 0, &[1.0f32; 4]).unwrap();
-        let copy = dev.builtin(Builtin::Copy);
-        let info = Builtin::Copy.info(4, 0.0);
-        let launch = |x: Arg| dev.launch(s, &copy, [1, 1, 1], &[x, Arg::write(&y)], &info);
-        dev.prepare(s).unwrap();
-        launch(Arg::read(&x).slot("x")).expect("warmup runs it: outside a window a slot is a name");
-        dev.begin(s).unwrap();
-        // Refused when recorded, naming the slot: nothing recorded, the window goes on.
-        match launch(Arg::read(&x).slot("x")) {
+        let alloc = |v: f32| {
+            let b = dev.alloc(s, 16).unwrap();
+            dev.write_values(s, &b, 0, &[v; 4]).unwrap();
+            b
+        };
+        let (x, x2, y, y2) = (alloc(1.0), alloc(2.0), alloc(0.0), alloc(0.0));
+        let (add, copy) = (dev.builtin(Builtin::AddScalar), dev.builtin(Builtin::Copy));
+        let g = dev
+            .capture(s, |d| {
+                // A launch before and after the slotted one: three secondaries, in order.
+                d.launch(
+                    s,
+                    &copy,
+                    [1, 1, 1],
+                    &[Arg::read(&x), Arg::write(&y)],
+                    &Builtin::Copy.info(4, 0.0),
+                )?;
+                d.launch(
+                    s,
+                    &add,
+                    Dims::grid([1, 1, 1]).up_to([4, 1, 1]).slot("grid"),
+                    &[Arg::read(&x).slot("x"), Arg::write(&y).slot("y")],
+                    &Builtin::AddScalar.info(4, 10.0),
+                )?;
+                d.launch(
+                    s,
+                    &add,
+                    [1, 1, 1],
+                    &[Arg::read(&y), Arg::write(&y)],
+                    &Builtin::AddScalar.info(4, 100.0),
+                )
+            })
+            .unwrap();
+        assert_eq!(g.slots().unwrap().len(), 3);
+        dev.replay(s, &g, 1).unwrap();
+        // Submitted, maybe not run: the updates reach only the next replay.
+        g.rebind("x", &x2).unwrap();
+        g.rebind("y", &y2).unwrap();
+        g.set_grid("grid", [4, 1, 1]).unwrap();
+        dev.replay(s, &g, 1).unwrap();
+        // The fixed launches still read x and write y: y = x + 100.
+        assert_eq!(dev.read_values::<f32>(s, &y).unwrap(), [101.0; 4]);
+        assert_eq!(dev.read_values::<f32>(s, &y2).unwrap(), [12.0; 4]);
+        // Refused, changing nothing.
+        match g.set_grid("grid", [5, 1, 1]) {
             Err(ServerError::SlotRefused(r)) => {
-                assert_eq!(r.slot.as_str(), "x");
-                assert!(matches!(r.mismatch, SlotMismatch::Unsupported(_)), "{r}");
+                assert!(
+                    matches!(r.mismatch, SlotMismatch::GridPastMax { .. }),
+                    "{r}"
+                );
             }
-            other => panic!("expected the slot refused, got {other:?}"),
+            other => panic!("expected the grid refused, got {other:?}"),
         }
-        launch(Arg::read(&x)).unwrap();
-        let graph = dev.end(s).expect("the refused slot doomed nothing");
-        assert!(graph.slots().unwrap().is_empty());
-        dev.replay(s, &graph, 1).unwrap();
-        assert_eq!(dev.read_values::<f32>(s, &y).unwrap(), [1.0; 4]);
+        dev.write_values(s, &y2, 0, &[0.0f32; 4]).unwrap();
+        dev.replay(s, &g, 3).unwrap();
+        assert_eq!(dev.read_values::<f32>(s, &y2).unwrap(), [12.0; 4]);
+        drop(g);
+        dev.cleanup().unwrap();
     }
     support::assert_no_validation_messages(&handle);
 }
