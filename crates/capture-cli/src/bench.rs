@@ -101,6 +101,9 @@ pub(crate) struct BenchOptions {
     /// Whether the decode row runs (`capture decode`'s decoder, [`DECODE_TOKENS`]
     /// tokens per mode).
     pub(crate) decode: bool,
+    /// Whether the update row runs (a slot rebound per token against a re-capture per
+    /// token, `update_row`).
+    pub(crate) update: bool,
 }
 
 /// Tokens per mode of the decode row.
@@ -442,7 +445,7 @@ pub(crate) fn paired_values(over: &[f64], under: &[f64]) -> Paired {
     }
 }
 
-fn median(values: &mut [f64]) -> f64 {
+pub(crate) fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
     let n = values.len();
     if n == 0 {
@@ -744,6 +747,7 @@ mod tests {
             rounds: 5,
             passes: Some(2),
             decode: false,
+            update: false,
         }
     }
 

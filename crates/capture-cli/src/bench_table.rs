@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use crate::bench::{DecodeRow, Figures, Paired, RowReport, decode_options, paired};
+use crate::update_row::{self, UpdateRow};
 
 /// A backend's part of a run.
 #[derive(Clone, Debug, PartialEq)]
@@ -20,6 +21,8 @@ pub(crate) struct BackendRun {
     pub(crate) rows: Vec<RowReport>,
     /// The decode row, when it ran: its figures, or why it could not.
     pub(crate) decode: Option<Result<DecodeRow, String>>,
+    /// The update row, when it ran: its figures, or why it could not.
+    pub(crate) update: Option<Result<UpdateRow, String>>,
     /// Why it stopped short (a row failed), or why it did not run.
     pub(crate) problem: Option<Problem>,
 }
@@ -55,6 +58,8 @@ impl Run {
             matches!(b.problem, Some(Problem::Failed(_)))
                 || matches!(&b.decode, Some(Err(_)))
                 || matches!(&b.decode, Some(Ok(d)) if !d.failed.is_empty())
+                || matches!(&b.update, Some(Err(_)))
+                || matches!(&b.update, Some(Ok(u)) if u.failed.is_some())
         })
     }
 }
@@ -88,6 +93,13 @@ pub(crate) fn render(run: &Run) -> String {
             if b.rows.iter().any(|r| r.floor.is_some()) {
                 t.push_str(&floor_table(b.name, &b.rows));
             }
+        }
+        match &b.update {
+            Some(Ok(u)) => t.push_str(&update_table(u)),
+            Some(Err(why)) => {
+                let _ = writeln!(t, "  update: FAILED: {why}");
+            }
+            None => {}
         }
         match &b.decode {
             Some(Ok(d)) => t.push_str(&decode_table(d)),
@@ -189,6 +201,38 @@ fn programmatic_table(rows: &[RowReport]) -> String {
             Err(why) => {
                 let _ = writeln!(t, "  {:<9}  not measured: {why}", r.row.name);
             }
+        }
+    }
+    t
+}
+
+fn update_table(u: &UpdateRow) -> String {
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "  update ({} launches a step, its input rebound every token, {} tokens per mode, \
+         each read back), {} rounds, us/token (re-capture against the update: the median of \
+         each round's ratio, min-max):",
+        update_row::LAUNCHES,
+        update_row::TOKENS,
+        u.rounds
+    );
+    let p = &u.recapture_over_update;
+    let _ = writeln!(
+        t,
+        "  rebind + replay {}, re-capture + replay {}, {:.2}x ({:.2}-{:.2})",
+        fixed(u.update_us),
+        fixed(u.recapture_us),
+        p.median,
+        p.min,
+        p.max
+    );
+    match &u.failed {
+        None => {
+            let _ = writeln!(t, "  update checks hold (every token's output, both modes)");
+        }
+        Some(f) => {
+            let _ = writeln!(t, "  update check FAILED: {f}");
         }
     }
     t
@@ -424,6 +468,27 @@ pub(crate) fn json(run: &Run) -> String {
             }
             Some(Err(why)) => {
                 let _ = write!(j, ",\"decode\":{{\"failed\":{}}}", string(why));
+            }
+            None => {}
+        }
+        match &b.update {
+            Some(Ok(u)) => {
+                let _ = write!(
+                    j,
+                    ",\"update\":{{\"launches_per_step\":{},\"tokens\":{},\"rounds\":{},\
+                     \"rebind_replay_us_per_token\":{},\"recapture_replay_us_per_token\":{},\
+                     \"recapture_over_update\":{},\"checks_hold\":{}}}",
+                    update_row::LAUNCHES,
+                    update_row::TOKENS,
+                    u.rounds,
+                    number(u.update_us),
+                    number(u.recapture_us),
+                    paired_json(u.recapture_over_update),
+                    u.failed.is_none()
+                );
+            }
+            Some(Err(why)) => {
+                let _ = write!(j, ",\"update\":{{\"failed\":{}}}", string(why));
             }
             None => {}
         }

@@ -7,6 +7,7 @@ use capture_graphs::Builtins;
 
 use crate::bench::{self, BenchOptions, FloorMaker};
 use crate::bench_table::{BackendRun, Problem};
+use crate::update_row;
 
 /// A backend `capture bench` measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,6 +58,7 @@ fn missing(name: &'static str, named: bool, why: String) -> BackendRun {
         host_overhead_only: false,
         rows: Vec::new(),
         decode: None,
+        update: None,
         problem: Some(if named {
             Problem::Failed(why)
         } else {
@@ -121,6 +123,7 @@ fn mock(backend: BenchBackend, _named: bool, options: &BenchOptions) -> BackendR
         host_overhead_only: true,
         rows: Vec::new(),
         decode: None,
+        update: None,
         problem: None,
     };
     if backend == BenchBackend::AffineMock {
@@ -137,7 +140,10 @@ fn mock(backend: BenchBackend, _named: bool, options: &BenchOptions) -> BackendR
         let backend = capture_graphs::mock::MockBackend::new();
         let mut measured = rows(&backend, run(device), None, options);
         if options.decode {
-            measured.decode = Some(bench::decode_row(backend, options.rounds));
+            measured.decode = Some(bench::decode_row(backend.clone(), options.rounds));
+        }
+        if options.update {
+            measured.update = Some(update_row::update_row(backend, options.rounds));
         }
         measured
     }
@@ -183,6 +189,7 @@ fn vulkan(named: bool, options: &BenchOptions, device: Option<&str>) -> BackendR
         host_overhead_only: false,
         rows: Vec::new(),
         decode: None,
+        update: None,
         problem: None,
     };
     let floor_backend = backend.clone();
@@ -193,7 +200,10 @@ fn vulkan(named: bool, options: &BenchOptions, device: Option<&str>) -> BackendR
     };
     let mut measured = rows(&backend, run, Some(&make), options);
     if options.decode {
-        measured.decode = Some(bench::decode_row(backend, options.rounds));
+        measured.decode = Some(bench::decode_row(backend.clone(), options.rounds));
+    }
+    if options.update {
+        measured.update = Some(update_row::update_row(backend, options.rounds));
     }
     measured
 }
@@ -277,6 +287,7 @@ fn cuda(named: bool, options: &BenchOptions) -> BackendRun {
         host_overhead_only: false,
         rows: Vec::new(),
         decode: None,
+        update: None,
         problem: None,
     };
     let make = |row: &bench::Row| -> Result<Box<dyn bench::Floor>, String> {
@@ -286,7 +297,10 @@ fn cuda(named: bool, options: &BenchOptions) -> BackendRun {
     };
     let mut measured = rows(&backend, run, Some(&make), options);
     if options.decode {
-        measured.decode = Some(bench::decode_row(backend, options.rounds));
+        measured.decode = Some(bench::decode_row(backend.clone(), options.rounds));
+    }
+    if options.update {
+        measured.update = Some(update_row::update_row(backend, options.rounds));
     }
     measured
 }

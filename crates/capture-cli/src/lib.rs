@@ -42,6 +42,7 @@ mod table;
 mod timeline;
 mod timeline_svg;
 mod trace_event;
+mod update_row;
 
 use std::process::ExitCode;
 

@@ -144,6 +144,46 @@ fn the_decode_row_gives_tokens_per_second_in_each_mode() {
     assert_eq!(run["backends"][0]["rows"].as_array().unwrap().len(), 0);
 }
 
+#[cfg(feature = "mock")]
+#[test]
+fn the_update_row_sets_a_slot_per_token_against_a_capture_per_token() {
+    let out = capture(&["bench", "--backend=mock", "--rows=update"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    for expected in [
+        "update (7 launches a step, its input rebound every token, 32 tokens per mode, each read back), 5 rounds",
+        "rebind + replay ",
+        "update checks hold (every token's output, both modes)",
+    ] {
+        assert!(stdout.contains(expected), "{expected:?} in:\n{stdout}");
+    }
+    assert!(!stdout.contains("decode ("), "decode was not asked for:\n{stdout}");
+    let out = capture(&["bench", "--backend=mock", "--rows=update", "--json"]);
+    let stdout = text(&out.stdout);
+    let run: serde_json::Value = serde_json::from_str(&stdout).expect("the output is JSON");
+    let u = &run["backends"][0]["update"];
+    assert_eq!(u["launches_per_step"], 7, "{u}");
+    assert_eq!(u["tokens"], 32, "{u}");
+    assert_eq!(u["rounds"], 5, "{u}");
+    assert_eq!(u["checks_hold"], true, "{u}");
+    for mode in ["rebind_replay", "recapture_replay"] {
+        assert!(u[format!("{mode}_us_per_token")].as_f64().unwrap() > 0.0, "{u}");
+    }
+    let ratio = &u["recapture_over_update"];
+    let (lo, mid, hi) = (
+        ratio["min"].as_f64().unwrap(),
+        ratio["median"].as_f64().unwrap(),
+        ratio["max"].as_f64().unwrap(),
+    );
+    assert!(0.0 < lo && lo <= mid && mid <= hi, "{u}");
+    assert!(run["backends"][0]["decode"].is_null(), "{u}");
+}
+
 #[test]
 fn bench_usage_errors_name_the_option() {
     let out = capture(&["bench", "--rounds", "2"]);

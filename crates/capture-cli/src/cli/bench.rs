@@ -22,7 +22,11 @@ rounds of a round's mean per pass, and every round's result is checked. Then the
 decode row (on mock, vulkan and cuda): `capture decode`'s decoder (dim 64, 2 layers,
 32 tokens per mode) eager, replayed once per token and all tokens in one replay
 call, one decoder run per round, in tokens/s with each mode's ratio to eager and the
-host CPU per token, its checks enforced.
+host CPU per token, its checks enforced. Then the update row: a 7-launch step whose
+input changes every token (rebound between two buffers, as a moved KV block is),
+32 tokens per mode, each token read back and checked: the graph's input slot rebound
+and one replay (rule 26) against the step captured again and replayed, in us/token
+with their ratio, paired round by round.
 
 Columns: enqueue us/pass (until the launches or the replay call return), end-to-end
 us/kernel (through the readback), their ratio, the capture time, the graph's device
@@ -40,8 +44,8 @@ options:
   --backend B      mock, affine-mock (thread-affine streams), vulkan, cuda; a comma
                    list (default: every backend this build has, skipping one that
                    is not present and saying why)
-  --rows R         row names or decode, a comma list, or launch-bound, controls, all
-                   (default: every row and decode)
+  --rows R         row names, decode or update, a comma list, or launch-bound,
+                   controls, all (default: every row, decode and update)
   --rounds N       rounds per mode, 5 to 1000 (default 5)
   --passes P       passes per round, 1 to 100000 (default: about 10000 launches
                    per round, fewer on the controls)
@@ -97,6 +101,7 @@ pub(crate) fn parse_bench(args: &[String]) -> Result<Bench, UsageError> {
             rounds: 5,
             passes: None,
             decode: true,
+            update: true,
         },
         competitors: 0,
         device: None,
@@ -133,6 +138,7 @@ pub(crate) fn parse_bench(args: &[String]) -> Result<Bench, UsageError> {
                 let v = value(name)?;
                 let mut rows = Vec::new();
                 parsed.options.decode = false;
+                parsed.options.update = false;
                 for r in v.split(',') {
                     let r = r.trim();
                     let chosen: Vec<_> = match r {
@@ -140,8 +146,13 @@ pub(crate) fn parse_bench(args: &[String]) -> Result<Bench, UsageError> {
                             parsed.options.decode = true;
                             Vec::new()
                         }
+                        "update" => {
+                            parsed.options.update = true;
+                            Vec::new()
+                        }
                         "all" => {
                             parsed.options.decode = true;
+                            parsed.options.update = true;
                             ROWS.to_vec()
                         }
                         "launch-bound" => ROWS.iter().copied().filter(|r| !r.control).collect(),
@@ -151,7 +162,7 @@ pub(crate) fn parse_bench(args: &[String]) -> Result<Bench, UsageError> {
                             None => {
                                 let names: Vec<_> = ROWS.iter().map(|r| r.name).collect();
                                 return Err(UsageError(format!(
-                                    "unknown row {name:?} for --rows ({}, decode, \
+                                    "unknown row {name:?} for --rows ({}, decode, update, \
                                      launch-bound, controls or all)",
                                     names.join(", ")
                                 )));
