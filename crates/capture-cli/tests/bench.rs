@@ -162,7 +162,10 @@ fn the_update_row_sets_a_slot_per_token_against_a_capture_per_token() {
     ] {
         assert!(stdout.contains(expected), "{expected:?} in:\n{stdout}");
     }
-    assert!(!stdout.contains("decode ("), "decode was not asked for:\n{stdout}");
+    assert!(
+        !stdout.contains("decode ("),
+        "decode was not asked for:\n{stdout}"
+    );
     let out = capture(&["bench", "--backend=mock", "--rows=update", "--json"]);
     let stdout = text(&out.stdout);
     let run: serde_json::Value = serde_json::from_str(&stdout).expect("the output is JSON");
@@ -172,7 +175,10 @@ fn the_update_row_sets_a_slot_per_token_against_a_capture_per_token() {
     assert_eq!(u["rounds"], 5, "{u}");
     assert_eq!(u["checks_hold"], true, "{u}");
     for mode in ["rebind_replay", "recapture_replay"] {
-        assert!(u[format!("{mode}_us_per_token")].as_f64().unwrap() > 0.0, "{u}");
+        assert!(
+            u[format!("{mode}_us_per_token")].as_f64().unwrap() > 0.0,
+            "{u}"
+        );
     }
     let ratio = &u["recapture_over_update"];
     let (lo, mid, hi) = (
