@@ -7,6 +7,7 @@ use capture_graphs::Builtins;
 
 use crate::bench::{self, BenchOptions, FloorMaker};
 use crate::bench_table::{BackendRun, Problem};
+#[cfg(any(feature = "mock", feature = "vulkan", feature = "cuda"))]
 use crate::update_row;
 
 /// A backend `capture bench` measures.

@@ -59,16 +59,17 @@ impl<B: Backend> Inner<B> {
             return Ok(());
         }
         let grid_slot = dims.and_then(Dims::grid_slot);
+        if let Some(dims) = dims
+            && dims.is_bounded()
+            && grid_slot.is_none()
+        {
+            return Err(ServerError::invalid_of(
+                "grid bound",
+                Subject::Stream(stream),
+                "a bounded grid changes only through a slot: name it with `Dims::slot`",
+            ));
+        }
         let Some(first) = named.or(grid_slot) else {
-            if let Some(dims) = dims
-                && dims.is_bounded()
-            {
-                return Err(ServerError::invalid_of(
-                    "grid bound",
-                    Subject::Stream(stream),
-                    "a bounded grid changes only through a slot: name it with `Dims::slot`",
-                ));
-            }
             return Ok(());
         };
         if let GraphUpdates::Unsupported(why) = self.limits.graph_updates() {
