@@ -767,3 +767,64 @@ mod wait_only {
         assert!(messages.is_empty(), "{}", messages.join("\n"));
     }
 }
+
+#[cfg(test)]
+mod in_flight_bound {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::*;
+    use crate::lane::MAX_IN_FLIGHT;
+
+    /// A device that falls behind holds the host back instead of letting pending batches
+    /// pile up: with [`MAX_IN_FLIGHT`] batches pending (each waiting for another lane's
+    /// timeline, which only the host moves), the next submission returns only once the
+    /// oldest has run. Nothing depends on timing: the flag is set before the host
+    /// signals, and the oldest batch cannot run before that signal.
+    #[test]
+    fn a_submission_past_the_bound_waits_for_the_oldest_batch() {
+        let Some((backend, _)) = super::test_backend("in-flight bound") else {
+            return;
+        };
+        let gpu = &backend.gpu;
+        let lane = Lane::new(Arc::clone(gpu), backend.lanes).expect("lane");
+        let other = Lane::new(Arc::clone(gpu), backend.lanes).expect("other lane");
+        for k in 1..=MAX_IN_FLIGHT as u64 {
+            lane.wait_for(&other, k);
+            lane.flush().expect("a pending batch");
+        }
+        assert_eq!(
+            lane.pending(),
+            MAX_IN_FLIGHT,
+            "every batch is still pending"
+        );
+        let signalled = Arc::new(AtomicBool::new(false));
+        let host = {
+            let (other, signalled) = (Arc::clone(&other), Arc::clone(&signalled));
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+                signalled.store(true, Ordering::SeqCst);
+                other.signal_from_host(1).expect("signal");
+            })
+        };
+        lane.wait_for(&other, MAX_IN_FLIGHT as u64 + 1);
+        lane.flush().expect("the batch past the bound");
+        // Read before anything else can move the timeline; asserted once the lanes are
+        // released, so a failure does not leave them waiting forever.
+        let held_back = signalled.load(Ordering::SeqCst);
+        let pending = lane.pending();
+        host.join().expect("the host thread");
+        other
+            .signal_from_host(MAX_IN_FLIGHT as u64 + 1)
+            .expect("signal");
+        lane.finish().expect("everything ran");
+        assert!(
+            held_back,
+            "a batch past the bound went out while the oldest of {MAX_IN_FLIGHT} was still \
+             pending: nothing holds the host back"
+        );
+        assert!(pending <= MAX_IN_FLIGHT, "{pending} pending");
+        drop((lane, other));
+        let messages = backend.take_validation_messages();
+        assert!(messages.is_empty(), "{}", messages.join("\n"));
+    }
+}

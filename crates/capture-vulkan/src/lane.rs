@@ -8,7 +8,13 @@
 //!
 //! A submission that fails (`vkEndCommandBuffer` or `vkQueueSubmit`) drops its batch:
 //! the command buffer is freed, its descriptor pools are reset for reuse, and the next
-//! work opens a fresh batch. The error comes back from the fence that submitted, or, for a
+//! work opens a fresh batch.
+//!
+//! At most [`MAX_IN_FLIGHT`] batches are pending at once: a submission past that waits
+//! for the oldest to finish (a host outrunning its device blocks, as a driver's full
+//! launch queue does, rather than growing without bound), so a lane's bookkeeping for
+//! them is sized when it opens and a steady stream of eager work allocates nothing,
+//! however far the device lags. The error comes back from the fence that submitted, or, for a
 //! submission the cadence or a replay made, from the next fence, so the core taints what
 //! the stream wrote since its last good fence (rule 15).
 
@@ -21,6 +27,10 @@ use capture_core::ServerError;
 use crate::raw::{self, Gpu, KernelObjects};
 use crate::sets::SetPools;
 use crate::work::{Kept, VulkanRange, VulkanWork};
+
+/// Batches a lane keeps pending at once: with the default cadence, 1,024 eager commands
+/// the device has not yet run.
+pub(crate) const MAX_IN_FLIGHT: usize = 16;
 
 /// How a lane batches its work.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -159,9 +169,13 @@ impl Lane {
                 dirty: false,
                 commands: 0,
                 sets: SetPools::default(),
-                spare_sets: Vec::new(),
-                spare_lists: Vec::new(),
-                in_flight: VecDeque::new(),
+                // Room for every batch that may be pending and the one being filled,
+                // each list with room for the pools a full batch draws.
+                spare_sets: Vec::with_capacity((MAX_IN_FLIGHT + 1) * pools_per_batch(config)),
+                spare_lists: (0..=MAX_IN_FLIGHT)
+                    .map(|_| Vec::with_capacity(pools_per_batch(config)))
+                    .collect(),
+                in_flight: VecDeque::with_capacity(MAX_IN_FLIGHT + 1),
                 kept: Vec::new(),
                 semaphore,
                 submitted: 0,
@@ -505,6 +519,13 @@ impl Lane {
                     sets,
                     kept,
                 });
+                if b.in_flight.len() > MAX_IN_FLIGHT {
+                    // Back-pressure: the oldest batch finishes before another goes out.
+                    // Its waits name values other lanes already submitted, so it ends.
+                    let oldest = b.in_flight.front().map_or(value, |f| f.value);
+                    raw::wait(&self.gpu, b.semaphore, oldest)?;
+                    self.retire_locked(b)?;
+                }
                 Ok(())
             }
             Err(e) => {
@@ -646,12 +667,24 @@ impl Lane {
         raw::signal(&self.gpu, self.batch().semaphore, value)
     }
 
+    /// Batches submitted and not yet retired.
+    #[cfg(test)]
+    pub(crate) fn pending(&self) -> usize {
+        self.batch().in_flight.len()
+    }
+
     /// The open batch's command pool, for a one-off command buffer outside the batch
     /// (the validation canary).
     #[cfg(test)]
     pub(crate) fn pool(&self) -> vk::CommandPool {
         self.batch().pool
     }
+}
+
+/// Descriptor pools one full batch draws when no set is reused (capped: a very long
+/// cadence grows its lists once instead).
+fn pools_per_batch(config: LaneConfig) -> usize {
+    (config.submit_every.div_ceil(config.sets_per_pool) as usize).clamp(1, 64)
 }
 
 /// Resets the pools of a batch no pending work uses into the spares, and keeps their
