@@ -10,7 +10,7 @@
 
 pub use crate::builtin::Builtins;
 pub use crate::capture::{
-    CaptureDomain, CaptureEnd, CaptureStatus, DeviceCaptures, Graph, Refused, StreamCapture,
+    CaptureDomain, CaptureEnd, CaptureStatus, DeviceCaptures, Graph, Lane, Refused, StreamCapture,
     TouchedPage, Window,
 };
 pub use crate::driver::{

@@ -8,7 +8,7 @@
 
 use std::borrow::Cow;
 
-use crate::capture::{CaptureDomain, StreamCapture};
+use crate::capture::{CaptureDomain, Lane, StreamCapture};
 use crate::drop_queue::Fence;
 use crate::error::ServerError;
 use crate::info_cache::MetadataInfoCache;
@@ -392,4 +392,36 @@ pub trait Backend: GraphDriver {
     ///
     /// An asynchronous error the wait reported.
     fn sync(stream: &mut Self::Stream) -> Result<(), ServerError>;
+
+    /// Opens lane `to` of the window `stream` records, forked off lane `from` (rule 28):
+    /// the operations the core records on `to` from here on (each one's lane is
+    /// [`StreamCapture::lane`](crate::backend::StreamCapture::lane)) follow everything
+    /// recorded on `from` so far, and may run beside what `from` records after this
+    /// until a [`join_lane`](Self::join_lane). Called only while `stream` records. The
+    /// default records every lane in program order on the one stream, which keeps every
+    /// order the lanes ask for and overlaps nothing.
+    ///
+    /// # Errors
+    ///
+    /// The driver's refusal (an event it could not create or record); the core dooms
+    /// the window.
+    fn fork_lane(stream: &mut Self::Stream, from: Lane, to: Lane) -> Result<(), ServerError> {
+        let _ = (stream, from, to);
+        Ok(())
+    }
+
+    /// Joins lane `from` into lane `into` of the window `stream` records: what the core
+    /// records on `into` from here on follows everything recorded on `from`, which
+    /// records nothing more. Called only while `stream` records; every lane the core
+    /// forked is joined before the window ends, or the window is doomed without the
+    /// backend closing it into a graph. The default, like
+    /// [`fork_lane`](Self::fork_lane)'s, has nothing to order.
+    ///
+    /// # Errors
+    ///
+    /// The driver's refusal; the core dooms the window.
+    fn join_lane(stream: &mut Self::Stream, from: Lane, into: Lane) -> Result<(), ServerError> {
+        let _ = (stream, from, into);
+        Ok(())
+    }
 }

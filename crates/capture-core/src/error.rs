@@ -11,6 +11,7 @@ use std::error::Error;
 use std::fmt;
 use std::sync::Arc;
 
+use crate::branch::{BranchRace, BranchRefused};
 use crate::ids::{FailureId, GraphId, GraphPoolId, MemoryId, Named, StreamId};
 use crate::memory::{PoolName, PoolUsage};
 use crate::range::{ByteRange, InvalidRange};
@@ -167,6 +168,27 @@ pub enum ServerError {
     /// Nothing was changed.
     #[error("{0}")]
     SlotRefused(Box<SlotRefused>),
+    /// A fork, a join, or a lifecycle call on a branch, refused (rule 28): which branch,
+    /// forked from which stream, and why. Nothing was changed unless the reason says the
+    /// window was doomed.
+    #[error("{0}")]
+    BranchRefused(Box<BranchRefused>),
+    /// Two unjoined branches of one window use the same bytes, one of them writing
+    /// (rule 29): both operations and the range. The second was not recorded; the window
+    /// is doomed.
+    #[error("{0}")]
+    BranchRace(Box<BranchRace>),
+    /// A window ended with a branch it forked still unjoined (rule 28): no graph; the
+    /// window is doomed, naming the branch.
+    #[error(
+        "the window of {window} ended with its branch {branch} unjoined (join every branch before the window ends)"
+    )]
+    UnjoinedBranch {
+        /// The window's origin.
+        window: StreamId,
+        /// The first branch still unjoined.
+        branch: StreamId,
+    },
 }
 
 /// How [`ServerError::InvalidArgument`]'s value reads: the value, its subject, or the
@@ -335,6 +357,18 @@ impl ServerError {
             op,
             source: Arc::new(source),
         }
+    }
+}
+
+impl From<BranchRefused> for ServerError {
+    fn from(refused: BranchRefused) -> Self {
+        ServerError::BranchRefused(Box::new(refused))
+    }
+}
+
+impl From<BranchRace> for ServerError {
+    fn from(race: BranchRace) -> Self {
+        ServerError::BranchRace(Box::new(race))
     }
 }
 

@@ -200,6 +200,12 @@ fn name_error(table: &Table, error: ServerError) -> ServerError {
             refused.subject.name(memory, graph);
             ServerError::SlotRefused(refused)
         }
+        ServerError::BranchRace(mut race) => {
+            if race.label.is_none() {
+                race.label = table.memory(race.memory);
+            }
+            ServerError::BranchRace(race)
+        }
         other => other,
     }
 }

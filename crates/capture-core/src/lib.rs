@@ -34,6 +34,7 @@
 #![forbid(unsafe_code)]
 
 pub mod backend;
+mod branch;
 mod builtin;
 mod capture;
 mod driver;
@@ -59,6 +60,7 @@ mod subject;
 mod taint;
 mod trace;
 
+pub use branch::{BranchRace, BranchReason, BranchRefused, MAX_WINDOW_LANES, RaceSide};
 pub use builtin::{Builtin, Builtins};
 pub use capture::CaptureStatus;
 pub use driver::Backend;
@@ -80,7 +82,7 @@ pub use memory::{
 pub use range::{ByteRange, InvalidRange};
 pub use report::{GraphLedger, GraphPoolLedger};
 pub use runtime::{
-    Arg, Buffer, CapturePhase, Capturing, Device, DeviceConfig, DeviceReport, GraphHandle,
+    Arg, Branch, Buffer, CapturePhase, Capturing, Device, DeviceConfig, DeviceReport, GraphHandle,
     GraphPool, KernelHandle, MAX_REPLAYS_PER_CALL, StreamReport,
 };
 pub use slot::{SlotInfo, SlotKind, SlotMismatch, SlotName, SlotRefused};

@@ -37,6 +37,9 @@ pub(crate) enum Level {
     /// The labels of buffers and graphs (taken alone, briefly, to name an error or to
     /// set a label).
     Labels = 9,
+    /// Which streams are branches of a window (rule 28): taken alone or innermost,
+    /// briefly, to route a call or to fork, join and release.
+    Branches = 10,
 }
 
 #[cfg(debug_assertions)]

@@ -135,6 +135,24 @@ pub enum Event {
         /// `prepare`, `begin`, `abort` ...
         what: &'static str,
     },
+    /// A window forked a branch (rule 28).
+    Fork {
+        /// The parent the branch was forked from.
+        stream: StreamId,
+        /// The branch.
+        branch: StreamId,
+        /// Its lane in the window's recording.
+        lane: u32,
+    },
+    /// A branch joined back into its parent (rule 28).
+    Join {
+        /// The parent it joined into.
+        stream: StreamId,
+        /// The branch.
+        branch: StreamId,
+        /// Its lane.
+        lane: u32,
+    },
     /// A window closed into a graph.
     Sealed {
         /// The owner.
@@ -496,6 +514,8 @@ fn mirror(log: &Log, event: &Event) {
         | Event::Launch { .. }
         | Event::Work { .. }
         | Event::Lifecycle { .. }
+        | Event::Fork { .. }
+        | Event::Join { .. }
         | Event::Sealed { .. }
         | Event::Replay { .. }
         | Event::Sync { .. }
@@ -588,6 +608,16 @@ impl fmt::Display for Line<'_> {
                 write!(f, ": input carries {failure}")
             }
             Event::Lifecycle { stream, what } => write!(f, "{stream} {what}"),
+            Event::Fork {
+                stream,
+                branch,
+                lane,
+            } => write!(f, "{stream} fork {branch} -> lane#{lane}"),
+            Event::Join {
+                stream,
+                branch,
+                lane,
+            } => write!(f, "{stream} join {branch} (lane#{lane})"),
             Event::LabelBuffer { memory, label } => write!(f, "label {memory} \"{label}\""),
             Event::LabelGraph { graph, label } => write!(f, "label {graph} \"{label}\""),
             Event::Sealed {

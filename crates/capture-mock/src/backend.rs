@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
 
 use capture_core::backend::{
-    Backend, Builtins, CaptureDomain, DeviceStream, Dims, GraphDriver, KernelSignature,
+    Backend, Builtins, CaptureDomain, DeviceStream, Dims, GraphDriver, KernelSignature, Lane,
     LaunchBuffer, LaunchLimits, LaunchParam, StreamSetup, StreamState,
 };
 use capture_core::{
@@ -144,6 +144,20 @@ pub struct MockStream {
     began_on: Option<ThreadId>,
     last_recording: usize,
     shared: Arc<Shared>,
+    /// The lane the recording's last operation went to (rule 28).
+    lane: Lane,
+}
+
+impl MockStream {
+    /// Enqueues `op`, first marking a change of lane while the stream records.
+    fn push(&mut self, op: Op) {
+        let lane = self.capturing().lane();
+        if lane != self.lane && self.queue.is_recording() {
+            self.queue.push(Op::Lane(lane.index() as u32));
+            self.lane = lane;
+        }
+        self.queue.push(op);
+    }
 }
 
 impl std::fmt::Debug for MockStream {
@@ -196,6 +210,7 @@ impl<const AFFINE: bool> GraphDriver for Mock<AFFINE> {
 
     fn begin(stream: &mut MockStream) -> Result<(), ServerError> {
         stream.queue.start_recording(stream.last_recording.max(16));
+        stream.lane = Lane::ORIGIN;
         stream.queue.context.start_recording(stream.queue.key);
         stream.began_on = Some(std::thread::current().id());
         Ok(())
@@ -228,8 +243,9 @@ impl<const AFFINE: bool> GraphDriver for Mock<AFFINE> {
                 format!("capture invalidated (CUDA_ERROR_STREAM_CAPTURE_INVALIDATED): {reason}"),
             ));
         }
+        let graph = queue::compile(ops).map_err(|why| mock_error("end capture", why))?;
         Ok(MockExecutable {
-            graph: Arc::new(queue::compile(ops)),
+            graph: Arc::new(graph),
             memory_node: stream.shared.memory_node.swap(false, Ordering::SeqCst),
             launches: AtomicU32::new(0),
         })
@@ -311,6 +327,7 @@ impl<const AFFINE: bool> Backend for Mock<AFFINE> {
             began_on: None,
             last_recording: 0,
             shared: Arc::clone(&self.shared),
+            lane: Lane::ORIGIN,
         })
     }
 
@@ -343,7 +360,7 @@ impl<const AFFINE: bool> Backend for Mock<AFFINE> {
         info: Option<&MockResource>,
     ) -> Result<(), ServerError> {
         let (args, scalars) = op_params(params);
-        stream.queue.push(Op::Kernel {
+        stream.push(Op::Kernel {
             kernel: *kernel,
             args,
             info: info.copied(),
@@ -386,7 +403,7 @@ impl<const AFFINE: bool> Backend for Mock<AFFINE> {
         for (slot, b) in args.iter_mut().zip(buffers) {
             *slot = Some((b.resource, b.access));
         }
-        stream.queue.push(Op::Work {
+        stream.push(Op::Work {
             work: work.clone(),
             args,
         });
@@ -402,10 +419,29 @@ impl<const AFFINE: bool> Backend for Mock<AFFINE> {
         lock(&stream.queue.host)
             .slice_mut(staging.page, staging.bytes)
             .copy_from_slice(bytes);
-        stream.queue.push(Op::Copy {
+        stream.push(Op::Copy {
             from: *staging,
             to: *destination,
         });
+        Ok(())
+    }
+
+    /// Nothing to order at the fork: a lane's operations are its own queue, which the
+    /// graph runs after what its parent recorded so far.
+    fn fork_lane(stream: &mut MockStream, _from: Lane, to: Lane) -> Result<(), ServerError> {
+        stream.push(Op::Lane(to.index() as u32));
+        stream.lane = to;
+        Ok(())
+    }
+
+    fn join_lane(stream: &mut MockStream, from: Lane, into: Lane) -> Result<(), ServerError> {
+        stream.queue.push(Op::Join {
+            from: from.index() as u32,
+            into: into.index() as u32,
+        });
+        if stream.lane == from {
+            stream.lane = into;
+        }
         Ok(())
     }
 

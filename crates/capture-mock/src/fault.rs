@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use capture_core::backend::{
     AllocGate, Backend, Builtins, DeviceResource, DeviceStream, Dims, Fence, GraphDriver,
-    HostResource, KernelSignature, LaunchBuffer, LaunchLimits, LaunchParam, StreamSetup,
+    HostResource, KernelSignature, Lane, LaunchBuffer, LaunchLimits, LaunchParam, StreamSetup,
     StreamState,
 };
 use capture_core::{Builtin, ServerError};
@@ -55,11 +55,14 @@ pub enum FaultOp {
     /// Updating a recorded launch of a graph's executable (a slot's update): the driver
     /// refuses it.
     Update,
+    /// Forking or joining a lane of a recording (CUDA's event record and wait inside a
+    /// capture): the driver refuses it, which dooms the window.
+    Lane,
 }
 
 impl FaultOp {
     /// Every operation.
-    pub const ALL: [FaultOp; 14] = [
+    pub const ALL: [FaultOp; 15] = [
         FaultOp::Begin,
         FaultOp::Instantiate,
         FaultOp::Upload,
@@ -74,6 +77,7 @@ impl FaultOp {
         FaultOp::WaitFor,
         FaultOp::Work,
         FaultOp::Update,
+        FaultOp::Lane,
     ];
 
     /// The operation's name in errors.
@@ -93,6 +97,7 @@ impl FaultOp {
             FaultOp::WaitFor => "stream wait",
             FaultOp::Work => "foreign work",
             FaultOp::Update => "graph update",
+            FaultOp::Lane => "fork or join",
         }
     }
 }
@@ -447,6 +452,16 @@ impl<B: Backend> Backend for Faulty<B> {
     ) -> Result<(), ServerError> {
         stream.plan.hit(FaultOp::Copy)?;
         B::write(&mut stream.inner, staging, destination, bytes)
+    }
+
+    fn fork_lane(stream: &mut Self::Stream, from: Lane, to: Lane) -> Result<(), ServerError> {
+        stream.plan.hit(FaultOp::Lane)?;
+        B::fork_lane(&mut stream.inner, from, to)
+    }
+
+    fn join_lane(stream: &mut Self::Stream, from: Lane, into: Lane) -> Result<(), ServerError> {
+        stream.plan.hit(FaultOp::Lane)?;
+        B::join_lane(&mut stream.inner, from, into)
     }
 
     fn wait_for(

@@ -19,21 +19,106 @@ use crate::recording;
 pub(crate) type Recording = recording::Recording<Op>;
 
 /// Compacts the operations a stream recorded, in order, into a sealed graph.
-pub(crate) fn compile(ops: Vec<Op>) -> Recording {
+///
+/// A recording that forked lanes (rule 28) holds each lane's operations as their own
+/// queue: a lane's operations run in their order, a branch after what its parent did
+/// before the fork, and a parent's operations after a join after everything the branch
+/// did. The graph runs each branch as late as that allows, at its join, so a dependency
+/// the joins do not state shows as wrong bytes. A lane never joined is refused, as
+/// CUDA refuses an unjoined capture.
+pub(crate) fn compile(ops: Vec<Op>) -> Result<Recording, String> {
     let mut graph = Recording::with_capacity(ops.len());
-    for op in ops {
+    if !ops
+        .iter()
+        .any(|op| matches!(op, Op::Lane(_) | Op::Join { .. }))
+    {
+        for op in ops {
+            step(&mut graph, op);
+        }
+        return Ok(graph.seal());
+    }
+    // Each lane's queue: its operations (by index into `ops`; a launch or work with its
+    // place in the recording, for updates), and the joins into it, in order.
+    enum Item {
+        Op(Option<u32>, usize),
+        Join(usize),
+    }
+    let mut ops: Vec<Option<Op>> = ops.into_iter().map(Some).collect();
+    let mut lanes: Vec<Vec<Item>> = vec![Vec::new()];
+    let mut joined = vec![true];
+    let mut current = 0;
+    let mut node = 0u32;
+    for (i, op) in ops.iter().enumerate() {
         match op {
-            Op::Kernel {
-                kernel,
-                args,
-                info,
-                scalars,
-            } => graph.kernel(kernel, args.iter().flatten().copied(), info, &scalars),
-            Op::Work { work, args } => graph.work(work, args.iter().flatten().copied()),
-            other => graph.other(other),
+            Some(Op::Lane(lane)) => {
+                current = *lane as usize;
+                if lanes.len() <= current {
+                    lanes.resize_with(current + 1, Vec::new);
+                    joined.resize(current + 1, false);
+                }
+            }
+            Some(Op::Join { from, into }) => {
+                let (from, into) = (*from as usize, *into as usize);
+                if lanes.len() <= from.max(into) {
+                    lanes.resize_with(from.max(into) + 1, Vec::new);
+                    joined.resize(from.max(into) + 1, false);
+                }
+                joined[from] = true;
+                lanes[into].push(Item::Join(from));
+                if current == from {
+                    current = into;
+                }
+            }
+            Some(Op::Kernel { .. } | Op::Work { .. }) => {
+                lanes[current].push(Item::Op(Some(node), i));
+                node += 1;
+            }
+            _ => lanes[current].push(Item::Op(None, i)),
         }
     }
-    graph.seal()
+    if let Some(lane) = joined.iter().position(|j| !j) {
+        return Err(format!(
+            "CUDA_ERROR_STREAM_CAPTURE_UNJOINED: lane {lane} forked and never joined"
+        ));
+    }
+    // Lane 0 in order, each join running the joined lane's queue (its own joins
+    // included) where it stands.
+    let mut order = vec![0u32; node as usize];
+    let mut lanes: Vec<std::vec::IntoIter<Item>> = lanes.into_iter().map(Vec::into_iter).collect();
+    let mut stack = vec![0usize];
+    let mut emitted = 0u32;
+    while let Some(&lane) = stack.last() {
+        match lanes[lane].next() {
+            Some(Item::Op(at, i)) => {
+                if let Some(at) = at {
+                    order[at as usize] = emitted;
+                    emitted += 1;
+                }
+                if let Some(op) = ops[i].take() {
+                    step(&mut graph, op);
+                }
+            }
+            Some(Item::Join(from)) => stack.push(from),
+            None => {
+                stack.pop();
+            }
+        }
+    }
+    graph.set_order(order);
+    Ok(graph.seal())
+}
+
+fn step(graph: &mut Recording, op: Op) {
+    match op {
+        Op::Kernel {
+            kernel,
+            args,
+            info,
+            scalars,
+        } => graph.kernel(kernel, args.iter().flatten().copied(), info, &scalars),
+        Op::Work { work, args } => graph.work(work, args.iter().flatten().copied()),
+        other => graph.other(other),
+    }
 }
 use crate::storage::{MockResource, Pages};
 
@@ -85,6 +170,13 @@ pub(crate) enum Op {
         queue: Arc<Queue>,
         upto: u64,
         reports: u64,
+    },
+    /// In a recording only: what follows goes to this lane (rule 28).
+    Lane(u32),
+    /// In a recording only: lane `into` goes on after everything lane `from` did.
+    Join {
+        from: u32,
+        into: u32,
     },
 }
 
@@ -317,6 +409,8 @@ impl Queue {
                 upto,
                 reports,
             } => queue.wait_until(*upto, *reports, engine)?,
+            // Lanes exist in a recording alone, and `compile` orders them away.
+            Op::Lane(_) | Op::Join { .. } => {}
         }
         Ok(())
     }

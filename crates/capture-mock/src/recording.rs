@@ -53,6 +53,9 @@ pub(crate) struct Recording<O> {
     works: Vec<MockWork>,
     /// Set when the executable is destroyed: a replay still queued then fails.
     pub(crate) destroyed: Arc<AtomicBool>,
+    /// For a recording whose lanes were reordered: each recorded launch's step among
+    /// the launches and work, by its place in the recording.
+    order: Option<Vec<u32>>,
 }
 
 impl<O> Recording<O> {
@@ -66,7 +69,14 @@ impl<O> Recording<O> {
             kernels: Vec::new(),
             works: Vec::new(),
             destroyed: Arc::new(AtomicBool::new(false)),
+            order: None,
         }
+    }
+
+    /// Notes where each recorded launch (by its place in the recording) ran to, once
+    /// lanes were put in order.
+    pub(crate) fn set_order(&mut self, order: Vec<u32>) {
+        self.order = Some(order);
     }
 
     /// Records a launch of `kernel` over `args`, its info words in `info`, then `scalars`.
@@ -125,11 +135,17 @@ impl<O> Recording<O> {
         info: Option<MockResource>,
         scalars: &[u64],
     ) -> Result<(), String> {
-        let step = self
-            .steps
-            .iter()
-            .filter(|s| !matches!(s, Step::Other(_)))
-            .nth(node as usize)
+        let at = match &self.order {
+            Some(order) => order.get(node as usize).map(|&at| u64::from(at)),
+            None => Some(node),
+        };
+        let step = at
+            .and_then(|at| {
+                self.steps
+                    .iter()
+                    .filter(|s| !matches!(s, Step::Other(_)))
+                    .nth(at as usize)
+            })
             .ok_or_else(|| format!("the graph has no recorded launch {node}"))?;
         let Step::Kernel {
             kernel: k,

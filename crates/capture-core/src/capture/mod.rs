@@ -3,11 +3,13 @@
 
 mod claims;
 mod domain;
+mod lanes;
 mod status;
 mod stream_capture;
 mod window;
 
 pub use domain::CaptureDomain;
+pub use lanes::Lane;
 pub(crate) use status::Recording;
 pub use status::{CaptureStatus, DeviceCaptures};
 pub use stream_capture::{CaptureEnd, StreamCapture, TouchedPage};

@@ -10,6 +10,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::claims::Claims;
+use super::lanes::{Lane, Lanes};
 use super::status::{CaptureStatus, DeviceCaptures, Slot};
 use crate::error::ServerError;
 use crate::ids::{PageId, StreamId};
@@ -90,6 +91,12 @@ pub struct StreamCapture {
     /// What the user's recorded work references (its library handles, modules,
     /// pipelines): the graph keeps it for its life.
     kept: Vec<Box<dyn Any + Send>>,
+    /// The window's branches and the race check between them (rules 28 and 29), of the
+    /// current phase.
+    lanes: Lanes,
+    /// Counts the phases (each prepare and each begin starts one): a branch token is of
+    /// the phase it was forked in.
+    phase: u64,
 }
 
 impl StreamCapture {
@@ -112,6 +119,8 @@ impl StreamCapture {
             closing: false,
             foreign: Vec::new(),
             kept: Vec::new(),
+            lanes: Lanes::default(),
+            phase: 0,
         }
     }
 
@@ -290,6 +299,36 @@ impl StreamCapture {
         self.claims.writes_all(key)
     }
 
+    /// The lane the operation being recorded now goes to: [`Lane::ORIGIN`] for the
+    /// window's own stream, another for a branch it forked (rule 28). A backend that
+    /// runs branches beside each other records each operation on its lane's queue,
+    /// ordered as [`Backend::fork_lane`](crate::Backend::fork_lane) and
+    /// [`Backend::join_lane`](crate::Backend::join_lane) said.
+    pub fn lane(&self) -> Lane {
+        self.lanes.current()
+    }
+
+    /// The window's branches, for the core.
+    pub(crate) fn lanes(&mut self) -> &mut Lanes {
+        &mut self.lanes
+    }
+
+    /// The window's branches, read only.
+    pub(crate) fn lanes_ref(&self) -> &Lanes {
+        &self.lanes
+    }
+
+    /// Which phase of the window this is (a new one at each prepare and begin).
+    pub(crate) fn phase(&self) -> u64 {
+        self.phase
+    }
+
+    /// How many operations (launches and copies) the window recorded so far: the next
+    /// one's place.
+    pub(crate) fn ops(&self) -> u64 {
+        self.ops
+    }
+
     /// How many launches the current (or just closed) window recorded.
     pub fn launches(&self) -> u64 {
         self.launches
@@ -405,6 +444,8 @@ impl StreamCapture {
                     },
                 );
                 self.primed.clear();
+                self.lanes = Lanes::default();
+                self.phase += 1;
                 Ok(())
             }
             State::NoCapture => Err(ServerError::graph_state(
@@ -433,6 +474,8 @@ impl StreamCapture {
     pub fn end(&mut self, caller: StreamId) -> Result<CaptureEnd, ServerError> {
         match self.state {
             State::Capture { owner } => {
+                self.lanes = Lanes::default();
+                self.phase += 1;
                 // The device still sees this stream recording until the driver capture
                 // is closed (`driver_closed`): nothing may allocate, release or load
                 // in between (rule 20).
@@ -506,6 +549,8 @@ impl StreamCapture {
         self.foreign.clear();
         self.kept.clear();
         self.failure = None;
+        self.lanes = Lanes::default();
+        self.phase += 1;
     }
 }
 

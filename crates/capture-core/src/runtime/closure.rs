@@ -1,9 +1,10 @@
 //! The one-stream rule while a capture closure runs ([`ClosureScope`]): work the
 //! closure issues on another stream of the device, on the thread running it, would run
 //! eagerly in both phases and be left out of the graph, so it is refused with
-//! `ServerError::OtherStreamInCapture`, until multi-stream capture exists. A capture's
-//! own lifecycle calls on another stream (`prepare`, `begin`, `end`, and so `capture`)
-//! are work on it too, and refused the same way (rule 22).
+//! `ServerError::OtherStreamInCapture`, unless that stream is a branch the window
+//! forked (rule 28), whose work goes into the graph. A capture's own lifecycle calls on
+//! another stream (`prepare`, `begin`, `end`, and so `capture`) are work on it too, and
+//! refused the same way (rule 22).
 
 use std::cell::RefCell;
 
@@ -26,21 +27,23 @@ impl ClosureScope {
     }
 
     /// Refuses `op` on `stream` of device `device` when this thread runs a capture
-    /// closure of another stream of that device, however deeply nested: one stream per
-    /// window, until multi-stream capture exists. Every enclosing closure is asked, not
-    /// the innermost alone, so a capture of another stream nested in a closure (refused
-    /// at its `prepare`) cannot open a scope that lets its stream's work through. Other
+    /// closure of another stream of that device, however deeply nested, unless `stream`
+    /// is a branch of that closure's window (`branch_of` names the window's origin when
+    /// it is a branch of one). Every enclosing closure is asked, not the innermost
+    /// alone, so a capture of another stream nested in a closure (refused at its
+    /// `prepare`) cannot open a scope that lets its stream's work through. Other
     /// threads, and other devices, are unaffected.
     pub(crate) fn check(
         device: u64,
         stream: StreamId,
+        branch_of: Option<StreamId>,
         op: &'static str,
     ) -> Result<(), ServerError> {
         CLOSURES.with(|c| {
             let closures = c.borrow();
             match closures
                 .iter()
-                .find(|&&(d, window)| d == device && window != stream)
+                .find(|&&(d, window)| d == device && window != stream && branch_of != Some(window))
             {
                 Some(&(_, window)) => Err(ServerError::OtherStreamInCapture {
                     op,

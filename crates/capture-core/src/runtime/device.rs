@@ -11,9 +11,9 @@ use std::sync::{Arc, Mutex};
 
 use bytemuck::Pod;
 
+use super::branches::BranchTable;
 use super::buffer::Buffer;
 use super::cell::StreamCell;
-use super::closure::ClosureScope;
 use super::config::DeviceConfig;
 use super::graph_handle::GraphHandle;
 use super::inner::{GraphRegistry, Inner};
@@ -113,6 +113,8 @@ impl<B: Backend> Device<B> {
                 labels: Labels::default(),
                 released: Mutex::new(Vec::new()),
                 released_pending: std::sync::atomic::AtomicBool::new(false),
+                branches: Mutex::new(BranchTable::default()),
+                forked: std::sync::atomic::AtomicBool::new(false),
                 config,
                 limits,
             }),
@@ -218,7 +220,7 @@ impl<B: Backend> Device<B> {
     }
 
     fn assume_written_on(&self, stream: StreamId, buffer: &Buffer) -> Result<(), ServerError> {
-        ClosureScope::check(self.inner.serial, stream, "assume_written")?;
+        self.inner.closure_check(stream, "assume_written")?;
         self.inner.check_buffer(buffer)?;
         let range = buffer.range(0, None)?;
         if self.inner.pooled(stream) != buffer.pooled {
@@ -354,7 +356,7 @@ impl<B: Backend> Device<B> {
         offset: u64,
         bytes: &[u8],
     ) -> Result<(), ServerError> {
-        ClosureScope::check(self.inner.serial, stream, "write")?;
+        self.inner.closure_check(stream, "write")?;
         self.inner.check_buffer(buffer)?;
         let range = buffer.range(offset, Some(bytes.len() as u64))?;
         let caller = self.inner.pooled(stream);
@@ -848,7 +850,15 @@ impl<B: Backend> Inner<B> {
         } else {
             self.order_device(ps, &[], &[key])
         };
-        let staged = ordered.and_then(|()| self.stage(ps, stream, bytes, &destination));
+        let raced = if recording {
+            let uses = std::iter::once((key, Access::Write));
+            self.check_race(ps, stream, Cow::Borrowed("write"), uses)
+        } else {
+            Ok(())
+        };
+        let staged = ordered
+            .and(raced)
+            .and_then(|()| self.stage(ps, stream, bytes, &destination));
         let staging = match staged {
             Ok(s) => s,
             Err(error) => {
@@ -892,13 +902,26 @@ impl<B: Backend> Inner<B> {
         stream: StreamId,
         op: &'static str,
     ) -> Result<(), ServerError> {
-        let capture = ps.stream.capturing();
-        match capture.owner() {
-            Some(owner) if owner == stream && capture.is_recording() => {
+        let recording = ps.stream.capturing().is_recording();
+        match ps.stream.capturing().owner() {
+            Some(owner) if owner == stream && recording => {
                 let error = ServerError::graph_state_of(
                     op,
                     Subject::Stream(stream),
                     "it is recording: a host wait would break the capture",
+                );
+                self.refused(stream, op, &error);
+                Err(error)
+            }
+            // A branch records into its window: a host wait on it is one on the window
+            // (rule 28).
+            Some(owner) if recording && self.is_branch_of(ps, stream) => {
+                let error = ServerError::graph_state_of(
+                    op,
+                    Subject::Stream(stream),
+                    format!(
+                        "it is a branch of the window {owner} records: a host wait would break the capture"
+                    ),
                 );
                 self.refused(stream, op, &error);
                 Err(error)

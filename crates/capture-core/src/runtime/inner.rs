@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use super::branches::{BranchTable, Route};
 use super::buffer::Buffer;
 use super::cell::StreamCell;
 use super::config::DeviceConfig;
@@ -16,7 +17,8 @@ use super::membership::PoolEntry;
 use super::order::Tracks;
 use super::pooled::PooledStream;
 use super::registry::KernelRegistry;
-use crate::capture::DeviceCaptures;
+use crate::branch::{BranchReason, BranchRefused};
+use crate::capture::{DeviceCaptures, Lane};
 use crate::driver::{Backend, DeviceResource, DeviceStream};
 use crate::drop_queue::Fence;
 use crate::error::ServerError;
@@ -40,6 +42,9 @@ pub(crate) struct GraphRegistry {
     /// Graph pools, by id.
     pub(crate) pools: Vec<PoolEntry>,
 }
+
+/// The calls that open, close or replay a window: the origin's, never a branch's.
+const LIFECYCLE: [&str; 5] = ["prepare", "begin", "end", "abort", "replay"];
 
 pub(crate) struct Inner<B: Backend> {
     pub(crate) backend: Arc<B>,
@@ -70,6 +75,12 @@ pub(crate) struct Inner<B: Backend> {
     /// Whether `released` may hold a graph: what every call reads, so the common case
     /// takes no lock.
     pub(crate) released_pending: AtomicBool,
+    /// The streams forked into a window now, and the pooled streams lent to one (rule
+    /// 28). A leaf lock.
+    pub(crate) branches: Mutex<BranchTable>,
+    /// Whether `branches` may hold a route: what routing reads, so a device that never
+    /// forks takes no lock.
+    pub(crate) forked: AtomicBool,
 }
 
 impl<B: Backend> Drop for Inner<B> {
@@ -108,8 +119,67 @@ pub(crate) struct Stamped<F> {
 }
 
 impl<B: Backend> Inner<B> {
+    /// The pooled stream `stream`'s work goes to: its own, or, while it is a branch of
+    /// a window (rule 28), the window's.
     pub(crate) fn pooled(&self, stream: StreamId) -> usize {
+        if self.forked.load(Ordering::Acquire)
+            && let Some(route) = self.branch_table().route(stream)
+        {
+            return route.pooled;
+        }
+        self.home(stream)
+    }
+
+    /// The pooled stream `stream` folds onto, whatever window it is a branch of.
+    pub(crate) fn home(&self, stream: StreamId) -> usize {
         (stream.index() % self.cells.len() as u64) as usize
+    }
+
+    pub(crate) fn branch_table(&self) -> Ordered<'_, BranchTable> {
+        Ordered::lock(&self.branches, Level::Branches)
+    }
+
+    /// The route of `stream`, while it is a branch of a window.
+    pub(crate) fn route(&self, stream: StreamId) -> Option<Route> {
+        if !self.forked.load(Ordering::Acquire) {
+            return None;
+        }
+        self.branch_table().route(stream)
+    }
+
+    /// The origin of the window pooled stream `home` is lent to as a branch's.
+    pub(crate) fn lent(&self, home: usize) -> Option<StreamId> {
+        if !self.forked.load(Ordering::Acquire) {
+            return None;
+        }
+        self.branch_table().lent(home)
+    }
+
+    /// Rule 22 for `op` on `stream`: refused while this thread runs the capture closure
+    /// of another stream of the device, unless `stream` is a branch of its window.
+    pub(crate) fn closure_check(
+        &self,
+        stream: StreamId,
+        op: &'static str,
+    ) -> Result<(), ServerError> {
+        super::closure::ClosureScope::check(self.serial, stream, None, op).or_else(|error| {
+            let origin = self.route(stream).map(|r| r.origin);
+            match origin {
+                Some(_) => super::closure::ClosureScope::check(self.serial, stream, origin, op),
+                None => Err(error),
+            }
+        })
+    }
+
+    /// Releases the branches of `ps`'s window once it has none (ended, aborted,
+    /// refused): their streams go back to their own pooled streams.
+    pub(crate) fn release_branches(&self, ps: &mut PooledStream<B>) {
+        if !self.forked.load(Ordering::Acquire) || ps.stream.capturing().is_active() {
+            return;
+        }
+        let mut table = self.branch_table();
+        let left = table.release(ps.index);
+        self.forked.store(left, Ordering::Release);
     }
 
     /// Runs `f` on `stream`'s pooled stream, under its lock, on the caller's thread.
@@ -185,25 +255,70 @@ impl<B: Backend> Inner<B> {
         (ledgers, shared_graph_bytes(&all), pools)
     }
 
-    /// Refuses a neighbour of an active window on this pooled stream (rule 13).
+    /// Refuses a neighbour of an active window on this pooled stream (rule 13), and a
+    /// neighbour of a branch (rule 28); moves the recording to the lane of a branch's
+    /// work.
     pub(crate) fn neighbour(
         &self,
         ps: &mut PooledStream<B>,
         stream: StreamId,
         op: &'static str,
     ) -> Result<(), ServerError> {
-        match ps.stream.capturing().owner() {
-            Some(owner) if owner != stream => {
-                let error = ServerError::NeighbourRefused {
+        let owner = ps.stream.capturing().owner();
+        let error = match owner {
+            Some(owner) if owner == stream => {
+                ps.stream.capturing().lanes().enter(Lane::ORIGIN);
+                return Ok(());
+            }
+            None => match self.lent(ps.index) {
+                // A neighbour of a branch: its pooled stream is lent to a window.
+                Some(origin) => ServerError::NeighbourRefused {
+                    op,
+                    neighbour: stream,
+                    owner: origin,
+                },
+                None => return Ok(()),
+            },
+            Some(owner) => match self.route(stream) {
+                // A branch of this window (rule 28): its work goes to its lane; the
+                // window's lifecycle stays the origin's.
+                Some(route) if route.pooled == ps.index => {
+                    let lane = ps.stream.capturing().lanes_ref().lane_of(stream, owner);
+                    match lane {
+                        Some(_) if LIFECYCLE.contains(&op) => BranchRefused {
+                            op,
+                            branch: stream,
+                            parent: owner,
+                            reason: BranchReason::Lifecycle { origin: owner },
+                        }
+                        .into(),
+                        Some(lane) => {
+                            ps.stream.capturing().lanes().enter(lane);
+                            return Ok(());
+                        }
+                        None => BranchRefused {
+                            op,
+                            branch: stream,
+                            parent: owner,
+                            reason: BranchReason::Joined,
+                        }
+                        .into(),
+                    }
+                }
+                _ => ServerError::NeighbourRefused {
                     op,
                     neighbour: stream,
                     owner,
-                };
-                self.refused(stream, op, &error);
-                Err(error)
-            }
-            _ => Ok(()),
-        }
+                },
+            },
+        };
+        self.refused(stream, op, &error);
+        Err(error)
+    }
+
+    /// Whether `stream` is a branch of the window on pooled stream `ps` now.
+    pub(crate) fn is_branch_of(&self, ps: &PooledStream<B>, stream: StreamId) -> bool {
+        self.route(stream).is_some_and(|r| r.pooled == ps.index)
     }
 
     pub(crate) fn refused(&self, stream: StreamId, op: &'static str, error: &ServerError) {
@@ -619,7 +734,9 @@ impl<B: Backend> Inner<B> {
     ) -> Result<(), ServerError> {
         let id = buffer.id();
         let q = self.pooled(stream);
-        let own_window = self.captures.status().recording_owner(q) == Some(stream);
+        let owner = self.captures.status().recording_owner(q);
+        let own_window = owner.is_some()
+            && (owner == Some(stream) || self.route(stream).is_some_and(|r| r.pooled == q));
         if own_window {
             return Err(ServerError::graph_state_of(
                 op,

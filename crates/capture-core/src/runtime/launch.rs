@@ -6,7 +6,6 @@
 use std::borrow::Cow;
 
 use super::buffer::Arg;
-use super::closure::ClosureScope;
 use super::device::Device;
 use super::registry::KernelRegistry;
 use crate::builtin::{Builtin, Builtins};
@@ -213,7 +212,7 @@ impl<B: Backend> Device<B> {
         args: &[Arg],
         info: &[u64],
     ) -> Result<(), ServerError> {
-        ClosureScope::check(self.inner.serial, stream, "launch")?;
+        self.inner.closure_check(stream, "launch")?;
         if kernel.device != self.inner.serial {
             return Err(ServerError::invalid_of(
                 "kernel",
@@ -305,7 +304,7 @@ impl<B: Backend> Device<B> {
         args: &[Arg],
         work: &B::Work,
     ) -> Result<(), ServerError> {
-        ClosureScope::check(self.inner.serial, stream, "work")?;
+        self.inner.closure_check(stream, "work")?;
         let name = B::work_name(work);
         if let Some(i) = args.iter().position(|a| a.buffer().is_none()) {
             return Err(ServerError::invalid(

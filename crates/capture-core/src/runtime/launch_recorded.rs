@@ -10,11 +10,40 @@ use super::launch::Job;
 use super::launch_path::Remotes;
 use super::pooled::PooledStream;
 use super::scratch::LaunchScratch;
+use crate::branch::BranchRace;
 use crate::driver::{Backend, DeviceResource, DeviceStream};
 use crate::error::ServerError;
 use crate::ids::StreamId;
+use crate::memory::{Access, ClaimKey};
+use std::borrow::Cow;
 
 impl<B: Backend> Inner<B> {
+    /// Checks an operation about to be recorded on the current lane of `ps`'s window
+    /// against what its unjoined siblings recorded (rule 29), and notes its uses.
+    pub(crate) fn check_race(
+        &self,
+        ps: &mut PooledStream<B>,
+        stream: StreamId,
+        name: Cow<'static, str>,
+        uses: impl Iterator<Item = (ClaimKey, Access)> + Clone,
+    ) -> Result<(), ServerError> {
+        let capture = ps.stream.capturing();
+        let node = capture.ops();
+        let window = capture.owner().unwrap_or(stream);
+        match capture.lanes().check(uses, stream, name, node) {
+            Ok(()) => Ok(()),
+            Err((race, second)) => Err(BranchRace {
+                window,
+                first: race.first,
+                second,
+                memory: race.key.memory,
+                label: None,
+                range: race.key.range,
+            }
+            .into()),
+        }
+    }
+
     /// Records `job` over the arguments `s` resolved into `ps`'s open window.
     ///
     /// # Errors
@@ -79,6 +108,16 @@ impl<B: Backend> Inner<B> {
             Job::Work { .. } => None,
         };
         self.gather(ps, s, job, args, remote)?;
+        // Rule 29: nothing on an unjoined branch touches bytes a sibling writes, or
+        // writes bytes a sibling touches.
+        if let Err(error) = self.check_race(
+            ps,
+            stream,
+            name.clone(),
+            s.args.iter().map(|b| (b.key, b.access)),
+        ) {
+            return Err(self.doom(ps, stream, name, error));
+        }
         let slotted = args.iter().any(|a| a.1.is_some()) || job.grid_slotted();
         if let Err(error) = Self::run_job(ps, s, job, loaded.as_deref(), info.as_ref(), slotted) {
             return Err(self.doom(ps, stream, name, error));

@@ -19,6 +19,7 @@ use super::graph_pool::GraphPool;
 use super::inner::Inner;
 use super::pooled::PooledStream;
 use super::slot_data::SlotUpdate;
+use crate::branch::{BranchReason, BranchRefused};
 use crate::capture::{Refused, Window};
 use crate::driver::{Backend, DeviceStream};
 use crate::drop_queue::{Fence, Pending};
@@ -63,7 +64,7 @@ impl<B: Backend> Device<B> {
 
     fn prepare_with(&self, stream: StreamId, pool: Option<GraphPoolId>) -> Result<(), ServerError> {
         // Rule 22: a capture of another stream nested in a capture closure.
-        ClosureScope::check(self.inner.serial, stream, "prepare")?;
+        self.inner.closure_check(stream, "prepare")?;
         let inner = &self.inner;
         let _span = tracing::debug_span!(
             target: "capture", "prepare", %stream, pooled = inner.pooled(stream)
@@ -103,7 +104,7 @@ impl<B: Backend> Device<B> {
     /// begin, after which the stream is back to no capture, its pools disarmed, and
     /// prepare → begin can be retried.
     pub fn begin(&self, stream: StreamId) -> Result<(), ServerError> {
-        ClosureScope::check(self.inner.serial, stream, "begin")?;
+        self.inner.closure_check(stream, "begin")?;
         let _span = tracing::debug_span!(
             target: "capture", "begin", %stream, pooled = self.inner.pooled(stream)
         )
@@ -144,6 +145,19 @@ impl<B: Backend> Device<B> {
                     return Err(error);
                 }
             }
+            // Rule 28: warmup's branches are joined before the window opens, as every
+            // window's are before it ends.
+            if ps.stream.capturing().owner() == Some(stream)
+                && let Some(branch) = ps.stream.capturing().lanes_ref().first_open()
+            {
+                let error = ServerError::UnjoinedBranch {
+                    window: stream,
+                    branch,
+                };
+                inner.refused(stream, "begin", &error);
+                let _ = inner.abort_on(ps, stream);
+                return Err(error);
+            }
             let mut window = Window::<B>::on(&mut ps.stream, &mut ps.drops);
             let result = window.begin();
             let fence_error = window.take_fence_error();
@@ -160,6 +174,7 @@ impl<B: Backend> Device<B> {
                 Err(error) => {
                     let error = naming(stream, error);
                     inner.refused(stream, "begin", &error);
+                    inner.release_branches(ps);
                     Err(error)
                 }
             }
@@ -200,7 +215,7 @@ impl<B: Backend> Device<B> {
     /// later `end`). The ranges the recording would have written are claimed with the
     /// error, so a later read fails rather than see bytes nothing wrote.
     pub fn end(&self, stream: StreamId) -> Result<GraphHandle, ServerError> {
-        ClosureScope::check(self.inner.serial, stream, "end")?;
+        self.inner.closure_check(stream, "end")?;
         let _span = tracing::debug_span!(
             target: "capture", "seal", %stream, pooled = self.inner.pooled(stream)
         )
@@ -457,7 +472,7 @@ impl<B: Backend> Device<B> {
         graph: GraphId,
         times: u32,
     ) -> Result<(), ServerError> {
-        ClosureScope::check(self.inner.serial, stream, "replay")?;
+        self.inner.closure_check(stream, "replay")?;
         self.inner.reap();
         if times == 0 || times > MAX_REPLAYS_PER_CALL {
             return Err(ServerError::invalid(
@@ -618,6 +633,39 @@ impl<B: Backend> Inner<B> {
     }
 
     fn end_on(&self, ps: &mut PooledStream<B>, stream: StreamId) -> Result<GraphId, ServerError> {
+        // A branch's `end` is refused, not an abandonment: the window is its origin's.
+        if let Some(owner) = ps.stream.capturing().owner()
+            && owner != stream
+            && self.is_branch_of(ps, stream)
+        {
+            let error: ServerError = BranchRefused {
+                op: "end",
+                branch: stream,
+                parent: owner,
+                reason: BranchReason::Lifecycle { origin: owner },
+            }
+            .into();
+            self.refused(stream, "end", &error);
+            return Err(error);
+        }
+        // Rule 28: a window that ends with a branch unjoined is doomed, naming it; no
+        // graph comes out.
+        if ps.stream.capturing().is_recording()
+            && ps.stream.capturing().owner() == Some(stream)
+            && let Some(branch) = ps.stream.capturing().lanes_ref().first_open()
+        {
+            let cause = ServerError::UnjoinedBranch {
+                window: stream,
+                branch,
+            };
+            self.doom(ps, stream, Cow::Borrowed("end"), cause);
+        }
+        let outcome = self.seal_on(ps, stream);
+        self.release_branches(ps);
+        outcome
+    }
+
+    fn seal_on(&self, ps: &mut PooledStream<B>, stream: StreamId) -> Result<GraphId, ServerError> {
         let recording_owner = ps
             .stream
             .capturing()
@@ -763,6 +811,7 @@ impl<B: Backend> Inner<B> {
         }
         let _ = from;
         self.forget_freed(ps);
+        self.release_branches(ps);
         Ok(())
     }
 

@@ -2,12 +2,14 @@
 //! a pool of streams onto which logical streams fold, eager work inside taint scopes, the
 //! capture lifecycle, replays, graph drops, cleanup and memory reports.
 
+mod branches;
 mod buffer;
 mod capturing;
 mod cell;
 mod closure;
 mod config;
 mod device;
+mod fork;
 mod graph_handle;
 mod graph_pool;
 mod inner;
@@ -30,6 +32,7 @@ pub use buffer::{Arg, Buffer};
 pub use capturing::{CapturePhase, Capturing};
 pub use config::DeviceConfig;
 pub use device::Device;
+pub use fork::Branch;
 pub use graph_handle::GraphHandle;
 pub use graph_pool::GraphPool;
 pub use launch::KernelHandle;

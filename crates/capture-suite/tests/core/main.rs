@@ -8,6 +8,7 @@
 
 mod api;
 mod bad_input;
+mod branches;
 mod contexts;
 mod host_io;
 mod labels;

@@ -1,0 +1,111 @@
+//! `BranchTable`: which streams are branches of a window now (rule 28), so their work
+//! goes to the window's pooled stream, and which pooled streams are lent to a window,
+//! so their other streams are refused as neighbours (rule 13).
+//!
+//! A route lives from the fork until its window ends (aborted, sealed or refused), a
+//! joined branch included: the stream belongs to the window all that time. The table
+//! is a leaf lock, taken briefly; while it is empty (no window forked) nothing takes it.
+
+use crate::ids::StreamId;
+
+/// A stream forked into a window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Route {
+    /// The branch.
+    pub(crate) branch: StreamId,
+    /// The window's origin.
+    pub(crate) origin: StreamId,
+    /// The window's pooled stream, where the branch's work goes.
+    pub(crate) pooled: usize,
+    /// The branch's own pooled stream, lent to the window.
+    pub(crate) home: usize,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct BranchTable {
+    routes: Vec<Route>,
+}
+
+impl BranchTable {
+    /// The route of `stream`, when it is a branch of a window now.
+    pub(crate) fn route(&self, stream: StreamId) -> Option<Route> {
+        self.routes.iter().copied().find(|r| r.branch == stream)
+    }
+
+    /// The window pooled stream `home` is lent to, by its origin.
+    pub(crate) fn lent(&self, home: usize) -> Option<StreamId> {
+        self.routes
+            .iter()
+            .find(|r| r.home == home)
+            .map(|r| r.origin)
+    }
+
+    /// Adds `route`, unless its stream or its home is taken: then the origin of the
+    /// window that holds it.
+    pub(crate) fn add(&mut self, route: Route) -> Result<(), StreamId> {
+        if let Some(r) = self
+            .routes
+            .iter()
+            .find(|r| r.branch == route.branch || r.home == route.home)
+        {
+            return if *r == route { Ok(()) } else { Err(r.origin) };
+        }
+        self.routes.push(route);
+        Ok(())
+    }
+
+    /// Removes `route` (a fork that did not go through).
+    pub(crate) fn remove(&mut self, route: Route) {
+        self.routes.retain(|r| *r != route);
+    }
+
+    /// Releases every branch of the window on pooled stream `pooled`; whether any is
+    /// left on the device.
+    pub(crate) fn release(&mut self, pooled: usize) -> bool {
+        self.routes.retain(|r| r.pooled != pooled);
+        !self.routes.is_empty()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.routes.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_home_is_lent_to_one_window_and_released_with_it() {
+        let (o, a, b, n) = (
+            StreamId::new(0),
+            StreamId::new(1),
+            StreamId::new(2),
+            StreamId::new(5),
+        );
+        let mut t = BranchTable::default();
+        let ra = Route {
+            branch: a,
+            origin: o,
+            pooled: 0,
+            home: 1,
+        };
+        t.add(ra).unwrap();
+        t.add(ra).unwrap();
+        assert_eq!(t.route(a), Some(ra));
+        assert_eq!(t.lent(1), Some(o));
+        // Another stream of the same home, for another window: taken.
+        let rn = Route {
+            branch: n,
+            origin: b,
+            pooled: 2,
+            home: 1,
+        };
+        assert_eq!(t.add(rn), Err(o));
+        assert!(!t.release(0));
+        assert!(t.is_empty());
+        assert_eq!(t.route(a), None);
+        t.add(rn).unwrap();
+        assert!(t.release(0));
+    }
+}
