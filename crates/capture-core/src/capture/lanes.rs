@@ -27,6 +27,12 @@ impl Lane {
     /// The window's origin.
     pub const ORIGIN: Lane = Lane(0);
 
+    /// Lane `index` (0 the origin), below [`MAX_WINDOW_LANES`](crate::MAX_WINDOW_LANES):
+    /// what a backend's own tests hand to its lane bookkeeping.
+    pub fn nth(index: usize) -> Option<Lane> {
+        (index < MAX_WINDOW_LANES).then_some(Lane(index as u32))
+    }
+
     /// Its index, from 0 (the origin) in fork order; below
     /// [`MAX_WINDOW_LANES`](crate::MAX_WINDOW_LANES).
     pub fn index(self) -> usize {

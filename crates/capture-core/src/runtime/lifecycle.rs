@@ -148,6 +148,7 @@ impl<B: Backend> Device<B> {
             // Rule 28: warmup's branches are joined before the window opens, as every
             // window's are before it ends.
             if ps.stream.capturing().owner() == Some(stream)
+                && !ps.stream.capturing().is_recording()
                 && let Some(branch) = ps.stream.capturing().lanes_ref().first_open()
             {
                 let error = ServerError::UnjoinedBranch {
@@ -833,8 +834,8 @@ impl<B: Backend> Inner<B> {
                 self.refused(stream, "replay", &error);
                 return Err(error);
             }
-            Some(_) => self.neighbour(ps, stream, "replay")?,
-            None => {}
+            // A neighbour of a window, or of a branch of one (rule 28).
+            Some(_) | None => self.neighbour(ps, stream, "replay")?,
         }
         let Some(g) = ps.graphs.get(&graph) else {
             return Err(ServerError::UnknownGraph(graph));

@@ -39,6 +39,7 @@
 //! fault fired, a call was refused with a typed error), and predicts it everywhere else.
 
 mod drive;
+mod forks;
 mod kernels;
 mod program;
 mod reference;

@@ -226,6 +226,21 @@ pub enum Op {
         /// What the update sets.
         change: UpdateSpec,
     },
+    /// `Device::fork(parent, branch)` outside any capture closure (inside a window the
+    /// user opened by hand, or none): the next branch token (rule 28).
+    Fork {
+        /// The parent.
+        parent: u8,
+        /// The stream forked.
+        branch: u8,
+    },
+    /// `Device::join` of branch token `token` (counted as buffer names are, from the
+    /// first or back from the latest), forked here or in a closure: a token of a window
+    /// or phase gone is refused as stale.
+    Join {
+        /// The token.
+        token: u8,
+    },
     /// Builds a second device on the same backend value (one driver context, one
     /// capture domain) when there is none, with as many pooled streams as the first;
     /// drops it when there is one, whatever it or the first device is doing.
@@ -266,6 +281,24 @@ pub enum BodyOp {
         offset: u8,
         /// The values.
         values: Vec<i8>,
+    },
+    /// `Device::fork` of `stream` off the stream the closure's ops run on now (the
+    /// capturing stream, or a branch it switched to): the next branch token (rule 28).
+    Fork {
+        /// The stream forked.
+        stream: u8,
+    },
+    /// From here the closure's ops run on the stream of branch token `to` (counted
+    /// back from the latest token; past the tokens, the capturing stream itself).
+    Switch {
+        /// The token.
+        to: u8,
+    },
+    /// `Device::join` of branch token `token` (counted back from the latest): the ops
+    /// then run on its parent, if they ran on it.
+    Join {
+        /// The token.
+        token: u8,
     },
     /// A capture of another stream (or the same one) nested in this closure, its
     /// closure filling a buffer: refused (rule 22, or the lifecycle for the same stream),
@@ -612,6 +645,9 @@ fn body_op() -> impl Strategy<Value = BodyOp> {
         1 => (name(), 0u8..MAX_ELEMENTS as u8, values())
             .prop_map(|(buf, offset, values)| BodyOp::Write { buf, offset, values }),
         1 => stream().prop_map(|stream| BodyOp::Nested { stream }),
+        1 => stream().prop_map(|stream| BodyOp::Fork { stream }),
+        1 => (0u8..3).prop_map(|to| BodyOp::Switch { to }),
+        1 => (0u8..3).prop_map(|token| BodyOp::Join { token: back(token) }),
     ]
 }
 
@@ -663,6 +699,8 @@ pub fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(stream, elements, skip)| Op::ImportElsewhere { stream, bytes: elements * 4, skip }),
         1 => sized(),
         3 => update(),
+        1 => (stream(), stream()).prop_map(|(parent, branch)| Op::Fork { parent, branch }),
+        1 => (0u8..3).prop_map(|token| Op::Join { token: back(token) }),
     ]
 }
 
@@ -875,7 +913,10 @@ fn few_names(op: Op, n: u8) -> Op {
                     },
                     other @ (BodyOp::Alloc { .. }
                     | BodyOp::State { .. }
-                    | BodyOp::Nested { .. }) => other,
+                    | BodyOp::Nested { .. }
+                    | BodyOp::Fork { .. }
+                    | BodyOp::Switch { .. }
+                    | BodyOp::Join { .. }) => other,
                 })
                 .collect(),
         },
@@ -1380,6 +1421,92 @@ const fn back(back: u8) -> u8 {
     LATEST - back
 }
 
+/// A step forked over branches (rules 28 and 29): a capture whose closure forks one to
+/// three other streams (off the capturing stream or off a branch), launches on each and
+/// on the capturing stream over the same few buffers (so some launches race, most do
+/// not), and joins the branches in any order (or leaves one unjoined), some writes among
+/// them; then replays and reads of those buffers, a fork and join by hand, and work on
+/// the branches' streams and their neighbours after the window.
+fn forked_step() -> impl Strategy<Value = Vec<Op>> {
+    let arg = |buf: u8| ArgSpec { buf, range: None };
+    let launch = (
+        select(vec![
+            Builtin::AddScalar,
+            Builtin::Copy,
+            Builtin::MulScalar,
+            Builtin::Fill,
+        ]),
+        0u8..6,
+        0u8..6,
+        -4i8..4,
+    )
+        .prop_map(move |(builtin, x, y, scalar)| {
+            let args = if builtin == Builtin::Fill {
+                vec![arg(back(y))]
+            } else {
+                vec![arg(back(x)), arg(back(y))]
+            };
+            BodyOp::Launch(LaunchSpec {
+                builtin,
+                user: None,
+                args,
+                scalar,
+                form: Form::Kernel,
+                collide: false,
+                slot: None,
+            })
+        });
+    let body = prop_oneof![
+        6 => launch,
+        3 => stream().prop_map(|stream| BodyOp::Fork { stream }),
+        3 => (0u8..3).prop_map(|to| BodyOp::Switch { to }),
+        3 => (0u8..3).prop_map(|token| BodyOp::Join { token: back(token) }),
+        1 => (0u8..6, values()).prop_map(|(b, values)| BodyOp::Write { buf: back(b), offset: 0, values }),
+    ];
+    let after = prop_oneof![
+        3 => (1u8..=2).prop_map(|times| Op::Replay { stream: 0, graph: LATEST, times }),
+        3 => (0u8..6).prop_map(|b| Op::Read { stream: 0, buf: back(b), range: None }),
+        2 => (stream(), 0u8..6).prop_map(|(stream, b)| Op::Read { stream, buf: back(b), range: None }),
+        2 => (stream(), any_launch()).prop_map(|(stream, launch)| Op::Launch { stream, launch }),
+        1 => (stream(), stream()).prop_map(|(parent, branch)| Op::Fork { parent, branch }),
+        1 => (0u8..3).prop_map(|token| Op::Join { token: back(token) }),
+    ];
+    (
+        stream(),
+        prop::collection::vec((1u32..=MAX_ELEMENTS, values()), 3..=5),
+        prop::collection::vec(body, 3..=10),
+        any::<bool>(),
+        prop::collection::vec(after, 2..=8),
+    )
+        .prop_map(|(stream, buffers, mut body, join_all, after)| {
+            let mut ops = Vec::new();
+            for (elements, values) in buffers {
+                ops.push(Op::Alloc {
+                    stream,
+                    bytes: elements * 4,
+                });
+                ops.push(Op::Write {
+                    stream,
+                    buf: LATEST,
+                    offset: 0,
+                    values,
+                });
+            }
+            if join_all {
+                // Most steps join what they forked, in the order the branches end.
+                body.extend((0..3).map(|_| BodyOp::Join { token: LATEST }));
+            }
+            ops.push(Op::Capture {
+                stream,
+                body,
+                stop: false,
+                pool: None,
+            });
+            ops.extend(after);
+            ops
+        })
+}
+
 /// A batch-size ladder in one graph pool (rule 23): two to four members captured on one
 /// stream, each allocating an intermediate inside its closure (kept by the user, or the
 /// graph's alone) between two launches, or carrying state of its own from one replay to
@@ -1554,6 +1681,7 @@ pub fn program() -> impl Strategy<Value = Program> {
                 2 => input_dropped_in_window(),
                 3 => pool_ladder(),
                 3 => updated_graph(),
+                4 => forked_step(),
                 1 => info_reused_after_abort(),
                 1 => cleanup_around_a_window(),
                 1 => fault_reported_then_waited(),

@@ -12,6 +12,7 @@
 use capture_core::{Access, Builtin};
 use std::collections::BTreeSet;
 
+use super::forks::Forks;
 use super::program::UserKernel;
 
 /// What a read of one byte may return.
@@ -74,7 +75,7 @@ pub(crate) struct Span {
 }
 
 impl Span {
-    fn overlaps(&self, other: &Span) -> bool {
+    pub(crate) fn overlaps(&self, other: &Span) -> bool {
         self.buf == other.buf && self.start < other.end && other.start < self.end
     }
 
@@ -228,6 +229,8 @@ pub(crate) struct Window {
     pub(crate) may_doom: bool,
     /// The slots its recorded launches named (rule 26).
     pub(crate) slots: Vec<ModelSlot>,
+    /// Its branches (rules 28 and 29).
+    pub(crate) forks: Forks,
 }
 
 impl Window {
@@ -239,6 +242,7 @@ impl Window {
             must_doom: false,
             may_doom: false,
             slots: Vec::new(),
+            forks: Forks::new(owner),
         }
     }
 

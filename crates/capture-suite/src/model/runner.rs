@@ -5,6 +5,8 @@
 //! fault fired, a call was refused with a typed error) and predicts it where they do
 //! not. Every public call runs under `catch_unwind`: a panic is a violation.
 
+mod branching;
+
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -109,9 +111,12 @@ fn classify(
         | ServerError::InvalidArgument { .. }
         | ServerError::InvalidBinding { .. }
         | ServerError::SlotRefused(_)
+        | ServerError::BranchRefused(_)
         | ServerError::UnknownGraph(_) => (Kind::Refused, false),
         ServerError::GraphState { .. }
         | ServerError::AllocInWindow { .. }
+        | ServerError::BranchRace(_)
+        | ServerError::UnjoinedBranch { .. }
         | ServerError::OutOfMemory(_) => (Kind::LateRefused, false),
         ServerError::Driver { op, .. } => match fired.iter().find(|f| f.name() == *op) {
             Some(f) => {
@@ -282,6 +287,8 @@ pub(crate) struct Run<B: Builtins> {
     /// Each import that succeeded: its model buffer and the caller's memory. Declared
     /// last, so it outlives the device and every graph (its `# Safety` contract).
     imports: Vec<(usize, Box<dyn Imported>)>,
+    /// The branch tokens the program forked, by name (rule 28).
+    tokens: Vec<Option<branching::Token>>,
 }
 
 /// What the model knows of a capture closure while it runs.
@@ -298,6 +305,8 @@ struct Closure {
     states: Vec<Option<usize>>,
     /// How many `State`s this call named.
     named: usize,
+    /// The branch its ops run on now (`Switch`), if not the capturing stream.
+    on: Option<u8>,
 }
 
 impl<B: Builtins> Run<B> {
@@ -344,6 +353,7 @@ impl<B: Builtins> Run<B> {
             closure: None,
             externals: HashMap::new(),
             imports: Vec::new(),
+            tokens: Vec::new(),
         }
     }
 
@@ -493,8 +503,10 @@ impl<B: Builtins> Run<B> {
         self.fixed.unwrap_or(s % self.streams)
     }
 
+    /// The pooled stream `s`'s work goes to: its own, or the window's it is a branch
+    /// of (rule 28).
     fn pooled_of(&self, s: u8) -> usize {
-        s as usize % self.pooled
+        self.route_of(s).unwrap_or(s as usize % self.pooled)
     }
 
     /// Whether a window may be open anywhere (on this device, or recording on another of
@@ -506,13 +518,19 @@ impl<B: Builtins> Run<B> {
     /// The window `s` records on its own pooled stream, if it does.
     fn recording_by(&self, pooled: usize, s: u8) -> bool {
         matches!(&self.model.windows[pooled], Some(w) if w.recording && w.owner == s)
+            || (self.branch_open(pooled, s)
+                && self.model.windows[pooled]
+                    .as_ref()
+                    .is_some_and(|w| w.recording))
     }
 
     /// The owner of an active window on `pooled` other than `s` (a neighbour refusal).
     fn neighbour_of(&self, pooled: usize, s: u8) -> Option<u8> {
         match &self.model.windows[pooled] {
-            Some(w) if w.owner != s => Some(w.owner),
-            _ => None,
+            Some(w) if w.owner != s && !self.branch_open(pooled, s) => Some(w.owner),
+            Some(_) => None,
+            // A neighbour of a branch: its pooled stream is lent to a window.
+            None => self.lent_to(pooled),
         }
     }
 
@@ -666,6 +684,8 @@ impl<B: Builtins> Run<B> {
                 slot,
                 change,
             } => self.update(*graph, *slot, change),
+            Op::Fork { parent, branch } => self.fork(*parent, *branch),
+            Op::Join { token } => self.join(*token, None),
         }
         if let (true, Some(p)) = (imported, enqueues) {
             self.faulty[p] = true;
@@ -1068,6 +1088,9 @@ impl<B: Builtins> Run<B> {
         else {
             return Ok(());
         };
+        if recorded && !must_refuse {
+            self.check_race(p_b, s, &[(span, true)], &result);
+        }
         match &result {
             Ok(()) => {
                 if must_refuse {
@@ -1076,6 +1099,7 @@ impl<B: Builtins> Run<B> {
                 if recorded {
                     if let Some(w) = self.window_mut(p_b) {
                         w.recs.push(Rec::Write { dst: span, bytes });
+                        w.forks.recorded(s, vec![(span, true)]);
                     }
                 } else {
                     self.model.set(span, &bytes);
@@ -1492,6 +1516,12 @@ impl<B: Builtins> Run<B> {
         }
         let error = result.as_ref().err().map(|e| (self.classify(e, &fired), e));
         if recorded {
+            let uses: Vec<(Span, bool)> = inputs
+                .iter()
+                .map(|&i| (i, false))
+                .chain(outputs.iter().map(|&o| (o, true)))
+                .collect();
+            self.check_race(p, s, &uses, &result);
             match error {
                 None => {
                     let written = self.model.windows[p]
@@ -1509,6 +1539,7 @@ impl<B: Builtins> Run<B> {
                     if let Some(w) = self.window_mut(p) {
                         add_slots(&mut w.slots, w.recs.len(), issued.slots);
                         w.recs.push(Rec::Launch(issued.model));
+                        w.forks.recorded(s, uses);
                     }
                 }
                 Some(((Kind::Refused, _), _)) => {}
@@ -1659,7 +1690,7 @@ impl<B: Builtins> Run<B> {
     fn prepare(&mut self, stream: u8) {
         let s = self.stream(stream);
         let p = self.pooled_of(s);
-        let open = self.model.windows[p].is_some();
+        let open = self.model.windows[p].is_some() || self.lent_to(p).is_some();
         let dev = Arc::clone(&self.dev);
         let Some((result, fired)) = self.guarded(|| dev.prepare(StreamId::new(s.into()))) else {
             return;
@@ -1688,6 +1719,10 @@ impl<B: Builtins> Run<B> {
         let s = self.stream(stream);
         let p = self.pooled_of(s);
         let prepared = matches!(&self.model.windows[p], Some(w) if w.owner == s && !w.recording);
+        let unjoined = self.model.windows[p]
+            .as_ref()
+            .and_then(|w| w.forks.unjoined())
+            .filter(|_| prepared);
         let dev = Arc::clone(&self.dev);
         let Some((result, fired)) = self.guarded(|| dev.begin(StreamId::new(s.into()))) else {
             return;
@@ -1697,13 +1732,27 @@ impl<B: Builtins> Run<B> {
                 if !prepared {
                     self.fail("begin accepted without a prepared window of this stream");
                 }
+                if let Some(b) = unjoined {
+                    self.fail(format!("begin accepted though stream#{b} is unjoined"));
+                }
                 if let Some(w) = self.window_mut(p) {
                     w.recording = true;
+                    w.forks.next_phase();
                 }
             }
             Err(e) => {
                 let kind = self.classify(&e, &fired).0;
-                if prepared {
+                if let Some(b) = unjoined {
+                    // Rule 28: refused naming the branch; the prepared window is gone.
+                    let named = matches!(&e, ServerError::UnjoinedBranch { branch, .. } if u64::from(b) == branch.index());
+                    if !named && !matches!(kind, Kind::OwnFault | Kind::WaitFault) {
+                        self.fail(format!(
+                            "begin with stream#{b} unjoined failed: {}",
+                            Chain(&e)
+                        ));
+                    }
+                    self.model.windows[p] = None;
+                } else if prepared {
                     if matches!(kind, Kind::OwnFault | Kind::WaitFault) {
                         // Rule 17: a driver refusal at begin unwinds to no capture, so
                         // prepare → begin can be retried.
@@ -1734,6 +1783,15 @@ impl<B: Builtins> Run<B> {
     fn end(&mut self, stream: u8) {
         let s = self.stream(stream);
         let p = self.pooled_of(s);
+        if let Some(w) = self.window_mut(p)
+            && w.recording
+            && w.owner == s
+            && w.forks.unjoined().is_some()
+        {
+            // Rule 28: ended with a branch unjoined, the window is doomed.
+            w.must_doom = true;
+            w.may_doom = true;
+        }
         let window = self.model.windows[p].clone();
         let dev = Arc::clone(&self.dev);
         let Some((result, fired)) = self.guarded(|| dev.end(StreamId::new(s.into()))) else {
@@ -1742,6 +1800,17 @@ impl<B: Builtins> Run<B> {
         };
         let mut graph = None;
         match (&window, result) {
+            (Some(w), result) if w.owner != s && w.forks.routed(s) => {
+                // A branch's end is refused: the window is its origin's.
+                match result {
+                    Ok(id) => self.fail(format!("a branch's end sealed {id}")),
+                    Err(e) => {
+                        if self.classify(&e, &fired).0 != Kind::Refused {
+                            self.fail(format!("a branch's end failed: {}", Chain(&e)));
+                        }
+                    }
+                }
+            }
             (Some(w), Ok(id)) if w.recording && w.owner == s => {
                 if w.must_doom {
                     self.fail(format!(
@@ -1812,7 +1881,8 @@ impl<B: Builtins> Run<B> {
     fn abort(&mut self, stream: u8) {
         let s = self.stream(stream);
         let p = self.pooled_of(s);
-        let neighbour = self.neighbour_of(p, s).is_some();
+        // A neighbour of the window, or a branch of it (its lifecycle is the origin's).
+        let neighbour = matches!(&self.model.windows[p], Some(w) if w.owner != s);
         let dev = Arc::clone(&self.dev);
         let Some((result, fired)) = self.guarded(|| dev.abort(StreamId::new(s.into()))) else {
             return;
@@ -1841,16 +1911,35 @@ impl<B: Builtins> Run<B> {
             match op {
                 BodyOp::Launch(spec) => spec.args.iter().map(|a| a.buf).collect(),
                 BodyOp::Write { buf, .. } => vec![*buf],
-                BodyOp::Alloc { .. } | BodyOp::State { .. } | BodyOp::Nested { .. } => Vec::new(),
+                BodyOp::Alloc { .. }
+                | BodyOp::State { .. }
+                | BodyOp::Nested { .. }
+                | BodyOp::Fork { .. }
+                | BodyOp::Switch { .. }
+                | BodyOp::Join { .. } => Vec::new(),
             }
         };
         let used: Vec<usize> = names(op).into_iter().filter_map(|n| self.live(n)).collect();
         if let Some(c) = &mut self.closure {
             c.own.extend(used);
         }
+        // The capturing stream, or the branch the closure switched to (rule 28).
+        let (origin, s) = (s, self.on_stream(s));
         match op {
             BodyOp::Nested { stream } => {
-                self.nested(s, *stream);
+                self.nested(origin, *stream);
+                Ok(())
+            }
+            BodyOp::Fork { stream } => {
+                self.fork(s, *stream);
+                Ok(())
+            }
+            BodyOp::Switch { to } => {
+                self.switch(origin, *to);
+                Ok(())
+            }
+            BodyOp::Join { token } => {
+                self.join(*token, Some(origin));
                 Ok(())
             }
             BodyOp::Launch(spec) => self.launch(s, spec),
@@ -1938,6 +2027,11 @@ impl<B: Builtins> Run<B> {
                         "a nested capture refused naming {window} and {other}, not {outer} and {inner}"
                     ));
                 }
+            }
+            Err(ServerError::BranchRefused(r))
+                if r.branch == inner && self.route_of(n) == Some(self.pooled_of(s)) =>
+            {
+                // A branch of the window: its lifecycle is the origin's (rule 28).
             }
             Err(e) if n == s => {
                 // The same stream: already prepared or recording (rule 1).
@@ -2058,7 +2152,8 @@ impl<B: Builtins> Run<B> {
     fn capture(&mut self, stream: u8, body: &[BodyOp], stop: bool, pool: Option<u8>) {
         let s = self.stream(stream);
         let p = self.pooled_of(s);
-        let open = self.model.windows[p].is_some();
+        let open = self.model.windows[p].is_some() || self.lent_to(p).is_some();
+        let mut unjoined_warmup = None;
         let in_pool = match pool {
             Some(n) => match self.pool(n, p) {
                 Some(found) => Some(found),
@@ -2088,13 +2183,23 @@ impl<B: Builtins> Run<B> {
                     }
                     _ => {
                         if let Some(w) = self.window_mut(p) {
+                            // Rule 28: `begin` opened the window, so warmup joined
+                            // every branch it forked; the recording forks its own.
+                            unjoined_warmup = w.forks.unjoined();
                             w.recording = true;
+                            w.forks.next_phase();
+                        }
+                        if let Some(b) = unjoined_warmup {
+                            self.fail(format!(
+                                "begin opened a window whose warmup left stream#{b} unjoined"
+                            ));
                         }
                         let base = self.slots.len();
                         if let Some(c) = &mut self.closure {
                             c.record = true;
                             c.base = base;
                             c.named = 0;
+                            c.on = None;
                         }
                     }
                 }
@@ -2112,6 +2217,14 @@ impl<B: Builtins> Run<B> {
                         self.closure_call_ends();
                         return Err(e);
                     }
+                }
+                if calls > 1
+                    && let Some(w) = self.window_mut(p)
+                    && w.forks.unjoined().is_some()
+                {
+                    // Rule 28: the window ends with a branch unjoined, so it is doomed.
+                    w.must_doom = true;
+                    w.may_doom = true;
                 }
                 self.closure_call_ends();
                 Ok(())
@@ -2173,7 +2286,21 @@ impl<B: Builtins> Run<B> {
                 self.model.windows[p] = None;
             }
             (1, Err(e)) => {
-                if body_error.is_none() {
+                let unjoined = self.model.windows[p]
+                    .as_ref()
+                    .and_then(|w| w.forks.unjoined());
+                if let Some(b) = unjoined {
+                    // Rule 28: warmup left a branch unjoined, so `begin` refuses.
+                    let named = matches!(e.root_cause(), ServerError::UnjoinedBranch { branch, .. } if u64::from(b) == branch.index());
+                    let kind = self.classify(&e, &fired).0;
+                    let fault = matches!(kind, Kind::OwnFault | Kind::WaitFault);
+                    if !named && body_error.is_none() && !fault {
+                        self.fail(format!(
+                            "warmup left stream#{b} unjoined, begin did not say so: {}",
+                            Chain(&e)
+                        ));
+                    }
+                } else if body_error.is_none() {
                     let kind = self.classify(&e, &fired).0;
                     if !matches!(kind, Kind::OwnFault | Kind::WaitFault) {
                         self.fail(format!("capture's begin refused: {}", Chain(&e)));
@@ -2246,7 +2373,8 @@ impl<B: Builtins> Run<B> {
         let p = graph.pooled;
         // A graph replays only on its own stream; never inside a window (rule 16) or
         // from a neighbour of one (rule 13).
-        let must_refuse = graph.owner != s || self.model.windows[p].is_some();
+        let must_refuse =
+            graph.owner != s || self.model.windows[p].is_some() || self.lent_to(p).is_some();
         let dev = Arc::clone(&self.dev);
         let Some((result, fired)) =
             self.guarded(|| dev.replay(StreamId::new(s.into()), handle, times))

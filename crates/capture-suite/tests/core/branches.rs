@@ -180,6 +180,7 @@ fn rule_28_a_branch_belongs_to_the_window_until_it_ends() {
     let k = kernels(&dev);
     let x = filled(&dev, S0, &[1; 16]);
     let a = dev.alloc(S0, 64).unwrap();
+    let elsewhere = dev.alloc(S3, 64).unwrap();
     open(&dev, &k);
     let side = dev.fork(S0, S1).unwrap();
     // S5 shares the branch's pooled stream: a neighbour, refused naming the window.
@@ -213,6 +214,14 @@ fn rule_28_a_branch_belongs_to_the_window_until_it_ends() {
         ServerError::GraphState { .. }
     ));
     assert!(read(&dev, S1, &a).is_err());
+    // A buffer of another pooled stream cannot be written from inside the window.
+    let err = dev
+        .write_values(S1, &elsewhere, 0, &[1u32; 16])
+        .unwrap_err();
+    assert!(is_graph_state(&err), "{err}");
+    // A second `begin` is out of order (rule 1) and changes nothing, branch or not.
+    assert!(is_graph_state(&dev.begin(S0).unwrap_err()));
+    assert_eq!(dev.captures().recording(), vec![S0]);
     // None of that doomed the window, and it is not yet joined.
     add_one(&dev, &k, S1, &x, &a).unwrap();
     dev.join(side).unwrap();
