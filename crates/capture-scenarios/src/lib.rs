@@ -21,6 +21,7 @@
 #![forbid(unsafe_code)]
 
 mod basic;
+mod branches;
 mod faults;
 mod harness;
 mod lifecycle;
@@ -189,6 +190,15 @@ scenarios! {
     memory::drop_under_replay =>
         "a graph dropped right after its replay was enqueued waits behind the replay's \
          fence; memory allocated afterwards aliases nothing it used",
+    branches::forked_experts =>
+        "two experts of a step forked onto two streams and joined: one graph whose replays \
+         match the eager bytes and a one-stream graph's, bit for bit",
+    branches::branch_race_refused =>
+        "the window's stream reads what its unjoined branch writes: refused when recorded, \
+         naming both; joined first, the same read is ordered",
+    branches::unjoined_branch_dooms =>
+        "a branch the recording never joins dooms the window, naming it; what it wrote is \
+         claimed, and its stream is free after",
 }
 
 impl Scenario {

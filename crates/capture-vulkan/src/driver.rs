@@ -7,9 +7,10 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use ash::vk;
+use capture_core::backend::Lane as GraphLane;
 use capture_core::backend::{
-    Backend, Builtins, Dims, GraphDriver, KernelSignature, LaunchBuffer, LaunchLimits, LaunchParam,
-    Param, StreamSetup,
+    Backend, Builtins, DeviceStream, Dims, GraphDriver, KernelSignature, LaunchBuffer,
+    LaunchLimits, LaunchParam, Param, StreamSetup,
 };
 use capture_core::{Builtin, GraphUpdates, MemoryKind, ProgrammaticLaunch, ServerError};
 
@@ -368,6 +369,14 @@ fn write_staged(
     )
 }
 
+/// Tells the stream's window which lane the operation being recorded is on (rule 28).
+fn enter_lane(stream: &mut VulkanStream) {
+    if stream.capturing().is_recording() {
+        let lane = stream.capturing().lane();
+        stream.lane.enter_lane(lane);
+    }
+}
+
 impl GraphDriver for VulkanBackend {
     type Stream = VulkanStream;
     type Executable = VulkanExecutable;
@@ -472,6 +481,7 @@ impl Backend for VulkanBackend {
         info: Option<&VulkanSlice>,
     ) -> Result<(), ServerError> {
         let args = slice_args(params, info)?;
+        enter_lane(stream);
         stream.lane.dispatch(
             &kernel.objects,
             args.as_slice(),
@@ -489,6 +499,7 @@ impl Backend for VulkanBackend {
         info: Option<&VulkanSlice>,
     ) -> Result<(), ServerError> {
         let args = slice_args(params, info)?;
+        enter_lane(stream);
         stream.lane.dispatch_updatable(
             &kernel.objects,
             args.as_slice(),
@@ -547,6 +558,7 @@ impl Backend for VulkanBackend {
                 access: b.access,
             };
         }
+        enter_lane(stream);
         stream
             .lane
             .work(work, &ranges[..buffers.len().min(raw::MAX_BINDINGS)])
@@ -558,6 +570,7 @@ impl Backend for VulkanBackend {
         destination: &VulkanSlice,
         bytes: &[u8],
     ) -> Result<(), ServerError> {
+        enter_lane(stream);
         write_staged(&stream.lane, staging, destination, bytes)
     }
 
@@ -592,6 +605,26 @@ impl Backend for VulkanBackend {
             });
         staged.done(&gpu);
         result
+    }
+
+    /// The window's secondary orders its lanes itself: barriers only where a lane
+    /// follows what was recorded since the last one.
+    fn fork_lane(
+        stream: &mut VulkanStream,
+        from: GraphLane,
+        to: GraphLane,
+    ) -> Result<(), ServerError> {
+        stream.lane.fork_lane(from, to);
+        Ok(())
+    }
+
+    fn join_lane(
+        stream: &mut VulkanStream,
+        from: GraphLane,
+        into: GraphLane,
+    ) -> Result<(), ServerError> {
+        stream.lane.join_lane(from, into);
+        Ok(())
     }
 
     fn wait_for(stream: &mut VulkanStream, fence: &VulkanFence) -> Result<(), ServerError> {
@@ -653,6 +686,60 @@ mod canary {
             "the layer did not report the canary:\n{}",
             messages.join("\n")
         );
+    }
+}
+
+#[cfg(test)]
+mod lane_barriers {
+    use super::*;
+
+    /// A window that forked puts a barrier where a lane follows what was recorded since
+    /// the last one, and only there (rule 28): two branches' copies share an interval, a
+    /// lane's second copy and the copy after the join get one each. The replay gives
+    /// the bytes the chain of copies carries.
+    #[test]
+    fn a_forked_window_barriers_only_where_a_lane_follows() {
+        let Some((backend, _)) = super::test_backend("lane barriers") else {
+            return;
+        };
+        let gpu = &backend.gpu;
+        let lane = Lane::new(Arc::clone(gpu), backend.lanes).expect("lane");
+        let page = || raw::create_page(gpu, 256, &backend.choice.upload).expect("page");
+        let [a, b, c, d, e, f] = [page(), page(), page(), page(), page(), page()];
+        let at = |p: &raw::Page| p.mapped.expect("host-visible");
+        raw::write_mapped(at(&a), &[5u8; 256]);
+        raw::write_mapped(at(&c), &[9u8; 256]);
+        let lanes = [0, 1].map(|i| GraphLane::nth(i).expect("a lane"));
+        lane.begin().expect("window");
+        lane.fork_lane(lanes[0], lanes[1]);
+        lane.enter_lane(lanes[1]);
+        lane.copy((a.buffer, 0), (b.buffer, 0), 256).expect("copy");
+        lane.enter_lane(lanes[0]);
+        lane.copy((c.buffer, 0), (d.buffer, 0), 256).expect("copy");
+        assert_eq!(lane.lane_barriers(), Some(0), "siblings share an interval");
+        lane.enter_lane(lanes[1]);
+        lane.copy((b.buffer, 0), (e.buffer, 0), 256).expect("copy");
+        assert_eq!(lane.lane_barriers(), Some(1), "a lane follows its own copy");
+        lane.join_lane(lanes[1], lanes[0]);
+        lane.enter_lane(lanes[0]);
+        lane.copy((e.buffer, 0), (f.buffer, 0), 256).expect("copy");
+        assert_eq!(
+            lane.lane_barriers(),
+            Some(2),
+            "the join orders what follows"
+        );
+        let window = lane.end().expect("end").expect("a window");
+        lane.replay(window.secondaries(), 1).expect("replay");
+        lane.finish().expect("ran");
+        let mut out = [0u8; 256];
+        raw::read_mapped(at(&f), &mut out);
+        assert_eq!(out, [5u8; 256], "the branch's chain reached the join");
+        raw::read_mapped(at(&d), &mut out);
+        assert_eq!(out, [9u8; 256]);
+        lane.free(window);
+        drop(lane);
+        let messages = backend.take_validation_messages();
+        assert!(messages.is_empty(), "{}", messages.join("\n"));
     }
 }
 

@@ -23,7 +23,9 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use ash::vk;
 use capture_core::ServerError;
+use capture_core::backend::Lane as GraphLane;
 
+use crate::lane_order::LaneOrder;
 use crate::raw::{self, Gpu, KernelObjects};
 use crate::sets::SetPools;
 use crate::work::{Kept, VulkanRange, VulkanWork};
@@ -67,6 +69,8 @@ pub(crate) struct Window {
     /// Secondaries an update replaced, each with the timeline value of the last
     /// submission that may execute it.
     retired: Vec<(u64, vk::CommandBuffer)>,
+    /// Where barriers go once the window forked branches (rule 28).
+    order: LaneOrder,
 }
 
 impl Window {
@@ -243,6 +247,52 @@ impl Lane {
         }
     }
 
+    /// Before an operation recorded into `cmd`: inside a window that forked, the
+    /// barrier its lane's order asks for (rule 28), and the operation counted on its
+    /// lane. Whether the operation needs its own barrier after it (eager work, and a
+    /// window before its first fork).
+    fn barrier_before(&self, b: &mut Batch, cmd: vk::CommandBuffer) -> bool {
+        let Some(w) = &mut b.window else {
+            return true;
+        };
+        if w.order.trailing() {
+            return true;
+        }
+        if w.order.needs_barrier() {
+            raw::barrier(&self.gpu, cmd);
+            w.order.barrier();
+        }
+        w.order.recorded();
+        false
+    }
+
+    /// The next operation the window records is on `lane` (rule 28).
+    pub(crate) fn enter_lane(&self, lane: GraphLane) {
+        if let Some(w) = &mut self.batch().window {
+            w.order.enter(lane);
+        }
+    }
+
+    /// Barriers the open window recorded since its first fork.
+    #[cfg(test)]
+    pub(crate) fn lane_barriers(&self) -> Option<u32> {
+        self.batch().window.as_ref().map(|w| w.order.taken())
+    }
+
+    /// The window opens lane `to` off `from`.
+    pub(crate) fn fork_lane(&self, from: GraphLane, to: GraphLane) {
+        if let Some(w) = &mut self.batch().window {
+            w.order.fork(from, to);
+        }
+    }
+
+    /// The window joins lane `from` into `into`.
+    pub(crate) fn join_lane(&self, from: GraphLane, into: GraphLane) {
+        if let Some(w) = &mut self.batch().window {
+            w.order.join(from, into);
+        }
+    }
+
     /// Counts an eager command recorded in the open batch, submitting the batch when it
     /// holds [`LaneConfig::submit_every`] of them.
     fn recorded(&self, b: &mut Batch) {
@@ -265,8 +315,11 @@ impl Lane {
     ) -> Result<(), ServerError> {
         let mut b = self.batch();
         let cmd = self.target(&mut b)?;
+        let trailing = self.barrier_before(&mut b, cmd);
         raw::copy(&self.gpu, cmd, from, to, len);
-        raw::barrier(&self.gpu, cmd);
+        if trailing {
+            raw::barrier(&self.gpu, cmd);
+        }
         self.recorded(&mut b);
         Ok(())
     }
@@ -285,8 +338,11 @@ impl Lane {
         let bound = Self::bound(&mut b);
         let bind = *bound != Some(kernel.pipeline);
         *bound = Some(kernel.pipeline);
+        let trailing = self.barrier_before(&mut b, cmd);
         raw::dispatch(&self.gpu, cmd, kernel, bind, set, push, grid);
-        raw::barrier(&self.gpu, cmd);
+        if trailing {
+            raw::barrier(&self.gpu, cmd);
+        }
         if let Some(w) = &mut b.window {
             w.nodes += 1;
         }
@@ -319,6 +375,12 @@ impl Lane {
             }
         };
         let w = b.window.as_mut().expect("checked above");
+        // A launch recorded alone is ordered after everything before it, and what
+        // follows after it (its own barrier): a full step between the lanes.
+        if w.order.pending() {
+            raw::barrier(&self.gpu, w.secondary);
+        }
+        w.order.barrier();
         if let Err(e) = raw::end(&self.gpu, w.secondary) {
             // The window is doomed by the failure; what it holds is freed with it.
             w.push(alone, None);
@@ -417,6 +479,11 @@ impl Lane {
         let mut b = self.batch();
         let cmd = self.target(&mut b)?;
         raw::barrier(&self.gpu, cmd);
+        if let Some(w) = &mut b.window {
+            // The work is ordered after everything before it and before what follows,
+            // whatever lane it is on.
+            w.order.barrier();
+        }
         let mut kept = Vec::new();
         let ran = work.call(&self.gpu.device, cmd, ranges, &mut kept);
         // What it handed over lives as long as the command buffer it recorded into may
@@ -611,6 +678,7 @@ impl Lane {
             kept: Vec::new(),
             nodes: 0,
             retired: Vec::new(),
+            order: LaneOrder::default(),
         });
         Ok(())
     }
@@ -624,6 +692,10 @@ impl Lane {
             return Ok(None);
         };
         let mut window = window;
+        if window.order.pending() {
+            raw::barrier(&self.gpu, window.secondary);
+            window.order.barrier();
+        }
         if let Err(e) = raw::end(&self.gpu, window.secondary) {
             self.free_locked(&b, window);
             return Err(e);

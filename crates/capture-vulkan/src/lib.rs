@@ -44,6 +44,7 @@ mod fault;
 mod import;
 mod kernels;
 mod lane;
+mod lane_order;
 mod memory;
 mod options;
 mod raw;
