@@ -8,7 +8,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::reference::Span;
+use super::span::Span;
 
 /// Phases, numbered program-wide (across threads too): a token of one is stale in any
 /// other.

@@ -44,6 +44,7 @@ mod kernels;
 mod program;
 mod reference;
 mod runner;
+mod span;
 mod threads;
 
 pub use drive::{cases_from_env, drive};

@@ -14,6 +14,7 @@ use std::collections::BTreeSet;
 
 use super::forks::Forks;
 use super::program::UserKernel;
+use super::span::Span;
 
 /// What a read of one byte may return.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,24 +64,6 @@ impl Byte {
             Byte::Val(v) | Byte::Either(v) => Byte::Either(v),
             Byte::Unwritten | Byte::Any => Byte::Any,
         }
-    }
-}
-
-/// A byte range of one model buffer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Span {
-    pub(crate) buf: usize,
-    pub(crate) start: usize,
-    pub(crate) end: usize,
-}
-
-impl Span {
-    pub(crate) fn overlaps(&self, other: &Span) -> bool {
-        self.buf == other.buf && self.start < other.end && other.start < self.end
-    }
-
-    fn contains(&self, buf: usize, at: usize) -> bool {
-        self.buf == buf && self.start <= at && at < self.end
     }
 }
 

@@ -6,6 +6,7 @@
 //! not. Every public call runs under `catch_unwind`: a panic is a violation.
 
 mod branching;
+mod token;
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
@@ -27,9 +28,10 @@ use super::program::{
     UserKernel,
 };
 use super::reference::{
-    Byte, Model, ModelGraph, Rec, ResolvedLaunch, SlotKind, SlotUse, SlotVal, Span, Window,
-    add_slots, slot_conflicts,
+    Byte, Model, ModelGraph, Rec, ResolvedLaunch, SlotKind, SlotUse, SlotVal, Window, add_slots,
+    slot_conflicts,
 };
+use super::span::Span;
 
 /// A broken promise: which op of the program, and what the device did that the rules
 /// do not allow.
@@ -288,7 +290,7 @@ pub(crate) struct Run<B: Builtins> {
     /// last, so it outlives the device and every graph (its `# Safety` contract).
     imports: Vec<(usize, Box<dyn Imported>)>,
     /// The branch tokens the program forked, by name (rule 28).
-    tokens: Vec<Option<branching::Token>>,
+    tokens: Vec<Option<token::Token>>,
 }
 
 /// What the model knows of a capture closure while it runs.

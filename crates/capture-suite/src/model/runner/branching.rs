@@ -6,24 +6,13 @@
 
 use std::sync::Arc;
 
-use capture_core::{Branch, BranchReason, Builtins, Chain, ServerError, StreamId};
+use capture_core::{BranchReason, Builtins, Chain, ServerError, StreamId};
 use capture_mock::FaultOp;
 
 use super::super::forks::Refusal;
-use super::super::reference::Span;
+use super::super::span::Span;
+use super::token::Token;
 use super::{Kind, Run, relative};
-
-/// A branch token the program holds.
-pub(super) struct Token {
-    /// The device's token, until it is joined.
-    branch: Option<Branch>,
-    /// The stream forked.
-    pub(super) stream: u8,
-    /// Its parent.
-    parent: u8,
-    /// The window it is a branch of: its pooled stream, phase and lane.
-    window: Option<(usize, u64, usize)>,
-}
 
 /// What the model predicts of a fork.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
