@@ -104,6 +104,9 @@ pub(crate) struct BenchOptions {
     /// Whether the update row runs (a slot rebound per token against a re-capture per
     /// token, `update_row`).
     pub(crate) update: bool,
+    /// Whether the fork row runs (a step forked over two streams against the same work
+    /// on one, `fork_row`).
+    pub(crate) fork: bool,
 }
 
 /// Tokens per mode of the decode row.
@@ -748,6 +751,7 @@ mod tests {
             passes: Some(2),
             decode: false,
             update: false,
+            fork: false,
         }
     }
 

@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use crate::bench::{DecodeRow, Figures, Paired, RowReport, decode_options, paired};
+use crate::fork_row::{self, ForkRow};
 use crate::update_row::{self, UpdateRow};
 
 /// A backend's part of a run.
@@ -23,6 +24,8 @@ pub(crate) struct BackendRun {
     pub(crate) decode: Option<Result<DecodeRow, String>>,
     /// The update row, when it ran: its figures, or why it could not.
     pub(crate) update: Option<Result<UpdateRow, String>>,
+    /// The fork row, when it ran: its figures, or why it could not.
+    pub(crate) fork: Option<Result<ForkRow, String>>,
     /// Why it stopped short (a row failed), or why it did not run.
     pub(crate) problem: Option<Problem>,
 }
@@ -60,6 +63,8 @@ impl Run {
                 || matches!(&b.decode, Some(Ok(d)) if !d.failed.is_empty())
                 || matches!(&b.update, Some(Err(_)))
                 || matches!(&b.update, Some(Ok(u)) if u.failed.is_some())
+                || matches!(&b.fork, Some(Err(_)))
+                || matches!(&b.fork, Some(Ok(f)) if f.failed.is_some())
         })
     }
 }
@@ -93,6 +98,13 @@ pub(crate) fn render(run: &Run) -> String {
             if b.rows.iter().any(|r| r.floor.is_some()) {
                 t.push_str(&floor_table(b.name, &b.rows));
             }
+        }
+        match &b.fork {
+            Some(Ok(f)) => t.push_str(&fork_table(f)),
+            Some(Err(why)) => {
+                let _ = writeln!(t, "  fork: FAILED: {why}");
+            }
+            None => {}
         }
         match &b.update {
             Some(Ok(u)) => t.push_str(&update_table(u)),
@@ -201,6 +213,44 @@ fn programmatic_table(rows: &[RowReport]) -> String {
             Err(why) => {
                 let _ = writeln!(t, "  {:<9}  not measured: {why}", r.row.name);
             }
+        }
+    }
+    t
+}
+
+fn fork_table(f: &ForkRow) -> String {
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "  fork (two experts of {} launches each and a combine, {} launches a step over {} \
+         elements, the second expert on a branch stream; {} steps per graph, each read \
+         back), {} rounds, us/step (one stream against forked: the median of each round's \
+         ratio, min-max):",
+        fork_row::EXPERT_LAUNCHES,
+        fork_row::launches(),
+        fork_row::ELEMENTS,
+        fork_row::STEPS,
+        f.rounds
+    );
+    let p = &f.single_over_forked;
+    let _ = writeln!(
+        t,
+        "  forked replay {}, one-stream replay {}, {:.2}x ({:.2}-{:.2})",
+        fixed(f.forked_us),
+        fixed(f.single_us),
+        p.median,
+        p.min,
+        p.max
+    );
+    match &f.failed {
+        None => {
+            let _ = writeln!(
+                t,
+                "  fork checks hold (every step's output, both graphs, bit for bit against eager)"
+            );
+        }
+        Some(why) => {
+            let _ = writeln!(t, "  fork check FAILED: {why}");
         }
     }
     t
@@ -468,6 +518,29 @@ pub(crate) fn json(run: &Run) -> String {
             }
             Some(Err(why)) => {
                 let _ = write!(j, ",\"decode\":{{\"failed\":{}}}", string(why));
+            }
+            None => {}
+        }
+        match &b.fork {
+            Some(Ok(f)) => {
+                let _ = write!(
+                    j,
+                    ",\"fork\":{{\"launches_per_step\":{},\"elements\":{},\"steps\":{},\
+                     \"rounds\":{},\"forked_replay_us_per_step\":{},\
+                     \"single_stream_replay_us_per_step\":{},\"single_over_forked\":{},\
+                     \"checks_hold\":{}}}",
+                    fork_row::launches(),
+                    fork_row::ELEMENTS,
+                    fork_row::STEPS,
+                    f.rounds,
+                    number(f.forked_us),
+                    number(f.single_us),
+                    paired_json(f.single_over_forked),
+                    f.failed.is_none()
+                );
+            }
+            Some(Err(why)) => {
+                let _ = write!(j, ",\"fork\":{{\"failed\":{}}}", string(why));
             }
             None => {}
         }

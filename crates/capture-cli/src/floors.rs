@@ -8,6 +8,7 @@ use capture_graphs::Builtins;
 use crate::bench::{self, BenchOptions, FloorMaker};
 use crate::bench_table::{BackendRun, Problem};
 #[cfg(any(feature = "mock", feature = "vulkan", feature = "cuda"))]
+use crate::fork_row;
 use crate::update_row;
 
 /// A backend `capture bench` measures.
@@ -60,6 +61,7 @@ fn missing(name: &'static str, named: bool, why: String) -> BackendRun {
         rows: Vec::new(),
         decode: None,
         update: None,
+        fork: None,
         problem: Some(if named {
             Problem::Failed(why)
         } else {
@@ -125,6 +127,7 @@ fn mock(backend: BenchBackend, _named: bool, options: &BenchOptions) -> BackendR
         rows: Vec::new(),
         decode: None,
         update: None,
+        fork: None,
         problem: None,
     };
     if backend == BenchBackend::AffineMock {
@@ -142,6 +145,9 @@ fn mock(backend: BenchBackend, _named: bool, options: &BenchOptions) -> BackendR
         let mut measured = rows(&backend, run(device), None, options);
         if options.decode {
             measured.decode = Some(bench::decode_row(backend.clone(), options.rounds));
+        }
+        if options.fork {
+            measured.fork = Some(fork_row::fork_row(backend.clone(), options.rounds));
         }
         if options.update {
             measured.update = Some(update_row::update_row(backend, options.rounds));
@@ -191,6 +197,7 @@ fn vulkan(named: bool, options: &BenchOptions, device: Option<&str>) -> BackendR
         rows: Vec::new(),
         decode: None,
         update: None,
+        fork: None,
         problem: None,
     };
     let floor_backend = backend.clone();
@@ -202,6 +209,9 @@ fn vulkan(named: bool, options: &BenchOptions, device: Option<&str>) -> BackendR
     let mut measured = rows(&backend, run, Some(&make), options);
     if options.decode {
         measured.decode = Some(bench::decode_row(backend.clone(), options.rounds));
+    }
+    if options.fork {
+        measured.fork = Some(fork_row::fork_row(backend.clone(), options.rounds));
     }
     if options.update {
         measured.update = Some(update_row::update_row(backend, options.rounds));
@@ -289,6 +299,7 @@ fn cuda(named: bool, options: &BenchOptions) -> BackendRun {
         rows: Vec::new(),
         decode: None,
         update: None,
+        fork: None,
         problem: None,
     };
     let make = |row: &bench::Row| -> Result<Box<dyn bench::Floor>, String> {
@@ -299,6 +310,9 @@ fn cuda(named: bool, options: &BenchOptions) -> BackendRun {
     let mut measured = rows(&backend, run, Some(&make), options);
     if options.decode {
         measured.decode = Some(bench::decode_row(backend.clone(), options.rounds));
+    }
+    if options.fork {
+        measured.fork = Some(fork_row::fork_row(backend.clone(), options.rounds));
     }
     if options.update {
         measured.update = Some(update_row::update_row(backend, options.rounds));

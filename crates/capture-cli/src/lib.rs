@@ -37,6 +37,7 @@ mod demo;
 mod exit;
 pub mod floor;
 mod floors;
+mod fork_row;
 mod logging;
 mod table;
 mod timeline;

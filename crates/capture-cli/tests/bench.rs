@@ -190,6 +190,51 @@ fn the_update_row_sets_a_slot_per_token_against_a_capture_per_token() {
     assert!(run["backends"][0]["decode"].is_null(), "{u}");
 }
 
+#[cfg(feature = "mock")]
+#[test]
+fn the_fork_row_replays_a_forked_step_against_the_same_work_on_one_stream() {
+    let out = capture(&["bench", "--backend=mock", "--rows=fork"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    for expected in [
+        "fork (two experts of 4 launches each and a combine, 10 launches a step over 4096 elements, the second expert on a branch stream; 32 steps per graph, each read back), 5 rounds",
+        "forked replay ",
+        "fork checks hold (every step's output, both graphs, bit for bit against eager)",
+    ] {
+        assert!(stdout.contains(expected), "{expected:?} in:\n{stdout}");
+    }
+    assert!(
+        !stdout.contains("update ("),
+        "update was not asked for:\n{stdout}"
+    );
+    let out = capture(&["bench", "--backend=mock", "--rows=fork", "--json"]);
+    let run: serde_json::Value =
+        serde_json::from_str(&text(&out.stdout)).expect("the output is JSON");
+    let f = &run["backends"][0]["fork"];
+    assert_eq!(f["launches_per_step"], 10, "{f}");
+    assert_eq!(f["steps"], 32, "{f}");
+    assert_eq!(f["checks_hold"], true, "{f}");
+    for mode in ["forked_replay", "single_stream_replay"] {
+        assert!(
+            f[format!("{mode}_us_per_step")].as_f64().unwrap() > 0.0,
+            "{f}"
+        );
+    }
+    let ratio = &f["single_over_forked"];
+    let (lo, mid, hi) = (
+        ratio["min"].as_f64().unwrap(),
+        ratio["median"].as_f64().unwrap(),
+        ratio["max"].as_f64().unwrap(),
+    );
+    assert!(0.0 < lo && lo <= mid && mid <= hi, "{f}");
+    assert!(run["backends"][0]["update"].is_null(), "{f}");
+}
+
 #[test]
 fn bench_usage_errors_name_the_option() {
     let out = capture(&["bench", "--rounds", "2"]);

@@ -26,7 +26,12 @@ host CPU per token, its checks enforced. Then the update row: a 7-launch step wh
 input changes every token (rebound between two buffers, as a moved KV block is),
 32 tokens per mode, each token read back and checked: the graph's input slot rebound
 and one replay (rule 26) against the step captured again and replayed, in us/token
-with their ratio, paired round by round.
+with their ratio, paired round by round. Then the fork row: two experts of a small
+MoE layer (4 dependent launches each over 4096 elements) and a combine, captured with
+the second expert forked onto a branch stream and joined before the combine (rules 28
+and 29) against the same work captured on one stream, 32 steps per graph, each step
+read back and checked bit for bit against the eager run, in us/step with their ratio,
+paired round by round.
 
 Columns: enqueue us/pass (until the launches or the replay call return), end-to-end
 us/kernel (through the readback), their ratio, the capture time, the graph's device
@@ -44,8 +49,9 @@ options:
   --backend B      mock, affine-mock (thread-affine streams), vulkan, cuda; a comma
                    list (default: every backend this build has, skipping one that
                    is not present and saying why)
-  --rows R         row names, decode or update, a comma list, or launch-bound,
-                   controls, all (default: every row, decode and update)
+  --rows R         row names, decode, update or fork, a comma list, or
+                   launch-bound, controls, all (default: every row, decode,
+                   update and fork)
   --rounds N       rounds per mode, 5 to 1000 (default 5)
   --passes P       passes per round, 1 to 100000 (default: about 10000 launches
                    per round, fewer on the controls)
@@ -102,6 +108,7 @@ pub(crate) fn parse_bench(args: &[String]) -> Result<Bench, UsageError> {
             passes: None,
             decode: true,
             update: true,
+            fork: true,
         },
         competitors: 0,
         device: None,
@@ -139,6 +146,7 @@ pub(crate) fn parse_bench(args: &[String]) -> Result<Bench, UsageError> {
                 let mut rows = Vec::new();
                 parsed.options.decode = false;
                 parsed.options.update = false;
+                parsed.options.fork = false;
                 for r in v.split(',') {
                     let r = r.trim();
                     let chosen: Vec<_> = match r {
@@ -150,9 +158,14 @@ pub(crate) fn parse_bench(args: &[String]) -> Result<Bench, UsageError> {
                             parsed.options.update = true;
                             Vec::new()
                         }
+                        "fork" => {
+                            parsed.options.fork = true;
+                            Vec::new()
+                        }
                         "all" => {
                             parsed.options.decode = true;
                             parsed.options.update = true;
+                            parsed.options.fork = true;
                             ROWS.to_vec()
                         }
                         "launch-bound" => ROWS.iter().copied().filter(|r| !r.control).collect(),
@@ -162,7 +175,7 @@ pub(crate) fn parse_bench(args: &[String]) -> Result<Bench, UsageError> {
                             None => {
                                 let names: Vec<_> = ROWS.iter().map(|r| r.name).collect();
                                 return Err(UsageError(format!(
-                                    "unknown row {name:?} for --rows ({}, decode, update, \
+                                    "unknown row {name:?} for --rows ({}, decode, update, fork, \
                                      launch-bound, controls or all)",
                                     names.join(", ")
                                 )));
