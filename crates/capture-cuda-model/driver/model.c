@@ -27,10 +27,14 @@
  *   SASS architecture checked against the device), cuFuncGetParamInfo answered from them;
  * - stream capture in relaxed mode, with the errors the driver documents for what a
  *   capture cannot contain: a synchronisation or query of a capturing stream, an event
- *   recorded in a capture waited on or synchronised outside it, a wait in a capture on an
- *   event recorded outside it, a copy from or to pageable memory, and, on any thread,
- *   a memory free, a module load or unload, or a context synchronisation while the
- *   context captures (each invalidates the captures it touches); graphs of kernel and
+ *   recorded in a capture synchronised outside it or waited on after it ended, a wait in
+ *   a capture on an event recorded outside it, a copy from or to pageable memory, and,
+ *   on any thread, a memory free, a module load or unload, or a context synchronisation
+ *   while the context captures (each invalidates the captures it touches); streams
+ *   joining a capture by waiting on an event recorded in it (a fork), the capture ended
+ *   on its origin alone (CUDA_ERROR_STREAM_CAPTURE_UNMATCHED on a joined stream) and
+ *   refused with CUDA_ERROR_STREAM_CAPTURE_UNJOINED where a joined stream's last node is
+ *   not ordered before the origin's end by events; graphs of kernel and
  *   copy nodes, their node queries, instantiation, upload, launch and destruction (an
  *   executable destroyed with launches queued is freed after them);
  * - cuLaunchKernelEx with CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
@@ -648,10 +652,21 @@ static void free_exec(struct exec *x) {
 /* ---------------------------------------------------------------------------------- */
 /* Streams, events and capture                                                          */
 
+/* The most streams one capture holds: its origin and every stream joined to it. */
+#define MAX_CAPTURE_STREAMS 64
+
+/* A capture: begun on its origin stream, joined by every stream that waits on an event
+   recorded in it (a fork), ended on the origin alone. The graph is a sequence (the
+   order the calls came in, which respects every event), and a vector clock per member
+   says which members' nodes its next node follows: a member whose last node the
+   origin's clock does not cover at the end is unjoined. */
 struct capture {
     struct stream *stream;
     struct graph *graph;
     int invalidated;
+    size_t members;
+    struct stream *member[MAX_CAPTURE_STREAMS];
+    unsigned long long clock[MAX_CAPTURE_STREAMS][MAX_CAPTURE_STREAMS];
 };
 
 struct stream {
@@ -664,6 +679,7 @@ struct stream {
     unsigned long long enqueued, done;
     int running;
     struct capture *capture;
+    size_t member; /* its index among the capture's members, while it captures */
 };
 
 /* Every stream ever made (a destroyed one stays, marked). */
@@ -678,6 +694,8 @@ struct event {
     unsigned long long ticket;
     struct capture *captured; /* the capture it was last recorded in, while it lasts */
     int captured_ever;        /* last recorded in a capture (which may have ended) */
+    /* The recording member's clock when it was recorded in a capture. */
+    unsigned long long clock[MAX_CAPTURE_STREAMS];
 };
 
 static struct event **events; /* live events, to forget a capture that ends */
@@ -930,6 +948,11 @@ static CUresult target(struct stream *s, struct graph **graph) {
     return CUDA_SUCCESS;
 }
 
+/* A node `s` added to its capture: what its member has recorded grows. */
+static void captured_node(struct stream *s) {
+    s->capture->clock[s->member][s->member]++;
+}
+
 static CUresult submit(struct stream *s, struct work *w) {
     struct graph *g;
     CUresult r = target(s, &g);
@@ -937,9 +960,10 @@ static CUresult submit(struct stream *s, struct work *w) {
         free_work(w);
         return r;
     }
-    if (g)
+    if (g) {
         graph_add(g, w);
-    else
+        captured_node(s);
+    } else
         enqueue(s, w);
     return CUDA_SUCCESS;
 }
@@ -1271,10 +1295,34 @@ CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned in
             } else if (e->captured != s->capture) {
                 invalidate(s->capture, "a wait on an event recorded outside the capture");
                 r = CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
+            } else {
+                /* An event of the same capture: the linear graph has the order already;
+                   the member now follows what the event's recorder had recorded. */
+                struct capture *cap = s->capture;
+                for (size_t k = 0; k < cap->members; k++)
+                    if (e->clock[k] > cap->clock[s->member][k])
+                        cap->clock[s->member][k] = e->clock[k];
             }
-            /* An event of the same capture: an ordering the linear graph has already. */
+        } else if (e->captured && e->captured->invalidated) {
+            r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+        } else if (e->captured) {
+            /* A fork: the stream joins the capture the event was recorded in. */
+            struct capture *cap = e->captured;
+            if (cap->members == MAX_CAPTURE_STREAMS) {
+                say("a capture holds at most %d streams", MAX_CAPTURE_STREAMS);
+                invalidate(cap, "too many streams joined the capture");
+                r = CUDA_ERROR_NOT_SUPPORTED;
+            } else {
+                size_t j = cap->members++;
+                cap->member[j] = s;
+                s->capture = cap;
+                s->member = j;
+                memcpy(cap->clock[j], e->clock, sizeof cap->clock[j]);
+                /* Joined, it is a branch the origin must join back before the end. */
+                cap->clock[j][j] = 1;
+            }
         } else if (e->captured_ever) {
-            if (e->captured) invalidate(e->captured, "a wait outside the capture on its event");
+            /* Recorded in a capture that has ended. */
             r = CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
         } else if (e->stream && e->stream != s) {
             struct work *w = xmalloc(sizeof *w);
@@ -1307,10 +1355,14 @@ CUresult CUDAAPI cuStreamBeginCapture(CUstream hStream, CUstreamCaptureMode mode
         memset(g, 0, sizeof *g);
         g->h.kind = K_GRAPH;
         g->ctx = c;
+        memset(cap, 0, sizeof *cap);
         cap->stream = s;
         cap->graph = g;
         cap->invalidated = 0;
+        cap->members = 1;
+        cap->member[0] = s;
         s->capture = cap;
+        s->member = 0;
     }
     unlock();
     return r;
@@ -1330,14 +1382,27 @@ CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph *phGraph) {
     struct stream *s = c ? stream_of(hStream, c, &r) : NULL;
     if (s && !s->capture) {
         r = CUDA_ERROR_ILLEGAL_STATE;
+    } else if (s && s->capture->stream != s) {
+        /* A stream joined to another's capture: only the origin ends it. */
+        invalidate(s->capture, "cuStreamEndCapture on a stream joined to the capture");
+        r = CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
     } else if (s) {
         struct capture *cap = s->capture;
-        s->capture = NULL;
+        size_t unjoined = 0;
+        for (size_t j = 1; j < cap->members; j++)
+            if (cap->clock[0][j] < cap->clock[j][j] && !unjoined) unjoined = j;
+        for (size_t j = 0; j < cap->members; j++) cap->member[j]->capture = NULL;
         forget_capture(cap);
         if (cap->invalidated) {
             free_graph(cap->graph);
             *phGraph = NULL;
             r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+        } else if (unjoined) {
+            say("the capture on stream %p ends with stream %p unjoined", (void *)s,
+                (void *)cap->member[unjoined]);
+            free_graph(cap->graph);
+            *phGraph = NULL;
+            r = CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
         } else {
             live_put(cap->graph);
             totals.graphs++;
@@ -1581,6 +1646,7 @@ CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream) {
                 e->captured = s->capture;
                 e->captured_ever = 1;
                 e->stream = NULL;
+                memcpy(e->clock, s->capture->clock[s->member], sizeof e->clock);
             }
         } else {
             struct work *w = xmalloc(sizeof *w);
@@ -2004,6 +2070,7 @@ CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
         if (!r && g) {
             /* Captured: a child graph of the executable's nodes. */
             for (size_t i = 0; i < x->count; i++) graph_add(g, copy_work(x->works[i]));
+            captured_node(s);
         } else if (!r) {
             struct work *w = xmalloc(sizeof *w);
             memset(w, 0, sizeof *w);

@@ -10,7 +10,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use capture_core::backend::{
-    Backend, Builtins, CaptureDomain, DeviceStream, Dims, GraphDriver, KernelSignature,
+    Backend, Builtins, CaptureDomain, DeviceStream, Dims, GraphDriver, KernelSignature, Lane,
     LaunchBuffer, LaunchLimits, LaunchParam, MAX_LAUNCH_BUFFERS, StreamSetup,
 };
 use capture_core::{
@@ -131,6 +131,7 @@ impl GraphDriver for CudaBackend {
     fn begin(stream: &mut CudaStream) -> Result<(), ServerError> {
         let _current = raw::Current::enter(stream.gpu.context)?;
         stream.nodes.clear();
+        stream.drop_edges();
         raw::begin_capture(stream.stream)
     }
 
@@ -139,38 +140,20 @@ impl GraphDriver for CudaBackend {
         doomed: Option<ServerError>,
     ) -> Result<CudaExecutable, ServerError> {
         let _current = raw::Current::enter(stream.gpu.context)?;
-        // The driver capture is always closed first, doomed or not.
+        // The driver capture is always closed first, doomed or not; the window's lane
+        // events go with its executable, or now.
         let graph = raw::end_capture(stream.stream);
-        let graph = match (graph, doomed) {
-            (Ok(graph), Some(doomed)) => {
-                raw::graph_destroy(graph);
-                return Err(doomed);
-            }
-            (Err(e), doomed) => return Err(doomed.unwrap_or(e)),
-            (Ok(graph), None) => graph,
-        };
-        match raw::memory_nodes(graph) {
-            Ok(0) => {}
-            Ok(count) => {
-                raw::graph_destroy(graph);
-                return Err(ServerError::AllocationNodes { count });
+        let edges = std::mem::take(&mut stream.edges);
+        let made = close(stream, graph, doomed);
+        match made {
+            Ok(mut executable) => {
+                executable.edges = edges;
+                Ok(executable)
             }
             Err(e) => {
-                raw::graph_destroy(graph);
-                return Err(e);
-            }
-        }
-        match raw::instantiate(graph) {
-            Ok(exec) => Ok(CudaExecutable {
-                gpu: Arc::clone(&stream.gpu),
-                graph,
-                exec,
-                // A copy, so the stream keeps its room for the next window's launches
-                // (a recorded launch allocates nothing once warm).
-                nodes: stream.nodes.clone(),
-            }),
-            Err(e) => {
-                raw::graph_destroy(graph);
+                for event in edges {
+                    raw::event_destroy(event);
+                }
                 Err(e)
             }
         }
@@ -241,6 +224,8 @@ impl Backend for CudaBackend {
                 CudaStorage::new(Arc::clone(&self.gpu), MemoryKind::Host),
             ),
             nodes: Vec::new(),
+            lanes: Vec::new(),
+            edges: Vec::new(),
         })
     }
 
@@ -287,6 +272,7 @@ impl Backend for CudaBackend {
         info: Option<&CudaSlice>,
     ) -> Result<(), ServerError> {
         let _current = raw::Current::enter(stream.gpu.context)?;
+        let on = stream.target();
         let (args, count) = pack(kernel, params, info);
         let block = dims.block_shape().unwrap_or(kernel.block);
         if dims.shared() > DEFAULT_SHARED {
@@ -304,12 +290,12 @@ impl Backend for CudaBackend {
             dims.grid_shape(),
             block,
             dims.shared(),
-            stream.stream,
+            on,
             &args[..count],
         )?;
         if stream.capturing().is_recording() {
             // The node it made, for a slot's update (rule 26).
-            let node = raw::last_captured_node(stream.stream)?;
+            let node = raw::last_captured_node(on)?;
             stream.nodes.push(node);
         }
         Ok(())
@@ -372,7 +358,8 @@ impl Backend for CudaBackend {
             // Work may make many nodes, or none: no slot names it.
             stream.nodes.push(None);
         }
-        work.call(stream.stream, &ranges).map_err(|why| {
+        let on = stream.target();
+        work.call(on, &ranges).map_err(|why| {
             ServerError::driver(
                 "work",
                 CudaWorkError(format!("work {} failed: {why}", work.name())),
@@ -389,7 +376,8 @@ impl Backend for CudaBackend {
         let _current = raw::Current::enter(stream.gpu.context)?;
         let len = bytes.len().min(staging.len as usize);
         raw::write_host(staging.addr as usize, &bytes[..len]);
-        raw::copy_to_device(destination.addr, staging.addr as usize, len, stream.stream)
+        let on = stream.target();
+        raw::copy_to_device(destination.addr, staging.addr as usize, len, on)
     }
 
     fn read(
@@ -411,6 +399,73 @@ impl Backend for CudaBackend {
     fn sync(stream: &mut CudaStream) -> Result<(), ServerError> {
         let _current = raw::Current::enter(stream.gpu.context)?;
         raw::stream_sync(stream.stream)
+    }
+
+    /// Lane `to` records on a stream of its own (made at its first fork, kept for later
+    /// windows), joined to the capture by an event recorded on `from`'s stream: CUDA
+    /// orders it after what `from` recorded so far and lets it run beside the rest.
+    fn fork_lane(stream: &mut CudaStream, from: Lane, to: Lane) -> Result<(), ServerError> {
+        let _current = raw::Current::enter(stream.gpu.context)?;
+        while stream.lanes.len() < to.index() {
+            let made = raw::stream_create()?;
+            stream.lanes.push(made);
+        }
+        let edge = raw::capture_edge(stream.lane_stream(from), stream.lane_stream(to))?;
+        stream.edges.push(edge);
+        Ok(())
+    }
+
+    /// An event recorded on `from`'s stream and waited on by `into`'s: what `into`
+    /// records from here on follows the branch, and the branch's stream has nothing
+    /// left unjoined when the origin's capture ends.
+    fn join_lane(stream: &mut CudaStream, from: Lane, into: Lane) -> Result<(), ServerError> {
+        let _current = raw::Current::enter(stream.gpu.context)?;
+        let edge = raw::capture_edge(stream.lane_stream(from), stream.lane_stream(into))?;
+        stream.edges.push(edge);
+        Ok(())
+    }
+}
+
+/// The executable of a closed capture's graph, or why there is none (the graph
+/// destroyed): the doom the core gave, the driver's refusal, allocation nodes.
+fn close(
+    stream: &CudaStream,
+    graph: Result<usize, ServerError>,
+    doomed: Option<ServerError>,
+) -> Result<CudaExecutable, ServerError> {
+    let graph = match (graph, doomed) {
+        (Ok(graph), Some(doomed)) => {
+            raw::graph_destroy(graph);
+            return Err(doomed);
+        }
+        (Err(e), doomed) => return Err(doomed.unwrap_or(e)),
+        (Ok(graph), None) => graph,
+    };
+    match raw::memory_nodes(graph) {
+        Ok(0) => {}
+        Ok(count) => {
+            raw::graph_destroy(graph);
+            return Err(ServerError::AllocationNodes { count });
+        }
+        Err(e) => {
+            raw::graph_destroy(graph);
+            return Err(e);
+        }
+    }
+    match raw::instantiate(graph) {
+        Ok(exec) => Ok(CudaExecutable {
+            gpu: Arc::clone(&stream.gpu),
+            graph,
+            exec,
+            // A copy, so the stream keeps its room for the next window's launches
+            // (a recorded launch allocates nothing once warm).
+            nodes: stream.nodes.clone(),
+            edges: Vec::new(),
+        }),
+        Err(e) => {
+            raw::graph_destroy(graph);
+            Err(e)
+        }
     }
 }
 

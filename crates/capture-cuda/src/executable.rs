@@ -14,6 +14,9 @@ pub struct CudaExecutable {
     /// The graph node each recorded launch made, in the window's order of launches and
     /// work (`None` for work, which may make many), for a slot's update.
     pub(crate) nodes: Vec<Option<usize>>,
+    /// The events its window ordered its lanes with (rule 28), kept as long as the
+    /// graph and never reused by another capture.
+    pub(crate) edges: Vec<usize>,
 }
 
 impl Drop for CudaExecutable {
@@ -22,6 +25,9 @@ impl Drop for CudaExecutable {
             Ok(_current) => {
                 raw::exec_destroy(self.exec);
                 raw::graph_destroy(self.graph);
+                for event in self.edges.drain(..) {
+                    raw::event_destroy(event);
+                }
             }
             Err(error) => {
                 tracing::warn!(target: "capture", %error, "a CUDA graph could not be destroyed");

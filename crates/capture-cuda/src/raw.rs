@@ -700,6 +700,34 @@ pub(crate) fn stream_wait_event(stream: usize, event: usize) -> Result<(), Serve
     })
 }
 
+/// Orders `to` after everything enqueued on `from` so far inside one stream capture:
+/// a fresh event recorded on `from` (which captures) and waited on by `to`, which joins
+/// the capture if it was not in it (a fork) or orders itself after `from` (a join). The
+/// event is returned for its owner (the window, then the graph) to destroy.
+pub(crate) fn capture_edge(from: usize, to: usize) -> Result<usize, ServerError> {
+    let mut event = std::ptr::null_mut();
+    // SAFETY: `event` is a valid out-pointer; the context is current.
+    check("cuEventCreate", unsafe {
+        (api().cuEventCreate)(&mut event, consts::EVENT_DISABLE_TIMING)
+    })?;
+    // SAFETY: the event was just created; `from` is a live stream of the current
+    // context in the window's capture, where a record becomes an ordering, not work.
+    let code = unsafe { (api().cuEventRecord)(event, from as Handle) };
+    let (op, code) = if code == consts::SUCCESS {
+        // SAFETY: `to` is a live stream of the same context, in the capture or not in
+        // any; waiting on an event recorded in a capture joins it to that capture.
+        let code = unsafe { (api().cuStreamWaitEvent)(to as Handle, event, 0) };
+        ("cuStreamWaitEvent", code)
+    } else {
+        ("cuEventRecord", code)
+    };
+    if code != consts::SUCCESS {
+        event_destroy(event as usize);
+        return Err(cu_error(op, CudaError::new(code, error_name(code))));
+    }
+    Ok(event as usize)
+}
+
 /// Destroys an event.
 pub(crate) fn event_destroy(event: usize) {
     // SAFETY: the event is owned by the caller and not waited on elsewhere.

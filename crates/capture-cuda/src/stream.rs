@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use capture_core::ServerError;
-use capture_core::backend::{DeviceStream, Fence, StreamState};
+use capture_core::backend::{DeviceStream, Fence, Lane, StreamState};
 
 use crate::gpu::Gpu;
 use crate::raw;
@@ -25,6 +25,43 @@ pub struct CudaStream {
     /// While a window records: the graph node each recorded launch made (`None` for
     /// work), handed to the executable for slot updates.
     pub(crate) nodes: Vec<Option<usize>>,
+    /// The streams a forked window records its branches on (rule 28): `lanes[i]` runs
+    /// lane `i + 1`, made at the first fork that needs it and kept for later windows
+    /// (a stream outside a capture holds nothing of one).
+    pub(crate) lanes: Vec<usize>,
+    /// The events the window recording now ordered its lanes with, one per fork and
+    /// join: handed to its executable, destroyed if the window ends without one; never
+    /// shared with another capture.
+    pub(crate) edges: Vec<usize>,
+}
+
+impl CudaStream {
+    /// The CUDA stream lane `lane` of the recording window records on.
+    pub(crate) fn lane_stream(&self, lane: Lane) -> usize {
+        match lane.index() {
+            0 => self.stream,
+            i => self.lanes[i - 1],
+        }
+    }
+
+    /// Where the operation being enqueued now goes: the lane's stream while a window
+    /// records, the stream itself otherwise.
+    pub(crate) fn target(&mut self) -> usize {
+        let capture = self.capturing();
+        if capture.is_recording() {
+            let lane = capture.lane();
+            self.lane_stream(lane)
+        } else {
+            self.stream
+        }
+    }
+
+    /// Destroys the events of a window that ended without an executable to keep them.
+    pub(crate) fn drop_edges(&mut self) {
+        for event in self.edges.drain(..) {
+            raw::event_destroy(event);
+        }
+    }
 }
 
 impl Drop for CudaStream {
@@ -50,6 +87,13 @@ impl Drop for CudaStream {
             Err(error) => {
                 tracing::warn!(target: "capture", %error, "a stream's capture state is unknown at teardown");
             }
+        }
+        self.drop_edges();
+        for lane in std::mem::take(&mut self.lanes) {
+            if let Err(error) = raw::stream_sync(lane) {
+                tracing::warn!(target: "capture", %error, "a branch's CUDA stream failed to finish at teardown");
+            }
+            raw::stream_destroy(lane);
         }
         if let Err(error) = raw::stream_sync(self.stream) {
             tracing::warn!(target: "capture", %error, "a CUDA stream failed to finish at teardown");

@@ -7,6 +7,7 @@
 //! unless `CAPTURE_REQUIRE_NVRTC=1` (the README's test command sets it after installing
 //! NVRTC from PyPI).
 
+mod branches;
 mod driver_model;
 mod support;
 
