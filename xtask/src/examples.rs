@@ -27,7 +27,7 @@ struct Run {
     needs: Needs,
 }
 
-const RUNS: [Run; 8] = [
+const RUNS: [Run; 11] = [
     Run {
         package: "capture-graphs",
         example: "quick_start",
@@ -61,6 +61,24 @@ const RUNS: [Run; 8] = [
     Run {
         package: "capture-graphs",
         example: "engine_step",
+        args: &["--backend", "cuda", "--tokens", "16"],
+        needs: Needs::Cuda,
+    },
+    Run {
+        package: "capture-graphs",
+        example: "moe_step",
+        args: &["--tokens", "16"],
+        needs: Needs::Nothing,
+    },
+    Run {
+        package: "capture-graphs",
+        example: "moe_step",
+        args: &["--backend", "vulkan", "--tokens", "16", "--validation"],
+        needs: Needs::Vulkan,
+    },
+    Run {
+        package: "capture-graphs",
+        example: "moe_step",
         args: &["--backend", "cuda", "--tokens", "16"],
         needs: Needs::Cuda,
     },
