@@ -93,6 +93,23 @@ fn decode(l: &ParamLaunch, memory: &mut dyn Memory) -> Result<(), String> {
             ));
         }
     }
+    if kernel == Kernel::AttnScores {
+        // Rows outermost, one thread each per head: the grid must cover the rows the
+        // state's position reads (the slotted step shrinks it per token).
+        let (heads, ctx) = (l.word(6)?, l.word(7)?);
+        let state = memory.read(Range {
+            address: l.word(0)?,
+            bytes: 4,
+        });
+        let pos = u64::from(u32::from_le_bytes(state[..4].try_into().expect("4 bytes")));
+        let threads = u64::from(l.grid[0]) * u64::from(l.block[0]);
+        let needed = heads * (pos + 1).min(ctx);
+        if threads < needed {
+            return Err(format!(
+                "{entry}: {threads} threads for {needed} (row, head) pairs at position {pos}"
+            ));
+        }
+    }
     let mock = <MockBackend as DecodeBackend>::decode_kernel(kernel).map_err(|e| e.to_string())?;
     let words: Vec<u64> = (0..sizes.len())
         .filter(|&i| !signature.params()[i].is_buffer())
@@ -173,6 +190,7 @@ fn reach(kernel: Kernel, words: &[u64]) -> Vec<Option<usize>> {
         ],
         Kernel::RecordLogits => vec![state, Some(w(0)), Some(w(0) * dims(1))],
         Kernel::Argmax => vec![state, Some(w(0)), Some(w(1))],
+        Kernel::SetPosition => vec![state],
     }
 }
 

@@ -39,6 +39,19 @@ fn all_checks_hold<B: DecodeBackend>(backend: B) -> DecodeReport {
         bits(&report.replayed.logits),
         "{text}"
     );
+    // The host choosing the position through the slotted graph's slots, and a graph
+    // captured per token: the same ids and logits, bit for bit.
+    for (mode, g) in [
+        ("updated", &report.updated),
+        ("re-captured", &report.recaptured),
+    ] {
+        assert_eq!(report.eager.ids, g.ids, "{mode}\n{text}");
+        assert_eq!(
+            bits(&report.eager.logits),
+            bits(&g.logits),
+            "{mode}\n{text}"
+        );
+    }
     assert!(report.host.passed(), "{:?}\n{text}", report.host);
     for check in report.checks() {
         assert!(check.passed, "{}: {}\n{text}", check.name, check.detail);
@@ -105,6 +118,16 @@ fn each_check_fails_on_a_report_that_breaks_it() {
         ["logits of every step bit for bit, eager against replayed"]
     );
 
+    let mut updated = good.clone();
+    updated.updated.logits[11 * 512 + 7] += 1e-6;
+    assert_eq!(
+        failing(&updated),
+        ["logits of every step bit for bit, eager against replayed"]
+    );
+    let mut recaptured = good.clone();
+    recaptured.recaptured.ids[15] ^= 2;
+    assert_eq!(failing(&recaptured), ["eager and replayed ids identical"]);
+
     let mut bits = good.clone();
     bits.replayed.logits[3 * 512 + 5] =
         f32::from_bits(bits.replayed.logits[3 * 512 + 5].to_bits() ^ 1);
@@ -168,6 +191,10 @@ fn the_program_prints_both_modes_the_ledger_and_the_checks() {
         "  ratio (eager / mode)  ",
         "  tokens/s  ",
         "\ncapture\n  time (ms)  ",
+        "slots \"pos\" and \"attn\", rule 26",
+        "  update + replay  ",
+        "  re-capture + replay  ",
+        "ratio (re-capture / update) ",
         "graph ledger (held while the graph lives)\n  launches                   35\n",
         "graph only (intermediates, handles dropped after capture)",
         "info words (",
@@ -313,4 +340,56 @@ fn the_bucket_ladder_on_vulkan_holds_every_check() {
             println!("SKIP: the bucket ladder on vulkan: {why}");
         }
     }
+}
+
+/// The slotted step's graph: its two slots listed as recorded (the position a `u32`
+/// scalar of one launch, the attention grid of every layer's score launch, bounded by
+/// the context); an update within them accepted, and one past them refused naming the
+/// slot, changing nothing.
+#[cfg(feature = "mock")]
+#[test]
+fn the_slotted_step_names_its_position_and_attention_grid_and_refuses_past_the_context() {
+    use capture_cli::decode::{ATTENTION_SLOT, DeviceModel, POSITION_SLOT, Weights};
+    use capture_graphs::{Device, DeviceConfig, ServerError, SlotKind, StreamId};
+    let s = StreamId::new(0);
+    let options = tiny();
+    let config = options.config;
+    let dev = Device::new(
+        capture_graphs::mock::MockBackend::new(),
+        DeviceConfig::new(),
+    )
+    .unwrap();
+    let weights = Weights::random(&config, options.seed);
+    let model = DeviceModel::new(&dev, s, config, &weights).unwrap();
+    let graph = dev.capture(s, |d| model.slotted_step(d, 3, true)).unwrap();
+    let slots = graph.slots().unwrap();
+    let find = |name: &str| {
+        slots
+            .iter()
+            .find(|i| i.name.as_str() == name)
+            .unwrap_or_else(|| panic!("no slot {name}: {slots:?}"))
+    };
+    let pos = find(POSITION_SLOT);
+    assert_eq!(pos.kind, SlotKind::Scalar { bytes: 4 }, "{slots:?}");
+    assert_eq!(pos.launches, [0], "the first launch sets the position");
+    let attn = find(ATTENTION_SLOT);
+    assert_eq!(attn.launches.len(), config.layers as usize, "{slots:?}");
+    let SlotKind::Grid { max, .. } = attn.kind else {
+        panic!("{slots:?}");
+    };
+    // The mock's blocks are 256 threads: the whole context's (row, head) pairs.
+    assert_eq!(max, [(config.heads * config.context).div_ceil(256), 1, 1]);
+    model.update(&graph, config.context - 1).unwrap();
+    let past = graph.set_grid(ATTENTION_SLOT, [max[0] + 1, 1, 1]);
+    assert!(
+        matches!(&past, Err(ServerError::SlotRefused(r)) if r.slot.as_str() == ATTENTION_SLOT),
+        "{past:?}"
+    );
+    let wrong = graph.set(POSITION_SLOT, 7u64);
+    assert!(
+        matches!(wrong, Err(ServerError::SlotRefused(_))),
+        "{wrong:?}"
+    );
+    dev.replay(s, &graph, 1).unwrap();
+    dev.drop_graph(graph).unwrap();
 }

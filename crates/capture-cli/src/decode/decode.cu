@@ -90,7 +90,8 @@ extern "C" __global__ void decode_kv_store(const u32* state, const u32* table, c
 extern "C" __global__ void decode_attn_scores(const u32* state, const u32* table, const float* q, const float* k_cache, float* scores, u32 d, u32 heads, u32 ctx, float scale, u32 br) {
     u32 hd = d / heads, idx = TID;
     if (idx < heads * ctx) {
-        u32 h = idx / ctx, t = idx % ctx;
+        // Rows outermost: the first heads * (position + 1) threads cover every row read.
+        u32 t = idx / heads, h = idx % heads;
         float s = 0.0f;
         if (t <= state[0]) {
             size_t row = paged_row(table, t, br);
@@ -98,7 +99,7 @@ extern "C" __global__ void decode_attn_scores(const u32* state, const u32* table
             for (u32 j = 0; j < hd; j++) acc += q[h * hd + j] * k_cache[row * d + h * hd + j];
             s = acc * scale;
         }
-        scores[idx] = s;
+        scores[h * ctx + t] = s;
     }
 }
 
@@ -188,4 +189,8 @@ extern "C" __global__ void decode_argmax(u32* state, const float* logits, u32* i
         state[1] = best;
         state[0] = pos + 1;
     }
+}
+
+extern "C" __global__ void decode_set_position(u32* state, u32 pos) {
+    if (TID == 0) state[0] = pos;
 }

@@ -217,6 +217,10 @@ fn argmax(b: &mut [Vec<u8>], info: &[u64]) {
     set_u(&mut b[0], 0, pos + 1);
 }
 
+fn set_position(b: &mut [Vec<u8>], info: &[u64]) {
+    set_u(&mut b[0], 0, info[0] as u32);
+}
+
 impl DecodeBackend for MockBackend {
     const NAME: &'static str = "mock";
     const HOST_ONLY: bool = true;
@@ -239,6 +243,7 @@ impl DecodeBackend for MockBackend {
             Kernel::SwiGlu => swiglu,
             Kernel::RecordLogits => record_logits,
             Kernel::Argmax => argmax,
+            Kernel::SetPosition => set_position,
         };
         Ok(MockKernel {
             name: kernel.name(),

@@ -30,6 +30,7 @@ pub fn wgsl(kernel: Kernel) -> &'static str {
         Kernel::SwiGlu => SWIGLU,
         Kernel::RecordLogits => RECORD_LOGITS,
         Kernel::Argmax => ARGMAX,
+        Kernel::SetPosition => SET_POSITION,
     }
 }
 
@@ -207,8 +208,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let hd = p.d / p.heads;
     let idx = gid.x;
     if idx < p.heads * p.ctx {
-        let h = idx / p.ctx;
-        let t = idx % p.ctx;
+        // Rows outermost: the first heads * (position + 1) threads cover every row read.
+        let t = idx / p.heads;
+        let h = idx % p.heads;
         var s = 0.0;
         if t <= state[0] {
             let row = table[t / p.br] * p.br + t % p.br;
@@ -218,7 +220,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
             }
             s = acc * p.scale;
         }
-        scores[idx] = s;
+        scores[h * p.ctx + t] = s;
     }
 }
 ";
@@ -364,6 +366,18 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>) {
         }
         state[1] = best;
         state[0] = pos + 1u;
+    }
+}
+";
+
+const SET_POSITION: &str = "
+struct Params { pos: u32 }
+var<immediate> p: Params;
+@group(0) @binding(0) var<storage, read_write> state: array<u32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    if gid.x == 0u {
+        state[0] = p.pos;
     }
 }
 ";

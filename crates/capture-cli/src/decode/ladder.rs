@@ -28,7 +28,7 @@ use super::backend::DecodeBackend;
 use super::host::argmax;
 use super::model::Config;
 use super::run::Check;
-use super::step::{DeviceModel, Scratch, Sequence};
+use super::step::{AttnGrid, DeviceModel, Scratch, Sequence};
 use super::weights::{Rng, Weights};
 
 /// The stream everything runs on.
@@ -217,6 +217,7 @@ fn batch_step<B: DecodeBackend>(
             &world.sequence(i, block_rows),
             &scratch,
             &world.logits[i],
+            AttnGrid::Full,
         )?;
     }
     Ok(())

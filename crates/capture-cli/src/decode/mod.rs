@@ -56,5 +56,6 @@ pub use report::render;
 pub use run::{
     Check, DecodeOptions, DecodeReport, Generation, HostCheck, TOLERANCE, host_check, run,
 };
-pub use step::{DeviceModel, Footprint};
+pub(crate) use run::{collect, prefill, record};
+pub use step::{ATTENTION_SLOT, DeviceModel, Footprint, POSITION_SLOT};
 pub use weights::Weights;

@@ -129,7 +129,10 @@ pub enum Kernel {
     /// `table = [0]` is a plain cache.
     KvStore,
     /// `(state, table, q, k_cache, scores; dim, heads, context, scale, block_rows)`: per
-    /// head the scaled dot products with the cache rows of positions `0..=position`.
+    /// head the scaled dot products with the cache rows of positions `0..=position`,
+    /// one thread per (row, head), rows outermost (thread `t * heads + h`), so a grid of
+    /// `heads * (position + 1)` threads covers the rows the step reads: the slotted step
+    /// bounds this grid by the context and shrinks it per token.
     AttnScores,
     /// `(state, scores; heads, context)`: softmax over rows `0..=position`, in place, one
     /// block per head.
@@ -146,6 +149,10 @@ pub enum Kernel {
     /// writes it to `ids[position]` and the state's token, and advances the state's
     /// position.
     Argmax,
+    /// `(state; position)`: the state's position set from a scalar, one thread. The
+    /// slotted step starts with it, its position a graph slot (rule 26) the host sets
+    /// per token instead of the device advancing it.
+    SetPosition,
 }
 
 const R: Param = Param::READ;
@@ -156,7 +163,7 @@ const F: Param = Param::scalar::<f32>();
 
 impl Kernel {
     /// Every kernel, in registration order.
-    pub const ALL: [Kernel; 12] = [
+    pub const ALL: [Kernel; 13] = [
         Kernel::Embed,
         Kernel::RmsNorm,
         Kernel::Matvec,
@@ -169,6 +176,7 @@ impl Kernel {
         Kernel::SwiGlu,
         Kernel::RecordLogits,
         Kernel::Argmax,
+        Kernel::SetPosition,
     ];
 
     /// The name kernels register under (also the CUDA entry point, `decode_` + name).
@@ -186,6 +194,7 @@ impl Kernel {
             Kernel::SwiGlu => "swiglu",
             Kernel::RecordLogits => "record_logits",
             Kernel::Argmax => "argmax",
+            Kernel::SetPosition => "set_position",
         }
     }
 
@@ -205,6 +214,7 @@ impl Kernel {
             Kernel::SwiGlu => &[R, R, W, U],
             Kernel::RecordLogits => &[R, R, RW, U, U],
             Kernel::Argmax => &[RW, R, RW, U, U],
+            Kernel::SetPosition => &[RW, U],
         };
         KernelSignature::of(params)
     }

@@ -77,6 +77,18 @@ pub fn render(r: &DecodeReport) -> String {
             "  (the mock runs kernels on the host: host overhead only, not GPU figures)"
         );
     }
+    let (u, c) = (&r.updated, &r.recaptured);
+    let _ = writeln!(
+        out,
+        "\nper token, the host choosing the position (slots \"{}\" and \"{}\", rule 26)\n  \
+         update + replay   {:>10.1} µs\n  re-capture + replay {:>8.1} µs\n  \
+         ratio (re-capture / update) {:.2}x",
+        super::POSITION_SLOT,
+        super::ATTENTION_SLOT,
+        u.us_per_token(),
+        c.us_per_token(),
+        c.seconds / u.seconds
+    );
     let _ = writeln!(
         out,
         "\ncapture\n  time (ms)        {:>12.2}",

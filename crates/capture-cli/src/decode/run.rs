@@ -155,6 +155,13 @@ pub struct DecodeReport {
     pub replayed: Generation,
     /// The same, all T replays in one call (`replay(s, graph, T)`): one submission.
     pub one_call: Generation,
+    /// The slotted step's graph, captured once: per token its position and attention
+    /// grid set through its slots ([`DeviceModel::update`], rule 26), then one replay.
+    pub updated: Generation,
+    /// The slotted step without slots, captured per token at that token's position (no
+    /// warmup: prepare, begin, record, end), replayed once and dropped: what an engine
+    /// without graph updates pays.
+    pub recaptured: Generation,
     /// Wall time of `Device::capture` (warmup, record, seal).
     pub capture_seconds: f64,
     /// The graph's ledger, as the core reports it once the intermediates' handles are
@@ -188,16 +195,23 @@ impl DecodeReport {
         let modes = [
             ("replayed", &self.replayed),
             ("replayed in one call", &self.one_call),
+            ("updated through its slots", &self.updated),
+            ("re-captured per token", &self.recaptured),
         ];
         let mut ids = (
             true,
-            format!("{} ids identical in all three modes", self.eager.ids.len()),
+            format!(
+                "{} ids identical in all {} modes",
+                self.eager.ids.len(),
+                modes.len() + 1
+            ),
         );
         let mut bits = (
             true,
             format!(
-                "{} steps x {vocab} logits bit-identical in all three modes",
-                self.eager.ids.len()
+                "{} steps x {vocab} logits bit-identical in all {} modes",
+                self.eager.ids.len(),
+                modes.len() + 1
             ),
         );
         for (mode, generation) in modes {
@@ -277,7 +291,7 @@ impl DecodeReport {
 
 /// Runs the prompt eagerly, the host writing each prompt token into the state; returns
 /// the time it took. Leaves the state at the prompt's last token, ready to generate.
-fn prefill<B: DecodeBackend>(
+pub(crate) fn prefill<B: DecodeBackend>(
     dev: &Device<B>,
     model: &DeviceModel<B>,
     prompt: &[u32],
@@ -294,8 +308,26 @@ fn prefill<B: DecodeBackend>(
     Ok(start.elapsed().as_secs_f64())
 }
 
+/// Records what `step` launches on the decoder's stream into a graph, with no warmup
+/// (prepare, begin, record, end): the step's launches do not run, so a state they
+/// would advance stays as it is for the replay. A failed recording is aborted.
+pub(crate) fn record<B: DecodeBackend>(
+    dev: &Device<B>,
+    step: impl FnOnce() -> Result<()>,
+) -> Result<capture_graphs::GraphHandle> {
+    dev.prepare(S)?;
+    dev.begin(S)?;
+    match step() {
+        Ok(()) => dev.end(S),
+        Err(e) => {
+            let _ = dev.abort(S);
+            Err(e)
+        }
+    }
+}
+
 /// Reads the generation's ids and logits: once, at the end.
-fn collect<B: DecodeBackend>(
+pub(crate) fn collect<B: DecodeBackend>(
     dev: &Device<B>,
     model: &DeviceModel<B>,
     options: &DecodeOptions,
@@ -403,6 +435,9 @@ pub fn run<B: DecodeBackend>(backend: B, options: DecodeOptions) -> Result<Decod
     let start = Instant::now();
     let graph = dev.capture(S, |d| model.step(d))?;
     let capture_seconds = start.elapsed().as_secs_f64();
+    // The slotted step, captured once too: its position and attention grid are slots.
+    let first = options.first_position();
+    let slotted = dev.capture(S, |d| model.slotted_step(d, first, true))?;
 
     // Replayed in one call: the same prefill, then `replay(s, graph, T)`, one read.
     prefill(&dev, &model, &prompt)?;
@@ -411,6 +446,31 @@ pub fn run<B: DecodeBackend>(backend: B, options: DecodeOptions) -> Result<Decod
         dev.sync(S)
     })?;
     let one_call = collect(&dev, &model, &options, one_call)?;
+
+    // Updated: the same prefill, then per token the slots set and one replay; the
+    // host says the position, nothing is written between replays.
+    prefill(&dev, &model, &prompt)?;
+    let updated = timed(|| {
+        for i in 0..options.tokens {
+            model.update(&slotted, first + i)?;
+            dev.replay(S, &slotted, 1)?;
+        }
+        dev.sync(S)
+    })?;
+    let updated = collect(&dev, &model, &options, updated)?;
+
+    // Re-captured: the same prefill, then per token the step at that position
+    // recorded into a graph of its own, replayed once and dropped.
+    prefill(&dev, &model, &prompt)?;
+    let recaptured = timed(|| {
+        for i in 0..options.tokens {
+            let g = record(&dev, || model.slotted_step(&dev, first + i, false))?;
+            dev.replay(S, &g, 1)?;
+            dev.drop_graph(g)?;
+        }
+        dev.sync(S)
+    })?;
+    let recaptured = collect(&dev, &model, &options, recaptured)?;
 
     // Replayed: the same prefill (eager, so it still needs the intermediates), then
     // T replays, then one read.
@@ -428,6 +488,7 @@ pub fn run<B: DecodeBackend>(backend: B, options: DecodeOptions) -> Result<Decod
     })?;
     let replayed = collect(&dev, &model, &options, replayed)?;
     dev.drop_graph(graph)?;
+    dev.drop_graph(slotted)?;
 
     let host = host_check(&options, &weights, &prompt, &replayed);
     Ok(DecodeReport {
@@ -441,6 +502,8 @@ pub fn run<B: DecodeBackend>(backend: B, options: DecodeOptions) -> Result<Decod
         eager,
         replayed,
         one_call,
+        updated,
+        recaptured,
         capture_seconds,
         ledger,
         footprint,

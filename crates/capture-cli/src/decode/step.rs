@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use capture_graphs::{Arg, Buffer, Device, KernelHandle, Result, StreamId};
+use capture_graphs::{Arg, Buffer, Device, Dims, GraphHandle, KernelHandle, Result, StreamId};
 
 use super::backend::{DecodeBackend, GemmLibrary};
 use super::model::{Config, EPS, Kernel, STATE_WORDS, THETA};
@@ -29,6 +29,44 @@ fn s32(v: u32) -> Arg {
 
 fn sf(v: f32) -> Arg {
     Arg::scalar(v)
+}
+
+/// The slotted step's position slot: a scalar of [`Kernel::SetPosition`] (rule 26).
+pub const POSITION_SLOT: &str = "pos";
+
+/// The slotted step's attention grid slot: every layer's [`Kernel::AttnScores`] launch,
+/// its grid bounded by the context and set to the sequence's length per token.
+pub const ATTENTION_SLOT: &str = "attn";
+
+/// How the step's attention-score launches take their grid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AttnGrid {
+    /// Over the whole context: the kernel skips the rows past the state's position
+    /// (the device loop, where only the device knows the position).
+    Full,
+    /// Over the sequence's `rows` rows so far; with `slot`, bounded by the context and
+    /// named [`ATTENTION_SLOT`], so an update sets it per token.
+    Rows { rows: u32, slot: bool },
+}
+
+impl AttnGrid {
+    /// The launch of [`Kernel::AttnScores`] under `config` in blocks of `block` threads.
+    fn dims(self, config: Config, block: u32) -> Dims {
+        let threads = |rows: u32| (config.heads * rows).div_ceil(block).max(1);
+        let full = [threads(config.context), 1, 1];
+        match self {
+            AttnGrid::Full => Dims::grid(full).block([block, 1, 1]),
+            AttnGrid::Rows { rows, slot: false } => {
+                Dims::grid([threads(rows.min(config.context)), 1, 1]).block([block, 1, 1])
+            }
+            AttnGrid::Rows { rows, slot: true } => {
+                Dims::grid([threads(rows.min(config.context)), 1, 1])
+                    .block([block, 1, 1])
+                    .up_to(full)
+                    .slot(ATTENTION_SLOT)
+            }
+        }
+    }
 }
 
 /// The GEMM library the step's products run through, and the workspace it was handed:
@@ -396,16 +434,82 @@ impl<B: DecodeBackend> DeviceModel<B> {
                 "the intermediates were handed to the graph; replay it instead",
             ));
         };
-        let c = self.config;
-        let (v, ctx) = (c.vocab, c.context);
         let sequence = Sequence {
             state: &self.state,
             table: &self.table,
-            block_rows: ctx,
+            block_rows: self.config.context,
             k_caches: self.layers.iter().map(|l| &l.k_cache).collect(),
             v_caches: self.layers.iter().map(|l| &l.v_cache).collect(),
         };
-        self.sequence_step(dev, &sequence, s, &s.logits)?;
+        self.sequence_step(dev, &sequence, s, &s.logits, AttnGrid::Full)?;
+        self.finish(dev, s)
+    }
+
+    /// The slotted step at `pos`: [`Kernel::SetPosition`] writes the position into the
+    /// state first, then the step as [`step`](Self::step) runs it, the attention grid
+    /// over the `pos + 1` rows so far. With `slots`, inside a capture the position is
+    /// the graph's [`POSITION_SLOT`] and the attention grid its [`ATTENTION_SLOT`]
+    /// (bounded by the context), so one graph serves every position through
+    /// [`DeviceModel::update`]; without, the graph is this position's alone (what a
+    /// capture per token records).
+    ///
+    /// # Errors
+    ///
+    /// As [`step`](Self::step).
+    pub fn slotted_step(&self, dev: &Device<B>, pos: u32, slots: bool) -> Result<()> {
+        let Some(s) = &self.scratch else {
+            return Err(capture_graphs::ServerError::invalid(
+                "step",
+                "decode",
+                "the intermediates were handed to the graph; replay it instead",
+            ));
+        };
+        let position = if slots {
+            Arg::scalar(pos).slot(POSITION_SLOT)
+        } else {
+            Arg::scalar(pos)
+        };
+        let dims = Kernel::SetPosition.dims(1, B::BLOCK, B::DYNAMIC_SHARED);
+        dev.launch(
+            self.stream,
+            &self.kernels[&Kernel::SetPosition],
+            dims,
+            &[rw(&self.state), position],
+            &[],
+        )?;
+        let sequence = Sequence {
+            state: &self.state,
+            table: &self.table,
+            block_rows: self.config.context,
+            k_caches: self.layers.iter().map(|l| &l.k_cache).collect(),
+            v_caches: self.layers.iter().map(|l| &l.v_cache).collect(),
+        };
+        let attn = AttnGrid::Rows {
+            rows: pos + 1,
+            slot: slots,
+        };
+        self.sequence_step(dev, &sequence, s, &s.logits, attn)?;
+        self.finish(dev, s)
+    }
+
+    /// Points a graph of the slotted step (captured with slots) at position `pos`: its
+    /// position and its attention grid, for the replays enqueued after it.
+    ///
+    /// # Errors
+    ///
+    /// The graph's refusal ([`capture_graphs::ServerError::SlotRefused`] for a graph
+    /// without these slots, or a grid past the context).
+    pub fn update(&self, graph: &GraphHandle, pos: u32) -> Result<()> {
+        graph.set(POSITION_SLOT, pos)?;
+        let rows = (pos + 1).min(self.config.context);
+        let grid = AttnGrid::Rows { rows, slot: false }.dims(self.config, B::BLOCK);
+        graph.set_grid(ATTENTION_SLOT, grid.grid_shape())
+    }
+
+    /// The step's last two launches: the logits into the history, and the argmax.
+    fn finish(&self, dev: &Device<B>, s: &Scratch) -> Result<()> {
+        let c = self.config;
+        let (v, ctx) = (c.vocab, c.context);
         let k = |kernel: Kernel| &self.kernels[&kernel];
         let launch = |kernel: Kernel, n: u32, args: &[Arg]| {
             let dims = kernel.dims(n, B::BLOCK, B::DYNAMIC_SHARED);
@@ -449,6 +553,7 @@ impl<B: DecodeBackend> DeviceModel<B> {
         seq: &Sequence<'_>,
         s: &Scratch,
         logits: &Buffer,
+        attn: AttnGrid,
     ) -> Result<()> {
         let c = self.config;
         let (d, f, h, ctx, v) = (c.dim, c.hidden(), c.heads, c.context, c.vocab);
@@ -519,9 +624,10 @@ impl<B: DecodeBackend> DeviceModel<B> {
                     s32(br),
                 ],
             )?;
-            launch(
-                Kernel::AttnScores,
-                h * ctx,
+            dev.launch(
+                st,
+                k(Kernel::AttnScores),
+                attn.dims(c, B::BLOCK),
                 &[
                     r(state),
                     r(seq.table),
@@ -534,6 +640,7 @@ impl<B: DecodeBackend> DeviceModel<B> {
                     sf(c.scale()),
                     s32(br),
                 ],
+                &[],
             )?;
             launch(
                 Kernel::AttnSoftmax,
