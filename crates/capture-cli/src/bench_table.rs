@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use crate::bench::{DecodeRow, Figures, Paired, RowReport, decode_options, paired};
+use crate::decoder_update_row::{self, DecoderUpdateRow};
 use crate::fork_row::{self, ForkRow};
 use crate::update_row::{self, UpdateRow};
 
@@ -26,6 +27,8 @@ pub(crate) struct BackendRun {
     pub(crate) update: Option<Result<UpdateRow, String>>,
     /// The fork row, when it ran: its figures, or why it could not.
     pub(crate) fork: Option<Result<ForkRow, String>>,
+    /// The update row's decoder part, when it ran: its figures, or why it could not.
+    pub(crate) decoder_update: Option<Result<DecoderUpdateRow, String>>,
     /// Why it stopped short (a row failed), or why it did not run.
     pub(crate) problem: Option<Problem>,
 }
@@ -65,6 +68,8 @@ impl Run {
                 || matches!(&b.update, Some(Ok(u)) if u.failed.is_some())
                 || matches!(&b.fork, Some(Err(_)))
                 || matches!(&b.fork, Some(Ok(f)) if f.failed.is_some())
+                || matches!(&b.decoder_update, Some(Err(_)))
+                || matches!(&b.decoder_update, Some(Ok(u)) if u.failed.is_some())
         })
     }
 }
@@ -110,6 +115,13 @@ pub(crate) fn render(run: &Run) -> String {
             Some(Ok(u)) => t.push_str(&update_table(u)),
             Some(Err(why)) => {
                 let _ = writeln!(t, "  update: FAILED: {why}");
+            }
+            None => {}
+        }
+        match &b.decoder_update {
+            Some(Ok(u)) => t.push_str(&decoder_update_table(u)),
+            Some(Err(why)) => {
+                let _ = writeln!(t, "  update, the decoder: FAILED: {why}");
             }
             None => {}
         }
@@ -251,6 +263,47 @@ fn fork_table(f: &ForkRow) -> String {
         }
         Some(why) => {
             let _ = writeln!(t, "  fork check FAILED: {why}");
+        }
+    }
+    t
+}
+
+fn decoder_update_table(u: &DecoderUpdateRow) -> String {
+    let c = decoder_update_row::CONFIG;
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "  update, the decoder (dim {} x {} layers, context {}: {} launches a step, its \
+         position and attention grid slots set every token, {} tokens per mode), {} rounds, \
+         us/token (re-capture against the update: the median of each round's ratio, \
+         min-max):",
+        c.dim,
+        c.layers,
+        c.context,
+        u.launches,
+        decoder_update_row::TOKENS,
+        u.rounds
+    );
+    let p = &u.recapture_over_update;
+    let _ = writeln!(
+        t,
+        "  update + replay {}, re-capture + replay {}, {:.2}x ({:.2}-{:.2})",
+        fixed(u.update_us),
+        fixed(u.recapture_us),
+        p.median,
+        p.min,
+        p.max
+    );
+    match &u.failed {
+        None => {
+            let _ = writeln!(
+                t,
+                "  decoder update checks hold (every token's logits bit for bit against \
+                 eager, both modes)"
+            );
+        }
+        Some(f) => {
+            let _ = writeln!(t, "  decoder update check FAILED: {f}");
         }
     }
     t
@@ -562,6 +615,27 @@ pub(crate) fn json(run: &Run) -> String {
             }
             Some(Err(why)) => {
                 let _ = write!(j, ",\"update\":{{\"failed\":{}}}", string(why));
+            }
+            None => {}
+        }
+        match &b.decoder_update {
+            Some(Ok(u)) => {
+                let _ = write!(
+                    j,
+                    ",\"decoder_update\":{{\"launches_per_step\":{},\"tokens\":{},\"rounds\":{},\
+                     \"update_replay_us_per_token\":{},\"recapture_replay_us_per_token\":{},\
+                     \"recapture_over_update\":{},\"checks_hold\":{}}}",
+                    u.launches,
+                    decoder_update_row::TOKENS,
+                    u.rounds,
+                    number(u.update_us),
+                    number(u.recapture_us),
+                    paired_json(u.recapture_over_update),
+                    u.failed.is_none()
+                );
+            }
+            Some(Err(why)) => {
+                let _ = write!(j, ",\"decoder_update\":{{\"failed\":{}}}", string(why));
             }
             None => {}
         }

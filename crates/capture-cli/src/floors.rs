@@ -8,8 +8,7 @@ use capture_graphs::Builtins;
 use crate::bench::{self, BenchOptions, FloorMaker};
 use crate::bench_table::{BackendRun, Problem};
 #[cfg(any(feature = "mock", feature = "vulkan", feature = "cuda"))]
-use crate::fork_row;
-use crate::update_row;
+use crate::{decoder_update_row, fork_row, update_row};
 
 /// A backend `capture bench` measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,6 +61,7 @@ fn missing(name: &'static str, named: bool, why: String) -> BackendRun {
         decode: None,
         update: None,
         fork: None,
+        decoder_update: None,
         problem: Some(if named {
             Problem::Failed(why)
         } else {
@@ -128,6 +128,7 @@ fn mock(backend: BenchBackend, _named: bool, options: &BenchOptions) -> BackendR
         decode: None,
         update: None,
         fork: None,
+        decoder_update: None,
         problem: None,
     };
     if backend == BenchBackend::AffineMock {
@@ -150,7 +151,11 @@ fn mock(backend: BenchBackend, _named: bool, options: &BenchOptions) -> BackendR
             measured.fork = Some(fork_row::fork_row(backend.clone(), options.rounds));
         }
         if options.update {
-            measured.update = Some(update_row::update_row(backend, options.rounds));
+            measured.update = Some(update_row::update_row(backend.clone(), options.rounds));
+            measured.decoder_update = Some(decoder_update_row::decoder_update_row(
+                backend,
+                options.rounds,
+            ));
         }
         measured
     }
@@ -198,6 +203,7 @@ fn vulkan(named: bool, options: &BenchOptions, device: Option<&str>) -> BackendR
         decode: None,
         update: None,
         fork: None,
+        decoder_update: None,
         problem: None,
     };
     let floor_backend = backend.clone();
@@ -214,7 +220,11 @@ fn vulkan(named: bool, options: &BenchOptions, device: Option<&str>) -> BackendR
         measured.fork = Some(fork_row::fork_row(backend.clone(), options.rounds));
     }
     if options.update {
-        measured.update = Some(update_row::update_row(backend, options.rounds));
+        measured.update = Some(update_row::update_row(backend.clone(), options.rounds));
+        measured.decoder_update = Some(decoder_update_row::decoder_update_row(
+            backend,
+            options.rounds,
+        ));
     }
     measured
 }
@@ -300,6 +310,7 @@ fn cuda(named: bool, options: &BenchOptions) -> BackendRun {
         decode: None,
         update: None,
         fork: None,
+        decoder_update: None,
         problem: None,
     };
     let make = |row: &bench::Row| -> Result<Box<dyn bench::Floor>, String> {
@@ -315,7 +326,11 @@ fn cuda(named: bool, options: &BenchOptions) -> BackendRun {
         measured.fork = Some(fork_row::fork_row(backend.clone(), options.rounds));
     }
     if options.update {
-        measured.update = Some(update_row::update_row(backend, options.rounds));
+        measured.update = Some(update_row::update_row(backend.clone(), options.rounds));
+        measured.decoder_update = Some(decoder_update_row::decoder_update_row(
+            backend,
+            options.rounds,
+        ));
     }
     measured
 }

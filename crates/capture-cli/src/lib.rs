@@ -33,6 +33,7 @@ mod cli;
 mod competitors;
 mod cpu_time;
 pub mod decode;
+mod decoder_update_row;
 mod demo;
 mod exit;
 pub mod floor;

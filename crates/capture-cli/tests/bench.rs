@@ -159,6 +159,9 @@ fn the_update_row_sets_a_slot_per_token_against_a_capture_per_token() {
         "update (7 launches a step, its input rebound every token, 32 tokens per mode, each read back), 5 rounds",
         "rebind + replay ",
         "update checks hold (every token's output, both modes)",
+        "update, the decoder (dim 64 x 2 layers, context 64: 36 launches a step, its position and attention grid slots set every token, 16 tokens per mode), 5 rounds",
+        "update + replay ",
+        "decoder update checks hold (every token's logits bit for bit against eager, both modes)",
     ] {
         assert!(stdout.contains(expected), "{expected:?} in:\n{stdout}");
     }
@@ -188,6 +191,21 @@ fn the_update_row_sets_a_slot_per_token_against_a_capture_per_token() {
     );
     assert!(0.0 < lo && lo <= mid && mid <= hi, "{u}");
     assert!(run["backends"][0]["decode"].is_null(), "{u}");
+    // The decoder part: the slotted step, its slots set per token against a capture
+    // per token, every token's logits checked.
+    let d = &run["backends"][0]["decoder_update"];
+    assert_eq!(d["launches_per_step"], 36, "{d}");
+    assert_eq!(
+        (d["tokens"].as_u64(), d["rounds"].as_u64()),
+        (Some(16), Some(5))
+    );
+    assert_eq!(d["checks_hold"], true, "{d}");
+    for mode in ["update_replay", "recapture_replay"] {
+        assert!(
+            d[format!("{mode}_us_per_token")].as_f64().unwrap() > 0.0,
+            "{d}"
+        );
+    }
 }
 
 #[cfg(feature = "mock")]
