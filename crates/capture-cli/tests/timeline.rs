@@ -197,13 +197,25 @@ fn check_lifecycle(checked: &Checked) {
         assert!(!checked.named(name).is_empty(), "no {name} span");
     }
     let captures = checked.named("capture");
-    for name in ["warmup", "window", "prepare"] {
+    for name in ["warmup", "window"] {
         for s in checked.named(name) {
             assert!(
                 captures.iter().any(|c| within(s, c)),
                 "{s:?} lies in no capture"
             );
         }
+    }
+    // A prepare opens a capture closure's warmup, or (the explicit lifecycle) comes
+    // before a begin on its track.
+    let begins = checked.named("begin");
+    for s in checked.named("prepare") {
+        assert!(
+            captures.iter().any(|c| within(s, c))
+                || begins
+                    .iter()
+                    .any(|b| b.track == s.track && b.start + SLACK >= s.end),
+            "{s:?} lies in no capture and no begin follows it"
+        );
     }
     for w in checked.named("window") {
         for name in ["begin", "seal"] {
@@ -221,7 +233,12 @@ fn check_lifecycle(checked: &Checked) {
     for r in &replays {
         let graph = r.args["graph"].as_str().expect("a replay names its graph");
         if r.track.0 == 1 {
-            assert_eq!(Some(&r.track), captured_on.get(graph), "{r:?}");
+            match captured_on.get(graph) {
+                Some(track) => assert_eq!(&r.track, track, "{r:?}"),
+                // A graph of the explicit lifecycle (no capture span names it): on the
+                // track of the pooled stream the replay names.
+                None => assert_eq!(r.args["pooled"].as_u64(), Some(r.track.1), "{r:?}"),
+            }
         }
     }
     assert!(replays.iter().any(|r| r.track.0 == 2));
@@ -267,16 +284,24 @@ fn decode_writes_a_timeline_of_its_capture_and_replays() {
     let checked = check(&json);
     check_lifecycle(&checked);
     let pooled = checked.track("pooled#0 (stream#0)");
-    // One replay per token, then one call replaying all of them.
+    // One call replaying all the tokens, then one replay per token in each of three
+    // modes: the step's graph, the slotted graph updated, a graph captured per token.
     let replays = checked.named("replay");
     assert_eq!(
         replays.iter().filter(|r| r.track == pooled).count(),
-        tokens + 1
+        3 * tokens + 1
     );
     assert_eq!(
         checked.named("capture").len(),
-        2,
-        "one capture, on two tracks"
+        4,
+        "two captures (the step, the slotted step), each on two tracks"
+    );
+    // The slotted graph's updates, two a token (position and attention grid), on its
+    // pooled stream's track.
+    let updates = checked.named("update");
+    assert_eq!(
+        updates.iter().filter(|u| u.track == pooled).count(),
+        2 * tokens
     );
 }
 

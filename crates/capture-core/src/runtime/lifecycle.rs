@@ -545,9 +545,16 @@ impl<B: Backend> GraphOwner for Inner<B> {
         slot: SlotName,
         update: SlotUpdate,
     ) -> Result<(), ServerError> {
-        let _span =
-            tracing::debug_span!(target: "capture", "update", graph = %graph, slot = slot.as_str())
-                .entered();
+        let span = tracing::debug_span!(
+            target: "capture", "update", graph = %graph, slot = slot.as_str(),
+            pooled = tracing::field::Empty
+        );
+        // On the timeline an update sits on its graph's pooled stream, as a replay does.
+        let pooled = self.registry().live.get(&graph).map(|(index, _)| *index);
+        if let Some(index) = pooled {
+            span.record("pooled", index);
+        }
+        let _span = span.entered();
         self.labels.named(self.update_slot(graph, slot, update))
     }
 
