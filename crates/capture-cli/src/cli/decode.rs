@@ -24,10 +24,13 @@ pub(crate) const DECODE_HELP: &str =
 A llama-shaped decoder with seeded random weights (no download): prefills a short
 prompt eagerly, generates T tokens eagerly, then captures the decode step once and
 generates them again by replaying it, the position and token advancing on the device.
-Prints tokens/s and µs per token for each mode, their ratio, kernels per step, the
-capture time, the graph's ledger and the generated ids. Checks that both modes give
-the same ids and bit-identical logits at every step, and that the logits match a
-plain-Rust reference of the model within the stated tolerance.
+Then the host chooses the position: a slotted step (its position and attention grid
+graph slots) captured once and updated per token, against the same step captured per
+token. Prints tokens/s and µs per token for each mode, their ratio, update + replay
+against re-capture + replay, kernels per step, the capture time, the graph's ledger
+and the generated ids. Checks that every mode gives the same ids and bit-identical
+logits at every step, and that the logits match a plain-Rust reference of the model
+within the stated tolerance.
 
 With --buckets, a batch of sequences steps at once over a paged KV cache (blocks of
 K rows, a block table per sequence in device memory), its step captured once per
