@@ -427,20 +427,8 @@ impl<B: DecodeBackend> DeviceModel<B> {
     /// A launch failed, or the intermediates were dropped (the step can only be
     /// replayed then).
     pub fn step(&self, dev: &Device<B>) -> Result<()> {
-        let Some(s) = &self.scratch else {
-            return Err(capture_graphs::ServerError::invalid(
-                "step",
-                "decode",
-                "the intermediates were handed to the graph; replay it instead",
-            ));
-        };
-        let sequence = Sequence {
-            state: &self.state,
-            table: &self.table,
-            block_rows: self.config.context,
-            k_caches: self.layers.iter().map(|l| &l.k_cache).collect(),
-            v_caches: self.layers.iter().map(|l| &l.v_cache).collect(),
-        };
+        let s = self.scratch()?;
+        let sequence = self.own_sequence();
         self.sequence_step(dev, &sequence, s, &s.logits, AttnGrid::Full)?;
         self.finish(dev, s)
     }
@@ -457,13 +445,7 @@ impl<B: DecodeBackend> DeviceModel<B> {
     ///
     /// As [`step`](Self::step).
     pub fn slotted_step(&self, dev: &Device<B>, pos: u32, slots: bool) -> Result<()> {
-        let Some(s) = &self.scratch else {
-            return Err(capture_graphs::ServerError::invalid(
-                "step",
-                "decode",
-                "the intermediates were handed to the graph; replay it instead",
-            ));
-        };
+        let s = self.scratch()?;
         let position = if slots {
             Arg::scalar(pos).slot(POSITION_SLOT)
         } else {
@@ -477,13 +459,7 @@ impl<B: DecodeBackend> DeviceModel<B> {
             &[rw(&self.state), position],
             &[],
         )?;
-        let sequence = Sequence {
-            state: &self.state,
-            table: &self.table,
-            block_rows: self.config.context,
-            k_caches: self.layers.iter().map(|l| &l.k_cache).collect(),
-            v_caches: self.layers.iter().map(|l| &l.v_cache).collect(),
-        };
+        let sequence = self.own_sequence();
         let attn = AttnGrid::Rows {
             rows: pos + 1,
             slot: slots,
@@ -504,6 +480,28 @@ impl<B: DecodeBackend> DeviceModel<B> {
         let rows = (pos + 1).min(self.config.context);
         let grid = AttnGrid::Rows { rows, slot: false }.dims(self.config, B::BLOCK);
         graph.set_grid(ATTENTION_SLOT, grid.grid_shape())
+    }
+
+    /// The intermediates, while the program still holds them.
+    fn scratch(&self) -> Result<&Scratch> {
+        self.scratch.as_ref().ok_or_else(|| {
+            capture_graphs::ServerError::invalid(
+                "step",
+                "decode",
+                "the intermediates were handed to the graph; replay it instead",
+            )
+        })
+    }
+
+    /// The model's own sequence: its state, a plain cache (one block of the context).
+    fn own_sequence(&self) -> Sequence<'_> {
+        Sequence {
+            state: &self.state,
+            table: &self.table,
+            block_rows: self.config.context,
+            k_caches: self.layers.iter().map(|l| &l.k_cache).collect(),
+            v_caches: self.layers.iter().map(|l| &l.v_cache).collect(),
+        }
     }
 
     /// The step's last two launches: the logits into the history, and the argmax.
