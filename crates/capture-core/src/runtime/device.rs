@@ -101,6 +101,7 @@ impl<B: Backend> Device<B> {
             inner: Arc::new(Inner {
                 signals,
                 tracks: Mutex::new(Tracks::new(config.streams)),
+                order_version: AtomicU64::new(0),
                 faults: (0..config.streams).map(|_| AtomicU64::new(0)).collect(),
                 backend,
                 serial: DEVICES.fetch_add(1, Ordering::Relaxed),

@@ -17,6 +17,7 @@ use super::membership::PoolEntry;
 use super::order::Tracks;
 use super::pooled::PooledStream;
 use super::registry::KernelRegistry;
+use super::use_memo::UseMemo;
 use crate::branch::{BranchReason, BranchRefused};
 use crate::capture::{DeviceCaptures, Lane};
 use crate::driver::{Backend, DeviceResource, DeviceStream};
@@ -62,6 +63,9 @@ pub(crate) struct Inner<B: Backend> {
     pub(crate) signals: Vec<<B::Stream as DeviceStream>::Signal>,
     /// Cross-stream order and the ranges written since each stream's last good fence.
     pub(crate) tracks: Mutex<Tracks>,
+    /// Bumped by every lock of `tracks`: a pooled stream's uses memo is good while it
+    /// reads what that stream's own last lock left (`use_memo.rs`).
+    pub(crate) order_version: AtomicU64,
     /// Per pooled stream, how many asynchronous errors its fences reported: work lost
     /// with one may have held info-word uploads, which the stream then uploads again
     /// (`forget_lost_uploads`).
@@ -430,8 +434,38 @@ impl<B: Backend> Inner<B> {
         }
     }
 
+    /// The order tracks, locked: whatever the caller does with them, every pooled
+    /// stream's uses memo is stale after it.
     pub(crate) fn order(&self) -> Ordered<'_, Tracks> {
-        Ordered::lock(&self.tracks, Level::Order)
+        let order = Ordered::lock(&self.tracks, Level::Order);
+        self.order_version.fetch_add(1, Ordering::AcqRel);
+        order
+    }
+
+    /// The order tracks, locked for a launch's ordering or stamps on the pooled stream
+    /// that owns `memo`: the memo stays good when this stream's own last lock was the
+    /// last one (`UseMemo::carry`).
+    fn order_for(&self, memo: &mut UseMemo) -> Ordered<'_, Tracks> {
+        let order = Ordered::lock(&self.tracks, Level::Order);
+        memo.carry(self.order_version.fetch_add(1, Ordering::AcqRel));
+        order
+    }
+
+    /// Whether `ps`'s uses memo covers a launch reading `reads` and writing `writes`:
+    /// its ordering and stamps are done already (`use_memo.rs`). When it does not, the
+    /// launch's full pass begins.
+    pub(crate) fn memo_covers(
+        &self,
+        ps: &mut PooledStream<B>,
+        reads: &[ClaimKey],
+        writes: &[ClaimKey],
+    ) -> bool {
+        let version = self.order_version.load(Ordering::Acquire);
+        if ps.memo.covers(version, reads, writes) {
+            return true;
+        }
+        ps.memo.begin_pass();
+        false
     }
 
     pub(crate) fn registry(&self) -> Ordered<'_, GraphRegistry> {
@@ -450,7 +484,7 @@ impl<B: Backend> Inner<B> {
     pub(crate) fn fence_of(&self, q: usize) -> Option<Stamped<<B::Stream as DeviceStream>::Fence>> {
         let signal = self.signals[q];
         self.captures.status().unless_recording(q, || {
-            let epoch = self.order().epoch(q);
+            let epoch = self.order().seal(q);
             Stamped {
                 stream: q,
                 epoch,
@@ -492,7 +526,7 @@ impl<B: Backend> Inner<B> {
         writes: &[ClaimKey],
     ) -> Result<(), ServerError> {
         let on = ps.index;
-        self.order().deps(
+        self.order_for(&mut ps.memo).deps(
             on,
             reads.iter().map(|k| k.memory),
             writes.iter().map(|k| k.memory),
@@ -501,10 +535,13 @@ impl<B: Backend> Inner<B> {
         for i in 0..ps.deps.len() {
             let q = ps.deps[i].0;
             let Some(stamped) = self.fence_of(q) else {
+                // Nothing to wait for now, but the use stays unfollowed: the next
+                // launch asks again.
+                ps.memo.spoil();
                 continue;
             };
             B::wait_for(&mut ps.stream, &stamped.fence)?;
-            self.order().ordered(on, q, stamped.epoch);
+            self.order_for(&mut ps.memo).ordered(on, q, stamped.epoch);
         }
         Ok(())
     }
@@ -538,7 +575,7 @@ impl<B: Backend> Inner<B> {
         buffers: impl IntoIterator<Item = &'a ManagedMemoryHandle>,
     ) {
         {
-            let mut order = self.order();
+            let mut order = self.order_for(&mut ps.memo);
             order.used(
                 ps.index,
                 reads.iter().map(|k| k.memory),
@@ -578,9 +615,9 @@ impl<B: Backend> Inner<B> {
             return;
         }
         let signal = ps.stream.signal();
-        ps.held.clear();
+        ps.clear_held();
         let waits_for = ps.drops.has_fence().then_some(ps.drops_epoch);
-        let now = self.order().epoch(ps.index);
+        let now = self.order().seal(ps.index);
         match ps
             .drops
             .flush(|| <B::Stream as DeviceStream>::fence(signal))
@@ -611,13 +648,13 @@ impl<B: Backend> Inner<B> {
             return Ok(());
         }
         let signal = ps.stream.signal();
-        ps.held.clear();
+        ps.clear_held();
         // The fences a drain waits for: the last flush's, if it recorded one, and one
         // recorded now when values wait without a fence.
         let previous = ps.drops.has_fence().then_some(ps.drops_epoch);
         let fresh =
             ps.drops.staged_len() > 0 || (ps.drops.pending_len() > 0 && !ps.drops.has_fence());
-        let now = self.order().epoch(ps.index);
+        let now = self.order().seal(ps.index);
         match ps
             .drops
             .drain(|| <B::Stream as DeviceStream>::fence(signal))
@@ -645,8 +682,8 @@ impl<B: Backend> Inner<B> {
         if ps.stream.capturing().is_recording() {
             return;
         }
-        ps.held.clear();
-        let now = self.order().epoch(ps.index);
+        ps.clear_held();
+        let now = self.order().seal(ps.index);
         ps.drops.retire_waited();
         self.order().good(ps.index, now);
     }

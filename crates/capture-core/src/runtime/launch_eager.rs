@@ -58,10 +58,15 @@ impl<B: Backend> Inner<B> {
                 return Err(error);
             }
         };
+        // A launch repeating uses its stream stamped since the tracks last changed has
+        // its ordering and stamps done already (`use_memo.rs`).
+        let repeats = self.memo_covers(ps, &s.inputs, &s.outputs);
         let enqueued = remote
             .and_then(|remote| {
                 // Rule 18: after every other stream's use of these buffers, on the device.
-                self.order_device(ps, &s.inputs, &s.outputs)?;
+                if !repeats {
+                    self.order_device(ps, &s.inputs, &s.outputs)?;
+                }
                 let info = match &job {
                     Job::Kernel { info, .. } => self.info_buffer(ps, stream, info)?,
                     Job::Work { .. } => None,
@@ -81,14 +86,17 @@ impl<B: Backend> Inner<B> {
             s.args.iter().map(|b| (b.key, b.access)),
             false,
         );
-        self.used(
-            ps,
-            &s.inputs,
-            &s.outputs,
-            args.iter()
-                .filter_map(Arg::as_buffer)
-                .map(|a| &a.buffer.handle),
-        );
+        if !repeats {
+            self.used(
+                ps,
+                &s.inputs,
+                &s.outputs,
+                args.iter()
+                    .filter_map(Arg::as_buffer)
+                    .map(|a| &a.buffer.handle),
+            );
+            ps.memo.note(&s.inputs, &s.outputs);
+        }
         if let Job::Work { work, .. } = &job {
             // The device may still run it: what it references waits for a fence.
             ps.drops.push(Pending::other((*work).clone(), 0));

@@ -118,7 +118,7 @@ impl<B: Backend> Device<B> {
             if !ps.stream.capturing().is_recording()
                 && ps.stream.capturing().owner() == Some(stream)
             {
-                let epoch = inner.order().epoch(ps.index);
+                let epoch = inner.order().seal(ps.index);
                 match <B::Stream as DeviceStream>::fence(ps.stream.signal()).wait() {
                     Ok(()) => inner.order().good(ps.index, epoch),
                     Err(error) => {
@@ -162,7 +162,7 @@ impl<B: Backend> Device<B> {
             let mut window = Window::<B>::on(&mut ps.stream, &mut ps.drops);
             let result = window.begin();
             let fence_error = window.take_fence_error();
-            ps.held.clear();
+            ps.clear_held();
             ps.window_slots = Default::default();
             if let Some(error) = fence_error {
                 inner.fault(ps, stream, &error);
@@ -692,7 +692,7 @@ impl<B: Backend> Inner<B> {
         let mut window = Window::<B>::on(&mut ps.stream, &mut ps.drops);
         let result = window.instantiate(stream, id);
         let fence_error = window.take_fence_error();
-        ps.held.clear();
+        ps.clear_held();
         let outcome = match result {
             Ok(graph) => {
                 let ledger = graph.ledger();
@@ -800,7 +800,7 @@ impl<B: Backend> Inner<B> {
         let mut window = Window::<B>::on(&mut ps.stream, &mut ps.drops);
         let result = window.instantiate(stream, id);
         let fence_error = window.take_fence_error();
-        ps.held.clear();
+        ps.clear_held();
         ps.window_slots = Default::default();
         self.lifecycle(
             stream,

@@ -27,6 +27,7 @@ mod report;
 mod scratch;
 mod slot_data;
 mod slots;
+mod use_memo;
 
 pub use buffer::{Arg, Buffer};
 pub use capturing::{CapturePhase, Capturing};

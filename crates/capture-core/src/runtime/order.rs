@@ -2,9 +2,12 @@
 //! fence (rule 15), device-wide so any thread that waits on a stream's fence can settle
 //! or taint that stream's work.
 //!
-//! Every pooled stream counts the tracked operations it enqueued (its *epoch*). Per
-//! allocation, [`Tracks`] keeps the last stream that wrote it and the streams that read
-//! it since, each with the epoch of that use. Before a stream touches an allocation it
+//! Every pooled stream counts its fences: its *epoch* is the generation of work since
+//! the last fence taken of it ([`Tracks::seal`]), and every tracked operation it
+//! enqueues is stamped with it. Per allocation, [`Tracks`] keeps the last stream that
+//! wrote it and the streams that read it since, each with the epoch of that use, so
+//! the same use again before the next fence changes nothing (the launch path's
+//! `UseMemo` skips it). Before a stream touches an allocation it
 //! follows the other streams' uses that it must come after: a write after the last
 //! write and every read since, a read after the last write. A use is already followed
 //! when the host saw a good fence covering it (`done`) or when the stream enqueued a
@@ -25,7 +28,9 @@ const RANGES_COMPACT: usize = 32;
 /// One pooled stream's counters.
 #[derive(Debug, Default)]
 struct Lane {
-    /// Tracked operations enqueued so far.
+    /// The generation the stream's next tracked operation is stamped with: a fence
+    /// taken of the stream seals it ([`Tracks::seal`]), so every use stamped with it
+    /// was enqueued before that fence, and later uses get the next one.
     epoch: u64,
     /// Every operation up to this epoch is known complete (a good fence covered it).
     done: u64,
@@ -62,6 +67,9 @@ impl Tracks {
         Self {
             lanes: (0..streams)
                 .map(|_| Lane {
+                    // Generation 0 is the one nothing was stamped with: `done` and
+                    // `after` start there.
+                    epoch: 1,
                     after: vec![0; streams],
                     ..Lane::default()
                 })
@@ -70,9 +78,14 @@ impl Tracks {
         }
     }
 
-    /// Pooled stream `q`'s epoch: everything it enqueued so far is at or below it.
-    pub(crate) fn epoch(&self, q: usize) -> u64 {
-        self.lanes[q].epoch
+    /// Seals pooled stream `q`'s generation for a fence about to be taken of it (or a
+    /// wait for everything it enqueued): everything it enqueued so far is stamped at or
+    /// below the epoch returned, and what it enqueues from now on is stamped above it.
+    pub(crate) fn seal(&mut self, q: usize) -> u64 {
+        let lane = &mut self.lanes[q];
+        let epoch = lane.epoch;
+        lane.epoch += 1;
+        epoch
     }
 
     fn followed(&self, on: usize, q: usize, epoch: u64) -> bool {
@@ -122,16 +135,15 @@ impl Tracks {
         *after = (*after).max(epoch);
     }
 
-    /// `on` enqueued one operation reading `reads` and writing `writes`.
+    /// `on` enqueued one operation reading `reads` and writing `writes`, stamped with its
+    /// current generation.
     pub(crate) fn used(
         &mut self,
         on: usize,
         reads: impl IntoIterator<Item = MemoryId>,
         writes: impl IntoIterator<Item = MemoryId>,
     ) {
-        let lane = &mut self.lanes[on];
-        lane.epoch += 1;
-        let epoch = lane.epoch;
+        let epoch = self.lanes[on].epoch;
         for id in writes {
             let uses = self.uses.entry(id).or_default();
             uses.writer = Some((on, epoch));
@@ -157,7 +169,7 @@ impl Tracks {
     /// Everything `q` enqueued so far is known complete, with no error: its ranges
     /// written since its last good fence are settled.
     pub(crate) fn all_good(&mut self, q: usize) {
-        let epoch = self.lanes[q].epoch;
+        let epoch = self.seal(q);
         self.good(q, epoch);
     }
 
@@ -289,10 +301,11 @@ mod tests {
         let mut t = Tracks::new(2);
         t.used(0, [], [id(1)]);
         t.wrote(0, &[key(1)]);
+        // A fence taken after the first write, met anywhere.
+        let first = t.seal(0);
         t.used(0, [], [id(2)]);
         t.wrote(0, &[key(2)]);
-        // A fence stamped at the first write, met anywhere.
-        t.good(0, 1);
+        t.good(0, first);
         let mut out = Vec::new();
         t.take_since_fence(0, &mut out);
         assert_eq!(out, vec![key(2)]);
@@ -303,12 +316,44 @@ mod tests {
         let mut t = Tracks::new(1);
         t.used(0, [], [id(1)]);
         t.wrote(0, &[key(1)]);
+        let first = t.seal(0);
         t.used(0, [], [id(1)]);
         t.wrote(0, &[key(1)]);
-        t.good(0, 1);
-        assert_eq!(t.since_fence_len(0), 1, "rewritten at epoch 2");
-        t.good(0, 2);
+        t.good(0, first);
+        assert_eq!(t.since_fence_len(0), 1, "rewritten after the first fence");
+        let second = t.seal(0);
+        t.good(0, second);
         assert_eq!(t.since_fence_len(0), 0);
+    }
+
+    #[test]
+    fn a_use_repeated_before_the_next_fence_is_stamped_alike_and_one_after_it_is_not() {
+        let mut t = Tracks::new(2);
+        let mut deps = Vec::new();
+        t.used(0, [], [id(1)]);
+        t.used(0, [id(2)], [id(1)]);
+        t.used(0, [id(2)], [id(1)]);
+        t.deps(1, [id(1)], [id(2)], &mut deps);
+        assert_eq!(deps, vec![(0, 1)], "one generation: every use stamped 1");
+        let sealed = t.seal(0);
+        assert_eq!(sealed, 1);
+        t.used(0, [], [id(1)]);
+        t.deps(1, [id(1)], [], &mut deps);
+        assert_eq!(
+            deps,
+            vec![(0, 2)],
+            "a use after the fence needs a later one"
+        );
+        t.ordered(1, 0, sealed);
+        t.deps(1, [id(1)], [], &mut deps);
+        assert_eq!(
+            deps,
+            vec![(0, 2)],
+            "a wait for the sealed fence does not cover it"
+        );
+        t.all_good(0);
+        t.deps(1, [id(1)], [id(2)], &mut deps);
+        assert!(deps.is_empty());
     }
 
     #[test]
@@ -325,7 +370,7 @@ mod tests {
         assert_eq!(t.since_fence_len(1), 1);
         assert_eq!(t.noted_len(1), 1);
         // Another stream's host wait on a fence of it settles the rest.
-        let epoch = t.epoch(1);
+        let epoch = t.seal(1);
         t.good(1, epoch);
         assert_eq!(t.since_fence_len(1), 0);
     }
@@ -342,7 +387,7 @@ mod tests {
                     range: crate::range::ByteRange::from_bounds(row * 4, row * 4 + 4),
                 }],
             );
-            let epoch = t.epoch(0);
+            let epoch = t.seal(0);
             t.good(0, epoch);
         }
         assert!(t.noted_len(0) <= RANGES_COMPACT, "{}", t.noted_len(0));

@@ -7,6 +7,7 @@ use crate::id_hash::{IdMap, IdSet};
 use super::membership::PoolMember;
 use super::scratch::LaunchScratch;
 use super::slot_data::GraphSlots;
+use super::use_memo::UseMemo;
 
 use crate::capture::{Graph, Window};
 use crate::driver::{Backend, DeviceResource, DeviceStream};
@@ -31,6 +32,9 @@ pub(crate) struct PooledStream<B: Backend> {
     /// Memory whose binding this stream's drop queue holds since its last flush: queued
     /// work uses it, so it stays allocated until a fence after that work (rule 19).
     pub(crate) held: IdSet<MemoryId>,
+    /// The uses its eager launches stamped in the order tracks since they last changed,
+    /// all of them held (`use_memo.rs`).
+    pub(crate) memo: UseMemo,
     /// Scratch: the other streams an operation must follow.
     pub(crate) deps: Vec<(usize, u64)>,
     /// Graphs captured on this stream, which replay only here.
@@ -86,7 +90,14 @@ impl<B: Backend> PooledStream<B> {
         {
             tracing::warn!(target: "capture", index = self.index, %error, "a stream's last fence failed at teardown");
         }
+        self.clear_held();
+    }
+
+    /// Forgets what the drop queue holds for queued work (it was just flushed or
+    /// drained), and with it the uses memo, whose buffers it held.
+    pub(crate) fn clear_held(&mut self) {
         self.held.clear();
+        self.memo.forget();
     }
 
     pub(crate) fn new(stream: B::Stream, index: usize, drop_policy: FlushingPolicy) -> Self {
@@ -97,6 +108,7 @@ impl<B: Backend> PooledStream<B> {
             drops_epoch: 0,
             faults_seen: 0,
             held: IdSet::default(),
+            memo: UseMemo::default(),
             deps: Vec::new(),
             graphs: BTreeMap::new(),
             members: IdMap::default(),
