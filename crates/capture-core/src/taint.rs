@@ -37,6 +37,18 @@
 //!
 //! The unit test `the_scope_protocol_as_a_caller_drives_it` walks through it.
 //!
+//! # Deferred claims
+//!
+//! An eager launch opens a scope, enqueues, and settles it, and in nearly every call no
+//! other thread looks at the ledger in between. So when nothing claims the bytes a
+//! launch writes, [`admit`](TaintLedger::admit) takes the failure's id and keeps the
+//! scope aside instead of claiming: its own `settle` then has nothing to release, and
+//! its own `fail` makes the claims with the real error. Any other call of the ledger,
+//! on any thread, first makes the deferred claims exactly as `admit` would have, so
+//! what every other call sees, failure numbers included, is the same. At most one
+//! scope is deferred: the next `admit` makes the last one's claims first, so it finds
+//! them when its outputs overlap them.
+//!
 //! # Cost
 //!
 //! The hot paths (entering and settling a scope, a clean read, a host write, a
@@ -73,6 +85,20 @@ pub(crate) struct TaintLedger {
     spare_claims: Vec<Vec<Claim>>,
     /// The live failures and the free lists their vectors come from.
     failures: Failures,
+    /// The scope [`admit`](TaintLedger::admit) opened over bytes nobody had claimed,
+    /// its claims not made yet: until its own [`settle`](TaintLedger::settle) or
+    /// [`fail`](TaintLedger::fail), the first other call makes them (see "Deferred
+    /// claims" in the module docs).
+    deferred: Option<Deferred>,
+}
+
+/// A scope whose provisional claims are not made yet: its failure's id (taken in turn,
+/// so every failure keeps its number), what it runs and what it writes.
+#[derive(Debug)]
+struct Deferred {
+    failure: FailureId,
+    op: Cow<'static, str>,
+    writes: Vec<ClaimKey>,
 }
 
 /// A work scope opened by [`TaintLedger::enter`]: the token that settles or fails it.
@@ -134,7 +160,19 @@ impl Failures {
 
     /// A new failure with `cause`, carried by no claim yet.
     fn create(&mut self, cause: FailureCause) -> FailureId {
-        let id = FailureId::new(self.ids.next_index());
+        let id = self.next_id();
+        self.create_as(id, cause);
+        id
+    }
+
+    /// The next failure's id, taken in turn.
+    fn next_id(&mut self) -> FailureId {
+        FailureId::new(self.ids.next_index())
+    }
+
+    /// The failure `id` (taken by [`next_id`](Self::next_id) and not created since) with
+    /// `cause`, carried by no claim yet.
+    fn create_as(&mut self, id: FailureId, cause: FailureCause) {
         let chain = self.spare_chains.pop().unwrap_or_default();
         self.nodes.insert(
             id,
@@ -145,7 +183,6 @@ impl Failures {
                 claims: 0,
             },
         );
-        id
     }
 
     /// One more claim carries `id`.
@@ -299,6 +336,7 @@ impl TaintLedger {
     /// [`ServerError::InvalidArgument`] naming the allocation and size when `size` is
     /// zero, or naming the allocation when it is already tracked. Nothing is changed.
     pub(crate) fn fresh(&mut self, memory: MemoryId, size: u64) -> Result<FailureId, ServerError> {
+        self.undefer();
         if size == 0 {
             return Err(ServerError::invalid_value_of(
                 "allocation size",
@@ -332,6 +370,7 @@ impl TaintLedger {
     ///
     /// [`ServerError::UnknownMemory`] when `memory` is not tracked.
     pub(crate) fn forget(&mut self, memory: MemoryId) -> Result<(), ServerError> {
+        self.undefer();
         let Some(mut allocation) = self.memories.remove(&memory) else {
             return Err(ServerError::UnknownMemory(memory));
         };
@@ -363,6 +402,7 @@ impl TaintLedger {
         op: impl Into<Cow<'static, str>>,
         writes: impl IntoIterator<Item = ClaimKey>,
     ) -> Result<Scope, ServerError> {
+        self.undefer();
         let keys = self.valid_keys(writes)?;
         Ok(self.open_scope(op.into(), keys))
     }
@@ -371,13 +411,42 @@ impl TaintLedger {
     /// by a new failure, which the scope settles or fails.
     fn open_scope(&mut self, op: Cow<'static, str>, keys: Vec<ClaimKey>) -> Scope {
         let failure = self.failures.create(FailureCause::Unfinished { op });
+        self.claim_scope(failure, keys);
+        Scope { failure }
+    }
+
+    /// Claims `keys` (each checked) for `failure`, a new node, which keeps them as the
+    /// scope's writes.
+    fn claim_scope(&mut self, failure: FailureId, keys: Vec<ClaimKey>) {
         self.claim_all(&keys, failure);
         match self.failures.nodes.get_mut(&failure) {
             Some(node) => node.writes = keys,
             None => self.failures.recycle_keys(keys),
         }
         self.failures.free_if_unclaimed(failure);
-        Scope { failure }
+    }
+
+    /// Makes the deferred scope's claims, as [`admit`](Self::admit) would have made them:
+    /// the first thing every call but the scope's own `settle` and `fail` does.
+    fn undefer(&mut self) {
+        if let Some(Deferred {
+            failure,
+            op,
+            writes,
+        }) = self.deferred.take()
+        {
+            self.failures
+                .create_as(failure, FailureCause::Unfinished { op });
+            self.claim_scope(failure, writes);
+        }
+    }
+
+    /// The deferred scope, if `scope` is it.
+    fn take_deferred(&mut self, scope: &Scope) -> Option<Deferred> {
+        match &self.deferred {
+            Some(deferred) if deferred.failure == scope.failure => self.deferred.take(),
+            _ => None,
+        }
     }
 
     /// Ends a scope whose work succeeded: the bytes it claimed become clean.
@@ -386,6 +455,12 @@ impl TaintLedger {
     /// by other work keep their claims, and outputs of launches skipped because they
     /// read the scope's bytes while it was open keep theirs (those launches did not run).
     pub(crate) fn settle(&mut self, scope: Scope) {
+        if let Some(deferred) = self.take_deferred(&scope) {
+            // Nobody claimed its bytes, and nobody looked: nothing to release.
+            self.failures.recycle_keys(deferred.writes);
+            return;
+        }
+        self.undefer();
         let failure = scope.failure;
         let Some(node) = self.failures.nodes.get_mut(&failure) else {
             return; // Every claim of the scope has been cleared already.
@@ -405,6 +480,18 @@ impl TaintLedger {
     /// When every claim of the scope has been cleared already (say, by host writes),
     /// nothing carries the failure any more and `error` is dropped.
     pub(crate) fn fail(&mut self, scope: Scope, error: ServerError) {
+        if let Some(Deferred {
+            failure, writes, ..
+        }) = self.take_deferred(&scope)
+        {
+            self.failures
+                .create_as(failure, FailureCause::Failed(error));
+            self.claim_all(&writes, failure);
+            self.failures.recycle_keys(writes);
+            self.failures.free_if_unclaimed(failure);
+            return;
+        }
+        self.undefer();
         let Some(node) = self.failures.nodes.get_mut(&scope.failure) else {
             return;
         };
@@ -430,6 +517,7 @@ impl TaintLedger {
         keys: impl IntoIterator<Item = ClaimKey>,
         error: ServerError,
     ) -> Result<FailureId, ServerError> {
+        self.undefer();
         let keys = self.valid_keys(keys)?;
         let failure = self.failures.create(FailureCause::Failed(error));
         self.claim_all(&keys, failure);
@@ -446,6 +534,7 @@ impl TaintLedger {
         keys: impl IntoIterator<Item = ClaimKey>,
         error: ServerError,
     ) -> Option<FailureId> {
+        self.undefer();
         let keys: Vec<ClaimKey> = keys
             .into_iter()
             .filter_map(|key| {
@@ -464,7 +553,8 @@ impl TaintLedger {
     }
 
     /// Whether `memory` is tracked (allocated, not yet forgotten).
-    pub(crate) fn is_tracked(&self, memory: MemoryId) -> bool {
+    pub(crate) fn is_tracked(&mut self, memory: MemoryId) -> bool {
+        self.undefer();
         self.memories.contains_key(&memory)
     }
 
@@ -477,6 +567,7 @@ impl TaintLedger {
     /// [`ServerError::InvalidArgument`] naming the key when its range runs past the end
     /// of the allocation. Nothing is changed.
     pub(crate) fn host_write(&mut self, key: ClaimKey) -> Result<(), ServerError> {
+        self.undefer();
         self.valid(key)?;
         if let Some(allocation) = self.memories.get_mut(&key.memory) {
             allocation.clear(key.range, &mut self.failures);
@@ -495,7 +586,8 @@ impl TaintLedger {
     /// [`ServerError::UnknownMemory`] when the allocation is not tracked;
     /// [`ServerError::InvalidArgument`] naming the key when its range runs past the end
     /// of the allocation.
-    pub(crate) fn check_read(&self, key: ClaimKey) -> Result<(), ServerError> {
+    pub(crate) fn check_read(&mut self, key: ClaimKey) -> Result<(), ServerError> {
+        self.undefer();
         match self.valid(key)?.first_overlap(key.range) {
             None => Ok(()),
             Some(claim) => Err(self.unwritten(key, claim)),
@@ -509,9 +601,10 @@ impl TaintLedger {
     /// The first key's error, as [`check_read`](Self::check_read) gives it.
     #[cfg(test)]
     pub(crate) fn check_reads(
-        &self,
+        &mut self,
         keys: impl IntoIterator<Item = ClaimKey>,
     ) -> Result<(), ServerError> {
+        self.undefer();
         keys.into_iter().try_for_each(|key| self.check_read(key))
     }
 
@@ -545,6 +638,7 @@ impl TaintLedger {
     where
         O: IntoIterator<Item = ClaimKey> + Clone,
     {
+        self.undefer();
         let mut skipped_by = None;
         for key in inputs {
             let claim = self.valid(key)?.first_overlap(key.range);
@@ -606,6 +700,7 @@ impl TaintLedger {
         inputs: &[ClaimKey],
         outputs: &[ClaimKey],
     ) -> Result<Scope, ServerError> {
+        self.undefer();
         let mut skipped_by = None;
         for &key in inputs {
             let claim = self.valid(key)?.first_overlap(key.range);
@@ -613,14 +708,24 @@ impl TaintLedger {
                 skipped_by = claim.map(|claim| (key, claim));
             }
         }
+        let mut unclaimed = true;
         for &key in outputs {
-            self.valid(key)?;
+            unclaimed &= self.valid(key)?.first_overlap(key.range).is_none();
         }
         if let Some((input, claim)) = skipped_by {
             return Err(self.skip(op, stream, input, claim, outputs.iter().copied()));
         }
         let mut keys = self.failures.keys();
         keys.extend_from_slice(outputs);
+        if unclaimed {
+            let failure = self.failures.next_id();
+            self.deferred = Some(Deferred {
+                failure,
+                op,
+                writes: keys,
+            });
+            return Ok(Scope { failure });
+        }
         Ok(self.open_scope(op, keys))
     }
 
@@ -632,9 +737,10 @@ impl TaintLedger {
     /// [`ServerError::UnknownMemory`] when `memory` is not tracked.
     #[cfg(test)]
     pub(crate) fn claims(
-        &self,
+        &mut self,
         memory: MemoryId,
     ) -> Result<impl Iterator<Item = (ByteRange, FailureId)>, ServerError> {
+        self.undefer();
         let allocation = self
             .memories
             .get(&memory)
@@ -650,26 +756,30 @@ impl TaintLedger {
     /// [`ServerError::InvalidArgument`] naming the key when its range runs past the end
     /// of the allocation.
     #[cfg(test)]
-    pub(crate) fn is_clear(&self, key: ClaimKey) -> Result<bool, ServerError> {
+    pub(crate) fn is_clear(&mut self, key: ClaimKey) -> Result<bool, ServerError> {
+        self.undefer();
         Ok(self.valid(key)?.first_overlap(key.range).is_none())
     }
 
     /// How many failures are live (carried by at least one claim).
     #[cfg(test)]
-    pub(crate) fn failure_count(&self) -> usize {
+    pub(crate) fn failure_count(&mut self) -> usize {
+        self.undefer();
         self.failures.nodes.len()
     }
 
     /// What a live failure is; `None` once no claim carries it (or it never existed).
     #[cfg(test)]
-    pub(crate) fn cause(&self, failure: FailureId) -> Option<&FailureCause> {
+    pub(crate) fn cause(&mut self, failure: FailureId) -> Option<&FailureCause> {
+        self.undefer();
         self.failures.nodes.get(&failure).map(|node| &node.cause)
     }
 
     /// The launches skipped because of a live failure, oldest first; `None` once no
     /// claim carries it (or it never existed).
     #[cfg(test)]
-    pub(crate) fn chain(&self, failure: FailureId) -> Option<&[Skipped]> {
+    pub(crate) fn chain(&mut self, failure: FailureId) -> Option<&[Skipped]> {
+        self.undefer();
         self.failures
             .nodes
             .get(&failure)

@@ -37,7 +37,7 @@ fn written(memories: &[MemoryId]) -> TaintLedger {
     ledger
 }
 
-fn claims(ledger: &TaintLedger, memory: MemoryId) -> Vec<(ByteRange, FailureId)> {
+fn claims(ledger: &mut TaintLedger, memory: MemoryId) -> Vec<(ByteRange, FailureId)> {
     ledger.claims(memory).expect("tracked").collect()
 }
 
@@ -57,7 +57,7 @@ fn device_lost() -> ServerError {
 fn the_ledger_is_send_and_sync_and_starts_empty() {
     fn send_and_sync<T: Send + Sync>() {}
     send_and_sync::<TaintLedger>();
-    let ledger = TaintLedger::default();
+    let mut ledger = TaintLedger::default();
     assert_eq!(ledger.failure_count(), 0);
     assert!(ledger.cause(FailureId::new(0)).is_none());
 }
@@ -69,14 +69,14 @@ fn two_ranges_of_one_allocation_are_two_claims() {
     let scope = ledger.enter("split", [first, second]).expect("enter");
     let failure = scope.failure();
     assert_eq!(
-        claims(&ledger, A),
+        claims(&mut ledger, A),
         [(range(0, 256), failure), (range(256, 512), failure)]
     );
 
     ledger.host_write(second).expect("host write");
     ledger.fail(scope, device_lost());
 
-    assert_eq!(claims(&ledger, A), [(range(0, 256), failure)]);
+    assert_eq!(claims(&mut ledger, A), [(range(0, 256), failure)]);
     assert!(ledger.check_read(first).is_err());
     ledger
         .check_read(second)
@@ -134,7 +134,7 @@ fn partial_host_write_splits_a_claim() {
     ledger.host_write(key(A, 100, 200)).expect("host write");
 
     assert_eq!(
-        claims(&ledger, A),
+        claims(&mut ledger, A),
         [(range(0, 100), failure), (range(200, 300), failure)]
     );
     ledger.check_read(key(A, 100, 200)).expect("written part");
@@ -171,7 +171,7 @@ fn host_write_clears_exactly_the_bytes_it_covers(
     ledger.host_write(key(A, start, end)).expect("host write");
 
     let expected: Vec<_> = left.iter().map(|&(s, e)| (range(s, e), failure)).collect();
-    assert_eq!(claims(&ledger, A), expected);
+    assert_eq!(claims(&mut ledger, A), expected);
     assert_eq!(ledger.failure_count(), usize::from(!left.is_empty()));
 }
 
@@ -185,7 +185,7 @@ fn host_write_across_several_claims_keeps_the_pieces_outside_it() {
     ledger.host_write(key(A, 50, 450)).expect("host write");
 
     assert_eq!(
-        claims(&ledger, A),
+        claims(&mut ledger, A),
         [(range(0, 50), first), (range(450, 500), last)]
     );
     assert!(ledger.cause(middle).is_none(), "its last claim was cleared");
@@ -221,7 +221,7 @@ fn settle_after_success_clears_the_written_bytes() {
 
     ledger.check_read(written).expect("written by the scope");
     assert_eq!(
-        claims(&ledger, A),
+        claims(&mut ledger, A),
         [(range(0, 256), never), (range(512, 1024), never)],
         "the bytes the scope did not write are still never written"
     );
@@ -242,7 +242,7 @@ fn enter_replaces_the_claims_of_the_bytes_it_writes() {
         "{refused}"
     );
     assert_eq!(
-        claims(&ledger, A),
+        claims(&mut ledger, A),
         [
             (range(0, 256), never),
             (range(256, 512), scope.failure()),
@@ -262,7 +262,7 @@ fn settle_leaves_bytes_claimed_since_by_other_work() {
 
     ledger.settle(scope);
 
-    assert_eq!(claims(&ledger, A), [(range(100, 200), later)]);
+    assert_eq!(claims(&mut ledger, A), [(range(100, 200), later)]);
     assert_eq!(ledger.failure_count(), 1);
 }
 
@@ -271,11 +271,11 @@ fn settle_after_a_partial_host_write_clears_the_rest() {
     let mut ledger = written(&[A]);
     let scope = ledger.enter("fill", [key(A, 0, 512)]).expect("enter");
     ledger.host_write(key(A, 100, 200)).expect("host write");
-    assert_eq!(claims(&ledger, A).len(), 2);
+    assert_eq!(claims(&mut ledger, A).len(), 2);
 
     ledger.settle(scope);
 
-    assert_eq!(claims(&ledger, A), []);
+    assert_eq!(claims(&mut ledger, A), []);
     assert_eq!(ledger.failure_count(), 0);
 }
 
@@ -310,11 +310,11 @@ fn one_scope_writing_a_range_twice_holds_it_once() {
         .expect("enter");
     let failure = scope.failure();
     assert_eq!(
-        claims(&ledger, A),
+        claims(&mut ledger, A),
         [(range(0, 32), failure), (range(32, 96), failure)]
     );
     ledger.settle(scope);
-    assert_eq!(claims(&ledger, A), []);
+    assert_eq!(claims(&mut ledger, A), []);
     assert_eq!(ledger.failure_count(), 0);
 }
 
@@ -369,7 +369,7 @@ fn a_provisional_claim_survives_a_panic_inside_the_scope() {
     }));
 
     assert!(outcome.is_err(), "the work panicked");
-    let ledger = ledger
+    let mut ledger = ledger
         .lock()
         .expect("the lock was not held across the work");
     let refused = unwritten(ledger.check_read(k));
@@ -453,8 +453,8 @@ fn propagation_with_clean_inputs_changes_nothing() {
         .propagate("relu", S, [key(A, 0, 512)], [key(B, 0, 1024)])
         .expect("clean inputs run");
 
-    assert_eq!(claims(&ledger, B), []);
-    assert_eq!(claims(&ledger, A), [(range(512, 1024), failure)]);
+    assert_eq!(claims(&mut ledger, B), []);
+    assert_eq!(claims(&mut ledger, A), [(range(512, 1024), failure)]);
     assert_eq!(ledger.chain(failure).map(<[_]>::len), Some(0));
 }
 
@@ -472,7 +472,7 @@ fn the_first_claimed_input_decides_a_skip() {
     ));
 
     assert_eq!((refused.memory, refused.failure), (B, first));
-    assert_eq!(claims(&ledger, C), [(range(0, 64), first)]);
+    assert_eq!(claims(&mut ledger, C), [(range(0, 64), first)]);
     assert_eq!(ledger.chain(second).map(<[_]>::len), Some(0));
 }
 
@@ -484,7 +484,7 @@ fn an_in_place_skip_keeps_its_failure_alive() {
 
     assert!(ledger.propagate("scale_", S, [k], [k]).is_err());
 
-    assert_eq!(claims(&ledger, A), [(range(0, 64), failure)]);
+    assert_eq!(claims(&mut ledger, A), [(range(0, 64), failure)]);
     assert_eq!(ledger.failure_count(), 1);
     assert!(ledger.cause(failure).is_some());
 }
@@ -554,7 +554,7 @@ fn a_forgotten_allocation_can_be_tracked_afresh() {
 
     ledger.settle(scope);
 
-    assert_eq!(claims(&ledger, A), [(range(0, 128), never)]);
+    assert_eq!(claims(&mut ledger, A), [(range(0, 128), never)]);
 }
 
 #[test]
@@ -592,8 +592,8 @@ fn a_refused_call_changes_nothing(#[case] bad: ClaimKey, #[case] message: String
         .expect_err("refused");
     assert_eq!(error.to_string(), message);
 
-    assert_eq!(claims(&ledger, A), [(range(0, 64), before)]);
-    assert_eq!(claims(&ledger, B), [], "the good key was not claimed");
+    assert_eq!(claims(&mut ledger, A), [(range(0, 64), before)]);
+    assert_eq!(claims(&mut ledger, B), [], "the good key was not claimed");
     assert_eq!(ledger.failure_count(), 1);
     assert_eq!(ledger.chain(before).map(<[_]>::len), Some(0));
 }
@@ -682,7 +682,7 @@ fn a_refusal_names_the_bad_value(#[case] call: Call, #[case] expected: Refusal) 
         }
         _ => panic!("expected {expected:?}, got {error:?}"),
     }
-    assert_eq!(claims(&ledger, A), [], "nothing was claimed");
+    assert_eq!(claims(&mut ledger, A), [], "nothing was claimed");
     assert_eq!(ledger.failure_count(), 0);
 }
 
@@ -739,4 +739,99 @@ fn the_scope_protocol_as_a_caller_drives_it() -> Result<(), ServerError> {
     ledger.host_write(key)?;
     ledger.check_read(key)?;
     Ok(())
+}
+
+/// Deferred claims: a scope `admit` opened over bytes nobody claimed makes no claim,
+/// yet every other call sees the claims it would have made, failure numbers included.
+#[test]
+fn a_deferred_scope_is_seen_by_every_other_call_as_if_its_claims_were_made() {
+    let mut ledger = written(&[A, B]);
+    let scope = ledger
+        .admit("k".into(), S, &[key(A, 0, 64)], &[key(B, 0, 64)])
+        .expect("clean");
+    assert!(
+        ledger.deferred.is_some(),
+        "nothing claimed B's bytes: deferred"
+    );
+    assert_eq!(ledger.failure_count(), 1, "the other call made its claim");
+    assert!(ledger.deferred.is_none());
+    assert_eq!(
+        claims(&mut ledger, B),
+        vec![(range(0, 64), scope.failure())]
+    );
+    let refused = unwritten(ledger.check_read(key(B, 0, 4)));
+    assert!(
+        matches!(&refused.cause, FailureCause::Unfinished { op } if op == "k"),
+        "{refused:?}"
+    );
+    ledger.settle(scope);
+    assert!(ledger.check_read(key(B, 0, 64)).is_ok());
+    assert_eq!(ledger.failure_count(), 0);
+
+    // Settled while deferred: nothing was claimed and nothing is left.
+    let scope = ledger
+        .admit("k".into(), S, &[key(A, 0, 64)], &[key(B, 0, 64)])
+        .expect("clean");
+    let id = scope.failure();
+    ledger.settle(scope);
+    assert!(ledger.deferred.is_none());
+    assert_eq!(ledger.failure_count(), 0);
+    assert!(ledger.check_read(key(B, 0, 1024)).is_ok());
+
+    // Failed while deferred: its bytes carry the real error under its own number.
+    let scope = ledger
+        .admit("k".into(), S, &[], &[key(B, 64, 128)])
+        .expect("clean");
+    assert!(scope.failure() > id, "numbers are taken in turn");
+    let failure = scope.failure();
+    ledger.fail(scope, device_lost());
+    assert_eq!(claims(&mut ledger, B), vec![(range(64, 128), failure)]);
+    let refused = unwritten(ledger.check_read(key(B, 100, 101)));
+    assert!(
+        matches!(refused.cause, FailureCause::Failed(_)),
+        "{refused:?}"
+    );
+
+    // Outputs over claimed bytes claim at once, as a scope always did.
+    let scope = ledger
+        .admit("k".into(), S, &[], &[key(B, 0, 128)])
+        .expect("clean inputs");
+    assert!(ledger.deferred.is_none(), "B's bytes 64..128 were claimed");
+    ledger.settle(scope);
+    assert_eq!(claims(&mut ledger, B), vec![]);
+
+    // A deferred scope never ended (its work panicked) reads as unfinished.
+    let scope = ledger
+        .admit("p".into(), S, &[], &[key(A, 0, 8)])
+        .expect("clean");
+    drop(scope);
+    let refused = unwritten(ledger.check_read(key(A, 0, 8)));
+    assert!(
+        matches!(&refused.cause, FailureCause::Unfinished { op } if op == "p"),
+        "{refused:?}"
+    );
+}
+
+/// A second `admit` makes the deferred scope's claims before it checks its own inputs:
+/// a launch reading what another thread's launch is writing is skipped.
+#[test]
+fn an_admit_after_a_deferred_scope_sees_its_claims() {
+    let mut ledger = written(&[A, B, C]);
+    let writer = ledger
+        .admit("w".into(), S, &[key(A, 0, 4)], &[key(B, 0, 4)])
+        .expect("clean");
+    let reader = ledger.admit(
+        "r".into(),
+        StreamId::new(1),
+        &[key(B, 0, 4)],
+        &[key(C, 0, 4)],
+    );
+    let refused = unwritten(reader.map(|_| ()));
+    assert_eq!(refused.failure, writer.failure());
+    ledger.settle(writer);
+    assert!(ledger.check_read(key(B, 0, 4)).is_ok());
+    assert!(
+        ledger.check_read(key(C, 0, 4)).is_err(),
+        "the skipped launch's output stays claimed"
+    );
 }
