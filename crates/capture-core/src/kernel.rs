@@ -16,7 +16,7 @@
 //! else is refused before the backend sees it, as every other launch check is.
 
 use crate::error::ServerError;
-use crate::ids::MemoryId;
+use crate::ids::{KernelId, MemoryId};
 use crate::memory::{Access, SLICE_ALIGNMENT};
 use crate::slot::SlotName;
 use crate::subject::Subject;
@@ -381,6 +381,7 @@ impl KernelSignature {
     /// Checks a launch of `args` (each a buffer with its access, or a scalar of its
     /// size), `info_words` info words and `dims` against this signature and `limits`;
     /// `name` names the kernel, asked only for an error.
+    #[cfg(test)]
     pub(crate) fn check_launch(
         &self,
         kernel: impl Fn() -> Subject,
@@ -389,7 +390,48 @@ impl KernelSignature {
         args: impl ExactSizeIterator<Item = ArgShape>,
         info_words: usize,
     ) -> Result<(), ServerError> {
-        if usize::from(self.len) > MAX_KERNEL_PARAMS {
+        self.check_launch_on(kernel, limits, dims, args, info_words, false)
+    }
+
+    /// Whether the signature alone fits `limits`: its parameter count, its scalars'
+    /// sizes, its buffer count and its parameter bytes. A handle keeps the answer for
+    /// its device, and its launches skip those checks ([`check_launch_on`]).
+    ///
+    /// [`check_launch_on`]: Self::check_launch_on
+    pub(crate) fn fits(&self, limits: &LaunchLimits) -> bool {
+        let shapes = self.params().iter().map(|p| match *p {
+            Param::Scalar { bytes, .. } => ArgShape::Scalar(usize::from(bytes)),
+            Param::Buffer(access) => ArgShape::Buffer(access),
+            Param::AnyBuffer => ArgShape::Buffer(Access::ReadWrite),
+        });
+        let no_subject = || Subject::Kernel {
+            kernel: KernelId(u32::MAX),
+            name: "".into(),
+        };
+        self.check_launch_on(
+            no_subject,
+            limits,
+            &Dims::grid([1, 1, 1]),
+            shapes,
+            self.info_words(),
+            false,
+        )
+        .is_ok()
+    }
+
+    /// [`check_launch`](Self::check_launch), the signature's own checks left out when it
+    /// `fits` the device (as [`fits`](Self::fits) said for these `limits`): the order
+    /// in which the rest refuses is the same either way.
+    pub(crate) fn check_launch_on(
+        &self,
+        kernel: impl Fn() -> Subject,
+        limits: &LaunchLimits,
+        dims: &Dims,
+        args: impl ExactSizeIterator<Item = ArgShape>,
+        info_words: usize,
+        fits: bool,
+    ) -> Result<(), ServerError> {
+        if !fits && usize::from(self.len) > MAX_KERNEL_PARAMS {
             return Err(ServerError::invalid_of(
                 "kernel signature",
                 kernel(),
@@ -467,7 +509,7 @@ impl KernelSignature {
                 }
             }
         }
-        for p in params {
+        for p in params.iter().filter(|_| !fits) {
             if let Some(size) = p.scalar_bytes()
                 && (size == 0
                     || usize::from(size) > MAX_SCALAR_BYTES
@@ -490,6 +532,9 @@ impl KernelSignature {
                 kernel(),
                 format!("it takes {} info words", self.info_words()),
             ));
+        }
+        if fits {
+            return self.check_dims(&kernel, limits, dims);
         }
         let buffers = self.buffers();
         if buffers > limits.max_buffers {
@@ -522,7 +567,18 @@ impl KernelSignature {
                 ),
             ));
         }
-        dims.check(&kernel, self.block, limits)?;
+        self.check_dims(&kernel, limits, dims)
+    }
+
+    /// The grid and block of a launch against this signature and `limits`, and its
+    /// programmatic setting.
+    fn check_dims(
+        &self,
+        kernel: &impl Fn() -> Subject,
+        limits: &LaunchLimits,
+        dims: &Dims,
+    ) -> Result<(), ServerError> {
+        dims.check(kernel, self.block, limits)?;
         if dims.programmatic {
             if !self.waits_for_grid {
                 return Err(ServerError::invalid_of(
@@ -1016,6 +1072,7 @@ impl LaunchLimits {
     }
 
     /// Checks one bound range (`offset` and `len` within buffer `binding`).
+    #[inline]
     pub(crate) fn check_binding(
         &self,
         memory: MemoryId,

@@ -428,6 +428,7 @@ impl TaintLedger {
 
     /// Makes the deferred scope's claims, as [`admit`](Self::admit) would have made them:
     /// the first thing every call but the scope's own `settle` and `fail` does.
+    #[inline]
     fn undefer(&mut self) {
         if let Some(Deferred {
             failure,
@@ -442,6 +443,7 @@ impl TaintLedger {
     }
 
     /// The deferred scope, if `scope` is it.
+    #[inline]
     fn take_deferred(&mut self, scope: &Scope) -> Option<Deferred> {
         match &self.deferred {
             Some(deferred) if deferred.failure == scope.failure => self.deferred.take(),
@@ -787,6 +789,7 @@ impl TaintLedger {
     }
 
     /// The allocation `key` names, once the key is known to lie within it.
+    #[inline]
     fn valid(&self, key: ClaimKey) -> Result<&Allocation, ServerError> {
         let allocation = self
             .memories

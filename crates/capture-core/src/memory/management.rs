@@ -27,6 +27,7 @@ use super::location::{MemoryKind, MemoryLocation, PoolKind, PoolName};
 use super::page_update::PageUpdate;
 use super::place::ArenaPlace;
 use super::pool::{Growth, Pool, SlotIndex};
+use super::recent::{Located, Recent};
 use super::report::MemoryReport;
 use super::storage::{ComputeStorage, StorageId};
 use super::{ClaimKey, MAX_ALLOCATION_BYTES};
@@ -230,6 +231,9 @@ pub struct MemoryManagement<S: ComputeStorage> {
     ids: MemoryIds,
     freed: Vec<MemoryId>,
     live: IdMap<MemoryId, (PoolKind, SlotIndex)>,
+    /// The last few allocations `locate` found (`recent.rs`): emptied whenever one is
+    /// taken back or a page renumbered.
+    recent: Recent,
     mode: AllocationMode,
     arming: Option<Arming>,
     gate: Option<AllocGate>,
@@ -267,6 +271,7 @@ impl<S: ComputeStorage> MemoryManagement<S> {
             ids,
             freed: Vec::new(),
             live: IdMap::default(),
+            recent: Recent::default(),
             mode: AllocationMode::Dynamic,
             arming: None,
             gate: None,
@@ -507,7 +512,7 @@ impl<S: ComputeStorage> MemoryManagement<S> {
     /// [`ServerError::UnknownMemory`] for an unknown allocation;
     /// [`ServerError::InvalidBinding`] when the range runs past the slice.
     pub fn resource(&mut self, key: ClaimKey) -> Result<S::Resource, ServerError> {
-        self.locate(key).map(|(_, _, resource)| resource)
+        self.locate(key, false).map(|(_, resource)| resource)
     }
 
     /// [`bind`](Self::bind) and [`resource`](Self::resource) of `key` in one lookup of
@@ -517,34 +522,34 @@ impl<S: ComputeStorage> MemoryManagement<S> {
     /// # Errors
     ///
     /// As [`resource`](Self::resource).
+    #[inline]
     pub fn bind_resource(
         &mut self,
         key: ClaimKey,
     ) -> Result<(MemoryLocation, S::Resource), ServerError> {
-        let (slot, location, resource) = self.locate(key)?;
-        if let Some(arming) = &mut self.arming {
-            arming.touch(slot);
-        }
-        Ok((location, resource))
+        self.locate(key, true)
     }
 
-    /// The slice `key` names (its pool kind, page and slot), where it lives, and the
-    /// backend resource for its bytes.
+    /// Where `key`'s allocation lives, and the backend resource for its bytes; its slot
+    /// touched when `touch` and the manager is armed. The last few allocations found
+    /// are kept (`recent.rs`), so the launch path's buffers skip the map.
+    #[inline(always)]
     fn locate(
         &mut self,
         key: ClaimKey,
-    ) -> Result<(SlotAt, MemoryLocation, S::Resource), ServerError> {
-        let &(kind, at) = self
-            .live
-            .get(&key.memory)
-            .ok_or_else(|| ServerError::UnknownMemory(key.memory))?;
-        let pool = self.pool(kind);
-        let name = pool.name;
-        let page = pool
-            .page(at.page)
-            .ok_or_else(|| ServerError::UnknownMemory(key.memory))?;
-        let slot = &page.slots[at.slot];
-        let size = slot.holder.as_ref().map_or(0, |h| h.binding.size);
+        touch: bool,
+    ) -> Result<(MemoryLocation, S::Resource), ServerError> {
+        let at = match self.recent.position(key.memory) {
+            Some(at) => at,
+            None => {
+                let found = self.find(key.memory)?;
+                self.recent.keep(found)
+            }
+        };
+        let Some(found) = self.recent.at(at) else {
+            return Err(ServerError::UnknownMemory(key.memory));
+        };
+        let size = found.size;
         if key.range.end() > size {
             return Err(ServerError::InvalidBinding {
                 buffer: Box::new(Subject::bytes(
@@ -556,22 +561,40 @@ impl<S: ComputeStorage> MemoryManagement<S> {
                 reason: format!("the allocation has {size} bytes").into(),
             });
         }
-        let location = MemoryLocation {
-            pool: name,
-            page: PageId::new(at.page as u64),
-            slice: at.slot as u32,
-            bytes: slot.bytes,
-        };
+        let slice = found.location.bytes;
         let bytes = ByteRange::from_bounds(
-            slot.bytes.start() + key.range.start(),
-            slot.bytes.start() + key.range.end(),
+            slice.start() + key.range.start(),
+            slice.start() + key.range.end(),
         );
-        let storage = page.storage;
-        Ok((
-            (kind, at.page, at.slot),
-            location,
-            self.storage.resource(storage, bytes),
-        ))
+        if touch && let Some(arming) = &mut self.arming {
+            arming.touch(found.slot);
+        }
+        Ok((found.location, self.storage.resource(found.storage, bytes)))
+    }
+
+    /// Where the live allocation `id` is, from the map and its pool.
+    fn find(&self, id: MemoryId) -> Result<Located, ServerError> {
+        let &(kind, at) = self
+            .live
+            .get(&id)
+            .ok_or_else(|| ServerError::UnknownMemory(id))?;
+        let pool = self.pool(kind);
+        let page = pool
+            .page(at.page)
+            .ok_or_else(|| ServerError::UnknownMemory(id))?;
+        let slot = &page.slots[at.slot];
+        Ok(Located {
+            id,
+            slot: (kind, at.page, at.slot),
+            location: MemoryLocation {
+                pool: pool.name,
+                page: PageId::new(at.page as u64),
+                slice: at.slot as u32,
+                bytes: slot.bytes,
+            },
+            size: slot.holder.as_ref().map_or(0, |h| h.binding.size),
+            storage: page.storage,
+        })
     }
 
     /// Whether `id` is still allocated (held, or not yet taken back by its pool).
@@ -585,6 +608,7 @@ impl<S: ComputeStorage> MemoryManagement<S> {
     /// While a window records, a slice it touched stays (rule 7): nothing the window
     /// allocates later may take the memory its recorded work reads or writes.
     pub fn reclaim(&mut self) {
+        self.recent.clear();
         let (live, freed) = (&mut self.live, &mut self.freed);
         let mut gone = |id| {
             live.remove(&id);
@@ -818,6 +842,7 @@ impl<S: ComputeStorage> MemoryManagement<S> {
             if !self.pool(kind).has_holes() {
                 continue;
             }
+            self.recent.clear();
             let map = self.pool_mut(kind).renumber();
             for (pool, at) in self.live.values_mut() {
                 if *pool == kind

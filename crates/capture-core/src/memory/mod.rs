@@ -15,6 +15,7 @@ mod management;
 mod page_update;
 mod place;
 mod pool;
+mod recent;
 mod report;
 mod storage;
 

@@ -90,6 +90,7 @@ impl Buffer {
     }
 
     /// `len` bytes at `offset`, checked against the buffer's size.
+    #[inline]
     pub(crate) fn range(&self, offset: u64, len: Option<u64>) -> Result<ByteRange, ServerError> {
         let len = len.unwrap_or_else(|| self.size().saturating_sub(offset));
         let bad = |reason: &'static str| ServerError::InvalidBinding {

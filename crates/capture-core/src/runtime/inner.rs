@@ -125,6 +125,7 @@ pub(crate) struct Stamped<F> {
 impl<B: Backend> Inner<B> {
     /// The pooled stream `stream`'s work goes to: its own, or, while it is a branch of
     /// a window (rule 28), the window's.
+    #[inline]
     pub(crate) fn pooled(&self, stream: StreamId) -> usize {
         if self.forked.load(Ordering::Acquire)
             && let Some(route) = self.branch_table().route(stream)
@@ -161,6 +162,7 @@ impl<B: Backend> Inner<B> {
 
     /// Rule 22 for `op` on `stream`: refused while this thread runs the capture closure
     /// of another stream of the device, unless `stream` is a branch of its window.
+    #[inline]
     pub(crate) fn closure_check(
         &self,
         stream: StreamId,
@@ -262,7 +264,23 @@ impl<B: Backend> Inner<B> {
     /// Refuses a neighbour of an active window on this pooled stream (rule 13), and a
     /// neighbour of a branch (rule 28); moves the recording to the lane of a branch's
     /// work.
+    #[inline]
     pub(crate) fn neighbour(
+        &self,
+        ps: &mut PooledStream<B>,
+        stream: StreamId,
+        op: &'static str,
+    ) -> Result<(), ServerError> {
+        // No window holds the pooled stream and none was forked: nothing to refuse.
+        if ps.stream.capturing().owner().is_none() && !self.forked.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        self.neighbour_held(ps, stream, op)
+    }
+
+    /// [`neighbour`](Self::neighbour) where a window holds the pooled stream or one may
+    /// be lent.
+    fn neighbour_held(
         &self,
         ps: &mut PooledStream<B>,
         stream: StreamId,
@@ -610,10 +628,16 @@ impl<B: Backend> Inner<B> {
     }
 
     /// Flushes the drop queue when its policy asks, except while recording (rule 9).
+    #[inline]
     pub(crate) fn maybe_flush(&self, ps: &mut PooledStream<B>, stream: StreamId) {
         if ps.stream.capturing().is_recording() || !ps.drops.should_flush() {
             return;
         }
+        self.flush(ps, stream);
+    }
+
+    /// The flush [`maybe_flush`](Self::maybe_flush) decided on.
+    fn flush(&self, ps: &mut PooledStream<B>, stream: StreamId) {
         let signal = ps.stream.signal();
         ps.clear_held();
         let waits_for = ps.drops.has_fence().then_some(ps.drops_epoch);

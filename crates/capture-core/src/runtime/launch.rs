@@ -24,6 +24,9 @@ pub struct KernelHandle {
     device: u64,
     /// Copied from the registry, so the launch check takes no lock.
     signature: KernelSignature,
+    /// Whether the signature alone fits the device's limits, asked once
+    /// (`KernelSignature::fits`): its launches check only what they pass.
+    fits: bool,
 }
 
 impl KernelHandle {
@@ -106,6 +109,7 @@ impl<B: Backend> Device<B> {
             id,
             device: self.inner.serial,
             signature,
+            fits: signature.fits(&self.inner.limits),
         }
     }
 
@@ -223,7 +227,7 @@ impl<B: Backend> Device<B> {
                 "the kernel was registered with another device",
             ));
         }
-        kernel.signature.check_launch(
+        kernel.signature.check_launch_on(
             || Subject::Kernel {
                 kernel: kernel.id,
                 name: self.kernel_name(kernel),
@@ -232,6 +236,7 @@ impl<B: Backend> Device<B> {
             &dims,
             args.iter().map(Arg::shape),
             info.len(),
+            kernel.fits,
         )?;
         let job = Job::Kernel {
             id: kernel.id,

@@ -47,11 +47,19 @@ impl<B: Backend> Inner<B> {
         stream: StreamId,
         id: KernelId,
     ) -> Result<(Arc<B::Kernel>, Cow<'static, str>), ServerError> {
+        // A kernel stays loaded once it is: the stream's last one needs no registry.
+        if let Some((last, loaded, name)) = &ps.last_kernel
+            && *last == id
+        {
+            return Ok((Arc::clone(loaded), name.clone()));
+        }
         let (source, name) = {
             let kernels = self.kernel_registry();
             let entry = kernels.get(id)?;
             if let Some(loaded) = &entry.loaded {
-                return Ok((Arc::clone(loaded), entry.name.clone()));
+                let found = (Arc::clone(loaded), entry.name.clone());
+                ps.last_kernel = Some((id, Arc::clone(&found.0), found.1.clone()));
+                return Ok(found);
             }
             (Arc::clone(&entry.source), entry.name.clone())
         };

@@ -37,7 +37,7 @@ impl<B: Backend> Inner<B> {
         args: &[Arg],
         remote: Remotes<'_, B::Stream>,
     ) -> Result<(), ServerError> {
-        let mut s = std::mem::take(&mut ps.scratch);
+        let mut s = ps.scratch.take().unwrap_or_default();
         let launched = self.bind_args(&mut s, args).and_then(|()| {
             self.neighbour(ps, stream, "launch")?;
             let recording = ps.stream.capturing().is_recording();
@@ -51,7 +51,7 @@ impl<B: Backend> Inner<B> {
                 self.launch_eager(ps, &mut s, stream, job, args, remote)
             }
         });
-        ps.scratch = s;
+        ps.scratch = Some(s);
         launched
     }
 

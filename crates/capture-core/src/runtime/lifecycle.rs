@@ -881,8 +881,8 @@ impl<B: Backend> Inner<B> {
         // Rule 18: after every other stream's use of what the graph reads and writes.
         // Into the launch scratch, so a replay allocates nothing.
         let (mut inputs, mut written) = (
-            std::mem::take(&mut ps.scratch.inputs),
-            std::mem::take(&mut ps.scratch.outputs),
+            std::mem::take(&mut ps.scratch.get_or_insert_with(Box::default).inputs),
+            std::mem::take(&mut ps.scratch.get_or_insert_with(Box::default).outputs),
         );
         inputs.clear();
         inputs.extend_from_slice(g.inputs());
@@ -921,7 +921,9 @@ impl<B: Backend> Inner<B> {
                 Err(error)
             }
         };
-        (ps.scratch.inputs, ps.scratch.outputs, ps.taken) = (inputs, written, taken);
+        let scratch = ps.scratch_mut();
+        (scratch.inputs, scratch.outputs) = (inputs, written);
+        ps.taken = taken;
         outcome
     }
 }

@@ -1,6 +1,8 @@
 //! `PooledStream`: one backend stream and the runtime's bookkeeping beside it.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::id_hash::{IdMap, IdSet};
 
@@ -12,7 +14,7 @@ use super::use_memo::UseMemo;
 use crate::capture::{Graph, Window};
 use crate::driver::{Backend, DeviceResource, DeviceStream};
 use crate::drop_queue::{FlushingPolicy, PendingDropQueue};
-use crate::ids::{GraphId, MemoryId};
+use crate::ids::{GraphId, KernelId, MemoryId};
 use crate::memory::{ClaimKey, ManagedMemoryHandle};
 
 /// One pooled backend stream, the graphs captured on it, and the runtime's scratch.
@@ -46,8 +48,11 @@ pub(crate) struct PooledStream<B: Backend> {
     pub(crate) taken: Vec<ClaimKey>,
     /// Ids the memory managers took back, for the taint ledger to forget.
     pub(crate) freed: Vec<MemoryId>,
+    /// The kernel this stream's last launch loaded, with its name (`loaded_kernel`).
+    pub(crate) last_kernel: Option<(KernelId, Arc<B::Kernel>, Cow<'static, str>)>,
     /// The launch path's scratch, reused so a launch allocates nothing.
-    pub(crate) scratch: LaunchScratch<DeviceResource<B::Stream>>,
+    /// Boxed, so a launch takes it out and puts it back as one pointer.
+    pub(crate) scratch: Option<Box<LaunchScratch<DeviceResource<B::Stream>>>>,
     /// The slots the open window's launches named so far (rule 26).
     pub(crate) window_slots: GraphSlots<B>,
     /// The slots of each graph captured here that named any.
@@ -93,6 +98,11 @@ impl<B: Backend> PooledStream<B> {
         self.clear_held();
     }
 
+    /// The launch path's scratch (there whenever no launch has it out).
+    pub(crate) fn scratch_mut(&mut self) -> &mut LaunchScratch<DeviceResource<B::Stream>> {
+        self.scratch.get_or_insert_with(Box::default)
+    }
+
     /// Forgets what the drop queue holds for queued work (it was just flushed or
     /// drained), and with it the uses memo, whose buffers it held.
     pub(crate) fn clear_held(&mut self) {
@@ -114,7 +124,8 @@ impl<B: Backend> PooledStream<B> {
             members: IdMap::default(),
             taken: Vec::new(),
             freed: Vec::new(),
-            scratch: LaunchScratch::default(),
+            last_kernel: None,
+            scratch: Some(Box::default()),
             window_slots: GraphSlots::default(),
             slots: BTreeMap::new(),
         }

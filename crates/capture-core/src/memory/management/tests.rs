@@ -712,3 +712,45 @@ fn an_import_while_armed_is_touched_and_pinned_like_an_allocation() {
     m.reclaim();
     assert_eq!(pool(&m, PoolKind::Imported).slices_in_use, 0);
 }
+
+/// `locate` keeps the last allocations it found (`recent.rs`): what it answers from
+/// them is what the map and the pool say, after a renumbering and a reclaim too.
+#[test]
+fn a_located_allocation_is_found_where_it_is_after_renumbering_and_not_after_reclaim() {
+    let (mut m, _) = manager();
+    let first = reserve(&mut m, DYNAMIC_PAGE_BYTES);
+    let kept = reserve(&mut m, DYNAMIC_PAGE_BYTES);
+    let key = BufferBinding::new(&kept.binding(), S0, 16, 32, Access::Read)
+        .unwrap()
+        .claim_key();
+    let (location, resource) = m.bind_resource(key).unwrap();
+    assert_eq!(location.page, PageId::new(1));
+    assert_eq!(resource, (StorageId(1), ByteRange::from_bounds(16, 48)));
+    assert_eq!(
+        m.bind_resource(key).unwrap(),
+        (location, resource),
+        "found again alike"
+    );
+    drop(first);
+    m.cleanup(PageUpdate::Free).unwrap();
+    assert_eq!(
+        m.bind_resource(key).unwrap().0.page,
+        PageId::new(1),
+        "a hole before it"
+    );
+    m.renumber(PageUpdate::Free).unwrap();
+    let (moved, resource) = m.bind_resource(key).unwrap();
+    assert_eq!(
+        moved.page,
+        PageId::new(0),
+        "the renumbered page, not the kept entry"
+    );
+    assert_eq!(resource, (StorageId(1), ByteRange::from_bounds(16, 48)));
+    let id = kept.id();
+    drop(kept);
+    m.reclaim();
+    assert!(
+        matches!(m.bind_resource(key), Err(ServerError::UnknownMemory(gone)) if gone == id),
+        "taken back: unknown, whatever was kept"
+    );
+}
