@@ -44,3 +44,35 @@ fn a_window_opened_over_another_streams_queued_write_records_no_wait() {
     dev.replay(S0, &g, 1).unwrap();
     assert_eq!(read(&dev, S0, &y).unwrap(), vec![12; 4]);
 }
+
+/// Issue 35: an eager launch that repeats its stream's uses skips the order tracks
+/// (`UseMemo`) only while nothing changed them. Once another stream took a fence of the
+/// writer's stream to wait on, the writer's next launches of the same buffer are uses
+/// after that fence: the other stream's next launch reading it waits for them again,
+/// and so does a host read.
+#[test]
+fn a_launch_repeated_after_another_stream_waited_for_its_stream_is_waited_for_again() {
+    let _suite = suite_lock();
+    let (dev, _world) = device();
+    let k = kernels(&dev);
+    let x = filled(&dev, S0, &[1; 4]);
+    let y = dev.alloc(S1, 16).unwrap();
+    let mut expect = 1;
+    for round in 0..4u32 {
+        // The same launch three times: the second and third repeat the first's uses.
+        for _ in 0..3 {
+            dev.launch(S0, &k.add_scalar, [1, 1, 1], &[Arg::read_write(&x)], &[10])
+                .unwrap();
+            expect += 10;
+        }
+        // Read on the device from the other stream: a wait for a fence of S0. Reading
+        // y back runs S1's queue alone, so a missing wait reads x before S0's writes.
+        add_one(&dev, &k, S1, &x, &y).unwrap();
+        assert_eq!(
+            read(&dev, S1, &y).unwrap(),
+            vec![expect + 1; 4],
+            "round {round}: the other stream's launch read x before S0's last writes"
+        );
+    }
+    assert_eq!(read(&dev, S1, &x).unwrap(), vec![expect; 4]);
+}
