@@ -489,20 +489,7 @@ impl<S: ComputeStorage> MemoryManagement<S> {
     ///
     /// [`ServerError::UnknownMemory`] when no live allocation of this manager has `id`.
     pub fn location(&self, id: MemoryId) -> Result<MemoryLocation, ServerError> {
-        let &(kind, at) = self
-            .live
-            .get(&id)
-            .ok_or_else(|| ServerError::UnknownMemory(id))?;
-        let pool = self.pool(kind);
-        let slot = pool
-            .slot(at)
-            .ok_or_else(|| ServerError::UnknownMemory(id))?;
-        Ok(MemoryLocation {
-            pool: pool.name,
-            page: PageId::new(at.page as u64),
-            slice: at.slot as u32,
-            bytes: slot.bytes,
-        })
+        self.find(id).map(|found| found.location)
     }
 
     /// The backend resource for the bytes `key` names.
@@ -582,7 +569,10 @@ impl<S: ComputeStorage> MemoryManagement<S> {
         let page = pool
             .page(at.page)
             .ok_or_else(|| ServerError::UnknownMemory(id))?;
-        let slot = &page.slots[at.slot];
+        let slot = page
+            .slots
+            .get(at.slot)
+            .ok_or_else(|| ServerError::UnknownMemory(id))?;
         Ok(Located {
             id,
             slot: (kind, at.page, at.slot),
