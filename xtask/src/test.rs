@@ -75,8 +75,9 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             ]),
         )?;
         // The backends behind features (the facade's and the program's vulkan and cuda,
-        // the program's bench floors, capture-cuda's cudarc adapter) build only with
-        // them: one more clippy run, so CI builds them without a GPU.
+        // the program's bench floors, capture-cuda's cudarc adapter, the core's
+        // bookkeeping bench) build only with them: one more clippy run, so CI builds them
+        // without a GPU.
         step(
             "cargo clippy (capture-graphs, capture-cli and the backends with every feature)",
             &mut cargo(&[
@@ -89,6 +90,8 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
                 "capture-cuda",
                 "-p",
                 "capture-vulkan",
+                "-p",
+                "capture-core",
                 "--all-targets",
                 "--features",
                 EVERY_FEATURE,
@@ -336,7 +339,7 @@ fn cuda_model_row(
 
 /// Every feature of the facade, the program and the backends, for the gate's clippy.
 const EVERY_FEATURE: &str = "capture-graphs/vulkan,capture-graphs/cudarc,capture-cli/vulkan,\
-                             capture-cli/cuda";
+                             capture-cli/cuda,capture-core/bench-internals";
 
 /// capture-core's unit tests.
 const CORE_UNIT: Target = Target::lib("capture-core", "capture_core");

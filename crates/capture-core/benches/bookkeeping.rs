@@ -48,7 +48,7 @@ use capture_core::backend::{
     ManagedMemoryBinding, ManagedMemoryHandle, MetadataInfoCache, PendingDropQueue, StreamCapture,
 };
 use capture_core::internals::{TaintLedger, Tracks, handle};
-use capture_core::{Access, MemoryId, ServerError, StreamId};
+use capture_core::{Access, GraphId, MemoryId, Op, ServerError, StreamId};
 use divan::Bencher;
 use divan::counter::ItemsCount;
 
@@ -388,7 +388,7 @@ impl Workload for ClaimSettle {
     fn op(&mut self, (): ()) {
         let scope = self
             .ledger
-            .enter("replay", self.written.iter().copied())
+            .enter(Op::replay(GraphId::new(0)), self.written.iter().copied())
             .expect("tracked");
         self.ledger.settle(scope);
     }

@@ -2,12 +2,12 @@
 //! [`ServerError::BranchRefused`](crate::ServerError::BranchRefused) and
 //! [`ServerError::BranchRace`](crate::ServerError::BranchRace).
 
-use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
 use crate::ids::{MemoryId, StreamId};
 use crate::memory::Access;
+use crate::op::Op;
 use crate::range::ByteRange;
 
 /// The most lanes one window's recording holds: its origin and the branches forked from
@@ -126,8 +126,8 @@ impl fmt::Display for BranchRefused {
 pub struct RaceSide {
     /// The stream it was issued on.
     pub stream: StreamId,
-    /// The kernel's or work's name (`write` for a host-to-device copy).
-    pub name: Cow<'static, str>,
+    /// The kernel's launch or the work (the `write` call for a host-to-device copy).
+    pub op: Op,
     /// Its place in the window's recording (counting recorded operations from 0).
     pub node: u64,
     /// How it used the bytes.
@@ -144,7 +144,7 @@ impl fmt::Display for RaceSide {
         write!(
             f,
             "{} (op {}) on {}, {how}",
-            self.name, self.node, self.stream
+            self.op, self.node, self.stream
         )
     }
 }

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use crate::branch::{BranchRace, BranchRefused};
 use crate::ids::{FailureId, GraphId, GraphPoolId, MemoryId, Named, StreamId};
 use crate::memory::{PoolName, PoolUsage};
+use crate::op::{Op, ReadBy};
 use crate::range::{ByteRange, InvalidRange};
 use crate::report::GraphLedger;
 use crate::slot::SlotRefused;
@@ -384,10 +385,11 @@ impl ServerError {
     /// [`Several`](Self::Several), followed down to a variant that wraps no other.
     ///
     /// ```
-    /// use capture_graphs::{ServerError, StreamId};
+    /// use capture_graphs::{Op, ServerError, StreamId};
     ///
     /// let cause = ServerError::invalid("grid", "[0, 1, 1]", "empty");
-    /// let doomed = ServerError::doomed(StreamId::new(0), "launch", StreamId::new(0), 3, cause);
+    /// let doomed =
+    ///     ServerError::doomed(StreamId::new(0), Op::Call("end"), StreamId::new(0), 3, cause);
     /// assert!(matches!(doomed.root_cause(), ServerError::InvalidArgument { what: "grid", .. }));
     /// ```
     pub fn root_cause(&self) -> &ServerError {
@@ -511,7 +513,7 @@ pub enum FailureCause {
     /// was never reported.
     Unfinished {
         /// The operation whose scope claimed the bytes.
-        op: Cow<'static, str>,
+        op: Op,
     },
     /// The work that should have written these bytes failed with this error.
     Failed(ServerError),
@@ -531,8 +533,8 @@ impl fmt::Display for FailureCause {
 /// on to its own outputs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Skipped {
-    /// The skipped operation (a kernel name, "replay graph#1", ...).
-    pub op: Cow<'static, str>,
+    /// The skipped operation: a kernel's launch, the program's work, a graph's replay.
+    pub op: Op,
     /// The stream it was issued on.
     pub stream: StreamId,
     /// The claimed input that made it skip.
@@ -573,9 +575,9 @@ pub struct Unwritten {
     pub cause: FailureCause,
     /// The launches skipped because of that failure, oldest first.
     pub chain: Vec<Skipped>,
-    /// What read the bytes when it was not a host read: the launch or replay that was
-    /// skipped (`launch of add_one on stream#0`), so the message names it.
-    pub by: Option<Cow<'static, str>>,
+    /// What read the bytes when it was not a host read: the launch, work or replay that
+    /// was skipped or refused (`launch of add_one on stream#0`), so the message names it.
+    pub by: Option<ReadBy>,
 }
 
 impl fmt::Display for Unwritten {
@@ -607,7 +609,7 @@ pub struct PostMortem {
     /// The stream that opened the window.
     pub owner: StreamId,
     /// The operation that failed or was refused inside the window.
-    pub op: Cow<'static, str>,
+    pub op: Op,
     /// The logical stream that issued it.
     pub stream: StreamId,
     /// Launches recorded before it.
@@ -635,14 +637,14 @@ impl ServerError {
     /// `launches` recorded launches, because of `cause`.
     pub fn doomed(
         owner: StreamId,
-        op: impl Into<Cow<'static, str>>,
+        op: Op,
         stream: StreamId,
         launches: u64,
         cause: ServerError,
     ) -> Self {
         Self::Doomed(Box::new(PostMortem {
             owner,
-            op: op.into(),
+            op,
             stream,
             launches,
             cause,
@@ -706,7 +708,7 @@ mod tests {
         let cause = ServerError::UnknownGraph(GraphId::new(7));
         let wrapped = ServerError::doomed(
             StreamId::new(0),
-            "end",
+            Op::Call("end"),
             StreamId::new(1),
             2,
             ServerError::Several(vec![cause, ServerError::graph_state("end", "then")]),

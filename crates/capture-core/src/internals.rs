@@ -10,11 +10,10 @@
 //! without changing their visibility, and a way to make an allocation's handle without a
 //! memory manager.
 
-use std::borrow::Cow;
-
 use crate::error::ServerError;
 use crate::ids::{FailureId, MemoryId};
 use crate::memory::{ClaimKey, ManagedMemoryHandle};
+use crate::op::Op;
 
 /// An owning handle to a fresh allocation `id` of `size` bytes, held by no manager.
 pub fn handle(id: MemoryId, size: u64) -> ManagedMemoryHandle {
@@ -63,7 +62,7 @@ impl TaintLedger {
     #[inline]
     pub fn enter(
         &mut self,
-        op: impl Into<Cow<'static, str>>,
+        op: Op,
         writes: impl IntoIterator<Item = ClaimKey>,
     ) -> Result<Scope, ServerError> {
         self.0.enter(op, writes).map(Scope)
@@ -82,7 +81,7 @@ impl TaintLedger {
     /// As the ledger's `check_read`: claimed bytes, unknown memory, a key past its
     /// allocation.
     #[inline]
-    pub fn check_read(&self, key: ClaimKey) -> Result<(), ServerError> {
+    pub fn check_read(&mut self, key: ClaimKey) -> Result<(), ServerError> {
         self.0.check_read(key)
     }
 }

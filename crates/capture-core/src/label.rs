@@ -21,6 +21,7 @@ use crate::error::{FailureCause, ServerError};
 use crate::ids::{GraphId, MemoryId};
 use crate::lock_order::{Held, Level};
 use crate::memory::ClaimKey;
+use crate::op::Op;
 use crate::range::ByteRange;
 use crate::subject::Subject;
 
@@ -172,16 +173,25 @@ fn name_error(table: &Table, error: ServerError) -> ServerError {
             }
             u.cause = match u.cause {
                 FailureCause::Failed(e) => FailureCause::Failed(name_error(table, e)),
+                FailureCause::Unfinished { mut op } => {
+                    op.name_graph(graph);
+                    FailureCause::Unfinished { op }
+                }
                 other => other,
             };
             for s in &mut u.chain {
                 if s.input_label.is_none() {
                     s.input_label = table.memory(s.input);
                 }
+                s.op.name_graph(graph);
+            }
+            if let Some(by) = &mut u.by {
+                by.op.name_graph(graph);
             }
             ServerError::Unwritten(u)
         }
         ServerError::Doomed(mut pm) => {
+            pm.op.name_graph(graph);
             pm.cause = name_error(table, pm.cause);
             ServerError::Doomed(pm)
         }
@@ -242,6 +252,13 @@ impl RenderLabels {
             graph,
             label: self.table.graph(graph),
         }
+    }
+
+    /// `op`, a replayed graph with its label.
+    pub(crate) fn of_op(&self, op: &Op) -> Op {
+        let mut op = op.clone();
+        op.name_graph(|g| self.table.graph(g));
+        op
     }
 
     /// `key`'s bytes (`buf#1 "out"[0..4)`).

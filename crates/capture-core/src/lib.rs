@@ -50,6 +50,7 @@ mod kernel;
 mod label;
 mod lock_order;
 mod memory;
+mod op;
 mod range;
 mod read_staging;
 mod report;
@@ -79,6 +80,7 @@ pub use memory::{
     Access, AllocationMode, CleanupReport, MAX_ALLOCATION_BYTES, MemoryConfig, MemoryKind,
     MemoryReport, PoolKind, PoolName, PoolUsage, SLICE_ALIGNMENT,
 };
+pub use op::{Op, ReadBy};
 pub use range::{ByteRange, InvalidRange};
 pub use report::{GraphLedger, GraphPoolLedger};
 pub use runtime::{

@@ -138,7 +138,7 @@ impl Subject {
 }
 
 /// ` "label"` after an id, or nothing.
-struct Label<'a>(Option<&'a str>);
+pub(crate) struct Label<'a>(pub(crate) Option<&'a str>);
 
 impl fmt::Display for Label<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

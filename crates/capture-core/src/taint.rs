@@ -64,12 +64,12 @@ use crate::id_hash::IdMap;
 
 use crate::subject::Subject;
 use nodes::{Node, Nodes};
-use std::borrow::Cow;
 use std::mem;
 
 use crate::error::{FailureCause, ServerError, Skipped, Unwritten};
 use crate::ids::{FailureId, IdCounter, MemoryId, StreamId};
 use crate::memory::ClaimKey;
+use crate::op::Op;
 use crate::range::ByteRange;
 
 /// The device-wide taint ledger: which bytes of which allocations are claimed by a
@@ -97,7 +97,7 @@ pub(crate) struct TaintLedger {
 #[derive(Debug)]
 struct Deferred {
     failure: FailureId,
-    op: Cow<'static, str>,
+    op: Op,
     writes: Vec<ClaimKey>,
 }
 
@@ -399,17 +399,17 @@ impl TaintLedger {
     /// of the allocation.
     pub(crate) fn enter(
         &mut self,
-        op: impl Into<Cow<'static, str>>,
+        op: Op,
         writes: impl IntoIterator<Item = ClaimKey>,
     ) -> Result<Scope, ServerError> {
         self.undefer();
         let keys = self.valid_keys(writes)?;
-        Ok(self.open_scope(op.into(), keys))
+        Ok(self.open_scope(op, keys))
     }
 
     /// Opens a scope of `op` over `keys` (each checked): they are claimed as unfinished
     /// by a new failure, which the scope settles or fails.
-    fn open_scope(&mut self, op: Cow<'static, str>, keys: Vec<ClaimKey>) -> Scope {
+    fn open_scope(&mut self, op: Op, keys: Vec<ClaimKey>) -> Scope {
         let failure = self.failures.create(FailureCause::Unfinished { op });
         self.claim_scope(failure, keys);
         Scope { failure }
@@ -632,7 +632,7 @@ impl TaintLedger {
     /// caller knows why the launch did not run.
     pub(crate) fn propagate<O>(
         &mut self,
-        op: impl Into<Cow<'static, str>>,
+        op: Op,
         stream: StreamId,
         inputs: impl IntoIterator<Item = ClaimKey>,
         outputs: O,
@@ -654,7 +654,7 @@ impl TaintLedger {
         let Some((input, claim)) = skipped_by else {
             return Ok(());
         };
-        Err(self.skip(op.into(), stream, input, claim, outputs))
+        Err(self.skip(op, stream, input, claim, outputs))
     }
 
     /// Skips work by `op` on `stream` whose `input` overlaps `claim`: the skip joins the
@@ -662,7 +662,7 @@ impl TaintLedger {
     /// returned. Every key was checked.
     fn skip(
         &mut self,
-        op: Cow<'static, str>,
+        op: Op,
         stream: StreamId,
         input: ClaimKey,
         claim: Claim,
@@ -697,7 +697,7 @@ impl TaintLedger {
     /// As [`propagate`](Self::propagate); a refused key changes nothing.
     pub(crate) fn admit(
         &mut self,
-        op: Cow<'static, str>,
+        op: Op,
         stream: StreamId,
         inputs: &[ClaimKey],
         outputs: &[ClaimKey],

@@ -30,6 +30,7 @@ pub use crate::ids::{KernelId, WorkId};
 use crate::label::RenderLabels;
 use crate::lock_order::{Level, Ordered};
 use crate::memory::{Access, ClaimKey, PoolName};
+use crate::op::Op;
 use crate::slot::SlotName;
 
 /// What a launch line ran: a registered kernel, or the user's own work.
@@ -121,10 +122,8 @@ pub enum Event {
     Skip {
         /// The stream.
         stream: StreamId,
-        /// What was skipped (a kernel or work name, or `replay`).
-        op: Cow<'static, str>,
-        /// The graph a skipped replay would have replayed.
-        graph: Option<GraphId>,
+        /// What was skipped: a kernel's launch, the program's work, a graph's replay.
+        op: Op,
         /// The failure passed on.
         failure: FailureId,
     },
@@ -189,7 +188,7 @@ pub enum Event {
         /// The window's owner.
         stream: StreamId,
         /// The operation that doomed it.
-        op: Cow<'static, str>,
+        op: Op,
         /// Launches recorded before it.
         launches: u64,
     },
@@ -362,11 +361,17 @@ impl Trace {
             .unwrap_or(Cow::Borrowed("?"))
     }
 
-    /// The name of what a launch line ran.
-    pub(crate) fn ran_name(&self, ran: Ran) -> Cow<'static, str> {
+    /// What a launch line ran, as an error names it.
+    pub(crate) fn ran_op(&self, ran: Ran) -> Op {
         match ran {
-            Ran::Kernel(k) => self.kernel_name(k),
-            Ran::Work(w) => self.work_name(w),
+            Ran::Kernel(kernel) => Op::Launch {
+                kernel,
+                name: self.kernel_name(kernel),
+            },
+            Ran::Work(work) => Op::Work {
+                work,
+                name: self.work_name(work),
+            },
         }
     }
 
@@ -603,15 +608,8 @@ impl fmt::Display for Line<'_> {
             Event::Skip {
                 stream,
                 op,
-                graph,
                 failure,
-            } => {
-                write!(f, "{stream} skip {op}")?;
-                if let Some(graph) = graph {
-                    write!(f, " {}", l.of_graph(*graph))?;
-                }
-                write!(f, ": input carries {failure}")
-            }
+            } => write!(f, "{stream} skip {}: input carries {failure}", l.of_op(op)),
             Event::Lifecycle { stream, what } => write!(f, "{stream} {what}"),
             Event::Fork {
                 stream,
@@ -669,7 +667,8 @@ impl fmt::Display for Line<'_> {
                 launches,
             } => write!(
                 f,
-                "{stream} doomed by {op} after {launches} recorded launches"
+                "{stream} doomed by {} after {launches} recorded launches",
+                l.of_op(op)
             ),
             Event::NotSealed { stream, error } => {
                 write!(f, "{stream} end -> refused (")?;

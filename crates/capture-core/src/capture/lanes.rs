@@ -11,11 +11,10 @@
 //! While no branch is open every earlier operation is ordered before everything after, so
 //! nothing is logged.
 
-use std::borrow::Cow;
-
 use crate::branch::{BranchReason, MAX_WINDOW_LANES, RaceSide};
 use crate::ids::StreamId;
 use crate::memory::{Access, ClaimKey};
+use crate::op::Op;
 
 /// A lane of a window's recording: the origin's own work is [`Lane::ORIGIN`], each fork
 /// opens one more. A backend reads the lane of every operation it records from
@@ -192,9 +191,9 @@ impl Lanes {
         &mut self,
         uses: impl Iterator<Item = (ClaimKey, Access)> + Clone,
         stream: StreamId,
-        name: Cow<'static, str>,
+        op: Op,
         node: u64,
-    ) -> Result<(), (Race, RaceSide)> {
+    ) -> Result<(), Box<(Race, RaceSide)>> {
         if self.open_branches == 0 {
             return Ok(());
         }
@@ -212,7 +211,7 @@ impl Lanes {
                 if let Some(range) = e.key.range.intersection(key.range) {
                     let side = RaceSide {
                         stream,
-                        name,
+                        op,
                         node,
                         access,
                     };
@@ -220,13 +219,13 @@ impl Lanes {
                         memory: key.memory,
                         range,
                     };
-                    return Err((
+                    return Err(Box::new((
                         Race {
                             first: e.side.clone(),
                             key,
                         },
                         side,
-                    ));
+                    )));
                 }
             }
         }
@@ -240,7 +239,7 @@ impl Lanes {
                 key,
                 side: RaceSide {
                     stream,
-                    name: name.clone(),
+                    op: op.clone(),
                     node,
                     access,
                 },
@@ -265,9 +264,8 @@ mod tests {
 
     fn op(lanes: &mut Lanes, lane: Lane, uses: &[(ClaimKey, Access)]) -> bool {
         lanes.enter(lane);
-        let name = Cow::Borrowed("k");
         lanes
-            .check(uses.iter().copied(), StreamId::new(0), name, 0)
+            .check(uses.iter().copied(), StreamId::new(0), Op::Call("k"), 0)
             .is_ok()
     }
 

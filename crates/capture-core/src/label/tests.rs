@@ -1,8 +1,7 @@
 //! Unit tests of labels: what is accepted, and where a label is shown.
 
-use std::borrow::Cow;
-
 use super::*;
+use crate::op::{Op, ReadBy};
 use crate::range::ByteRange;
 use crate::subject::Subject;
 
@@ -47,7 +46,7 @@ fn an_error_is_named_by_its_typed_ids_in_its_subject_and_nested_causes() {
             "wrong stream",
         )),
         chain: vec![crate::error::Skipped {
-            op: Cow::Borrowed("add_one"),
+            op: Op::replay(GraphId::new(1)),
             stream: crate::ids::StreamId::new(0),
             input: MemoryId::new(3),
             input_label: None,
@@ -57,7 +56,7 @@ fn an_error_is_named_by_its_typed_ids_in_its_subject_and_nested_causes() {
     }));
     let doomed = ServerError::doomed(
         crate::ids::StreamId::new(0),
-        "write",
+        Op::Call("write"),
         crate::ids::StreamId::new(0),
         2,
         ServerError::Several(vec![
@@ -75,7 +74,7 @@ fn an_error_is_named_by_its_typed_ids_in_its_subject_and_nested_causes() {
     for expected in [
         "read of buf#2 \"weights\"[0..4)",
         "invalid replay stream graph#1 \"step\": wrong stream",
-        "(input buf#3 \"act\"[0..4))",
+        "; then replay graph#1 \"step\" on stream#0 skipped (input buf#3 \"act\"[0..4))",
         "invalid binding buf#2 \"weights\"[0+8] (4 B): past the end of the buffer",
         "write buf#3 \"act\": buf#2 busy",
     ] {
@@ -94,6 +93,39 @@ fn an_error_is_named_by_its_typed_ids_in_its_subject_and_nested_causes() {
         Some(MemoryId::new(2))
     );
     assert_eq!(all[2].subject().and_then(Subject::label), Some("act"));
+    let ServerError::Unwritten(u) = &all[0] else {
+        panic!("{all:?}")
+    };
+    assert!(
+        matches!(&u.chain[0].op, Op::Replay { graph, label: Some(l) } if graph.index() == 1 && &**l == "step"),
+        "{u:?}"
+    );
+}
+
+#[test]
+fn what_read_claimed_bytes_and_what_never_finished_are_named_by_their_graph() {
+    let t = table(&[], &[(4, "decode")]);
+    let unwritten = ServerError::Unwritten(Box::new(crate::error::Unwritten {
+        memory: MemoryId::new(0),
+        label: None,
+        read: ByteRange::from_bounds(0, 4),
+        claimed: ByteRange::from_bounds(0, 4),
+        failure: crate::ids::FailureId::new(0),
+        cause: FailureCause::Unfinished {
+            op: Op::replay(GraphId::new(4)),
+        },
+        chain: Vec::new(),
+        by: Some(ReadBy {
+            op: Op::replay(GraphId::new(4)),
+            stream: crate::ids::StreamId::new(1),
+            recorded: false,
+        }),
+    }));
+    assert_eq!(
+        name_error(&t, unwritten).to_string(),
+        "replay of graph#4 \"decode\" on stream#1 skipped: its input buf#0[0..4) overlaps \
+         [0..4), which carries failure#0: replay graph#4 \"decode\" never finished"
+    );
 }
 
 #[test]

@@ -5,7 +5,6 @@
 //! Every lock taken here follows the device's one lock order, written (and checked) in
 //! `lock_order.rs` as `Level`.
 
-use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -27,6 +26,7 @@ use crate::error::ServerError;
 use crate::ids::StreamId;
 use crate::label::{self, Labels};
 use crate::memory::{Access, ClaimKey, CleanupReport, ManagedMemoryHandle, MemoryIds, PageUpdate};
+use crate::op::Op;
 use crate::range::ByteRange;
 use crate::report::GraphLedger;
 use crate::stream_state::StreamSetup;
@@ -784,7 +784,7 @@ impl<B: Backend> Inner<B> {
                 self.refused(stream, "alloc", &error);
                 let own_window = ps.stream.capturing().is_recording();
                 if own_window && matches!(error, ServerError::AllocInWindow { .. }) {
-                    return Err(self.doom(ps, stream, Cow::Borrowed("alloc"), error));
+                    return Err(self.doom(ps, stream, Op::Call("alloc"), error));
                 }
                 return Err(error);
             }
@@ -853,7 +853,7 @@ impl<B: Backend> Inner<B> {
         };
         let raced = if recording {
             let uses = std::iter::once((key, Access::Write));
-            self.check_race(ps, stream, Cow::Borrowed("write"), uses)
+            self.check_race(ps, stream, Op::Call("write"), uses)
         } else {
             Ok(())
         };
@@ -865,7 +865,7 @@ impl<B: Backend> Inner<B> {
             Err(error) => {
                 self.claim(&[key], &error);
                 if recording {
-                    return Err(self.doom(ps, stream, Cow::Borrowed("write"), error));
+                    return Err(self.doom(ps, stream, Op::Call("write"), error));
                 }
                 return Err(error);
             }

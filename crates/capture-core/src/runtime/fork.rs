@@ -11,10 +11,10 @@ use crate::capture::Lane;
 use crate::driver::{Backend, DeviceStream};
 use crate::error::ServerError;
 use crate::ids::StreamId;
+use crate::op::Op;
 use crate::trace::Event;
 
 use super::branches::Route;
-use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 
 /// A stream forked off another by [`Device::fork`]: what [`Device::join`] consumes to
@@ -204,7 +204,7 @@ impl<B: Backend> Inner<B> {
             {
                 return Err((
                     BranchReason::Stale,
-                    Some(self.doom(ps, parent, Cow::Borrowed("fork"), error)),
+                    Some(self.doom(ps, parent, Op::Call("fork"), error)),
                 ));
             }
             self.trace.push(Event::Fork {
@@ -276,13 +276,13 @@ impl<B: Backend> Inner<B> {
             }
             let Some(into) = capture.lanes_ref().lane_of(branch.parent, w.origin) else {
                 let error = refuse(BranchReason::ParentJoined);
-                return Err(self.doom(ps, branch.parent, Cow::Borrowed("join"), error));
+                return Err(self.doom(ps, branch.parent, Op::Call("join"), error));
             };
             capture.lanes().join(w.lane, into).map_err(&refuse)?;
             if ps.stream.capturing().is_recording()
                 && let Err(error) = B::join_lane(&mut ps.stream, w.lane, into)
             {
-                return Err(self.doom(ps, branch.parent, Cow::Borrowed("join"), error));
+                return Err(self.doom(ps, branch.parent, Op::Call("join"), error));
             }
             self.trace.push(Event::Join {
                 stream: branch.parent,

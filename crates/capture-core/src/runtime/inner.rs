@@ -4,7 +4,6 @@
 //! refusal, dooming a window, claims, asynchronous faults, flushes and drains, device
 //! reservations, staging, and the hand-over to another pooled stream.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -28,6 +27,7 @@ use crate::kernel::LaunchLimits;
 use crate::label::Labels;
 use crate::lock_order::{Level, Ordered};
 use crate::memory::{ClaimKey, ManagedMemoryHandle};
+use crate::op::Op;
 use crate::range::ByteRange;
 use crate::report::{GraphLedger, GraphPoolLedger, LiveLedger, pool_ledgers, shared_graph_bytes};
 use crate::subject::Subject;
@@ -357,7 +357,7 @@ impl<B: Backend> Inner<B> {
         &self,
         ps: &mut PooledStream<B>,
         stream: StreamId,
-        op: Cow<'static, str>,
+        op: Op,
         cause: ServerError,
     ) -> ServerError {
         let capture = ps.stream.capturing();

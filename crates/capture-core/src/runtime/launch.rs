@@ -389,12 +389,4 @@ impl<B: Backend> Job<'_, B> {
     pub(crate) fn grid_slotted(&self) -> bool {
         matches!(self, Job::Kernel { dims, .. } if dims.grid_slot().is_some() || dims.is_bounded())
     }
-
-    /// What an error calls it: a launch, or work.
-    pub(crate) fn what(&self) -> &'static str {
-        match self {
-            Job::Kernel { .. } => "launch",
-            Job::Work { .. } => "work",
-        }
-    }
 }

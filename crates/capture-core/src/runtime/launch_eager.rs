@@ -13,6 +13,7 @@ use crate::driver::{Backend, DeviceResource};
 use crate::drop_queue::Pending;
 use crate::error::ServerError;
 use crate::ids::StreamId;
+use crate::op::ReadBy;
 use crate::trace::Event;
 
 impl<B: Backend> Inner<B> {
@@ -32,7 +33,7 @@ impl<B: Backend> Inner<B> {
         args: &[Arg],
         remote: Remotes<'_, B::Stream>,
     ) -> Result<(), ServerError> {
-        let (loaded, name) = match self.job_code(ps, stream, &job) {
+        let (loaded, op) = match self.job_code(ps, stream, &job) {
             Ok(code) => code,
             Err(error) => {
                 self.claim(&s.outputs, &error);
@@ -42,18 +43,21 @@ impl<B: Backend> Inner<B> {
         // One ledger call checks the inputs and opens the outputs' scope.
         let admitted = self
             .taint()
-            .admit(name.clone(), stream, &s.inputs, &s.outputs);
+            .admit(op.clone(), stream, &s.inputs, &s.outputs);
         let scope = match admitted {
             Ok(scope) => scope,
             Err(mut error) => {
                 if let ServerError::Unwritten(u) = &mut error {
                     self.trace.push(Event::Skip {
                         stream,
-                        op: name.clone(),
-                        graph: None,
+                        op: op.clone(),
                         failure: u.failure,
                     });
-                    u.by = Some(format!("{} of {name} on {stream}", job.what()).into());
+                    u.by = Some(ReadBy {
+                        op,
+                        stream,
+                        recorded: false,
+                    });
                 }
                 return Err(error);
             }

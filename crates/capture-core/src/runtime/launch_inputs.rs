@@ -15,11 +15,12 @@ use crate::error::ServerError;
 use crate::ids::StreamId;
 use crate::info_cache::Inserted;
 use crate::memory::ClaimKey;
+use crate::op::Op;
 use crate::range::ByteRange;
 use crate::trace::{Event, KernelId};
 
-/// What a job runs, and the name its errors and the ledger give it.
-pub(super) type JobCode<K> = (Option<Arc<K>>, Cow<'static, str>);
+/// What a job runs, and the operation its errors and the ledger name.
+pub(super) type JobCode<K> = (Option<Arc<K>>, Op);
 
 impl<B: Backend> Inner<B> {
     /// The code `job` runs, loaded for a kernel (rules 10 and 20), with its name; work
@@ -33,9 +34,15 @@ impl<B: Backend> Inner<B> {
         match job {
             Job::Kernel { id, .. } => {
                 let (kernel, name) = self.loaded_kernel(ps, stream, *id)?;
-                Ok((Some(kernel), name))
+                Ok((Some(kernel), Op::Launch { kernel: *id, name }))
             }
-            Job::Work { id, .. } => Ok((None, self.trace.work_name(*id))),
+            Job::Work { id, .. } => Ok((
+                None,
+                Op::Work {
+                    work: *id,
+                    name: self.trace.work_name(*id),
+                },
+            )),
         }
     }
 
@@ -68,7 +75,7 @@ impl<B: Backend> Inner<B> {
                 "load",
                 format!("kernel {name} was first loaded inside the window; launch it in warmup"),
             );
-            return Err(self.doom(ps, stream, Cow::Owned(format!("load {name}")), cause));
+            return Err(self.doom(ps, stream, Op::Load { kernel: id, name }, cause));
         }
         // Rule 20: decided and done under the capture state, so no `begin` on another
         // thread can start recording between the check and the load.

@@ -15,7 +15,7 @@ use crate::driver::{Backend, DeviceResource, DeviceStream};
 use crate::error::ServerError;
 use crate::ids::StreamId;
 use crate::memory::{Access, ClaimKey};
-use std::borrow::Cow;
+use crate::op::{Op, ReadBy};
 
 impl<B: Backend> Inner<B> {
     /// Checks an operation about to be recorded on the current lane of `ps`'s window
@@ -24,21 +24,21 @@ impl<B: Backend> Inner<B> {
         &self,
         ps: &mut PooledStream<B>,
         stream: StreamId,
-        name: Cow<'static, str>,
+        op: Op,
         uses: impl Iterator<Item = (ClaimKey, Access)> + Clone,
     ) -> Result<(), ServerError> {
         let capture = ps.stream.capturing();
         let node = capture.ops();
         let window = capture.owner().unwrap_or(stream);
-        match capture.lanes().check(uses, stream, name, node) {
+        match capture.lanes().check(uses, stream, op, node) {
             Ok(()) => Ok(()),
-            Err((race, second)) => Err(BranchRace {
+            Err(race) => Err(BranchRace {
                 window,
-                first: race.first,
-                second,
-                memory: race.key.memory,
+                first: race.0.first,
+                second: race.1,
+                memory: race.0.key.memory,
                 label: None,
-                range: race.key.range,
+                range: race.0.key.range,
             }
             .into()),
         }
@@ -69,8 +69,8 @@ impl<B: Backend> Inner<B> {
             if matches!(error, ServerError::Doomed(_)) {
                 return Err(error);
             }
-            let name = self.trace.ran_name(job.ran());
-            return Err(self.doom(ps, stream, name, error));
+            let op = self.trace.ran_op(job.ran());
+            return Err(self.doom(ps, stream, op, error));
         }
         Ok(())
     }
@@ -84,7 +84,7 @@ impl<B: Backend> Inner<B> {
         args: &[Arg],
         remote: Remotes<'_, B::Stream>,
     ) -> Result<(), ServerError> {
-        let (loaded, name) = self.job_code(ps, stream, job)?;
+        let (loaded, op) = self.job_code(ps, stream, job)?;
         // The bytes of an input the window did not write itself must be readable; bytes
         // it wrote first are rewritten by every replay before the read.
         for i in 0..s.inputs.len() {
@@ -95,10 +95,13 @@ impl<B: Backend> Inner<B> {
             for &part in &s.unwritten {
                 if let Err(mut error) = self.taint().check_read(part) {
                     if let ServerError::Unwritten(u) = &mut error {
-                        u.by =
-                            Some(format!("recorded {} of {name} on {stream}", job.what()).into());
+                        u.by = Some(ReadBy {
+                            op: op.clone(),
+                            stream,
+                            recorded: true,
+                        });
                     }
-                    return Err(self.doom(ps, stream, name, error));
+                    return Err(self.doom(ps, stream, op, error));
                 }
             }
         }
@@ -113,14 +116,14 @@ impl<B: Backend> Inner<B> {
         if let Err(error) = self.check_race(
             ps,
             stream,
-            name.clone(),
+            op.clone(),
             s.args.iter().map(|b| (b.key, b.access)),
         ) {
-            return Err(self.doom(ps, stream, name, error));
+            return Err(self.doom(ps, stream, op, error));
         }
         let slotted = args.iter().any(|a| a.1.is_some()) || job.grid_slotted();
         if let Err(error) = Self::run_job(ps, s, job, loaded.as_deref(), info.as_ref(), slotted) {
-            return Err(self.doom(ps, stream, name, error));
+            return Err(self.doom(ps, stream, op, error));
         }
         self.trace.launch(
             stream,

@@ -8,7 +8,6 @@
 //! (`begin`, the recorded call and the seal) inside. With no subscriber a span is a
 //! disabled handle: no allocation, no field evaluated.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use super::capturing::{CapturePhase, Capturing};
@@ -26,6 +25,7 @@ use crate::drop_queue::{Fence, Pending};
 use crate::error::ServerError;
 use crate::ids::{GraphId, GraphPoolId, StreamId};
 use crate::memory::BufferBinding;
+use crate::op::{Op, ReadBy};
 use crate::slot::{SlotInfo, SlotName};
 use crate::subject::Subject;
 use crate::trace::Event;
@@ -666,7 +666,7 @@ impl<B: Backend> Inner<B> {
                 window: stream,
                 branch,
             };
-            self.doom(ps, stream, Cow::Borrowed("end"), cause);
+            self.doom(ps, stream, Op::Call("end"), cause);
         }
         let outcome = self.seal_on(ps, stream);
         self.release_branches(ps);
@@ -737,11 +737,11 @@ impl<B: Backend> Inner<B> {
                         if !matches!(error, ServerError::Doomed(_))
                             && !matches!(error.root_cause(), ServerError::Abandoned { .. }) =>
                     {
-                        let op = if owner == stream {
+                        let op = Op::Call(if owner == stream {
                             "instantiate"
                         } else {
                             "end"
-                        };
+                        });
                         let launches = ps.stream.capturing().launches();
                         ServerError::doomed(owner, op, stream, launches, error)
                     }
@@ -790,7 +790,7 @@ impl<B: Backend> Inner<B> {
             self.doom(
                 ps,
                 stream,
-                Cow::Borrowed("abort"),
+                Op::Call("abort"),
                 ServerError::graph_state("abort", "the window was aborted"),
             );
         }
@@ -858,7 +858,7 @@ impl<B: Backend> Inner<B> {
                 ),
             ));
         }
-        let op = Cow::Borrowed("replay");
+        let op = Op::replay(graph);
         // Rule 14: inputs first; a claimed one skips the replay and passes it on.
         let skipped = self.taint().propagate(
             op.clone(),
@@ -866,13 +866,17 @@ impl<B: Backend> Inner<B> {
             g.inputs().iter().copied(),
             g.written().iter().copied(),
         );
-        if let Err(error) = skipped {
-            if let ServerError::Unwritten(u) = &error {
+        if let Err(mut error) = skipped {
+            if let ServerError::Unwritten(u) = &mut error {
                 self.trace.push(Event::Skip {
                     stream,
-                    op: Cow::Borrowed("replay"),
-                    graph: Some(graph),
+                    op: op.clone(),
                     failure: u.failure,
+                });
+                u.by = Some(ReadBy {
+                    op,
+                    stream,
+                    recorded: false,
                 });
             }
             return Err(error);

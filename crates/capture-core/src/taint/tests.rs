@@ -66,7 +66,9 @@ fn the_ledger_is_send_and_sync_and_starts_empty() {
 fn two_ranges_of_one_allocation_are_two_claims() {
     let mut ledger = written(&[A]);
     let (first, second) = (key(A, 0, 256), key(A, 256, 512));
-    let scope = ledger.enter("split", [first, second]).expect("enter");
+    let scope = ledger
+        .enter(Op::Call("split"), [first, second])
+        .expect("enter");
     let failure = scope.failure();
     assert_eq!(
         claims(&mut ledger, A),
@@ -215,7 +217,7 @@ fn settle_after_success_clears_the_written_bytes() {
     let never = ledger.fresh(A, 1024).expect("fresh");
     let written = key(A, 256, 512);
 
-    let scope = ledger.enter("fill", [written]).expect("enter");
+    let scope = ledger.enter(Op::Call("fill"), [written]).expect("enter");
     assert!(!ledger.is_clear(written).expect("known"));
     ledger.settle(scope);
 
@@ -233,12 +235,14 @@ fn enter_replaces_the_claims_of_the_bytes_it_writes() {
     let mut ledger = TaintLedger::new();
     let never = ledger.fresh(A, 1024).expect("fresh");
 
-    let scope = ledger.enter("fill", [key(A, 256, 512)]).expect("enter");
+    let scope = ledger
+        .enter(Op::Call("fill"), [key(A, 256, 512)])
+        .expect("enter");
 
     let refused = unwritten(ledger.check_read(key(A, 300, 301)));
     assert_eq!(refused.failure, scope.failure());
     assert!(
-        matches!(&refused.cause, FailureCause::Unfinished { op } if op == "fill"),
+        matches!(&refused.cause, FailureCause::Unfinished { op } if *op == Op::Call("fill")),
         "{refused}"
     );
     assert_eq!(
@@ -255,7 +259,9 @@ fn enter_replaces_the_claims_of_the_bytes_it_writes() {
 #[test]
 fn settle_leaves_bytes_claimed_since_by_other_work() {
     let mut ledger = written(&[A]);
-    let scope = ledger.enter("first", [key(A, 0, 512)]).expect("enter");
+    let scope = ledger
+        .enter(Op::Call("first"), [key(A, 0, 512)])
+        .expect("enter");
     let later = ledger
         .taint([key(A, 100, 200)], device_lost())
         .expect("taint");
@@ -269,7 +275,9 @@ fn settle_leaves_bytes_claimed_since_by_other_work() {
 #[test]
 fn settle_after_a_partial_host_write_clears_the_rest() {
     let mut ledger = written(&[A]);
-    let scope = ledger.enter("fill", [key(A, 0, 512)]).expect("enter");
+    let scope = ledger
+        .enter(Op::Call("fill"), [key(A, 0, 512)])
+        .expect("enter");
     ledger.host_write(key(A, 100, 200)).expect("host write");
     assert_eq!(claims(&mut ledger, A).len(), 2);
 
@@ -282,7 +290,9 @@ fn settle_after_a_partial_host_write_clears_the_rest() {
 #[test]
 fn a_scope_whose_bytes_were_all_rewritten_ends_quietly() {
     let mut ledger = written(&[A]);
-    let scope = ledger.enter("fill", [key(A, 0, 512)]).expect("enter");
+    let scope = ledger
+        .enter(Op::Call("fill"), [key(A, 0, 512)])
+        .expect("enter");
     ledger.host_write(key(A, 0, 1024)).expect("host write");
     assert_eq!(ledger.failure_count(), 0);
 
@@ -295,7 +305,7 @@ fn a_scope_whose_bytes_were_all_rewritten_ends_quietly() {
 #[test]
 fn a_scope_that_writes_nothing_claims_nothing() {
     let mut ledger = written(&[A]);
-    let scope = ledger.enter("noop", []).expect("enter");
+    let scope = ledger.enter(Op::Call("noop"), []).expect("enter");
     assert_eq!(ledger.failure_count(), 0);
     ledger.fail(scope, device_lost());
     assert_eq!(ledger.failure_count(), 0);
@@ -306,7 +316,7 @@ fn one_scope_writing_a_range_twice_holds_it_once() {
     let mut ledger = written(&[A]);
     let k = key(A, 0, 64);
     let scope = ledger
-        .enter("twice", [k, k, key(A, 32, 96)])
+        .enter(Op::Call("twice"), [k, k, key(A, 32, 96)])
         .expect("enter");
     let failure = scope.failure();
     assert_eq!(
@@ -322,7 +332,7 @@ fn one_scope_writing_a_range_twice_holds_it_once() {
 fn fail_stores_the_real_error_as_cause() {
     let mut ledger = written(&[A]);
     let k = key(A, 0, 256);
-    let scope = ledger.enter("matmul", [k]).expect("enter");
+    let scope = ledger.enter(Op::Call("matmul"), [k]).expect("enter");
     let failure = scope.failure();
 
     ledger.fail(scope, device_lost());
@@ -358,7 +368,7 @@ fn a_provisional_claim_survives_a_panic_inside_the_scope() {
         let scope = ledger
             .lock()
             .expect("unpoisoned")
-            .enter("softmax", [k])
+            .enter(Op::Call("softmax"), [k])
             .expect("enter");
         let result = panicking_kernel();
         let mut ledger = ledger.lock().expect("unpoisoned");
@@ -374,7 +384,7 @@ fn a_provisional_claim_survives_a_panic_inside_the_scope() {
         .expect("the lock was not held across the work");
     let refused = unwritten(ledger.check_read(k));
     assert!(
-        matches!(&refused.cause, FailureCause::Unfinished { op } if op == "softmax"),
+        matches!(&refused.cause, FailureCause::Unfinished { op } if *op == Op::Call("softmax")),
         "{:?}",
         refused.cause
     );
@@ -387,14 +397,20 @@ fn a_provisional_claim_survives_a_panic_inside_the_scope() {
 #[test]
 fn propagation_through_three_skipped_launches_shows_each_in_order() {
     let mut ledger = written(&[A, B, C, D]);
-    let scope = ledger.enter("matmul", [key(A, 0, 256)]).expect("enter");
+    let scope = ledger
+        .enter(Op::Call("matmul"), [key(A, 0, 256)])
+        .expect("enter");
     let failure = scope.failure();
     ledger.fail(scope, device_lost());
 
     let steps = [("relu", A, B), ("add", B, C), ("softmax", C, D)];
     for (op, input, output) in steps {
-        let refused =
-            unwritten(ledger.propagate(op, S, [key(input, 0, 128)], [key(output, 64, 512)]));
+        let refused = unwritten(ledger.propagate(
+            Op::Call(op),
+            S,
+            [key(input, 0, 128)],
+            [key(output, 64, 512)],
+        ));
         assert_eq!(refused.failure, failure, "{op} names the original failure");
         assert_eq!(refused.memory, input);
     }
@@ -411,7 +427,7 @@ fn propagation_through_three_skipped_launches_shows_each_in_order() {
     let chain: Vec<_> = refused
         .chain
         .iter()
-        .map(|s| (s.op.as_ref(), s.input, s.range))
+        .map(|s| (s.op.name().unwrap_or_default(), s.input, s.range))
         .collect();
     assert_eq!(chain, expected);
     assert!(refused.chain.iter().all(|s| s.stream == S));
@@ -436,7 +452,8 @@ fn the_error_of_a_skip_describes_the_input_before_the_skip() {
     let mut ledger = written(&[A, B]);
     let failure = ledger.taint([key(A, 0, 64)], device_lost()).expect("t");
 
-    let refused = unwritten(ledger.propagate("relu", S, [key(A, 0, 64)], [key(B, 0, 64)]));
+    let refused =
+        unwritten(ledger.propagate(Op::Call("relu"), S, [key(A, 0, 64)], [key(B, 0, 64)]));
 
     assert!(refused.chain.is_empty(), "{refused}");
     assert_eq!(ledger.chain(failure).map(<[_]>::len), Some(1));
@@ -450,7 +467,7 @@ fn propagation_with_clean_inputs_changes_nothing() {
         .expect("taint");
 
     ledger
-        .propagate("relu", S, [key(A, 0, 512)], [key(B, 0, 1024)])
+        .propagate(Op::Call("relu"), S, [key(A, 0, 512)], [key(B, 0, 1024)])
         .expect("clean inputs run");
 
     assert_eq!(claims(&mut ledger, B), []);
@@ -465,7 +482,7 @@ fn the_first_claimed_input_decides_a_skip() {
     let second = ledger.taint([key(A, 0, 64)], device_lost()).expect("t");
 
     let refused = unwritten(ledger.propagate(
-        "add",
+        Op::Call("add"),
         S,
         [key(A, 512, 1024), key(B, 0, 1024), key(A, 0, 1024)],
         [key(C, 0, 64)],
@@ -482,7 +499,7 @@ fn an_in_place_skip_keeps_its_failure_alive() {
     let k = key(A, 0, 64);
     let failure = ledger.taint([k], device_lost()).expect("taint");
 
-    assert!(ledger.propagate("scale_", S, [k], [k]).is_err());
+    assert!(ledger.propagate(Op::Call("scale_"), S, [k], [k]).is_err());
 
     assert_eq!(claims(&mut ledger, A), [(range(0, 64), failure)]);
     assert_eq!(ledger.failure_count(), 1);
@@ -548,7 +565,9 @@ fn forget_drops_the_claims_and_the_failures_only_they_carry() {
 #[test]
 fn a_forgotten_allocation_can_be_tracked_afresh() {
     let mut ledger = written(&[A]);
-    let scope = ledger.enter("fill", [key(A, 0, 64)]).expect("enter");
+    let scope = ledger
+        .enter(Op::Call("fill"), [key(A, 0, 64)])
+        .expect("enter");
     ledger.forget(A).expect("forget");
     let never = ledger.fresh(A, 128).expect("fresh again");
 
@@ -562,7 +581,9 @@ fn failure_ids_count_up_in_creation_order_and_are_never_reused() {
     let mut ledger = TaintLedger::new();
     assert_eq!(ledger.fresh(A, 64).expect("fresh"), FailureId::new(0));
     ledger.host_write(key(A, 0, 64)).expect("host write");
-    let scope = ledger.enter("fill", [key(A, 0, 64)]).expect("enter");
+    let scope = ledger
+        .enter(Op::Call("fill"), [key(A, 0, 64)])
+        .expect("enter");
     assert_eq!(scope.failure(), FailureId::new(1));
     ledger.settle(scope);
     let refused = ledger.taint([key(A, 0, 8)], device_lost()).expect("taint");
@@ -581,14 +602,16 @@ fn a_refused_call_changes_nothing(#[case] bad: ClaimKey, #[case] message: String
     let before = ledger.taint([key(A, 0, 64)], device_lost()).expect("t");
     let good = key(B, 0, 64);
 
-    let error = ledger.enter("fill", [good, bad]).expect_err("refused");
+    let error = ledger
+        .enter(Op::Call("fill"), [good, bad])
+        .expect_err("refused");
     assert_eq!(error.to_string(), message);
     let error = ledger
         .taint([good, bad], device_lost())
         .expect_err("refused");
     assert_eq!(error.to_string(), message);
     let error = ledger
-        .propagate("add", S, [key(A, 0, 64)], [good, bad])
+        .propagate(Op::Call("add"), S, [key(A, 0, 64)], [good, bad])
         .expect_err("refused");
     assert_eq!(error.to_string(), message);
 
@@ -621,11 +644,11 @@ type Call = fn(&mut TaintLedger) -> Result<(), ServerError>;
 )]
 #[case::forget_unknown(|l: &mut TaintLedger| l.forget(UNKNOWN), Refusal::Unknown(UNKNOWN))]
 #[case::enter_unknown_memory(
-    |l: &mut TaintLedger| l.enter("fill", [key(UNKNOWN, 0, 8)]).map(drop),
+    |l: &mut TaintLedger| l.enter(Op::Call("fill"), [key(UNKNOWN, 0, 8)]).map(drop),
     Refusal::Unknown(UNKNOWN)
 )]
 #[case::enter_range_past_end(
-    |l: &mut TaintLedger| l.enter("fill", [key(A, 1000, 1025)]).map(drop),
+    |l: &mut TaintLedger| l.enter(Op::Call("fill"), [key(A, 1000, 1025)]).map(drop),
     Refusal::Invalid { what: "claim key", value: "[1000..1025) of buf#0" }
 )]
 #[case::check_read_unknown(|l: &mut TaintLedger| l.check_read(key(UNKNOWN, 0, 8)), Refusal::Unknown(UNKNOWN))]
@@ -647,11 +670,11 @@ type Call = fn(&mut TaintLedger) -> Result<(), ServerError>;
     Refusal::Unknown(UNKNOWN)
 )]
 #[case::propagate_unknown_input(
-    |l: &mut TaintLedger| l.propagate("add", S, [key(UNKNOWN, 0, 8)], [key(A, 0, 8)]),
+    |l: &mut TaintLedger| l.propagate(Op::Call("add"), S, [key(UNKNOWN, 0, 8)], [key(A, 0, 8)]),
     Refusal::Unknown(UNKNOWN)
 )]
 #[case::propagate_unknown_output(
-    |l: &mut TaintLedger| l.propagate("add", S, [key(A, 0, 8)], [key(UNKNOWN, 0, 8)]),
+    |l: &mut TaintLedger| l.propagate(Op::Call("add"), S, [key(A, 0, 8)], [key(UNKNOWN, 0, 8)]),
     Refusal::Unknown(UNKNOWN)
 )]
 #[case::claims_unknown(|l: &mut TaintLedger| l.claims(UNKNOWN).map(drop), Refusal::Unknown(UNKNOWN))]
@@ -689,11 +712,13 @@ fn a_refusal_names_the_bad_value(#[case] call: Call, #[case] expected: Refusal) 
 #[test]
 fn settle_leaves_the_outputs_of_launches_skipped_while_the_scope_was_open() {
     let mut ledger = written(&[A, B]);
-    let scope = ledger.enter("fill", [key(A, 0, 64)]).expect("enter");
+    let scope = ledger
+        .enter(Op::Call("fill"), [key(A, 0, 64)])
+        .expect("enter");
     let failure = scope.failure();
     assert!(
         ledger
-            .propagate("relu", S, [key(A, 0, 64)], [key(B, 0, 64)])
+            .propagate(Op::Call("relu"), S, [key(A, 0, 64)], [key(B, 0, 64)])
             .is_err()
     );
 
@@ -705,7 +730,7 @@ fn settle_leaves_the_outputs_of_launches_skipped_while_the_scope_was_open() {
     let refused = unwritten(ledger.check_read(key(B, 0, 64)));
     assert_eq!(refused.failure, failure, "relu did not run");
     assert!(
-        matches!(&refused.cause, FailureCause::Unfinished { op } if op == "fill"),
+        matches!(&refused.cause, FailureCause::Unfinished { op } if *op == Op::Call("fill")),
         "relu read the bytes while fill was unfinished"
     );
     assert_eq!(refused.chain.len(), 1);
@@ -722,12 +747,12 @@ fn the_scope_protocol_as_a_caller_drives_it() -> Result<(), ServerError> {
     };
 
     // A kernel that writes `key` and succeeds: its bytes become readable.
-    let scope = ledger.enter("fill", [key])?;
+    let scope = ledger.enter(Op::Call("fill"), [key])?;
     ledger.settle(scope);
     ledger.check_read(key)?;
 
     // A kernel that writes `key` and fails: a later read names the real error.
-    let scope = ledger.enter("fill", [key])?;
+    let scope = ledger.enter(Op::Call("fill"), [key])?;
     ledger.fail(scope, ServerError::graph_state("fill", "device lost"));
     let Err(ServerError::Unwritten(refused)) = ledger.check_read(key) else {
         panic!("the read should have been refused");
@@ -747,7 +772,7 @@ fn the_scope_protocol_as_a_caller_drives_it() -> Result<(), ServerError> {
 fn a_deferred_scope_is_seen_by_every_other_call_as_if_its_claims_were_made() {
     let mut ledger = written(&[A, B]);
     let scope = ledger
-        .admit("k".into(), S, &[key(A, 0, 64)], &[key(B, 0, 64)])
+        .admit(Op::Call("k"), S, &[key(A, 0, 64)], &[key(B, 0, 64)])
         .expect("clean");
     assert!(
         ledger.deferred.is_some(),
@@ -761,7 +786,7 @@ fn a_deferred_scope_is_seen_by_every_other_call_as_if_its_claims_were_made() {
     );
     let refused = unwritten(ledger.check_read(key(B, 0, 4)));
     assert!(
-        matches!(&refused.cause, FailureCause::Unfinished { op } if op == "k"),
+        matches!(&refused.cause, FailureCause::Unfinished { op } if *op == Op::Call("k")),
         "{refused:?}"
     );
     ledger.settle(scope);
@@ -770,7 +795,7 @@ fn a_deferred_scope_is_seen_by_every_other_call_as_if_its_claims_were_made() {
 
     // Settled while deferred: nothing was claimed and nothing is left.
     let scope = ledger
-        .admit("k".into(), S, &[key(A, 0, 64)], &[key(B, 0, 64)])
+        .admit(Op::Call("k"), S, &[key(A, 0, 64)], &[key(B, 0, 64)])
         .expect("clean");
     let id = scope.failure();
     ledger.settle(scope);
@@ -780,7 +805,7 @@ fn a_deferred_scope_is_seen_by_every_other_call_as_if_its_claims_were_made() {
 
     // Failed while deferred: its bytes carry the real error under its own number.
     let scope = ledger
-        .admit("k".into(), S, &[], &[key(B, 64, 128)])
+        .admit(Op::Call("k"), S, &[], &[key(B, 64, 128)])
         .expect("clean");
     assert!(scope.failure() > id, "numbers are taken in turn");
     let failure = scope.failure();
@@ -794,7 +819,7 @@ fn a_deferred_scope_is_seen_by_every_other_call_as_if_its_claims_were_made() {
 
     // Outputs over claimed bytes claim at once, as a scope always did.
     let scope = ledger
-        .admit("k".into(), S, &[], &[key(B, 0, 128)])
+        .admit(Op::Call("k"), S, &[], &[key(B, 0, 128)])
         .expect("clean inputs");
     assert!(ledger.deferred.is_none(), "B's bytes 64..128 were claimed");
     ledger.settle(scope);
@@ -802,12 +827,12 @@ fn a_deferred_scope_is_seen_by_every_other_call_as_if_its_claims_were_made() {
 
     // A deferred scope never ended (its work panicked) reads as unfinished.
     let scope = ledger
-        .admit("p".into(), S, &[], &[key(A, 0, 8)])
+        .admit(Op::Call("p"), S, &[], &[key(A, 0, 8)])
         .expect("clean");
     drop(scope);
     let refused = unwritten(ledger.check_read(key(A, 0, 8)));
     assert!(
-        matches!(&refused.cause, FailureCause::Unfinished { op } if op == "p"),
+        matches!(&refused.cause, FailureCause::Unfinished { op } if *op == Op::Call("p")),
         "{refused:?}"
     );
 }
@@ -818,10 +843,10 @@ fn a_deferred_scope_is_seen_by_every_other_call_as_if_its_claims_were_made() {
 fn an_admit_after_a_deferred_scope_sees_its_claims() {
     let mut ledger = written(&[A, B, C]);
     let writer = ledger
-        .admit("w".into(), S, &[key(A, 0, 4)], &[key(B, 0, 4)])
+        .admit(Op::Call("w"), S, &[key(A, 0, 4)], &[key(B, 0, 4)])
         .expect("clean");
     let reader = ledger.admit(
-        "r".into(),
+        Op::Call("r"),
         StreamId::new(1),
         &[key(B, 0, 4)],
         &[key(C, 0, 4)],

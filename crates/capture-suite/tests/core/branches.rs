@@ -146,7 +146,7 @@ fn rule_28_an_unjoined_branch_dooms_the_window_naming_it() {
     add_one(&dev, &k, S1, &x, &b).unwrap();
     let err = dev.end(S0).unwrap_err();
     let pm = err.post_mortem().expect("a post-mortem");
-    assert_eq!(pm.op, "end");
+    assert_eq!(pm.op, capture_core::Op::Call("end"));
     assert!(
         matches!(pm.cause, ServerError::UnjoinedBranch { branch: S1, .. }),
         "{err}"
@@ -356,7 +356,8 @@ fn rule_29_a_race_between_unjoined_branches_is_refused_naming_both_and_dooms_the
     };
     assert_eq!(race.window, S0);
     assert_eq!((race.first.stream, race.second.stream), (S1, S0));
-    assert_eq!(race.first.name, "add_one");
+    assert_eq!(race.first.op.name(), Some("add_one"));
+    assert_eq!(race.first.op.kernel(), Some(k.add_one.id()));
     assert_eq!(race.memory, a.id());
     assert_eq!(race.label.as_deref(), Some("expert out"));
     assert_eq!((race.range.start(), race.range.end()), (0, 64));

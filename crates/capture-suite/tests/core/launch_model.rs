@@ -381,7 +381,9 @@ fn foreign_work_over_an_unwritten_input_is_skipped_and_passes_the_failure_on() {
         .foreign_work(S0, &[Arg::read(&x), Arg::write(&y)], reverse(&runs))
         .unwrap_err();
     assert!(
-        matches!(&err, ServerError::Unwritten(u) if u.by.as_deref().is_some_and(|b| b.contains("work of reverse"))),
+        matches!(&err, ServerError::Unwritten(u) if u.by.as_ref().is_some_and(|b| b.stream == S0
+            && !b.recorded
+            && matches!(&b.op, capture_core::Op::Work { name, .. } if name == "reverse"))),
         "{}",
         text(&err)
     );

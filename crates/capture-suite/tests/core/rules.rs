@@ -541,9 +541,29 @@ fn rule_14_a_replay_checks_its_inputs_and_a_failed_enqueue_is_settled_by_a_later
     world.fail(FaultOp::Launch, 1);
     add_one(&dev, &k, S0, &y, &x).unwrap_err();
     let err = dev.replay(S0, &g, 1).unwrap_err();
-    assert!(matches!(err, ServerError::Unwritten(_)), "{err}");
+    // The refusal names the replay by its graph, a field to match on.
+    assert!(
+        matches!(&err, ServerError::Unwritten(u)
+            if u.by.as_ref().and_then(|by| by.op.graph()) == Some(g.id())),
+        "{err}"
+    );
+    assert!(
+        text(&err).starts_with(&format!("replay of {} on stream#0 skipped", g.id())),
+        "{err}"
+    );
     let err = read(&dev, S0, &y).unwrap_err();
-    assert!(text(&err).contains("replay on stream#0 skipped"), "{err}");
+    let ServerError::Unwritten(u) = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(
+        u.chain.last().and_then(|s| s.op.graph()),
+        Some(g.id()),
+        "{err}"
+    );
+    assert!(
+        text(&err).contains(&format!("replay {} on stream#0 skipped", g.id())),
+        "{err}"
+    );
     assert_eq!(
         world.calls(FaultOp::Replay),
         2,
