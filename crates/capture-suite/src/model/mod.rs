@@ -21,7 +21,9 @@
 //! every op checks what the rules promise:
 //!
 //! - a read returns exactly the model's bytes, or `Unwritten` where the model allows it,
-//!   never other bytes; a launch or replay over an unwritten input is skipped;
+//!   never other bytes; a launch or replay over an unwritten input is skipped, and its
+//!   refusal names it as fields (`Unwritten::by`: the kernel launched, the work, or the
+//!   graph replayed, on its stream);
 //! - no public call panics;
 //! - `captures().recording()` names exactly the windows the model has recording, on each
 //!   device;

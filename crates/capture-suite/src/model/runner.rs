@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use capture_core::{
     Access, Arg, Buffer, Builtin, Builtins, Chain, Device, Dims, GraphHandle, GraphPool,
-    GraphUpdates, KernelHandle, ProgrammaticLaunch, ServerError, SlotMismatch, StreamId,
+    GraphUpdates, KernelHandle, Op as Ran, ProgrammaticLaunch, ServerError, SlotMismatch, StreamId,
 };
 use capture_mock::{FaultOp, FaultPlan, Faulty};
 
@@ -1433,6 +1433,8 @@ impl<B: Builtins> Run<B> {
         let dev = Arc::clone(&self.dev);
         let stream = StreamId::new(s.into());
         let mut overlaps = false;
+        // The kernel launched (none for the user's work): a skip must name it.
+        let mut launched = None;
         let called = match spec.form {
             Form::Work => {
                 let make = self.work.clone().expect("resolve checked the work");
@@ -1455,6 +1457,7 @@ impl<B: Builtins> Run<B> {
                         None => return Ok(()),
                     },
                 };
+                launched = Some(kernel.id());
                 let programmatic = spec.form == Form::Programmatic;
                 // What the rules say of a programmatic launch: the device runs them and
                 // the kernel waits (then it is a launch like any), or it is refused.
@@ -1584,6 +1587,22 @@ impl<B: Builtins> Run<B> {
                             self.fail(format!(
                                 "launch skipped as unwritten, but the model has every input written: {}",
                                 Chain(&e)
+                            ));
+                        }
+                        // The refusal names the skipped launch by its kernel (or as work)
+                        // and its stream, as fields.
+                        let named = e.unwritten().and_then(|u| u.by.as_ref()).is_some_and(|by| {
+                            by.stream == stream
+                                && !by.recorded
+                                && match (&by.op, launched) {
+                                    (Ran::Launch { kernel, .. }, Some(k)) => *kernel == k,
+                                    (Ran::Work { .. }, None) => true,
+                                    _ => false,
+                                }
+                        });
+                        if !named {
+                            self.fail(format!(
+                                "a skipped launch's refusal does not name it: {e:?}"
                             ));
                         }
                         for span in &outputs {
@@ -2417,6 +2436,14 @@ impl<B: Builtins> Run<B> {
                             self.fail(format!(
                                 "replay of {id} skipped as unwritten, but the model has every input written: {}",
                                 Chain(&e)
+                            ));
+                        }
+                        let named = e.unwritten().and_then(|u| u.by.as_ref()).is_some_and(|by| {
+                            by.op.graph() == Some(id) && by.stream.index() == u64::from(s)
+                        });
+                        if !named {
+                            self.fail(format!(
+                                "a skipped replay of {id}'s refusal does not name it: {e:?}"
                             ));
                         }
                         for span in written {
