@@ -3,7 +3,7 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use capture_core::ServerError;
+use capture_core::{Op, ServerError, Subject};
 
 use super::{Harness, N, S0, S1, S2, assert_contains, assert_refused, ramp, splat, two_threads};
 use capture_core::Builtins;
@@ -121,7 +121,17 @@ pub(super) fn kernel_first_loaded_in_window<B: Builtins>(
     let err = h
         .add(S0, &x, &y, 1.0)
         .expect_err("a first load in the window");
-    assert_contains(&err, "kernel add_scalar was first loaded inside the window");
+    assert_contains(&err, "kernel add_scalar (kernel#");
+    assert_contains(&err, "first loaded inside the window");
+    // The kernel is a field of the refusal, and the post-mortem's operation its load.
+    assert!(
+        matches!(err.root_cause().subject(), Some(Subject::Kernel { name, .. }) if name == "add_scalar"),
+        "{err}"
+    );
+    assert!(
+        matches!(err.post_mortem().map(|pm| &pm.op), Some(Op::Load { name, .. }) if name == "add_scalar"),
+        "{err}"
+    );
     let end = h.dev.end(S0).expect_err("a doomed window seals nothing");
     assert_contains(
         &end,

@@ -17,6 +17,7 @@ use crate::info_cache::Inserted;
 use crate::memory::ClaimKey;
 use crate::op::Op;
 use crate::range::ByteRange;
+use crate::subject::Subject;
 use crate::trace::{Event, KernelId};
 
 /// What a job runs, and the operation its errors and the ledger name.
@@ -71,9 +72,13 @@ impl<B: Backend> Inner<B> {
             (Arc::clone(&entry.source), entry.name.clone())
         };
         if ps.stream.capturing().is_recording() {
-            let cause = ServerError::graph_state(
+            let cause = ServerError::graph_state_of(
                 "load",
-                format!("kernel {name} was first loaded inside the window; launch it in warmup"),
+                Subject::Kernel {
+                    kernel: id,
+                    name: name.clone(),
+                },
+                "first loaded inside the window; launch it in warmup",
             );
             return Err(self.doom(ps, stream, Op::Load { kernel: id, name }, cause));
         }
@@ -90,9 +95,13 @@ impl<B: Backend> Inner<B> {
                             "{owner} of another device on the same driver context is recording"
                         ),
                     };
-                    let error = ServerError::graph_state(
+                    let error = ServerError::graph_state_of(
                         "load",
-                        format!("{whose}: loading kernel {name} would invalidate its capture"),
+                        Subject::Kernel {
+                            kernel: id,
+                            name: name.clone(),
+                        },
+                        format!("{whose}: loading it would invalidate its capture"),
                     );
                     Err(error)
                 }

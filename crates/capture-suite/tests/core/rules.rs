@@ -1,7 +1,7 @@
 //! One test (or more) per rule of `docs/rules.md`, named after the rule. Each fails when the
 //! rule's guard (named in docs/architecture.md) is removed.
 
-use capture_core::{Arg, Chain, DeviceConfig, FlushingPolicy, MemoryConfig, ServerError};
+use capture_core::{Arg, Chain, DeviceConfig, FlushingPolicy, MemoryConfig, ServerError, Subject};
 use capture_mock::FaultOp;
 
 use crate::{S0, S1, S2, add_one, bytes_of, device, device_with, filled, kernels, read};
@@ -403,8 +403,19 @@ fn rule_10_a_kernel_first_loaded_inside_the_window_dooms_it() {
         )
         .unwrap_err();
     assert!(
-        text(&err).contains("kernel add_one was first loaded inside the window"),
+        text(&err).contains("load kernel add_one (kernel#0): first loaded inside the window"),
         "{err}"
+    );
+    assert_eq!(
+        err.root_cause().subject().and_then(|s| match s {
+            Subject::Kernel { kernel, .. } => Some(*kernel),
+            _ => None,
+        }),
+        Some(k.add_one.id())
+    );
+    assert_eq!(
+        err.post_mortem().and_then(|pm| pm.op.kernel()),
+        Some(k.add_one.id())
     );
     assert_eq!(world.calls(FaultOp::Load), 0);
     let end = dev.end(S0).unwrap_err();
