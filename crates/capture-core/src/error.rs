@@ -26,14 +26,18 @@ use crate::subject::{Of, Subject};
 pub enum ServerError {
     /// A lifecycle call out of order (begin without prepare, a second prepare, end with
     /// nothing open, a replay inside a window). Nothing was changed.
-    #[error("{op}{}: {reason}", Of(subject))]
+    #[error("{op}{}: {}", Of(subject), Why::of(subject, *window, reason))]
     GraphState {
         /// The refused call.
         op: &'static str,
         /// What it was refused for (the stream whose window it concerns, the graph),
         /// when the refusal names one.
         subject: Option<Box<Subject>>,
-        /// Why it was refused.
+        /// The stream whose capture window stands in the way (the one recording, or
+        /// prepared), when the refusal is because of one: rendered once, before the
+        /// reason ("stream#0's window is recording: …").
+        window: Option<StreamId>,
+        /// Why it was refused (of `window`, when there is one).
         reason: Cow<'static, str>,
     },
     /// A reservation would have grown a pool while a capture window records: on a driver
@@ -209,6 +213,39 @@ impl fmt::Display for Value<'_> {
     }
 }
 
+/// How [`ServerError::GraphState`]'s reason reads: of the window in the way, when
+/// there is one, named once ("its window" when the subject is that window's stream).
+pub(crate) struct Why<'a> {
+    window: Option<StreamId>,
+    own: bool,
+    reason: &'a str,
+}
+
+impl<'a> Why<'a> {
+    pub(crate) fn of(
+        subject: &Option<Box<Subject>>,
+        window: Option<StreamId>,
+        reason: &'a str,
+    ) -> Self {
+        let stream = subject.as_deref().and_then(Subject::stream);
+        Why {
+            window,
+            own: window.is_some() && stream == window,
+            reason,
+        }
+    }
+}
+
+impl fmt::Display for Why<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.window {
+            Some(_) if self.own => write!(f, "its window {}", self.reason),
+            Some(window) => write!(f, "{window}'s window {}", self.reason),
+            None => f.write_str(self.reason),
+        }
+    }
+}
+
 /// How [`ServerError::Overwritten`] reads.
 struct Overwrite {
     pool: GraphPoolId,
@@ -256,6 +293,7 @@ impl ServerError {
         Self::GraphState {
             op,
             subject: None,
+            window: None,
             reason: reason.into(),
         }
     }
@@ -269,6 +307,33 @@ impl ServerError {
         Self::GraphState {
             op,
             subject: Some(Box::new(subject)),
+            window: None,
+            reason: reason.into(),
+        }
+    }
+
+    /// A lifecycle call refused because of `window`'s capture window (recording, or
+    /// prepared): `reason` says what of that window, and reads after it
+    /// ("is recording: …"); `subject` is what the call was for, when it names one.
+    ///
+    /// ```
+    /// use capture_graphs::{ServerError, StreamId};
+    ///
+    /// let s = StreamId::new(2);
+    /// let err = ServerError::graph_state_in("cleanup", None, s, "is recording: no page is released");
+    /// assert_eq!(err.window(), Some(s));
+    /// assert_eq!(err.to_string(), "cleanup: stream#2's window is recording: no page is released");
+    /// ```
+    pub fn graph_state_in(
+        op: &'static str,
+        subject: Option<Subject>,
+        window: StreamId,
+        reason: impl Into<Cow<'static, str>>,
+    ) -> Self {
+        Self::GraphState {
+            op,
+            subject: subject.map(Box::new),
+            window: Some(window),
             reason: reason.into(),
         }
     }
@@ -348,6 +413,23 @@ impl ServerError {
             }
             Self::InvalidBinding { buffer, .. } => Some(buffer),
             Self::SlotRefused(refused) => Some(&refused.subject),
+            _ => None,
+        }
+    }
+
+    /// The stream whose capture window the error is about, when it names one besides its
+    /// subject: the window in the way of a refused lifecycle call, the window a
+    /// reservation or a neighbour was refused for, the window abandoned or left with a
+    /// branch unjoined, the window whose closure runs on this thread.
+    pub fn window(&self) -> Option<StreamId> {
+        match self {
+            Self::GraphState { window, .. } => *window,
+            Self::AllocInWindow { recording, .. } => Some(*recording),
+            Self::OtherStreamInCapture { window, .. } | Self::UnjoinedBranch { window, .. } => {
+                Some(*window)
+            }
+            Self::NeighbourRefused { owner, .. } | Self::Abandoned { owner, .. } => Some(*owner),
+            Self::Doomed(pm) => Some(pm.owner),
             _ => None,
         }
     }

@@ -140,12 +140,14 @@ fn name_error(table: &Table, error: ServerError) -> ServerError {
         ServerError::GraphState {
             op,
             mut subject,
+            window,
             reason,
         } => {
             subject.as_mut().map(name);
             ServerError::GraphState {
                 op,
                 subject,
+                window,
                 reason,
             }
         }

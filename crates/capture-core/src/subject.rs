@@ -109,6 +109,22 @@ impl Subject {
         }
     }
 
+    /// The kernel, when the subject is one.
+    pub fn kernel(&self) -> Option<KernelId> {
+        match self {
+            Self::Kernel { kernel, .. } => Some(*kernel),
+            _ => None,
+        }
+    }
+
+    /// The graph pool, when the subject is one.
+    pub fn pool(&self) -> Option<GraphPoolId> {
+        match self {
+            Self::Pool { pool, .. } => Some(*pool),
+            _ => None,
+        }
+    }
+
     /// The label shown beside the id, if any.
     pub fn label(&self) -> Option<&str> {
         match self {

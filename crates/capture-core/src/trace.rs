@@ -24,7 +24,7 @@ use std::fmt;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
-use crate::error::{Chain, ServerError};
+use crate::error::{Chain, ServerError, Why};
 use crate::ids::{FailureId, GraphId, GraphPoolId, MemoryId, StreamId};
 pub use crate::ids::{KernelId, WorkId};
 use crate::label::RenderLabels;
@@ -32,6 +32,7 @@ use crate::lock_order::{Level, Ordered};
 use crate::memory::{Access, ClaimKey, PoolName};
 use crate::op::Op;
 use crate::slot::SlotName;
+use crate::subject::Subject;
 
 /// What a launch line ran: a registered kernel, or the user's own work.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -743,9 +744,12 @@ fn refusal(
         ServerError::GraphState {
             op: refused,
             subject,
+            window,
             reason,
         } if *refused == op && subject.as_ref().is_none_or(|s| s.stream() == Some(stream)) => {
-            f.write_str(reason)
+            // The line names its stream first: the refusal's subject is that stream.
+            let this = Some(Box::new(Subject::Stream(stream)));
+            write!(f, "{}", Why::of(&this, *window, reason))
         }
         ServerError::NeighbourRefused {
             op: refused,

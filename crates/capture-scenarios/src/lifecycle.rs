@@ -208,10 +208,22 @@ pub(super) fn out_of_order_lifecycle_refused<B: Builtins>(
     assert_contains(&h.dev.end(S0).expect_err("end"), "nothing is recording");
     assert_eq!(h.dev.memory_report(), report);
     h.dev.prepare(S0)?;
-    assert_contains(&h.dev.prepare(S0).expect_err("prepare"), "prepared is open");
+    let err = h.dev.prepare(S0).expect_err("prepare");
+    assert_contains(&err, "is prepared on this stream");
+    assert_eq!(
+        err.window(),
+        Some(S0),
+        "the refusal names the window in the way"
+    );
     h.add(S0, &x, &y, 1.0)?;
     h.dev.begin(S0)?;
-    assert_contains(&h.dev.begin(S0).expect_err("begin"), "already recording");
+    let err = h.dev.begin(S0).expect_err("begin");
+    assert_contains(&err, "already recording");
+    assert_eq!(
+        err.window(),
+        Some(S0),
+        "the refusal names the window in the way"
+    );
     h.add(S0, &x, &y, 1.0)?;
     let g = h.dev.end(S0)?;
     h.write(S0, &x, &splat(5.0))?;
@@ -226,9 +238,12 @@ pub(super) fn end_in_prepare_disarms<B: Builtins>(h: &Harness<B>) -> Result<(), 
     let y = h.dev.alloc(S0, N * 4)?;
     h.dev.prepare(S0)?;
     h.add(S0, &x, &y, 1.0)?;
-    assert_contains(
-        &h.dev.end(S0).expect_err("end in prepare"),
-        "never opened; disarmed",
+    let err = h.dev.end(S0).expect_err("end in prepare");
+    assert_contains(&err, "never opened; disarmed");
+    assert_eq!(
+        err.window(),
+        Some(S0),
+        "the refusal names the disarmed window"
     );
     h.expect(S0, &y, &ramp(1.0));
     let g = h.dev.capture(S0, |_| h.add(S0, &x, &y, 2.0))?;

@@ -407,19 +407,17 @@ impl StreamCapture {
                 );
                 Ok(())
             }
-            State::Prepare { owner: held } => Err(ServerError::graph_state(
+            State::Prepare { owner: held } => Err(ServerError::graph_state_in(
                 "prepare",
-                format!(
-                    "a window {held} prepared is open on this stream: end it, or abort it, \
-                     before preparing again"
-                ),
+                None,
+                held,
+                "is prepared on this stream: end it, or abort it, before preparing again",
             )),
-            State::Capture { owner: held } => Err(ServerError::graph_state(
+            State::Capture { owner: held } => Err(ServerError::graph_state_in(
                 "prepare",
-                format!(
-                    "a window {held} opened is recording on this stream: end it, or abort \
-                     it, before preparing again"
-                ),
+                None,
+                held,
+                "is recording on this stream: end it, or abort it, before preparing again",
             )),
         }
     }
@@ -452,9 +450,11 @@ impl StreamCapture {
                 "begin",
                 "no capture is prepared on this stream (call prepare first)",
             )),
-            State::Capture { owner } => Err(ServerError::graph_state(
+            State::Capture { owner } => Err(ServerError::graph_state_in(
                 "begin",
-                format!("a window {owner} opened is already recording on this stream"),
+                None,
+                owner,
+                "is already recording on this stream",
             )),
         }
     }
@@ -497,9 +497,11 @@ impl StreamCapture {
                     self.abandoned = Some((owner, caller));
                     return Err(ServerError::Abandoned { owner, by: caller });
                 }
-                Err(ServerError::graph_state(
+                Err(ServerError::graph_state_in(
                     "end",
-                    format!("the window {owner} prepared never opened; disarmed"),
+                    None,
+                    owner,
+                    "was prepared and never opened; disarmed",
                 ))
             }
             State::NoCapture => match self.abandoned {

@@ -780,9 +780,11 @@ impl<S: ComputeStorage> MemoryManagement<S> {
     pub fn cleanup(&mut self, update: PageUpdate) -> Result<CleanupReport, ServerError> {
         self.refuse_while_armed("cleanup")?;
         if let Some(recording) = update.recording().filter(|_| !update.may_release()) {
-            return Err(ServerError::graph_state(
+            return Err(ServerError::graph_state_in(
                 "cleanup",
-                format!("{recording} is recording: no page is released or renumbered"),
+                None,
+                recording,
+                "is recording: no page is released or renumbered",
             ));
         }
         self.reclaim();
@@ -818,9 +820,11 @@ impl<S: ComputeStorage> MemoryManagement<S> {
     pub fn renumber(&mut self, update: PageUpdate) -> Result<(), ServerError> {
         self.refuse_while_armed("renumber")?;
         if let Some(recording) = update.recording().filter(|_| !update.may_release()) {
-            return Err(ServerError::graph_state(
+            return Err(ServerError::graph_state_in(
                 "renumber",
-                format!("{recording} is recording: no page is released or renumbered"),
+                None,
+                recording,
+                "is recording: no page is released or renumbered",
             ));
         }
         for kind in [

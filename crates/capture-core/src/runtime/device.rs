@@ -663,21 +663,20 @@ impl<B: Backend> Device<B> {
             _ => None,
         });
         if let Some(owner) = elsewhere {
-            return Err(ServerError::graph_state(
+            return Err(ServerError::graph_state_in(
                 "cleanup",
-                format!(
-                    "{owner} of another device on the same driver context is recording: no \
-                     page is released or renumbered until its window closes"
-                ),
+                None,
+                owner,
+                "on another device of the same driver context is recording: no page is \
+                 released or renumbered until it closes",
             ));
         }
         if let Some(armed) = status.active().first() {
-            return Err(ServerError::graph_state(
+            return Err(ServerError::graph_state_in(
                 "cleanup",
-                format!(
-                    "{armed} has a prepared window: no page is released or renumbered until \
-                     it ends or is aborted"
-                ),
+                None,
+                *armed,
+                "is prepared: no page is released or renumbered until it ends or is aborted",
             ));
         }
         // Every stream's deferred frees first: one stream's queued work may hold another
@@ -917,12 +916,11 @@ impl<B: Backend> Inner<B> {
             // A branch records into its window: a host wait on it is one on the window
             // (rule 28).
             Some(owner) if recording && self.is_branch_of(ps, stream) => {
-                let error = ServerError::graph_state_of(
+                let error = ServerError::graph_state_in(
                     op,
-                    Subject::Stream(stream),
-                    format!(
-                        "it is a branch of the window {owner} records: a host wait would break the capture"
-                    ),
+                    Some(Subject::Stream(stream)),
+                    owner,
+                    "records it as a branch: a host wait would break the capture",
                 );
                 self.refused(stream, op, &error);
                 Err(error)

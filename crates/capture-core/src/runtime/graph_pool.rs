@@ -142,7 +142,7 @@ impl<B: Backend> Device<B> {
                     label: Some(Arc::clone(&entry.label)),
                 },
                 format!(
-                    "its members are captured on pooled stream {at}, and {stream} is on \
+                    "its members are captured on pooled stream {at}, and the capture's stream is on \
                      pooled stream {pooled}: a pool's members share one pooled stream, \
                      which runs them one after another"
                 ),

@@ -799,12 +799,11 @@ impl<B: Backend> Inner<B> {
         let own_window = owner.is_some()
             && (owner == Some(stream) || self.route(stream).is_some_and(|r| r.pooled == q));
         if own_window {
-            return Err(ServerError::graph_state_of(
+            return Err(ServerError::graph_state_in(
                 op,
-                Subject::buffer(id),
-                format!(
-                    "it lives on another pooled stream: a {op} of it from inside {stream}'s window cannot be recorded"
-                ),
+                Some(Subject::buffer(id)),
+                stream,
+                "cannot record it: it lives on another pooled stream",
             ));
         }
         Ok(())

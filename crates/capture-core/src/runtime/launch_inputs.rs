@@ -89,18 +89,20 @@ impl<B: Backend> Inner<B> {
             .status()
             .with_recording(|recording| match recording {
                 Some(recording) if B::load_breaks_capture() => {
-                    let whose = match recording {
-                        Recording::Here(owner) => format!("{owner} is recording"),
-                        Recording::Elsewhere(owner) => format!(
-                            "{owner} of another device on the same driver context is recording"
+                    let (owner, whose) = match recording {
+                        Recording::Here(owner) => (owner, "is recording"),
+                        Recording::Elsewhere(owner) => (
+                            owner,
+                            "on another device of the same driver context is recording",
                         ),
                     };
-                    let error = ServerError::graph_state_of(
+                    let error = ServerError::graph_state_in(
                         "load",
-                        Subject::Kernel {
+                        Some(Subject::Kernel {
                             kernel: id,
                             name: name.clone(),
-                        },
+                        }),
+                        owner,
                         format!("{whose}: loading it would invalidate its capture"),
                     );
                     Err(error)

@@ -629,8 +629,14 @@ fn naming(stream: StreamId, error: ServerError) -> ServerError {
         ServerError::GraphState {
             op,
             subject: None,
+            window,
             reason,
-        } => ServerError::graph_state_of(op, Subject::Stream(stream), reason),
+        } => ServerError::GraphState {
+            op,
+            subject: Some(Box::new(Subject::Stream(stream))),
+            window,
+            reason,
+        },
         other => other,
     }
 }

@@ -1732,6 +1732,20 @@ impl<B: Builtins> Run<B> {
                         Chain(&e)
                     ));
                 }
+                // The refusal names the window in the way by its stream's id.
+                let owner = self.model.windows[p].as_ref().map(|w| w.owner);
+                let typed = matches!(
+                    e,
+                    ServerError::GraphState { .. } | ServerError::NeighbourRefused { .. }
+                );
+                if let Some(owner) = owner.filter(|_| typed)
+                    && e.window() != Some(StreamId::new(owner.into()))
+                {
+                    self.fail(format!(
+                        "prepare refused for stream#{owner}'s window without naming it: {}",
+                        Chain(&e)
+                    ));
+                }
             }
         }
     }

@@ -65,16 +65,24 @@ fn a_device_on_the_same_context_keeps_another_devices_capture_valid() {
         "{}",
         text(&err)
     );
+    assert_eq!(
+        err.window(),
+        Some(S0),
+        "the refusal names `a`'s window by id"
+    );
     // So would a first kernel load.
     let kb = b.kernel(ADD_SCALAR);
     let err = b
         .launch(S0, &kb, [1, 1, 1], &[Arg::read_write(&z)], &[1])
         .unwrap_err();
     assert!(
-        text(&err).contains("of another device on the same driver context is recording"),
+        text(&err).contains("on another device of the same driver context is recording"),
         "{}",
         text(&err)
     );
+    let load = err.root_cause();
+    assert_eq!(load.window(), Some(S0), "{}", text(&err));
+    assert_eq!(load.subject().and_then(|s| s.kernel()), Some(kb.id()));
 
     let g = a.end(S0).unwrap();
     a.write(S0, &x, 0, bytes_of(&[10, 20, 30, 40])).unwrap();

@@ -325,8 +325,10 @@ fn i23_12_a_second_prepare_says_to_end_or_abort_first() {
     let _suite = suite_lock();
     let (dev, _) = device();
     dev.prepare(S0).unwrap();
-    let t = text(&dev.prepare(S0).unwrap_err());
+    let err = dev.prepare(S0).unwrap_err();
+    let t = text(&err);
     assert!(!t.contains("stream#0: stream#0"), "{t}");
+    assert_eq!(err.window(), Some(S0), "{t}");
     assert!(t.contains("abort"), "{t}");
     dev.abort(S0).unwrap();
 }
@@ -464,9 +466,14 @@ fn i23_04_a_cleanup_refused_for_another_devices_window_changes_nothing() {
     a.begin(S0).unwrap();
     let err = b.cleanup().unwrap_err();
     assert!(
-        text(&err).contains("another device on the same driver context is recording"),
+        text(&err).contains("on another device of the same driver context is recording"),
         "{}",
         text(&err)
+    );
+    assert_eq!(
+        err.window(),
+        Some(S0),
+        "the refusal names `a`'s window by id"
     );
     assert_eq!(b.memory_report(), before, "nothing changed");
     a.abort(S0).unwrap();
