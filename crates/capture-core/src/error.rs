@@ -44,7 +44,7 @@ pub enum ServerError {
     /// whose capture breaks on allocation that allocation would become part of (or
     /// invalidate) the recording.
     #[error(
-        "allocation of {size} bytes in pool {pool} for {stream} refused: {recording} is recording a capture window (allocate in warmup, the capture closure's first run, or before prepare: memory warmup used is kept for the window)"
+        "allocation of {size} bytes in pool {pool} for {stream} refused: {recording} is recording a capture window ({ALLOC_ADVICE})"
     )]
     AllocInWindow {
         /// The bytes asked for.
@@ -195,6 +195,10 @@ pub enum ServerError {
         branch: StreamId,
     },
 }
+
+/// What [`ServerError::AllocInWindow`] advises, wherever it is rendered.
+pub(crate) const ALLOC_ADVICE: &str = "allocate in warmup, the capture closure's first run, \
+     or before prepare: memory warmup used is kept for the window";
 
 /// How [`ServerError::InvalidArgument`]'s value reads: the value, its subject, or the
 /// value of its subject.

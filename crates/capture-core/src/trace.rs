@@ -24,7 +24,7 @@ use std::fmt;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
-use crate::error::{Chain, ServerError, Why};
+use crate::error::{ALLOC_ADVICE, Chain, ServerError, Why};
 use crate::ids::{FailureId, GraphId, GraphPoolId, MemoryId, StreamId};
 pub use crate::ids::{KernelId, WorkId};
 use crate::label::RenderLabels;
@@ -760,6 +760,16 @@ fn refusal(
                 f,
                 "{owner} holds a capture window on the same pooled stream"
             )
+        }
+        ServerError::AllocInWindow {
+            size,
+            pool,
+            stream: asked,
+            recording,
+        } if op == "alloc" && *asked == stream => {
+            let this = Some(Box::new(Subject::Stream(stream)));
+            let why = Why::of(&this, Some(*recording), "is recording");
+            write!(f, "{size} bytes in pool {pool}: {why} ({ALLOC_ADVICE})")
         }
         other => write!(f, "{}", Chain(other)),
     }

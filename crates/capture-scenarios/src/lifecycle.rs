@@ -19,7 +19,12 @@ pub(super) fn read_refused_while_recording<B: Builtins>(h: &Harness<B>) -> Resul
             let err = d.read(S0, &y).expect_err("a host read inside the window");
             assert_contains(
                 &err,
-                "stream#0: it is recording: a host wait would break the capture",
+                "stream#0: its window is recording: a host wait would break the capture",
+            );
+            assert_eq!(
+                err.window(),
+                Some(S0),
+                "the refusal names the recording window"
             );
         }
         Ok::<(), ServerError>(())

@@ -175,7 +175,12 @@ pub(super) fn page_release_refused_while_recording<B: Builtins>(
         .dev
         .cleanup()
         .expect_err("no page is released while a stream records");
-    assert_contains(&err, "stream#0: it is recording");
+    assert_contains(&err, "cleanup: stream#0's window is recording");
+    assert_eq!(
+        err.window(),
+        Some(S0),
+        "the refusal names the recording window"
+    );
     assert_eq!(h.dev.memory_report(), before);
     let g = h.dev.end(S0)?;
     let released = h.dev.cleanup()?;

@@ -235,10 +235,11 @@ impl<B: Backend> Device<B> {
         self.inner.cells[buffer.pooled].run(|ps| {
             self.inner.neighbour(ps, stream, "assume_written")?;
             if ps.stream.capturing().is_recording() {
-                return Err(ServerError::graph_state_of(
+                return Err(ServerError::graph_state_in(
                     "assume_written",
-                    Subject::Stream(stream),
-                    "it is recording: the bytes would be valid only for replays",
+                    Some(Subject::Stream(stream)),
+                    stream,
+                    "is recording: the bytes would be valid only for replays",
                 ));
             }
             self.inner.taint().host_write(key)
@@ -650,10 +651,11 @@ impl<B: Backend> Device<B> {
     fn cleanup_all(&self) -> Result<CleanupReport, ServerError> {
         let status = self.captures();
         if let Some(recording) = status.recording().first() {
-            return Err(ServerError::graph_state_of(
+            return Err(ServerError::graph_state_in(
                 "cleanup",
-                Subject::Stream(*recording),
-                "it is recording: no page is released or renumbered",
+                None,
+                *recording,
+                "is recording: no page is released or renumbered",
             ));
         }
         // Decided for every stream before any is touched: a refusal changes nothing.
@@ -905,10 +907,11 @@ impl<B: Backend> Inner<B> {
         let recording = ps.stream.capturing().is_recording();
         match ps.stream.capturing().owner() {
             Some(owner) if owner == stream && recording => {
-                let error = ServerError::graph_state_of(
+                let error = ServerError::graph_state_in(
                     op,
-                    Subject::Stream(stream),
-                    "it is recording: a host wait would break the capture",
+                    Some(Subject::Stream(stream)),
+                    stream,
+                    "is recording: a host wait would break the capture",
                 );
                 self.refused(stream, op, &error);
                 Err(error)

@@ -839,10 +839,11 @@ impl<B: Backend> Inner<B> {
         let capture = ps.stream.capturing();
         match capture.owner() {
             Some(owner) if owner == stream => {
-                let error = ServerError::graph_state_of(
+                let error = ServerError::graph_state_in(
                     "replay",
-                    Subject::Stream(stream),
-                    "it has a capture window open: a replay inside it is refused",
+                    Some(Subject::Stream(stream)),
+                    stream,
+                    "is open: a replay inside it is refused",
                 );
                 self.refused(stream, "replay", &error);
                 return Err(error);
