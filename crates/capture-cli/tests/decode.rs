@@ -370,7 +370,14 @@ fn the_slotted_step_names_its_position_and_attention_grid_and_refuses_past_the_c
             .unwrap_or_else(|| panic!("no slot {name}: {slots:?}"))
     };
     let pos = find(POSITION_SLOT);
-    assert_eq!(pos.kind, SlotKind::Scalar { bytes: 4 }, "{slots:?}");
+    assert_eq!(
+        pos.kind,
+        SlotKind::Scalar {
+            bytes: 4,
+            element: Some(capture_graphs::ScalarType::U32)
+        },
+        "{slots:?}"
+    );
     assert_eq!(pos.launches, [0], "the first launch sets the position");
     let attn = find(ATTENTION_SLOT);
     assert_eq!(attn.launches.len(), config.layers as usize, "{slots:?}");

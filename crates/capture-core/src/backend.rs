@@ -27,9 +27,9 @@ pub use crate::kernel::{
     MAX_SCALAR_BYTES, Param, ProgrammaticLaunch, ScalarValue,
 };
 pub use crate::memory::{
-    AllocGate, BufferBinding, ClaimKey, ComputeStorage, DYNAMIC_PAGE_BYTES, ManagedMemoryBinding,
-    ManagedMemoryHandle, MemoryIds, MemoryLocation, MemoryManagement, PERSISTENT_PAGE_BYTES,
-    PageUpdate, StorageId,
+    AllocGate, BufferBinding, ClaimKey, ComputeStorage, DYNAMIC_PAGE_BYTES, ExternalPlace,
+    ManagedMemoryBinding, ManagedMemoryHandle, MemoryIds, MemoryLocation, MemoryManagement,
+    PERSISTENT_PAGE_BYTES, PageUpdate, StorageId,
 };
 pub use crate::read_staging::{READ_STAGING_MAX, READ_STAGING_MIN, read_staging_size};
 pub use crate::stream_state::{StreamSetup, StreamState};

@@ -18,6 +18,7 @@
 use crate::error::ServerError;
 use crate::ids::{KernelId, MemoryId};
 use crate::memory::{Access, SLICE_ALIGNMENT};
+use crate::scalar_type::{ScalarParam, ScalarType, type_name};
 use crate::slot::SlotName;
 use crate::subject::Subject;
 
@@ -59,89 +60,6 @@ pub enum Param {
         /// The type of every field, where they share one.
         element: Option<ScalarType>,
     },
-}
-
-/// The type of a scalar parameter's fields, as a kernel's own source declares it (WGSL's
-/// `u32`, CUDA's `float`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ScalarType {
-    /// `u8`.
-    U8,
-    /// `i8`.
-    I8,
-    /// `u16`.
-    U16,
-    /// `i16`.
-    I16,
-    /// `u32`.
-    U32,
-    /// `i32`.
-    I32,
-    /// `f32`.
-    F32,
-    /// `u64`.
-    U64,
-    /// `i64`.
-    I64,
-    /// `f64`.
-    F64,
-}
-
-impl ScalarType {
-    /// Its size in bytes.
-    pub const fn bytes(self) -> u32 {
-        match self {
-            ScalarType::U8 | ScalarType::I8 => 1,
-            ScalarType::U16 | ScalarType::I16 => 2,
-            ScalarType::U32 | ScalarType::I32 | ScalarType::F32 => 4,
-            ScalarType::U64 | ScalarType::I64 | ScalarType::F64 => 8,
-        }
-    }
-
-    /// Its Rust name.
-    pub const fn name(self) -> &'static str {
-        match self {
-            ScalarType::U8 => "u8",
-            ScalarType::I8 => "i8",
-            ScalarType::U16 => "u16",
-            ScalarType::I16 => "i16",
-            ScalarType::U32 => "u32",
-            ScalarType::I32 => "i32",
-            ScalarType::F32 => "f32",
-            ScalarType::U64 => "u64",
-            ScalarType::I64 => "i64",
-            ScalarType::F64 => "f64",
-        }
-    }
-}
-
-impl std::fmt::Display for ScalarType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// A type [`Param::scalar`] declares: a number, or an array of numbers of one type.
-pub trait ScalarParam {
-    /// The type of its fields.
-    const ELEMENT: ScalarType;
-}
-
-macro_rules! scalar_param {
-    ($($t:ty => $e:ident),* $(,)?) => {
-        $(impl ScalarParam for $t {
-            const ELEMENT: ScalarType = ScalarType::$e;
-        })*
-    };
-}
-
-scalar_param!(
-    u8 => U8, i8 => I8, u16 => U16, i16 => I16, u32 => U32, i32 => I32, f32 => F32,
-    u64 => U64, i64 => I64, f64 => F64,
-);
-
-impl<T: ScalarParam, const N: usize> ScalarParam for [T; N] {
-    const ELEMENT: ScalarType = T::ELEMENT;
 }
 
 /// A size in bytes as the launch model keeps it: past `u16::MAX`, `u16::MAX` (larger
@@ -400,7 +318,7 @@ impl KernelSignature {
     /// [`check_launch_on`]: Self::check_launch_on
     pub(crate) fn fits(&self, limits: &LaunchLimits) -> bool {
         let shapes = self.params().iter().map(|p| match *p {
-            Param::Scalar { bytes, .. } => ArgShape::Scalar(usize::from(bytes)),
+            Param::Scalar { bytes, element } => ArgShape::Scalar(usize::from(bytes), element),
             Param::Buffer(access) => ArgShape::Buffer(access),
             Param::AnyBuffer => ArgShape::Buffer(Access::ReadWrite),
         });
@@ -468,13 +386,31 @@ impl KernelSignature {
                     ));
                 }
                 (
-                    ArgShape::Scalar(given),
+                    ArgShape::Scalar(given, element),
                     Param::Scalar {
-                        bytes: declared, ..
+                        bytes: declared,
+                        element: declared_element,
                     },
-                ) if given == usize::from(declared) => {}
+                ) if given == usize::from(declared) => {
+                    // A typed parameter takes a value of its own type, never bytes of
+                    // the right size meaning something else (an f32 read as a u32
+                    // index); a struct parameter takes any value of its size.
+                    if let Some(want) = declared_element
+                        && element != Some(want)
+                    {
+                        return Err(ServerError::invalid_value_of(
+                            "scalar type",
+                            format!("{} for argument {i}", type_name(given, element)),
+                            kernel(),
+                            format!(
+                                "it takes {} there: pass a value of that type",
+                                type_name(given, Some(want))
+                            ),
+                        ));
+                    }
+                }
                 (
-                    ArgShape::Scalar(given),
+                    ArgShape::Scalar(given, _),
                     Param::Scalar {
                         bytes: declared, ..
                     },
@@ -499,7 +435,7 @@ impl KernelSignature {
                         format!("it takes a {declared}-byte scalar there"),
                     ));
                 }
-                (ArgShape::Scalar(given), _) => {
+                (ArgShape::Scalar(given, _), _) => {
                     return Err(ServerError::invalid_value_of(
                         "argument",
                         format!("a {given}-byte scalar for argument {i}"),
@@ -601,25 +537,37 @@ impl KernelSignature {
     }
 }
 
-/// A scalar argument's bytes, held inline (a launch allocates nothing for it).
+/// A scalar argument's bytes, held inline (a launch allocates nothing for it), with the
+/// type of its fields where they share one (a number, or an array of numbers): a
+/// launch and a slot update are checked against the type the kernel declares, not the
+/// size alone.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ScalarValue {
     len: u32,
+    element: Option<ScalarType>,
     bytes: [u8; MAX_SCALAR_BYTES],
 }
 
 impl ScalarValue {
-    /// `bytes` as a scalar; more than [`MAX_SCALAR_BYTES`] keeps only the length, and the
+    /// `bytes` as a scalar whose fields are all `element` (`None`: a plain struct of
+    /// several types); more than [`MAX_SCALAR_BYTES`] keeps only the length, and the
     /// launch check refuses it.
-    pub(crate) fn of(bytes: &[u8]) -> Self {
+    pub(crate) fn of(bytes: &[u8], element: Option<ScalarType>) -> Self {
         let mut inline = [0; MAX_SCALAR_BYTES];
         if bytes.len() <= MAX_SCALAR_BYTES {
             inline[..bytes.len()].copy_from_slice(bytes);
         }
         Self {
             len: u32::try_from(bytes.len()).unwrap_or(u32::MAX),
+            element,
             bytes: inline,
         }
+    }
+
+    /// The type of its fields, where they share one; `None` for a struct
+    /// ([`Arg::scalar_struct`](crate::Arg::scalar_struct)).
+    pub fn element(&self) -> Option<ScalarType> {
+        self.element
     }
 
     /// The value's size in bytes.
@@ -640,7 +588,10 @@ impl ScalarValue {
 
 impl std::fmt::Debug for ScalarValue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Scalar({:02x?})", self.bytes())
+        match self.element {
+            Some(t) => write!(f, "Scalar({t}: {:02x?})", self.bytes()),
+            None => write!(f, "Scalar({:02x?})", self.bytes()),
+        }
     }
 }
 
@@ -649,8 +600,8 @@ impl std::fmt::Debug for ScalarValue {
 pub(crate) enum ArgShape {
     /// A buffer with the access the argument gives.
     Buffer(Access),
-    /// A scalar of this many bytes.
-    Scalar(usize),
+    /// A scalar of this many bytes, and its fields' type where they share one.
+    Scalar(usize, Option<ScalarType>),
 }
 
 /// How a launch runs: its grid (workgroups, CUDA's blocks), its block (workgroup) shape
@@ -1165,7 +1116,7 @@ mod tests {
         let ok = [
             ArgShape::Buffer(Access::Read),
             ArgShape::Buffer(Access::Write),
-            ArgShape::Scalar(4),
+            ArgShape::Scalar(4, Some(ScalarType::U32)),
         ];
         check(ok).unwrap();
         // Writing through a read parameter, in either direction of a mismatch.
@@ -1185,9 +1136,25 @@ mod tests {
         );
         // A scalar of the wrong size, a buffer where a scalar goes, and the reverse.
         let mut args = ok;
-        args[2] = ArgShape::Scalar(8);
+        args[2] = ArgShape::Scalar(8, Some(ScalarType::U64));
         let e = check(args).unwrap_err();
         assert!(e.to_string().contains("takes a 4-byte scalar"), "{e}");
+        // The right size of another type, or a struct, where a u32 goes.
+        for given in [Some(ScalarType::F32), Some(ScalarType::I32), None] {
+            let mut args = ok;
+            args[2] = ArgShape::Scalar(4, given);
+            let e = check(args).unwrap_err();
+            assert!(
+                matches!(
+                    e,
+                    ServerError::InvalidArgument {
+                        what: "scalar type",
+                        ..
+                    }
+                ) && e.to_string().contains("it takes u32 there"),
+                "{e}"
+            );
+        }
         let mut args = ok;
         args[2] = ArgShape::Buffer(Access::Read);
         assert!(
@@ -1197,7 +1164,7 @@ mod tests {
                 .contains("4-byte scalar")
         );
         let mut args = ok;
-        args[0] = ArgShape::Scalar(4);
+        args[0] = ArgShape::Scalar(4, Some(ScalarType::U32));
         assert!(
             check(args)
                 .unwrap_err()
@@ -1213,7 +1180,13 @@ mod tests {
             .with_block([256, 4, 1], 256)
             .with_shared(1024)
             .with_params(64, 8, 4);
-        let args = || [ArgShape::Buffer(Access::ReadWrite), ArgShape::Scalar(64)].into_iter();
+        let args = || {
+            [
+                ArgShape::Buffer(Access::ReadWrite),
+                ArgShape::Scalar(64, Some(ScalarType::U64)),
+            ]
+            .into_iter()
+        };
         let check = |dims: Dims| sig.check_launch(k, &l, &dims, args(), 0);
         // 8 bytes for the buffer and 64 of scalar: past the device's 64.
         let e = check(Dims::grid([1, 1, 1])).unwrap_err();

@@ -210,6 +210,11 @@ fn name_error(table: &Table, error: ServerError) -> ServerError {
         }
         ServerError::SlotRefused(mut refused) => {
             refused.subject.name(memory, graph);
+            if let crate::slot::SlotMismatch::BranchRace(race) = &mut refused.mismatch
+                && race.label.is_none()
+            {
+                race.label = table.memory(race.memory);
+            }
             ServerError::SlotRefused(refused)
         }
         ServerError::BranchRace(mut race) => {

@@ -55,6 +55,7 @@ mod range;
 mod read_staging;
 mod report;
 mod runtime;
+mod scalar_type;
 mod slot;
 mod stream_state;
 mod subject;
@@ -73,7 +74,7 @@ pub use ids::{FailureId, GraphId, GraphPoolId, MemoryId, PageId, StreamId};
 pub use info_cache::CachePolicy;
 pub use kernel::{
     Dims, GraphUpdates, Grid, KernelSignature, MAX_KERNEL_PARAMS, MAX_LAUNCH_BUFFERS,
-    MAX_SCALAR_BYTES, Param, ProgrammaticLaunch, ScalarParam, ScalarType,
+    MAX_SCALAR_BYTES, Param, ProgrammaticLaunch,
 };
 pub use label::MAX_LABEL_BYTES;
 pub use memory::{
@@ -87,6 +88,7 @@ pub use runtime::{
     Arg, Branch, Buffer, CapturePhase, Capturing, Device, DeviceConfig, DeviceReport, GraphHandle,
     GraphPool, KernelHandle, MAX_REPLAYS_PER_CALL, StreamReport,
 };
+pub use scalar_type::{ScalarParam, ScalarType};
 pub use slot::{SlotInfo, SlotKind, SlotMismatch, SlotName, SlotRefused};
 pub use subject::Subject;
 pub use trace::{Event, KernelId, SlotChange, Trace, WorkId};

@@ -40,6 +40,13 @@ pub(crate) enum Level {
     /// Which streams are branches of a window (rule 28): taken alone or innermost,
     /// briefly, to route a call or to fork, join and release.
     Branches = 10,
+    /// The device's live imports of the caller's memory: taken innermost, under the
+    /// importing pooled stream (around the backend's adoption, so two threads cannot
+    /// import the same bytes at once), or alone to forget imports taken back.
+    Imports = 11,
+    /// The streams an asynchronous error may have come from through a device-side wait
+    /// (rule 15), to be asked once the call holds nothing: taken alone, briefly.
+    Suspects = 12,
 }
 
 #[cfg(debug_assertions)]

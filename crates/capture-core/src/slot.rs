@@ -18,8 +18,11 @@ use std::collections::HashSet;
 use std::fmt;
 use std::sync::Mutex;
 
-use crate::ids::GraphId;
+use crate::branch::BranchRace;
+use crate::ids::{GraphId, MemoryId};
 use crate::memory::Access;
+use crate::range::ByteRange;
+use crate::scalar_type::ScalarType;
 use crate::subject::Subject;
 
 /// A slot's name. Names are interned for the process's life (a few bytes each, once per
@@ -69,10 +72,13 @@ impl fmt::Display for SlotName {
 /// What a slot is, as its capture recorded it: what every update is checked against.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SlotKind {
-    /// A scalar argument of this many bytes.
+    /// A scalar argument of this many bytes, of fields of one type (`None`: a struct
+    /// of several, [`Arg::scalar_struct`](crate::Arg::scalar_struct)).
     Scalar {
         /// Its size in bytes.
         bytes: usize,
+        /// The type of its fields, where they share one.
+        element: Option<ScalarType>,
     },
     /// A buffer argument: `len` bytes, with the access every launch using it has
     /// (merged: a slot one launch reads and another writes is read-write).
@@ -103,7 +109,18 @@ impl SlotKind {
 impl fmt::Display for SlotKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            SlotKind::Scalar { bytes } => write!(f, "a {bytes}-byte scalar"),
+            SlotKind::Scalar {
+                bytes,
+                element: Some(t),
+            } => write!(
+                f,
+                "a {bytes}-byte scalar ({})",
+                crate::scalar_type::type_name(*bytes, Some(*t))
+            ),
+            SlotKind::Scalar {
+                bytes,
+                element: None,
+            } => write!(f, "a {bytes}-byte scalar"),
             SlotKind::Buffer { len, access } => write!(f, "a {len}-byte {access:?} buffer"),
             SlotKind::Grid { max } => write!(f, "a grid up to {max:?}"),
         }
@@ -146,6 +163,16 @@ pub enum SlotMismatch {
         /// The size given.
         given: usize,
     },
+    /// A scalar of the slot's size and another type (an `f32` or `i32` for a `u32`
+    /// position): its bytes would mean something else to the kernel.
+    ScalarType {
+        /// The type the slot was recorded with.
+        slot: Option<ScalarType>,
+        /// The type given.
+        given: Option<ScalarType>,
+        /// The size of both.
+        bytes: usize,
+    },
     /// A buffer (range) of another length.
     BufferLength {
         /// The slot's length in bytes.
@@ -177,6 +204,23 @@ pub enum SlotMismatch {
         /// What this use gave, rendered.
         given: String,
     },
+    /// A rebind that would make two unjoined branches of the graph's window race
+    /// (rule 29, checked again on the sealed graph, rule 27): the slot's launch over the
+    /// new bytes, and the launch of another lane that uses them, one of them writing.
+    BranchRace(Box<BranchRace>),
+    /// A rebind that would make two arguments of one recorded launch write common bytes
+    /// (refused at launch too: the device writes them in no order).
+    Aliased {
+        /// The launch, counted from 0 over the window's launches and work.
+        launch: u64,
+        /// Its two arguments, by index (below
+        /// [`MAX_KERNEL_PARAMS`](crate::MAX_KERNEL_PARAMS)).
+        args: [u8; 2],
+        /// The buffer both would write.
+        memory: MemoryId,
+        /// The bytes both would write.
+        range: ByteRange,
+    },
     /// The user's own work has no slots: its parameters change only by a new capture.
     Work,
     /// The device's graphs cannot change after their seal (the backend's reason).
@@ -202,6 +246,24 @@ impl fmt::Display for SlotMismatch {
             SlotMismatch::ScalarSize { slot, given } => {
                 write!(f, "the slot is a {slot}-byte scalar, given {given} bytes")
             }
+            SlotMismatch::ScalarType { slot, given, bytes } => write!(
+                f,
+                "the slot is {}, given {}",
+                crate::scalar_type::type_name(*bytes, *slot),
+                crate::scalar_type::type_name(*bytes, *given)
+            ),
+            SlotMismatch::BranchRace(race) => write!(f, "the rebind would make a {race}"),
+            SlotMismatch::Aliased {
+                launch,
+                args,
+                memory,
+                range,
+            } => write!(
+                f,
+                "arguments {} and {} of launch {launch} would both write {memory}{range}, \
+                 which the device writes in no order",
+                args[0], args[1]
+            ),
             SlotMismatch::BufferLength { slot, given } => {
                 write!(f, "the slot is {slot} bytes long, given {given} bytes")
             }
@@ -288,9 +350,16 @@ impl SlotTable {
             return Ok(());
         };
         match (def.kind, kind) {
-            (SlotKind::Scalar { bytes: a }, SlotKind::Scalar { bytes: b }) if a != b => {
+            (SlotKind::Scalar { bytes: a, .. }, SlotKind::Scalar { bytes: b, .. }) if a != b => {
                 Err(SlotMismatch::ScalarSize { slot: a, given: b })
             }
+            (
+                SlotKind::Scalar {
+                    bytes,
+                    element: slot,
+                },
+                SlotKind::Scalar { element: given, .. },
+            ) if slot != given => Err(SlotMismatch::ScalarType { slot, given, bytes }),
             (SlotKind::Buffer { len: a, .. }, SlotKind::Buffer { len: b, .. }) if a != b => {
                 Err(SlotMismatch::BufferLength { slot: a, given: b })
             }
@@ -377,11 +446,22 @@ mod tests {
     fn a_slot_keeps_its_first_kind() {
         let mut t = SlotTable::default();
         let pos = SlotName::new("pos");
-        t.add(pos, SlotKind::Scalar { bytes: 4 }, 0);
-        assert_eq!(t.check(pos, SlotKind::Scalar { bytes: 4 }), Ok(()));
+        let scalar = |bytes, element| SlotKind::Scalar { bytes, element };
+        let u32_ = Some(ScalarType::U32);
+        t.add(pos, scalar(4, u32_), 0);
+        assert_eq!(t.check(pos, scalar(4, u32_)), Ok(()));
         assert_eq!(
-            t.check(pos, SlotKind::Scalar { bytes: 8 }),
+            t.check(pos, scalar(8, Some(ScalarType::U64))),
             Err(SlotMismatch::ScalarSize { slot: 4, given: 8 })
+        );
+        // The same size of another type: another slot, refused.
+        assert_eq!(
+            t.check(pos, scalar(4, Some(ScalarType::F32))),
+            Err(SlotMismatch::ScalarType {
+                slot: u32_,
+                given: Some(ScalarType::F32),
+                bytes: 4
+            })
         );
         assert!(matches!(
             t.check(pos, SlotKind::Grid { max: [4, 1, 1] }),

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use capture_core::ServerError;
-use capture_core::backend::{ComputeStorage, IdMap, StorageId};
+use capture_core::backend::{ComputeStorage, ExternalPlace, IdMap, StorageId};
 use capture_core::{ByteRange, MemoryKind, PoolKind, PoolName};
 
 use crate::gpu::Gpu;
@@ -94,6 +94,11 @@ impl ComputeStorage for CudaStorage {
         self.next += 1;
         self.adopted.insert(id, external.ptr);
         Ok((StorageId(id), external.bytes))
+    }
+
+    fn place(&self, external: &CudaExternal) -> Result<ExternalPlace, ServerError> {
+        // One address space: the context's unified device addresses.
+        ExternalPlace::new(0, external.ptr, external.bytes)
     }
 
     fn resource(&mut self, id: StorageId, bytes: ByteRange) -> CudaSlice {

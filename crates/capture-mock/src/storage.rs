@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use capture_core::backend::{ComputeStorage, IdMap, IdSet, StorageId};
+use capture_core::backend::{ComputeStorage, ExternalPlace, IdMap, IdSet, StorageId};
 use capture_core::{ByteRange, MemoryKind, OutOfMemory, PoolKind, PoolName, ServerError};
 
 use crate::context::Context;
@@ -124,6 +124,8 @@ pub struct MockExternal {
     /// The backend value whose memory it is.
     owner: u64,
     page: u64,
+    /// Where the imported bytes start in the page.
+    offset: u64,
     size: u64,
 }
 
@@ -139,12 +141,21 @@ impl MockMemory {
         }
     }
 
-    /// What [`Device::import`](capture_core::Device::import) takes.
+    /// What [`Device::import`](capture_core::Device::import) takes: the whole memory.
     pub fn external(&self) -> MockExternal {
+        self.external_range(0, self.size)
+    }
+
+    /// `len` bytes of the memory from `offset`, as
+    /// [`Device::import`](capture_core::Device::import) takes them (as a CUDA pointer
+    /// into an allocation of the caller's, or a range of a `VkBuffer`). A range past the
+    /// memory is refused when imported.
+    pub fn external_range(&self, offset: u64, len: u64) -> MockExternal {
         MockExternal {
             owner: lock(&self.pages).owner,
             page: self.page,
-            size: self.size,
+            offset,
+            size: len,
         }
     }
 
@@ -202,10 +213,11 @@ pub struct MockStorage {
     /// as a real driver frees a device's memory when the device goes.
     owned: Vec<u64>,
     /// The caller's pages this storage adopted (imports), by the storage id each import
-    /// got: never freed or poisoned. Each import is an adoption of its own, as a real
-    /// driver's import is, so the same memory imported twice is released twice without
-    /// a free.
-    adopted: IdMap<u64, u64>,
+    /// got, with where in the page the import starts: never freed or poisoned. Each
+    /// import is an adoption of its own, as a real driver's import is (the device
+    /// refuses a second live import of the same bytes; one after the first was taken
+    /// back adopts them again).
+    adopted: IdMap<u64, (u64, u64)>,
 }
 
 impl MockStorage {
@@ -297,15 +309,44 @@ impl ComputeStorage for MockStorage {
                 "it is not memory of the caller's that is still live on this backend",
             ));
         }
+        let page_len = pages
+            .pages
+            .get(&external.page)
+            .map_or(0, |p| p.len() as u64);
+        if external.offset.saturating_add(external.size) > page_len {
+            return Err(ServerError::invalid(
+                "imported memory",
+                format!(
+                    "bytes {}..{} of mock page {}",
+                    external.offset,
+                    external.offset.saturating_add(external.size),
+                    external.page
+                ),
+                format!("the caller's memory holds {page_len} bytes"),
+            ));
+        }
         let id = pages.number();
         drop(pages);
-        self.adopted.insert(id, external.page);
+        self.adopted.insert(id, (external.page, external.offset));
         Ok((StorageId(id), external.size))
     }
 
+    fn place(&self, external: &MockExternal) -> Result<ExternalPlace, ServerError> {
+        // The mock's own memory is one space per page of one backend value: another
+        // value's page of the same number is refused by `adopt`, never confused.
+        let space = external.page ^ (external.owner << 48);
+        ExternalPlace::new(space, external.offset, external.size)
+    }
+
     fn resource(&mut self, id: StorageId, bytes: ByteRange) -> MockResource {
-        let page = self.adopted.get(&id.0).copied().unwrap_or(id.0);
-        MockResource { page, bytes }
+        match self.adopted.get(&id.0) {
+            Some(&(page, offset)) => MockResource {
+                page,
+                bytes: ByteRange::new(offset + bytes.start(), bytes.len())
+                    .expect("a range of an adopted page, inside it"),
+            },
+            None => MockResource { page: id.0, bytes },
+        }
     }
 
     fn slice_released(&mut self, id: StorageId, bytes: ByteRange) {

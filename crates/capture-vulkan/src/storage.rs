@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use ash::vk;
-use capture_core::backend::{ComputeStorage, IdMap, StorageId};
+use ash::vk::{self, Handle};
+use capture_core::backend::{ComputeStorage, ExternalPlace, IdMap, StorageId};
 use capture_core::{ByteRange, MemoryKind, ServerError};
 
 use crate::import::VulkanExternal;
@@ -87,6 +87,12 @@ impl ComputeStorage for VulkanStorage {
         self.next += 1;
         self.adopted.insert(id, external);
         Ok((StorageId(id), external.size))
+    }
+
+    fn place(&self, external: &VulkanExternal) -> Result<ExternalPlace, ServerError> {
+        // A space per `VkBuffer`: two buffers bound to one `VkDeviceMemory` are not
+        // told apart (Vulkan has no query for a buffer's memory; the guide says so).
+        ExternalPlace::new(external.buffer.as_raw(), external.offset, external.size)
     }
 
     fn resource(&mut self, id: StorageId, bytes: ByteRange) -> VulkanSlice {

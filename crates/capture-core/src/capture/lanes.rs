@@ -10,11 +10,21 @@
 //! bytes, one of them writing, race, and the second is refused before it is recorded.
 //! While no branch is open every earlier operation is ordered before everything after, so
 //! nothing is logged.
+//!
+//! The sealed graph keeps what the check needs (rule 27: a rule checked while recording
+//! is checked again on every update): each stretch of the recording during which a
+//! branch was open and a slot was used, every use in it with its lane, its tick and its
+//! lane's clock ([`RaceRecord`]). A rebind of a buffer slot moves its uses to new bytes;
+//! [`RaceRecord::check_rebind`] finds a use of another lane it is not ordered with that
+//! now touches them, one of the two writing.
+
+use std::sync::Arc;
 
 use crate::branch::{BranchReason, MAX_WINDOW_LANES, RaceSide};
 use crate::ids::StreamId;
 use crate::memory::{Access, ClaimKey};
 use crate::op::Op;
+use crate::slot::SlotName;
 
 /// A lane of a window's recording: the origin's own work is [`Lane::ORIGIN`], each fork
 /// opens one more. A backend reads the lane of every operation it records from
@@ -54,12 +64,24 @@ struct LaneState {
 }
 
 /// One recorded use of bytes while a branch was open.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Use {
     lane: u32,
     tick: u32,
+    /// Its lane's clock when it was recorded: what of each other lane it follows.
+    clock: Arc<[u32]>,
     key: ClaimKey,
+    /// The slot it was given as, whose value a rebind changes.
+    slot: Option<SlotName>,
     side: RaceSide,
+}
+
+impl Use {
+    /// Whether `self`, recorded before `later`, is ordered before it.
+    fn before(&self, later: &Use) -> bool {
+        self.lane == later.lane
+            || later.clock.get(self.lane as usize).copied().unwrap_or(0) >= self.tick
+    }
 }
 
 /// A race found by [`Lanes::check`]: the earlier use, and the range both use.
@@ -77,6 +99,8 @@ pub(crate) struct Lanes {
     lanes: Vec<LaneState>,
     open_branches: usize,
     log: Vec<Use>,
+    /// The logs of the stretches closed so far that used a slot, for the sealed graph.
+    sealed: Vec<Vec<Use>>,
 }
 
 impl Lanes {
@@ -175,8 +199,12 @@ impl Lanes {
         self.open_branches -= 1;
         if self.open_branches == 0 {
             // Every lane is joined into the origin: all that was logged is ordered
-            // before whatever comes next.
-            self.log.clear();
+            // before whatever comes next. The graph keeps a stretch a rebind may change.
+            if self.log.iter().any(|u| u.slot.is_some()) {
+                self.sealed.push(std::mem::take(&mut self.log));
+            } else {
+                self.log.clear();
+            }
         }
         if self.current == lane {
             self.current = into;
@@ -184,12 +212,23 @@ impl Lanes {
         Ok(())
     }
 
-    /// Checks an operation on the current lane that uses `uses` against everything
-    /// recorded on other lanes it is not ordered after (rule 29), and logs it when it
-    /// passes. `side` names it; its access is set per use.
+    /// What the sealed graph keeps for its rebinds: the stretches logged while a
+    /// branch was open that used a slot. Leaves the lanes empty of them.
+    pub(crate) fn take_record(&mut self) -> RaceRecord {
+        let mut segments = std::mem::take(&mut self.sealed);
+        if self.log.iter().any(|u| u.slot.is_some()) {
+            segments.push(std::mem::take(&mut self.log));
+        }
+        RaceRecord { segments }
+    }
+
+    /// Checks an operation on the current lane that uses `uses` (each with its slot,
+    /// when it is one) against everything recorded on other lanes it is not ordered
+    /// after (rule 29), and logs it when it passes. `side` names it; its access is set
+    /// per use.
     pub(crate) fn check(
         &mut self,
-        uses: impl Iterator<Item = (ClaimKey, Access)> + Clone,
+        uses: impl Iterator<Item = (ClaimKey, Access, Option<SlotName>)> + Clone,
         stream: StreamId,
         op: Op,
         node: u64,
@@ -199,7 +238,7 @@ impl Lanes {
         }
         let lane = self.current.index();
         let clock = &self.lanes[lane].clock;
-        for (key, access) in uses.clone() {
+        for (key, access, _) in uses.clone() {
             for e in &self.log {
                 if e.lane as usize == lane
                     || clock.get(e.lane as usize).copied().unwrap_or(0) >= e.tick
@@ -232,11 +271,14 @@ impl Lanes {
         let state = &mut self.lanes[lane];
         state.clock[lane] += 1;
         let tick = state.clock[lane];
-        for (key, access) in uses {
+        let clock: Arc<[u32]> = state.clock.as_slice().into();
+        for (key, access, slot) in uses {
             self.log.push(Use {
                 lane: lane as u32,
                 tick,
+                clock: Arc::clone(&clock),
                 key,
+                slot,
                 side: RaceSide {
                     stream,
                     op: op.clone(),
@@ -246,6 +288,61 @@ impl Lanes {
             });
         }
         Ok(())
+    }
+}
+
+/// What a sealed graph keeps of its window's lanes, so that every rebind is checked
+/// against rule 29 as the recording was (rule 27). Empty for a window that forked no
+/// branch, or used no slot while one was open: then no rebind can make a race.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct RaceRecord {
+    /// Each stretch of the recording with a branch open, its uses in recording order.
+    segments: Vec<Vec<Use>>,
+}
+
+impl RaceRecord {
+    /// The race a rebind of buffer slot `slot` to `to` would make: a use of the slot and
+    /// a use of another lane it is not ordered with, over common bytes, one of them
+    /// writing; `value` gives every other slot's current bytes. The earlier use in the
+    /// recording first, then the later, and the bytes both would use.
+    pub(crate) fn check_rebind(
+        &self,
+        slot: SlotName,
+        to: ClaimKey,
+        value: impl Fn(SlotName) -> Option<ClaimKey>,
+    ) -> Option<(RaceSide, RaceSide, ClaimKey)> {
+        let key_of = |u: &Use| match u.slot {
+            Some(s) if s == slot => to,
+            Some(s) => value(s).unwrap_or(u.key),
+            None => u.key,
+        };
+        for uses in &self.segments {
+            for (i, first) in uses.iter().enumerate() {
+                for second in &uses[i + 1..] {
+                    if first.slot != Some(slot) && second.slot != Some(slot) {
+                        continue;
+                    }
+                    if first.side.node == second.side.node
+                        || first.before(second)
+                        || !(first.side.access.writes() || second.side.access.writes())
+                    {
+                        continue;
+                    }
+                    let (a, b) = (key_of(first), key_of(second));
+                    if a.memory != b.memory {
+                        continue;
+                    }
+                    if let Some(range) = a.range.intersection(b.range) {
+                        let key = ClaimKey {
+                            memory: a.memory,
+                            range,
+                        };
+                        return Some((first.side.clone(), second.side.clone(), key));
+                    }
+                }
+            }
+        }
+        None
     }
 }
 
@@ -265,7 +362,12 @@ mod tests {
     fn op(lanes: &mut Lanes, lane: Lane, uses: &[(ClaimKey, Access)]) -> bool {
         lanes.enter(lane);
         lanes
-            .check(uses.iter().copied(), StreamId::new(0), Op::Call("k"), 0)
+            .check(
+                uses.iter().map(|&(k, a)| (k, a, None)),
+                StreamId::new(0),
+                Op::Call("k"),
+                0,
+            )
             .is_ok()
     }
 

@@ -10,7 +10,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::claims::Claims;
-use super::lanes::{Lane, Lanes};
+use super::lanes::{Lane, Lanes, RaceRecord};
 use super::status::{CaptureStatus, DeviceCaptures, Slot};
 use crate::error::ServerError;
 use crate::ids::{PageId, StreamId};
@@ -94,6 +94,8 @@ pub struct StreamCapture {
     /// The window's branches and the race check between them (rules 28 and 29), of the
     /// current phase.
     lanes: Lanes,
+    /// What the graph keeps of the lanes for its rebinds (rule 27), taken at `end`.
+    races: RaceRecord,
     /// Counts the phases (each prepare and each begin starts one): a branch token is of
     /// the phase it was forked in.
     phase: u64,
@@ -120,6 +122,7 @@ impl StreamCapture {
             foreign: Vec::new(),
             kept: Vec::new(),
             lanes: Lanes::default(),
+            races: RaceRecord::default(),
             phase: 0,
         }
     }
@@ -308,6 +311,12 @@ impl StreamCapture {
         self.lanes.current()
     }
 
+    /// What the window that just ended keeps of its lanes for its graph's rebinds
+    /// (rule 27); empty afterwards.
+    pub(crate) fn take_races(&mut self) -> RaceRecord {
+        std::mem::take(&mut self.races)
+    }
+
     /// The window's branches, for the core.
     pub(crate) fn lanes(&mut self) -> &mut Lanes {
         &mut self.lanes
@@ -474,6 +483,7 @@ impl StreamCapture {
     pub fn end(&mut self, caller: StreamId) -> Result<CaptureEnd, ServerError> {
         match self.state {
             State::Capture { owner } => {
+                self.races = self.lanes.take_record();
                 self.lanes = Lanes::default();
                 self.phase += 1;
                 // The device still sees this stream recording until the driver capture
@@ -552,6 +562,7 @@ impl StreamCapture {
         self.kept.clear();
         self.failure = None;
         self.lanes = Lanes::default();
+        self.races = RaceRecord::default();
         self.phase += 1;
     }
 }

@@ -7,6 +7,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::claims::Claims;
+use super::lanes::RaceRecord;
 use super::stream_capture::{CaptureEnd, TouchedPage};
 use crate::driver::{DeviceStream, GraphDriver};
 use crate::drop_queue::PendingDropQueue;
@@ -52,6 +53,8 @@ pub struct Graph<D: GraphDriver> {
     /// What the recorded operations were given, each slot's uses apart: its inputs and
     /// outputs are computed from it again when a slot is rebound (rule 27).
     claims: Claims,
+    /// What its window's lanes were, for rule 29 on every rebind (rule 27).
+    races: RaceRecord,
     /// The device pins, and the figures fixed at the seal.
     ledger: LiveLedger,
 }
@@ -145,6 +148,7 @@ impl<'a, D: GraphDriver> Window<'a, D> {
         let staging = self.stream.host_memory().capture_end();
         self.stream.capturing().release_held();
         let claims = self.stream.capturing().take_claims();
+        let races = self.stream.capturing().take_races();
         let recorded = claims.merged();
         let touched = self.stream.capturing().take_touched();
         self.stream.info_cache().set_mode(CacheMode::Normal);
@@ -229,6 +233,7 @@ impl<'a, D: GraphDriver> Window<'a, D> {
             written: written.iter().map(BufferBinding::claim_key).collect(),
             touched,
             claims,
+            races,
             ledger,
         })
     }
@@ -322,6 +327,11 @@ impl<D: GraphDriver> Graph<D> {
     /// registry, which answers for the graph without reaching its stream.
     pub(crate) fn live_ledger(&self) -> LiveLedger {
         self.ledger.clone()
+    }
+
+    /// What its window's lanes were: every rebind is checked against rule 29 there.
+    pub(crate) fn races(&self) -> &RaceRecord {
+        &self.races
     }
 
     /// The driver's executable, for an update of its recorded launches.

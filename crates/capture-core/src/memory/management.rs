@@ -29,7 +29,7 @@ use super::place::ArenaPlace;
 use super::pool::{Growth, Pool, SlotIndex};
 use super::recent::{Located, Recent};
 use super::report::MemoryReport;
-use super::storage::{ComputeStorage, StorageId};
+use super::storage::{ComputeStorage, ExternalPlace, StorageId};
 use super::{ClaimKey, MAX_ALLOCATION_BYTES};
 use super::{DYNAMIC_PAGE_BYTES, SLICE_ALIGNMENT};
 use crate::error::{OutOfMemory, ServerError};
@@ -648,6 +648,16 @@ impl<S: ComputeStorage> MemoryManagement<S> {
             }
         }
         Ok(handle)
+    }
+
+    /// Where `external` lies, as the storage names it (asked before
+    /// [`import`](Self::import)).
+    ///
+    /// # Errors
+    ///
+    /// The storage's refusal of `external`.
+    pub fn place(&self, external: &S::External) -> Result<ExternalPlace, ServerError> {
+        self.storage.place(external)
     }
 
     /// Moves the ids of the allocations taken back since the last call into `out`, so a

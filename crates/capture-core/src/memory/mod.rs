@@ -29,7 +29,7 @@ pub use management::{
 pub use page_update::PageUpdate;
 pub(crate) use place::{ArenaPlace, subtract};
 pub use report::{MemoryReport, PoolUsage};
-pub use storage::{ComputeStorage, StorageId};
+pub use storage::{ComputeStorage, ExternalPlace, StorageId};
 
 /// Every slice starts at a multiple of this many bytes and its padded size is one too.
 pub const SLICE_ALIGNMENT: u64 = 256;

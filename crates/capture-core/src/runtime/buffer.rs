@@ -10,6 +10,7 @@ use crate::ids::{MemoryId, StreamId};
 use crate::kernel::{ArgShape, ScalarValue};
 use crate::memory::{Access, BufferBinding, ManagedMemoryHandle};
 use crate::range::ByteRange;
+use crate::scalar_type::ScalarParam;
 use crate::slot::SlotName;
 use crate::subject::Subject;
 
@@ -183,13 +184,29 @@ impl Arg {
         )
     }
 
-    /// `value` passed by value: any plain-old-data type (`u32`, `f32`, `[f32; 4]`, a
-    /// `#[repr(C)]` struct of them), up to [`MAX_SCALAR_BYTES`](crate::MAX_SCALAR_BYTES).
-    /// Fixed at capture, unless the argument is a [`slot`](Self::slot). A larger value
-    /// is refused when the launch is issued.
-    pub fn scalar<T: Pod>(value: T) -> Self {
+    /// `value` passed by value: a number (`u32`, `f32`, `i64`, ...) or an array of
+    /// numbers of one type (`[f32; 4]`), up to
+    /// [`MAX_SCALAR_BYTES`](crate::MAX_SCALAR_BYTES). Its type is checked against the
+    /// one the kernel declares ([`Param::scalar`](crate::Param::scalar)): an `f32` where
+    /// a `u32` goes is refused, though both are 4 bytes. Fixed at capture, unless the
+    /// argument is a [`slot`](Self::slot). A larger value is refused when the launch is
+    /// issued.
+    pub fn scalar<T: Pod + ScalarParam>(value: T) -> Self {
         Self(
-            ArgKind::Scalar(ScalarValue::of(bytemuck::bytes_of(&value))),
+            ArgKind::Scalar(ScalarValue::of(
+                bytemuck::bytes_of(&value),
+                Some(T::ELEMENT),
+            )),
+            None,
+        )
+    }
+
+    /// `value`, a plain `#[repr(C)]` struct whose fields are of several types, passed
+    /// by value: only its size is checked, and only a parameter declared as a struct
+    /// ([`Param::scalar_struct`](crate::Param::scalar_struct)) takes it.
+    pub fn scalar_struct<T: Pod>(value: T) -> Self {
+        Self(
+            ArgKind::Scalar(ScalarValue::of(bytemuck::bytes_of(&value), None)),
             None,
         )
     }
@@ -272,7 +289,7 @@ impl Arg {
     pub(crate) fn shape(&self) -> ArgShape {
         match &self.0 {
             ArgKind::Buffer(b) => ArgShape::Buffer(b.access),
-            ArgKind::Scalar(v) => ArgShape::Scalar(v.len()),
+            ArgKind::Scalar(v) => ArgShape::Scalar(v.len(), v.element()),
         }
     }
 

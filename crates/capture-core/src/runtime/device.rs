@@ -15,6 +15,7 @@ use super::buffer::Buffer;
 use super::cell::StreamCell;
 use super::config::DeviceConfig;
 use super::graph_handle::GraphHandle;
+use super::imports::Imports;
 use super::inner::{GraphRegistry, Inner};
 use super::order::Tracks;
 use super::pooled::PooledStream;
@@ -115,6 +116,9 @@ impl<B: Backend> Device<B> {
                 released: Mutex::new(Vec::new()),
                 released_pending: std::sync::atomic::AtomicBool::new(false),
                 branches: Mutex::new(BranchTable::default()),
+                imports: Mutex::new(Imports::default()),
+                suspects: Mutex::new(Vec::new()),
+                suspects_pending: std::sync::atomic::AtomicBool::new(false),
                 forked: std::sync::atomic::AtomicBool::new(false),
                 config,
                 limits,
@@ -800,7 +804,30 @@ impl<B: Backend> Inner<B> {
         external: DeviceExternal<B::Stream>,
     ) -> Result<Buffer, ServerError> {
         self.neighbour(ps, stream, "import")?;
-        let handle = ps.stream.device_memory().import(external)?;
+        // Two imports of the same bytes would be two unrelated buffers to every rule:
+        // the second is refused, naming the first, and the memory is not adopted.
+        let place = ps.stream.device_memory().place(&external)?;
+        let handle = {
+            let mut imports = self.imports();
+            if let Some(first) = imports.covering(&place) {
+                return Err(ServerError::invalid_value_of(
+                    "imported memory",
+                    format!(
+                        "bytes {}..{} of space {:#x}",
+                        place.range.start(),
+                        place.range.end(),
+                        place.space
+                    ),
+                    Subject::buffer(first),
+                    "this buffer, imported before and still live, covers some of them: \
+                     use it (or a range of it, `Arg::range`), or drop it and clean up \
+                     before importing the memory again",
+                ));
+            }
+            let handle = ps.stream.device_memory().import(external)?;
+            imports.add(place, handle.id());
+            handle
+        };
         self.new_buffer(ps, stream, handle)
     }
 
@@ -853,7 +880,7 @@ impl<B: Backend> Inner<B> {
             self.order_device(ps, &[], &[key])
         };
         let raced = if recording {
-            let uses = std::iter::once((key, Access::Write));
+            let uses = std::iter::once((key, Access::Write, None));
             self.check_race(ps, stream, Op::Call("write"), uses)
         } else {
             Ok(())

@@ -14,6 +14,7 @@ use super::slot_data::SlotUpdate;
 use crate::error::ServerError;
 use crate::ids::GraphId;
 use crate::kernel::{Grid, ScalarValue};
+use crate::scalar_type::ScalarParam;
 use crate::slot::{SlotInfo, SlotName};
 
 /// What a handle releases and updates its graph through: the device's shared state,
@@ -132,10 +133,23 @@ impl GraphHandle {
     /// # Errors
     ///
     /// [`ServerError::SlotRefused`] naming the slot and what differs: no such slot, not
-    /// a scalar, another size; the backend's refusal (then nothing changed either);
-    /// [`ServerError::UnknownGraph`] once the graph is gone.
-    pub fn set<T: Pod>(&self, slot: &str, value: T) -> Result<(), ServerError> {
-        let value = ScalarValue::of(bytemuck::bytes_of(&value));
+    /// a scalar, another size, another type (an `i32` or `f32` for a `u32` slot); the
+    /// backend's refusal (then nothing changed either); [`ServerError::UnknownGraph`]
+    /// once the graph is gone.
+    pub fn set<T: Pod + ScalarParam>(&self, slot: &str, value: T) -> Result<(), ServerError> {
+        let value = ScalarValue::of(bytemuck::bytes_of(&value), Some(T::ELEMENT));
+        self.owner()?
+            .update(self.id, SlotName::new(slot), SlotUpdate::Scalar(value))
+    }
+
+    /// As [`set`](Self::set), for a slot recorded with a struct
+    /// ([`Arg::scalar_struct`](crate::Arg::scalar_struct)): only its size is checked.
+    ///
+    /// # Errors
+    ///
+    /// As [`set`](Self::set); a slot recorded with a typed value refuses a struct.
+    pub fn set_struct<T: Pod>(&self, slot: &str, value: T) -> Result<(), ServerError> {
+        let value = ScalarValue::of(bytemuck::bytes_of(&value), None);
         self.owner()?
             .update(self.id, SlotName::new(slot), SlotUpdate::Scalar(value))
     }

@@ -12,6 +12,7 @@ use super::branches::{BranchTable, Route};
 use super::buffer::Buffer;
 use super::cell::StreamCell;
 use super::config::DeviceConfig;
+use super::imports::Imports;
 use super::membership::PoolEntry;
 use super::order::Tracks;
 use super::pooled::PooledStream;
@@ -85,6 +86,16 @@ pub(crate) struct Inner<B: Backend> {
     /// Whether `branches` may hold a route: what routing reads, so a device that never
     /// forks takes no lock.
     pub(crate) forked: AtomicBool,
+    /// The live imports of the caller's memory, by where each lies: a second import of
+    /// bytes one covers is refused. A leaf lock.
+    pub(crate) imports: Mutex<Imports>,
+    /// Pooled streams whose work an asynchronous error may have come from, met through
+    /// another stream's device-side wait on it (rule 15): each is asked, by a host wait
+    /// on its own fence, once the call that met the error holds nothing
+    /// (`settle_suspects`). A leaf lock.
+    pub(crate) suspects: Mutex<Vec<usize>>,
+    /// Whether `suspects` may hold a stream: what every call reads.
+    pub(crate) suspects_pending: AtomicBool,
 }
 
 impl<B: Backend> Drop for Inner<B> {
@@ -195,7 +206,38 @@ impl<B: Backend> Inner<B> {
         f: impl FnOnce(&mut PooledStream<B>) -> R,
     ) -> R {
         self.reap();
-        self.cells[self.pooled(stream)].run(f)
+        let result = self.cells[self.pooled(stream)].run(f);
+        self.settle_suspects(stream);
+        result
+    }
+
+    /// Asks each stream an asynchronous error may have come from through a device-side
+    /// wait (rule 15): a host wait on its fence claims what it wrote since its last good
+    /// fence when the error was its own (the driver reports it there too: CUDA's errors
+    /// are sticky, a lost Vulkan device is lost for every queue, the mock keeps it for
+    /// the failed stream's next wait), and settles its work otherwise. Only while this
+    /// thread holds none of the device's locks; `stream` is the caller, named in the
+    /// trace.
+    pub(crate) fn settle_suspects(&self, stream: StreamId) {
+        if !self.suspects_pending.load(Ordering::Acquire) || crate::lock_order::holds_any() {
+            return;
+        }
+        loop {
+            let next = {
+                let mut suspects = Ordered::lock(&self.suspects, Level::Suspects);
+                let next = suspects.pop();
+                if suspects.is_empty() {
+                    self.suspects_pending.store(false, Ordering::Release);
+                }
+                next
+            };
+            let Some(q) = next else { return };
+            if let Some(stamped) = self.fence_of(q) {
+                // An error here claims q's writes (and names the streams q waited on in
+                // turn); the caller already has the error it met.
+                let _ = self.wait_stamped(stamped, stream);
+            }
+        }
     }
 
     /// Releases the graphs whose handles were dropped while a lock was held, unless this
@@ -221,7 +263,9 @@ impl<B: Backend> Inner<B> {
         f: impl FnOnce(&mut PooledStream<B>) -> R + Send + 'static,
     ) -> R {
         self.reap();
-        self.cells[self.pooled(stream)].run_capture_call(f)
+        let result = self.cells[self.pooled(stream)].run_capture_call(f);
+        self.settle_suspects(stream);
+        result
     }
 
     pub(crate) fn taint(&self) -> Ordered<'_, TaintLedger> {
@@ -424,11 +468,28 @@ impl<B: Backend> Inner<B> {
 
     /// An asynchronous error reported by a fence of pooled stream `q`, wherever it was
     /// waited for: every range written on `q` since its last good fence is claimed, the
-    /// ones whose memory is gone skipped (rule 15).
+    /// ones whose memory is gone skipped (rule 15), and every stream whose unconfirmed
+    /// work `q` waited for on the device becomes a suspect (`settle_suspects`).
     pub(crate) fn fault_on(&self, q: usize, stream: StreamId, error: &ServerError) {
         self.faults[q].fetch_add(1, Ordering::Relaxed);
         let mut keys = Vec::new();
-        self.order().take_since_fence(q, &mut keys);
+        let mut followed = Vec::new();
+        {
+            let mut order = self.order();
+            order.take_since_fence(q, &mut keys);
+            // The error may be another stream's, met through q's device-side wait on
+            // its work: each such stream is asked once this call holds nothing.
+            order.followed_unconfirmed(q, &mut followed);
+        }
+        if !followed.is_empty() {
+            let mut suspects = Ordered::lock(&self.suspects, Level::Suspects);
+            for p in followed {
+                if !suspects.contains(&p) {
+                    suspects.push(p);
+                }
+            }
+            self.suspects_pending.store(true, Ordering::Release);
+        }
         keys.sort_unstable();
         keys.dedup();
         if keys.is_empty() {
@@ -484,6 +545,11 @@ impl<B: Backend> Inner<B> {
         }
         ps.memo.begin_pass();
         false
+    }
+
+    /// The live imports, locked (innermost).
+    pub(crate) fn imports(&self) -> Ordered<'_, Imports> {
+        Ordered::lock(&self.imports, Level::Imports)
     }
 
     pub(crate) fn registry(&self) -> Ordered<'_, GraphRegistry> {
@@ -611,6 +677,12 @@ impl<B: Backend> Inner<B> {
         ps.collect_freed();
         if ps.freed.is_empty() {
             return;
+        }
+        {
+            let mut imports = self.imports();
+            if !imports.is_empty() {
+                imports.forget(&ps.freed);
+            }
         }
         let mut taint = self.taint();
         for &id in &ps.freed {

@@ -13,6 +13,7 @@ use crate::error::ServerError;
 use crate::ids::StreamId;
 use crate::memory::{ClaimKey, MemoryLocation};
 use crate::range::ByteRange;
+use crate::subject::Subject;
 
 /// A buffer of another pooled stream, resolved there before the launch.
 pub(crate) struct Remote<R> {
@@ -98,6 +99,40 @@ impl<B: Backend> Inner<B> {
                 owner: a.buffer.owner,
                 pooled: a.buffer.pooled,
             });
+        }
+        Self::check_aliases(s, args)
+    }
+
+    /// One buffer passed twice: a read beside a write of the same bytes is one
+    /// read-write access for every rule (an input checked for claims, an output
+    /// claimed, ordered as a write), the in-place form `out = a + b` with `out` being
+    /// `a`; two arguments writing common bytes are refused, since the device runs the
+    /// two writes in no order.
+    fn check_aliases(
+        s: &LaunchScratch<DeviceResource<B::Stream>>,
+        args: &[Arg],
+    ) -> Result<(), ServerError> {
+        if s.outputs.len() < 2 {
+            return Ok(());
+        }
+        let writes = || s.args.iter().filter(|b| b.access.writes());
+        for (n, a) in writes().enumerate() {
+            for b in writes().skip(n + 1) {
+                if a.key.memory != b.key.memory {
+                    continue;
+                }
+                if let Some(common) = a.key.range.intersection(b.key.range) {
+                    let size = args[a.arg].buffer().map_or(common.end(), |buf| buf.size());
+                    return Err(ServerError::invalid_value_of(
+                        "aliased arguments",
+                        format!("arguments {} and {}", a.arg, b.arg),
+                        Subject::bytes(a.key.memory, common.start(), common.len(), size),
+                        "both write these bytes, which the device writes in no order: pass \
+                         them once (a buffer read and written in place is one read-write \
+                         argument, or a read beside a write)",
+                    ));
+                }
+            }
         }
         Ok(())
     }

@@ -16,6 +16,7 @@ use crate::error::ServerError;
 use crate::ids::StreamId;
 use crate::memory::{Access, ClaimKey};
 use crate::op::{Op, ReadBy};
+use crate::slot::SlotName;
 
 impl<B: Backend> Inner<B> {
     /// Checks an operation about to be recorded on the current lane of `ps`'s window
@@ -25,7 +26,7 @@ impl<B: Backend> Inner<B> {
         ps: &mut PooledStream<B>,
         stream: StreamId,
         op: Op,
-        uses: impl Iterator<Item = (ClaimKey, Access)> + Clone,
+        uses: impl Iterator<Item = (ClaimKey, Access, Option<SlotName>)> + Clone,
     ) -> Result<(), ServerError> {
         let capture = ps.stream.capturing();
         let node = capture.ops();
@@ -117,7 +118,7 @@ impl<B: Backend> Inner<B> {
             ps,
             stream,
             op.clone(),
-            s.args.iter().map(|b| (b.key, b.access)),
+            s.args.iter().map(|b| (b.key, b.access, args[b.arg].1)),
         ) {
             return Err(self.doom(ps, stream, op, error));
         }

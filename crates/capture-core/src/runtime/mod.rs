@@ -12,6 +12,7 @@ mod device;
 mod fork;
 mod graph_handle;
 mod graph_pool;
+mod imports;
 mod inner;
 mod launch;
 mod launch_eager;

@@ -129,6 +129,18 @@ impl Tracks {
         out.sort_unstable();
     }
 
+    /// The other streams whose work `q` waits for on the device that no good fence has
+    /// covered yet: an asynchronous error a fence of `q` reports may be theirs (rule
+    /// 15), met through the wait.
+    pub(crate) fn followed_unconfirmed(&self, q: usize, out: &mut Vec<usize>) {
+        let lane = &self.lanes[q];
+        for (p, &upto) in lane.after.iter().enumerate() {
+            if p != q && upto > self.lanes[p].done && !out.contains(&p) {
+                out.push(p);
+            }
+        }
+    }
+
     /// `on` now waits on the device for stream `q`'s work up to `epoch`.
     pub(crate) fn ordered(&mut self, on: usize, q: usize, epoch: u64) {
         let after = &mut self.lanes[on].after[q];
@@ -266,6 +278,27 @@ mod tests {
         assert_eq!(deps, vec![(1, 1), (2, 1)]);
         t.deps(0, [id(1)], [], &mut deps);
         assert!(deps.is_empty(), "the write was seen complete");
+    }
+
+    #[test]
+    fn a_stream_waiting_on_unconfirmed_work_names_it() {
+        let mut t = Tracks::new(3);
+        let mut out = Vec::new();
+        t.used(0, [], [id(1)]);
+        let sealed = t.seal(0);
+        t.ordered(1, 0, sealed);
+        t.followed_unconfirmed(1, &mut out);
+        assert_eq!(
+            out,
+            vec![0],
+            "a device-side wait on work no fence confirmed"
+        );
+        t.good(0, sealed);
+        out.clear();
+        t.followed_unconfirmed(1, &mut out);
+        assert!(out.is_empty(), "a good fence confirmed it");
+        t.followed_unconfirmed(2, &mut out);
+        assert!(out.is_empty(), "stream 2 waited for nobody");
     }
 
     #[test]

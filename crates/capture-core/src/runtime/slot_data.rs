@@ -43,6 +43,9 @@ pub(crate) struct SlottedLaunch<B: Backend> {
     pub(crate) info: Option<DeviceResource<B::Stream>>,
     /// Which parameter each of its slots is (its argument's index).
     pub(crate) uses: Vec<(usize, SlotName)>,
+    /// Its buffer arguments as recorded: argument index, bytes, access. A rebind checks
+    /// the launch's arguments again against each other (two writes of common bytes).
+    pub(crate) buffers: Vec<(usize, ClaimKey, Access)>,
 }
 
 impl<B: Backend> SlottedLaunch<B> {
@@ -79,7 +82,54 @@ impl<B: Backend> SlottedLaunch<B> {
             params,
             info: self.info.clone(),
             uses: self.uses.clone(),
+            buffers: self.buffers.clone(),
         })
+    }
+
+    /// Two of its arguments that would write common bytes were slot `name` rebound to
+    /// `to` (every other slot at `value`): their indices and the bytes.
+    pub(crate) fn aliased_by(
+        &self,
+        name: SlotName,
+        to: ClaimKey,
+        value: impl Fn(SlotName) -> Option<ClaimKey>,
+    ) -> Option<(usize, usize, ClaimKey)> {
+        if !self.uses.iter().any(|(_, n)| *n == name) {
+            return None;
+        }
+        let key_of = |arg: usize, recorded: ClaimKey| match self
+            .uses
+            .iter()
+            .find(|(a, _)| *a == arg)
+            .map(|(_, n)| *n)
+        {
+            Some(n) if n == name => to,
+            Some(n) => value(n).unwrap_or(recorded),
+            None => recorded,
+        };
+        let writes: Vec<(usize, ClaimKey)> = self
+            .buffers
+            .iter()
+            .filter(|(_, _, access)| access.writes())
+            .map(|&(arg, key, _)| (arg, key_of(arg, key)))
+            .collect();
+        for (n, &(a, ka)) in writes.iter().enumerate() {
+            for &(b, kb) in &writes[n + 1..] {
+                if ka.memory == kb.memory
+                    && let Some(range) = ka.range.intersection(kb.range)
+                {
+                    return Some((
+                        a,
+                        b,
+                        ClaimKey {
+                            memory: ka.memory,
+                            range,
+                        },
+                    ));
+                }
+            }
+        }
+        None
     }
 }
 
@@ -161,7 +211,10 @@ pub(crate) fn uses_of(
             ArgKind::Scalar(v) => uses.push((
                 Some(i),
                 name,
-                SlotKind::Scalar { bytes: v.len() },
+                SlotKind::Scalar {
+                    bytes: v.len(),
+                    element: v.element(),
+                },
                 SlotValue::Scalar(*v),
             )),
             ArgKind::Buffer(_) => {

@@ -17,6 +17,7 @@ use super::launch::Job;
 use super::pooled::PooledStream;
 use super::scratch::{BoundArg, LaunchScratch};
 use super::slot_data::{GraphSlots, SlotUpdate, SlotValue, SlottedLaunch, uses_of};
+use crate::branch::BranchRace;
 use crate::capture::TouchedPage;
 use crate::driver::{Backend, DeviceResource, DeviceStream};
 use crate::error::ServerError;
@@ -129,6 +130,7 @@ impl<B: Backend> Inner<B> {
             params,
             info: info.cloned(),
             uses: on,
+            buffers: keys,
         });
     }
 
@@ -152,7 +154,8 @@ impl<B: Backend> Inner<B> {
     }
 
     /// Updates slot `name` of `graph` (rule 26), checked against what was recorded, all
-    /// or nothing; every rule follows a rebind (rule 27).
+    /// or nothing; every rule follows a rebind (rule 27). A refusal is traced on the
+    /// graph's stream.
     pub(crate) fn update_slot(
         &self,
         graph: GraphId,
@@ -160,6 +163,23 @@ impl<B: Backend> Inner<B> {
         update: SlotUpdate,
     ) -> Result<(), ServerError> {
         self.reap();
+        let mut owner = None;
+        let result = self.update_slot_on(graph, name, update, &mut owner);
+        if let (Err(error), Some(stream)) = (&result, owner) {
+            self.refused(stream, "update", error);
+        }
+        result
+    }
+
+    /// [`update_slot`](Self::update_slot); `owner` is set to the graph's stream once it
+    /// is known.
+    fn update_slot_on(
+        &self,
+        graph: GraphId,
+        name: SlotName,
+        update: SlotUpdate,
+        owner: &mut Option<StreamId>,
+    ) -> Result<(), ServerError> {
         let index = self.graph_index(graph)?;
         // A buffer of another pooled stream is resolved there first (lock order: one
         // pooled stream at a time), as a launch's is.
@@ -172,13 +192,15 @@ impl<B: Backend> Inner<B> {
         } = &update
         {
             if buffer.device != self.serial {
+                *owner = self.graph_stream(index, graph);
                 return Err(refusal(graph, name, SlotMismatch::Device));
             }
             if buffer.pooled != index {
                 let len = len.unwrap_or(buffer.size().saturating_sub(*offset));
                 let arg = Arg::read(buffer).range(*offset, len);
                 remote = self
-                    .resolve_remote(index, std::slice::from_ref(&arg))?
+                    .resolve_remote(index, std::slice::from_ref(&arg))
+                    .inspect_err(|_| *owner = self.graph_stream(index, graph))?
                     .pop();
             }
         }
@@ -189,6 +211,7 @@ impl<B: Backend> Inner<B> {
             .get(&graph)
             .map(|g| g.owner())
             .ok_or(ServerError::UnknownGraph(graph))?;
+        *owner = Some(stream);
         let Some(slots) = ps.slots.get(&graph) else {
             return Err(refusal(
                 graph,
@@ -198,6 +221,46 @@ impl<B: Backend> Inner<B> {
         };
         let kind = slots.table.find(graph, name)?.kind;
         let value = self.checked_value(graph, name, kind, &update)?;
+        if let SlotValue::Buffer(to) = value {
+            // Rule 27: rule 29 on the sealed graph. The slot's launches over the new
+            // bytes must not race a launch of another lane they are not ordered with.
+            let g = ps.graphs.get(&graph).expect("looked up above");
+            let current = |s: SlotName| match slots.value(s) {
+                Some(SlotValue::Buffer(key)) => Some(key),
+                _ => None,
+            };
+            // A launch's own arguments: two writes of common bytes are refused, as at
+            // launch.
+            for launch in &slots.launches {
+                if let Some((a, b, key)) = launch.aliased_by(name, to, current) {
+                    return Err(refusal(
+                        graph,
+                        name,
+                        SlotMismatch::Aliased {
+                            launch: launch.node,
+                            args: [a as u8, b as u8],
+                            memory: key.memory,
+                            range: key.range,
+                        },
+                    ));
+                }
+            }
+            if let Some((first, second, key)) = g.races().check_rebind(name, to, current) {
+                let race = BranchRace {
+                    window: stream,
+                    first,
+                    second,
+                    memory: key.memory,
+                    label: None,
+                    range: key.range,
+                };
+                return Err(refusal(
+                    graph,
+                    name,
+                    SlotMismatch::BranchRace(Box::new(race)),
+                ));
+            }
+        }
         let resolved = match (&update, value) {
             (SlotUpdate::Rebind { buffer, .. }, SlotValue::Buffer(key)) => Some(match remote {
                 Some(r) => (r.location, r.resource),
@@ -210,13 +273,7 @@ impl<B: Backend> Inner<B> {
             _ => None,
         };
         let launches =
-            match Self::update_launches(ps, graph, name, value, resolved.as_ref().map(|r| &r.1)) {
-                Ok(launches) => launches,
-                Err(error) => {
-                    self.refused(stream, "update", &error);
-                    return Err(error);
-                }
-            };
+            Self::update_launches(ps, graph, name, value, resolved.as_ref().map(|r| &r.1))?;
         let slots = ps.slots.get_mut(&graph).expect("looked up above");
         let old = slots.value(name);
         slots.set_value(name, value);
@@ -247,6 +304,15 @@ impl<B: Backend> Inner<B> {
         Ok(())
     }
 
+    /// The stream that captured `graph`, on pooled stream `index`.
+    fn graph_stream(&self, index: usize, graph: GraphId) -> Option<StreamId> {
+        self.cells[index]
+            .lock()
+            .graphs
+            .get(&graph)
+            .map(|g| g.owner())
+    }
+
     /// The value `update` sets, checked against slot `name` of kind `kind`.
     fn checked_value(
         &self,
@@ -257,10 +323,21 @@ impl<B: Backend> Inner<B> {
     ) -> Result<SlotValue, ServerError> {
         let refused = |mismatch| refusal(graph, name, mismatch);
         match (update, kind) {
-            (SlotUpdate::Scalar(v), SlotKind::Scalar { bytes }) if v.len() != bytes => {
+            (SlotUpdate::Scalar(v), SlotKind::Scalar { bytes, .. }) if v.len() != bytes => {
                 Err(refused(SlotMismatch::ScalarSize {
                     slot: bytes,
                     given: v.len(),
+                }))
+            }
+            // The same size of another type: its bytes would mean something else to the
+            // kernel (a -1 or a 2.0 read as a u32 row index).
+            (SlotUpdate::Scalar(v), SlotKind::Scalar { bytes, element })
+                if element.is_some() && v.element() != element =>
+            {
+                Err(refused(SlotMismatch::ScalarType {
+                    slot: element,
+                    given: v.element(),
+                    bytes,
                 }))
             }
             (SlotUpdate::Scalar(v), SlotKind::Scalar { .. }) => Ok(SlotValue::Scalar(*v)),

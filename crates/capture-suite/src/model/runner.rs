@@ -15,7 +15,8 @@ use std::sync::Arc;
 
 use capture_core::{
     Access, Arg, Buffer, Builtin, Builtins, Chain, Device, Dims, GraphHandle, GraphPool,
-    GraphUpdates, KernelHandle, Op as Ran, ProgrammaticLaunch, ServerError, SlotMismatch, StreamId,
+    GraphUpdates, KernelHandle, MemoryId, Op as Ran, ProgrammaticLaunch, ServerError, SlotMismatch,
+    StreamId,
 };
 use capture_mock::{FaultOp, FaultPlan, Faulty};
 
@@ -286,6 +287,9 @@ pub(crate) struct Run<B: Builtins> {
     /// What `Device::import` took for each import that succeeded, by model buffer, to
     /// import the same memory again.
     externals: HashMap<usize, ExternalFn<B>>,
+    /// The device's id of each import that succeeded, by model buffer: what a second
+    /// import of its memory is refused naming.
+    import_ids: HashMap<usize, MemoryId>,
     /// Each import that succeeded: its model buffer and the caller's memory. Declared
     /// last, so it outlives the device and every graph (its `# Safety` contract).
     imports: Vec<(usize, Box<dyn Imported>)>,
@@ -354,6 +358,7 @@ impl<B: Builtins> Run<B> {
             arena: HashMap::new(),
             closure: None,
             externals: HashMap::new(),
+            import_ids: HashMap::new(),
             imports: Vec::new(),
             tokens: Vec::new(),
         }
@@ -847,6 +852,7 @@ impl<B: Builtins> Run<B> {
         self.slots.push(Some(idx));
         self.imports.push((idx, memory));
         self.externals.insert(idx, again);
+        self.import_ids.insert(idx, buffer.id());
         let Some(content) = content else { return };
         let recording = self.recording_by(p, s);
         let Some((result, fired)) = self.guarded(|| dev.assume_written(stream_id, &buffer)) else {
@@ -901,21 +907,34 @@ impl<B: Builtins> Run<B> {
         }
     }
 
-    /// Imports the memory behind import `name` again, drops that buffer at once (and
-    /// cleans up): a second adoption of the same memory, whose release must not free the
-    /// caller's memory (checked at the end, and by the first import's reads).
+    /// Imports the memory behind import `name` again (and cleans up): while the first
+    /// import's handle lives, refused with `InvalidArgument` naming it (issue 45: two
+    /// imports of one memory would be two unrelated buffers to every rule) and nothing
+    /// changes; once its handle is gone the memory may still be held (a graph's pin, a
+    /// pool not yet reclaimed), so a refusal naming it or a fresh adoption both hold,
+    /// whose release must not free the caller's memory (checked at the end, and by the
+    /// first import's reads).
     fn import_again(&mut self, name: u8, cleanup: bool) {
-        let Some(idx) = self.live(name) else { return };
+        let Some(at) = relative(name, self.slots.len()) else {
+            return;
+        };
+        let Some(idx) = self.slots.get(at).copied().flatten() else {
+            return;
+        };
         let Some(again) = self.externals.get(&idx).cloned() else {
             return;
         };
+        let Some(&first) = self.import_ids.get(&idx) else {
+            return;
+        };
+        let first_live = self.handles[idx].is_some();
         let p = self.model.bufs[idx].pooled;
-        // Any stream of the first import's pooled stream.
+        // Any stream of the first import's pooled stream, or of the next one.
         let Some(s) = (0..self.streams).find(|&s| self.pooled_of(s) == p) else {
             return;
         };
-        let s = self.stream(s);
-        let must_refuse = self.neighbour_of(p, s).is_some();
+        let s = self.stream(s + u8::from(cleanup));
+        let must_refuse = self.neighbour_of(self.pooled_of(s), s).is_some();
         let dev = Arc::clone(&self.dev);
         let stream = StreamId::new(s.into());
         let Some((result, fired)) = self.guarded(|| dev.import(stream, again())) else {
@@ -926,6 +945,11 @@ impl<B: Builtins> Run<B> {
                 if must_refuse {
                     self.fail("import accepted from a neighbour of an active window");
                 }
+                if first_live {
+                    self.fail(format!(
+                        "a second import of the memory {first} imports was accepted while {first} lives"
+                    ));
+                }
                 let size = self.model.bufs[idx].size as u64;
                 if buffer.size() != size {
                     self.fail(format!("import again of {size} B gave {} B", buffer.size()));
@@ -934,9 +958,21 @@ impl<B: Builtins> Run<B> {
             }
             Err(e) => {
                 let (kind, _) = self.classify(&e, &fired);
+                let names_first = matches!(
+                    e,
+                    ServerError::InvalidArgument {
+                        what: "imported memory",
+                        ..
+                    }
+                ) && e.subject().and_then(|s| s.memory()) == Some(first);
                 match kind {
                     Kind::Refused if must_refuse || self.any_window() => {}
+                    Kind::Refused if names_first => {}
                     Kind::OwnFault | Kind::WaitFault => {}
+                    _ if first_live => self.fail(format!(
+                        "a second live import was not refused naming {first}: {}",
+                        Chain(&e)
+                    )),
                     _ => self.fail(format!("import of imported memory failed: {}", Chain(&e))),
                 }
             }

@@ -10,6 +10,7 @@ mod api;
 mod bad_input;
 mod branches;
 mod contexts;
+mod fourth_pass;
 mod host_io;
 mod labels;
 mod launch_model;

@@ -79,7 +79,14 @@ fn rule_26_a_graph_changes_only_through_its_named_slots_each_update_checked() {
                 },
                 vec![0]
             ),
-            ("k", SlotKind::Scalar { bytes: 4 }, vec![0]),
+            (
+                "k",
+                SlotKind::Scalar {
+                    bytes: 4,
+                    element: Some(capture_core::ScalarType::U32)
+                },
+                vec![0]
+            ),
             ("grid", SlotKind::Grid { max: [4, 1, 1] }, vec![0]),
         ]
     );

@@ -4,8 +4,8 @@ use rstest::rstest;
 
 use super::*;
 use crate::memory::{
-    Access, ComputeStorage, ManagedMemoryHandle, MemoryConfig, MemoryKind, MemoryManagement,
-    PoolKind, StorageId,
+    Access, ComputeStorage, ExternalPlace, ManagedMemoryHandle, MemoryConfig, MemoryKind,
+    MemoryManagement, PoolKind, StorageId,
 };
 use crate::range::ByteRange;
 
@@ -22,6 +22,10 @@ impl ComputeStorage for Pages {
 
     fn adopt(&mut self, external: Self::External) -> Result<(StorageId, u64), ServerError> {
         match external {}
+    }
+
+    fn place(&self, external: &Self::External) -> Result<ExternalPlace, ServerError> {
+        match *external {}
     }
 
     fn alloc(&mut self, _size: u64) -> Result<StorageId, ServerError> {

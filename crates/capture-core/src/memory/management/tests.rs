@@ -7,7 +7,8 @@ use rstest::rstest;
 
 use super::*;
 use crate::memory::{
-    Access, BufferBinding, ComputeStorage, DYNAMIC_PAGE_BYTES, PERSISTENT_PAGE_BYTES, StorageId,
+    Access, BufferBinding, ComputeStorage, DYNAMIC_PAGE_BYTES, ExternalPlace,
+    PERSISTENT_PAGE_BYTES, StorageId,
 };
 
 /// What the test storage saw.
@@ -56,6 +57,11 @@ impl ComputeStorage for TestStorage {
     fn adopt(&mut self, size: u64) -> Result<(StorageId, u64), ServerError> {
         self.next += 1;
         Ok((StorageId(self.next - 1), size))
+    }
+
+    fn place(&self, size: &u64) -> Result<ExternalPlace, ServerError> {
+        // Every import of the test storage is memory of its own.
+        ExternalPlace::new(self.next, 0, (*size).max(1))
     }
 
     fn resource(&mut self, id: StorageId, bytes: ByteRange) -> Self::Resource {
