@@ -54,6 +54,8 @@ pub(crate) struct Forks {
     /// Every stream forked in the window (its route lives until the window ends), and
     /// the pooled stream it belongs to.
     pub(crate) routes: Vec<(u8, usize)>,
+    /// The node of each recorded operation, in recording order (the window's `recs`).
+    recs: Vec<usize>,
 }
 
 impl Forks {
@@ -68,6 +70,7 @@ impl Forks {
             }],
             nodes: Vec::new(),
             routes: Vec::new(),
+            recs: Vec::new(),
         }
     }
 
@@ -170,10 +173,39 @@ impl Forks {
     /// Notes an operation recorded on `stream`'s lane.
     pub(crate) fn recorded(&mut self, stream: u8, uses: Vec<(Span, bool)>) {
         let Some(lane) = self.lane_of(stream) else {
+            self.recs.push(usize::MAX);
             return;
         };
         let node = self.node(self.lanes[lane].last.into_iter().collect(), uses);
         self.lanes[lane].last = Some(node);
+        self.recs.push(node);
+    }
+
+    /// Whether recorded operations `a` and `b` (by their place in the recording) are
+    /// ordered, one before the other, by the lanes, forks and joins: what a sealed
+    /// graph's rebind is checked against (rule 29, again on every update).
+    pub(crate) fn ordered(&self, a: usize, b: usize) -> bool {
+        let known = |r: usize| self.recs.get(r).copied().filter(|&n| n != usize::MAX);
+        let (Some(na), Some(nb)) = (known(a), known(b)) else {
+            // An operation the model did not see on a lane: nothing to order.
+            return true;
+        };
+        self.reaches(na, nb) || self.reaches(nb, na)
+    }
+
+    /// Whether node `to` follows node `from`.
+    fn reaches(&self, from: usize, to: usize) -> bool {
+        let mut seen = vec![false; self.nodes.len()];
+        let mut stack = vec![to];
+        while let Some(n) = stack.pop() {
+            if n == from {
+                return true;
+            }
+            if !std::mem::replace(&mut seen[n], true) {
+                stack.extend(&self.nodes[n].after);
+            }
+        }
+        false
     }
 
     fn node(&mut self, after: Vec<usize>, uses: Vec<(Span, bool)>) -> usize {

@@ -241,6 +241,20 @@ pub enum Op {
         /// The token.
         token: u8,
     },
+    /// A kernel's fault met only through another stream's device-side wait (rule 15):
+    /// three buffers (`b` on `waiting`, written and settled; `x` on `faulting`; `y` on
+    /// `waiting`), a faulting kernel on `faulting` writing `b`, a host write of `x` on
+    /// `faulting`, a launch on `waiting` reading `x` (so it waits for `faulting` on the
+    /// device) and writing `y`, and a sync of `waiting`, which meets the fault. Then `b`,
+    /// read on `waiting` (which already waited for the faulting stream), must fail: the
+    /// failing stream's writes are claimed, never read as good. Nothing where the
+    /// backend has no faulting kernel, or a fault is armed, pending or a window open.
+    FaultMetByWait {
+        /// The stream whose kernel faults.
+        faulting: u8,
+        /// The stream whose wait meets the fault.
+        waiting: u8,
+    },
     /// Builds a second device on the same backend value (one driver context, one
     /// capture domain) when there is none, with as many pooled streams as the first;
     /// drops it when there is one, whatever it or the first device is doing.
@@ -363,6 +377,16 @@ pub enum Form {
     /// (`Affine`'s `b` passed as an `i32`), or one argument too many (the others). The
     /// launch check must refuse it, changing nothing.
     WrongScalar,
+    /// `Device::launch` of an `Affine` kernel with `a` given as the `u32` of its bits: a
+    /// scalar of the right size and the wrong type (issue 45), which the launch check
+    /// must refuse (`InvalidArgument`, "scalar type"), changing nothing. A builtin's
+    /// launch (no scalars) in this form gives one argument too many, refused as well.
+    WrongType,
+    /// `Device::launch` of a user kernel whose two buffers are the same bytes, both
+    /// written (issue 45): refused (`InvalidArgument`, "aliased arguments"), changing
+    /// nothing, since the device writes them in no order. On a builtin, its input given
+    /// as its output: in place, one read-write access, run as any launch.
+    Aliased,
     /// `Device::launch` as a programmatic dependent launch (`Dims::programmatic`): where
     /// the device runs them and the kernel declares its grid-dependency wait (the CUDA
     /// builtins on compute capability 9.0 and later), exactly a [`Form::Kernel`] launch
@@ -404,12 +428,15 @@ pub const GRID_MAX: [u32; 3] = [4, 1, 1];
 /// What an [`Op::Update`] asks of a graph's slot.
 #[derive(Clone, Debug)]
 pub enum UpdateSpec {
-    /// `GraphHandle::set` of an `f32` (or, `wrong_size`, an `i16`: refused).
+    /// `GraphHandle::set` of an `f32` (or, `wrong_size`, an `i16`; `wrong_type`, the
+    /// `u32` of its bits: both refused).
     Scalar {
         /// The new value.
         value: i8,
         /// Whether it is of another size than the slot's.
         wrong_size: bool,
+        /// Whether it is of the slot's size and another type.
+        wrong_type: bool,
     },
     /// `GraphHandle::rebind_to` buffer `buf` (its range, as an [`ArgSpec`] gives one),
     /// with the slot's access: refused when the length differs.
@@ -473,8 +500,12 @@ fn slot() -> impl Strategy<Value = Option<u8>> {
 /// What an update asks: valid and refused ones of every kind.
 fn update_spec() -> impl Strategy<Value = UpdateSpec> {
     prop_oneof![
-        2 => (-4i8..=4, prop::bool::weighted(0.2))
-            .prop_map(|(value, wrong_size)| UpdateSpec::Scalar { value, wrong_size }),
+        2 => (-4i8..=4, prop::bool::weighted(0.2), prop::bool::weighted(0.2))
+            .prop_map(|(value, wrong_size, wrong_type)| UpdateSpec::Scalar {
+                value,
+                wrong_size,
+                wrong_type: wrong_type && !wrong_size,
+            }),
         3 => arg().prop_map(|arg| UpdateSpec::Rebind { arg }),
         1 => (1u8..=6).prop_map(|x| UpdateSpec::Grid { x }),
     ]
@@ -635,6 +666,24 @@ pub fn any_launch() -> impl Strategy<Value = LaunchSpec> {
             spec.form = Form::WrongScalar;
             spec
         }),
+        1 => launch_spec().prop_map(|mut spec| {
+            spec.user = Some(UserKernel::Affine);
+            if spec.args.len() == 1 {
+                spec.args.insert(0, spec.args[0].clone());
+            }
+            spec.form = Form::WrongType;
+            spec
+        }),
+        // One buffer passed twice: a user kernel's two outputs (refused), or a builtin
+        // in place (its input its output).
+        1 => (launch_spec(), select(vec![None, Some(UserKernel::Partial)])).prop_map(|(mut spec, user)| {
+            if spec.args.len() == 2 {
+                spec.args[0] = spec.args[1].clone();
+            }
+            spec.user = user;
+            spec.form = Form::Aliased;
+            spec
+        }),
     ]
 }
 
@@ -701,6 +750,7 @@ pub fn op() -> impl Strategy<Value = Op> {
         3 => update(),
         1 => (stream(), stream()).prop_map(|(parent, branch)| Op::Fork { parent, branch }),
         1 => (0u8..3).prop_map(|token| Op::Join { token: back(token) }),
+        1 => (stream(), stream()).prop_map(|(faulting, waiting)| Op::FaultMetByWait { faulting, waiting }),
     ]
 }
 
@@ -1507,6 +1557,130 @@ fn forked_step() -> impl Strategy<Value = Vec<Op>> {
         })
 }
 
+/// A forked step whose launches name buffer slots (a whole buffer, or half of one) on
+/// both lanes, then rebinds of those slots onto the other lane's buffers and halves
+/// (rule 27: rule 29 on the sealed graph) and onto its own, between replays and reads.
+/// The capturing stream forks the next stream (another pooled stream when there are
+/// two), the branch works over buffers 0 and 1 and the origin over 2 and 3 (so the
+/// recording seldom races), both join, and the origin reads a branch's output; the
+/// buffers share one size, so most rebinds fit their slot and many land on bytes the
+/// other lane uses: its outputs, its inputs, a sub-range of them.
+fn forked_rebinds() -> impl Strategy<Value = Vec<Op>> {
+    let arg = |buf: u8, half: Option<u8>| ArgSpec {
+        buf: back(buf),
+        range: half.map(|h| (h, 4)),
+    };
+    // A launch over two of the four buffers (`base`, `base + 1`), its first buffer a
+    // slot now and then.
+    let launch = move |base: u8| {
+        let arg = arg;
+        (
+            select(vec![
+                Builtin::AddScalar,
+                Builtin::Copy,
+                Builtin::Fill,
+                Builtin::Axpy,
+            ]),
+            any::<bool>(),
+            prop::option::of(0u8..2),
+            -4i8..4,
+            prop::option::weighted(0.7, 0u8..2),
+        )
+            .prop_map(move |(builtin, flip, half, scalar, slot)| {
+                let (x, y) = if flip {
+                    (base + 1, base)
+                } else {
+                    (base, base + 1)
+                };
+                let args = if builtin == Builtin::Fill {
+                    vec![arg(3 - y, half)]
+                } else {
+                    vec![arg(3 - x, half), arg(3 - y, half)]
+                };
+                BodyOp::Launch(LaunchSpec {
+                    builtin,
+                    user: None,
+                    args,
+                    scalar,
+                    form: Form::Kernel,
+                    collide: false,
+                    slot: slot.map(|n| n + 2 * (base / 2)),
+                })
+            })
+    };
+    // Each slotted launch names its buffer slot, then its grid slot: even indices are
+    // buffer slots.
+    let rebind =
+        (0u8..4, 0u8..4, prop::option::of(0u8..2)).prop_map(move |(slot, b, half)| Op::Update {
+            graph: LATEST,
+            slot: 2 * slot,
+            change: UpdateSpec::Rebind { arg: arg(b, half) },
+        });
+    let after = prop_oneof![
+        6 => rebind,
+        2 => (1u8..=2).prop_map(|times| Op::Replay { stream: 0, graph: LATEST, times }),
+        2 => (0u8..4).prop_map(|b| Op::Read { stream: 0, buf: back(b), range: None }),
+    ];
+    (
+        stream(),
+        select(vec![8u32, 12]),
+        prop::collection::vec(values(), 4),
+        prop::collection::vec(launch(0), 1..=2),
+        prop::collection::vec(launch(2), 1..=2),
+        prop::collection::vec(after, 4..=14),
+    )
+        .prop_map(move |(stream, elements, values, branch, origin, after)| {
+            let mut ops = Vec::new();
+            for values in values {
+                ops.push(Op::Alloc {
+                    stream,
+                    bytes: elements * 4,
+                });
+                ops.push(Op::Write {
+                    stream,
+                    buf: LATEST,
+                    offset: 0,
+                    values,
+                });
+            }
+            // Buffers are named back from the latest: 3 is the first, 0 the last.
+            let mut body = vec![
+                BodyOp::Fork { stream: stream + 1 },
+                BodyOp::Switch { to: 0 },
+            ];
+            body.extend(branch);
+            // Past the tokens: the capturing stream itself.
+            body.push(BodyOp::Switch { to: 31 });
+            body.extend(origin);
+            body.push(BodyOp::Join { token: LATEST });
+            body.push(BodyOp::Launch(LaunchSpec {
+                builtin: Builtin::AddScalar,
+                user: None,
+                args: vec![arg(2, None), arg(0, None)],
+                scalar: 1,
+                form: Form::Kernel,
+                collide: false,
+                slot: None,
+            }));
+            ops.push(Op::Capture {
+                stream,
+                body,
+                stop: false,
+                pool: None,
+            });
+            ops.extend(after.into_iter().map(|op| match op {
+                Op::Replay { graph, times, .. } => Op::Replay {
+                    stream,
+                    graph,
+                    times,
+                },
+                Op::Read { buf, range, .. } => Op::Read { stream, buf, range },
+                other => other,
+            }));
+            ops
+        })
+}
+
 /// A batch-size ladder in one graph pool (rule 23): two to four members captured on one
 /// stream, each allocating an intermediate inside its closure (kept by the user, or the
 /// graph's alone) between two launches, or carrying state of its own from one replay to
@@ -1682,6 +1856,7 @@ pub fn program() -> impl Strategy<Value = Program> {
                 3 => pool_ladder(),
                 3 => updated_graph(),
                 4 => forked_step(),
+                5 => forked_rebinds(),
                 1 => info_reused_after_abort(),
                 1 => cleanup_around_a_window(),
                 1 => fault_reported_then_waited(),

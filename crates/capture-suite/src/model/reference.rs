@@ -245,11 +245,43 @@ pub(crate) struct ModelGraph {
     pub(crate) pool: Option<(u8, BTreeSet<usize>)>,
     /// Its slots, with their values now (rule 26).
     pub(crate) slots: Vec<ModelSlot>,
+    /// The order its window's lanes put its recorded ops in (rules 28 and 29).
+    pub(crate) order: Forks,
 }
 
 impl ModelGraph {
     pub(crate) fn written(&self) -> Vec<Span> {
         self.recs.iter().flat_map(Rec::outputs).collect()
+    }
+
+    /// Whether rebinding slot `slot` to `to` would make two recorded ops the lanes do
+    /// not order use common bytes, one of them writing (rule 29 on the sealed graph).
+    pub(crate) fn rebind_races(&self, slot: usize, to: Span) -> bool {
+        let mut recs = self.recs.clone();
+        let mut moved = Vec::new();
+        for &(rec, arg) in &self.slots[slot].uses {
+            if let (Rec::Launch(l), Some(a)) = (&mut recs[rec], arg) {
+                l.args[a].0 = to;
+                moved.push(rec);
+            }
+        }
+        let uses = |r: &Rec| -> Vec<(Span, bool)> {
+            match r {
+                Rec::Launch(l) => l.args.iter().map(|(s, a)| (*s, a.writes())).collect(),
+                Rec::Write { dst, .. } => vec![(*dst, true)],
+            }
+        };
+        moved.iter().any(|&a| {
+            (0..recs.len()).any(|b| {
+                b != a
+                    && !self.order.ordered(a, b)
+                    && uses(&recs[a]).iter().any(|(x, xw)| {
+                        uses(&recs[b])
+                            .iter()
+                            .any(|(y, yw)| (*xw || *yw) && x.overlaps(y))
+                    })
+            })
+        })
     }
 }
 

@@ -692,6 +692,9 @@ impl<B: Builtins> Run<B> {
                 change,
             } => self.update(*graph, *slot, change),
             Op::Fork { parent, branch } => self.fork(*parent, *branch),
+            Op::FaultMetByWait { faulting, waiting } => {
+                self.fault_met_by_wait(*faulting, *waiting);
+            }
             Op::Join { token } => self.join(*token, None),
         }
         if let (true, Some(p)) = (imported, enqueues) {
@@ -1298,6 +1301,10 @@ impl<B: Builtins> Run<B> {
             resolved.push(A { idx, off, len });
         }
         let accesses: Vec<Access> = match (spec.user, spec.builtin) {
+            // Both buffers written: the same bytes (`Form::Aliased`), to be refused.
+            (Some(UserKernel::Partial), _) if spec.form == Form::Aliased => {
+                vec![Access::Write, Access::Write]
+            }
             (Some(_), _) => vec![Access::Read, Access::Write],
             (None, Builtin::Fill) => vec![Access::Write],
             (None, Builtin::Axpy) => vec![Access::Read, Access::ReadWrite],
@@ -1310,7 +1317,11 @@ impl<B: Builtins> Run<B> {
             Form::Work => {
                 self.work.as_ref()?;
             }
-            Form::Kernel | Form::WrongScalar | Form::Programmatic => {
+            Form::Kernel
+            | Form::WrongScalar
+            | Form::WrongType
+            | Form::Aliased
+            | Form::Programmatic => {
                 if let Some(user) = spec.user {
                     self.user_source.as_ref()?(user)?;
                 }
@@ -1326,7 +1337,11 @@ impl<B: Builtins> Run<B> {
                 let n = resolved[0].len.min(resolved[1].len);
                 resolved[1].len = n;
                 let b = 1 - i16::from(spec.scalar);
-                scalars.push(Arg::scalar(a));
+                if spec.form == Form::WrongType {
+                    scalars.push(Arg::scalar(a.to_bits()));
+                } else {
+                    scalars.push(Arg::scalar(a));
+                }
                 if spec.form == Form::WrongScalar {
                     scalars.push(Arg::scalar(i32::from(b)));
                 } else {
@@ -1361,7 +1376,7 @@ impl<B: Builtins> Run<B> {
                 spec.builtin.info(n as u64, a)
             }
         };
-        if spec.form == Form::WrongScalar && scalars.is_empty() {
+        if matches!(spec.form, Form::WrongScalar | Form::WrongType) && scalars.is_empty() {
             // One argument the signature does not have.
             scalars.push(Arg::scalar(1u32));
         }
@@ -1483,7 +1498,11 @@ impl<B: Builtins> Run<B> {
                 };
                 self.guarded(|| dev.foreign_work(stream, &issued.args, work))
             }
-            Form::Kernel | Form::WrongScalar | Form::Programmatic => {
+            Form::Kernel
+            | Form::WrongScalar
+            | Form::WrongType
+            | Form::Aliased
+            | Form::Programmatic => {
                 let kernel = match spec.user {
                     Some(user) => self
                         .user_kernel(user)
@@ -1510,8 +1529,11 @@ impl<B: Builtins> Run<B> {
         let Some((result, fired)) = called else {
             return Ok(());
         };
+        let two_writes = spec.form == Form::Aliased && spec.user.is_some();
         let refused_check = match spec.form {
             Form::WrongScalar => Some("a launch with a scalar its kernel does not take"),
+            Form::WrongType => Some("a launch with a scalar of the right size and another type"),
+            Form::Aliased if two_writes => Some("a launch writing the same bytes twice"),
             Form::Programmatic if !overlaps => {
                 Some("a programmatic launch the device or the kernel cannot run")
             }
@@ -1522,7 +1544,14 @@ impl<B: Builtins> Run<B> {
             match &result {
                 Ok(()) => self.fail(format!("{what} was accepted")),
                 Err(ServerError::InvalidArgument { what: refused, .. })
-                    if spec.form != Form::Programmatic || *refused == "programmatic launch" => {}
+                    if match spec.form {
+                        Form::Programmatic => *refused == "programmatic launch",
+                        Form::WrongType => {
+                            *refused == "scalar type" || spec.user != Some(UserKernel::Affine)
+                        }
+                        Form::Aliased => *refused == "aliased arguments",
+                        _ => true,
+                    } => {}
                 Err(e) => {
                     let (kind, _) = self.classify(e, &fired);
                     if kind != Kind::Refused || !(must_refuse || self.any_window()) {
@@ -1670,6 +1699,96 @@ impl<B: Builtins> Run<B> {
             }
         }
         result
+    }
+
+    /// [`Op::FaultMetByWait`]: the fault reaches the core only through the waiting
+    /// stream's wait, and what the faulting stream wrote must read as failed after it.
+    fn fault_met_by_wait(&mut self, faulting: u8, waiting: u8) {
+        let clean = self
+            .user_source
+            .as_ref()
+            .is_some_and(|f| f(UserKernel::Panics).is_some())
+            && armed(&self.plan).is_empty()
+            && !self.faulty.iter().any(|f| *f)
+            && self.fired.is_empty()
+            && self.model.windows.iter().all(Option::is_none)
+            && self.fixed.is_none();
+        if !clean {
+            return;
+        }
+        let (sa, sb) = (self.stream(faulting), self.stream(waiting));
+        let whole = |buf| ArgSpec { buf, range: None };
+        // Each step as an op of its own, with what holds after every op.
+        self.alloc(sb, 16);
+        self.after_op();
+        if self.write(sb, LATEST, 0, &[1, 2, 3, 4]).is_err() {
+            return;
+        }
+        self.after_op();
+        self.sync(sb);
+        self.alloc(sa, 16);
+        self.after_op();
+        self.alloc(sb, 16);
+        self.after_op();
+        let (Some(b), Some(x), Some(_)) = (
+            self.live(LATEST - 2),
+            self.live(LATEST - 1),
+            self.live(LATEST),
+        ) else {
+            return;
+        };
+        let faults = LaunchSpec {
+            builtin: Builtin::Copy,
+            user: Some(UserKernel::Panics),
+            args: vec![whole(LATEST - 2), whole(LATEST - 2)],
+            scalar: 0,
+            form: Form::Kernel,
+            collide: false,
+            slot: None,
+        };
+        if self.launch(sa, &faults).is_err() {
+            return;
+        }
+        self.after_op();
+        if self.write(sa, LATEST - 1, 0, &[5, 6, 7, 8]).is_err() {
+            return;
+        }
+        self.after_op();
+        let reads = LaunchSpec {
+            builtin: Builtin::Copy,
+            user: None,
+            args: vec![whole(LATEST - 1), whole(LATEST)],
+            scalar: 0,
+            form: Form::Kernel,
+            collide: false,
+            slot: None,
+        };
+        let _ = self.launch(sb, &reads);
+        self.after_op();
+        self.sync(sb);
+        self.after_op();
+        let _ = x;
+        let dev = Arc::clone(&self.dev);
+        let handle = self.handle(b);
+        let stream = StreamId::new(sb.into());
+        let Some((result, fired)) = self.guarded(|| dev.read(stream, &handle)) else {
+            return;
+        };
+        match result {
+            Ok(bytes) => self.fail(format!(
+                "bytes a faulted kernel wrote read as good once the fault was met through \
+                 stream#{sb}'s wait: {bytes:?}"
+            )),
+            Err(e) => {
+                let (kind, _) = self.classify(&e, &fired);
+                if !matches!(kind, Kind::Unwritten | Kind::WaitFault) {
+                    self.fail(format!(
+                        "the read after a fault failed otherwise: {}",
+                        Chain(&e)
+                    ));
+                }
+            }
+        }
     }
 
     fn sync(&mut self, stream: u8) {
@@ -1896,6 +2015,7 @@ impl<B: Builtins> Run<B> {
                         recs: w.recs.clone(),
                         pool: None,
                         slots: w.slots.clone(),
+                        order: w.forks.clone(),
                     },
                 ));
                 self.model.windows[p] = None;
@@ -2399,6 +2519,7 @@ impl<B: Builtins> Run<B> {
                                 recs: w.recs,
                                 pool: member,
                                 slots: w.slots,
+                                order: w.forks,
                             },
                         ));
                     }
@@ -2577,17 +2698,38 @@ impl<B: Builtins> Run<B> {
         let ms = graph.slots[i].clone();
         // What the call is, whether the rules accept it, and the value it sets.
         let (result, fired, valid, value) = match (change, ms.kind) {
-            (UpdateSpec::Scalar { value, wrong_size }, kind) => {
+            (
+                UpdateSpec::Scalar {
+                    value,
+                    wrong_size,
+                    wrong_type,
+                },
+                kind,
+            ) => {
                 let v = f32::from(*value);
                 let called = if *wrong_size {
                     self.guarded(|| handle.set(&ms.name, i16::from(*value)))
+                } else if *wrong_type {
+                    // The slot's size, another type: its bits would be read as an f32.
+                    self.guarded(|| handle.set(&ms.name, v.to_bits()))
                 } else {
                     self.guarded(|| handle.set(&ms.name, v))
                 };
                 let Some((result, fired)) = called else {
                     return;
                 };
-                let valid = kind == SlotKind::Scalar && !*wrong_size;
+                if kind == SlotKind::Scalar && *wrong_type {
+                    match &result {
+                        Err(ServerError::SlotRefused(r))
+                            if matches!(r.mismatch, SlotMismatch::ScalarType { .. }) => {}
+                        other => self.fail(format!(
+                            "{id}: a u32 set on the f32 slot {} was not refused for its type: {other:?}",
+                            ms.name
+                        )),
+                    }
+                    return;
+                }
+                let valid = kind == SlotKind::Scalar && !*wrong_size && !*wrong_type;
                 (result, fired, valid, SlotVal::Scalar(v.to_bits()))
             }
             (UpdateSpec::Grid { x }, kind) => {
@@ -2644,8 +2786,23 @@ impl<B: Builtins> Run<B> {
                 else {
                     return;
                 };
-                let valid = matches!(kind, SlotKind::Buffer { len: l, .. } if l == len * 4);
-                (result, fired, valid, SlotVal::Buffer(span))
+                let fits = matches!(kind, SlotKind::Buffer { len: l, .. } if l == len * 4);
+                // Rule 27: rule 29 holds on the sealed graph, so a rebind that would make
+                // two ops of unordered lanes use common bytes, one writing, is refused.
+                let races = fits && graph.rebind_races(i, span);
+                if races {
+                    match &result {
+                        Err(ServerError::SlotRefused(r))
+                            if matches!(r.mismatch, SlotMismatch::BranchRace(_)) => {}
+                        other => self.fail(format!(
+                            "{id}: a rebind of {} making two unjoined branches race was not refused \
+                             as a race: {other:?}",
+                            ms.name
+                        )),
+                    }
+                    return;
+                }
+                (result, fired, fits, SlotVal::Buffer(span))
             }
         };
         match result {
