@@ -400,3 +400,58 @@ fn the_slotted_step_names_its_position_and_attention_grid_and_refuses_past_the_c
     dev.replay(s, &graph, 1).unwrap();
     dev.drop_graph(graph).unwrap();
 }
+
+/// A short attention grid shows on the mock as it does on a GPU (issue 45, item 9): the
+/// mock's score kernel covers only the (row, head) pairs its grid's invocations reach,
+/// so a slotted step whose grid is set short computes other logits than the same step
+/// with its grid covering the position (before, the mock ran every kernel over its whole
+/// buffers and a short grid passed).
+#[cfg(feature = "mock")]
+#[test]
+fn a_short_attention_grid_gives_other_logits_on_the_mock_as_on_a_gpu() {
+    use capture_cli::decode::{ATTENTION_SLOT, Config, DeviceModel, Weights};
+    use capture_graphs::{Device, DeviceConfig, StreamId};
+    let s = StreamId::new(0);
+    // 4 heads over 128 rows: 512 (row, head) pairs, two of the mock's 256-thread blocks.
+    let config = Config {
+        dim: 64,
+        layers: 1,
+        heads: 4,
+        vocab: 64,
+        context: 128,
+    };
+    let dev = Device::new(
+        capture_graphs::mock::MockBackend::new(),
+        DeviceConfig::new(),
+    )
+    .unwrap();
+    let weights = Weights::random(&config, 7);
+    let model = DeviceModel::new(&dev, s, config, &weights).unwrap();
+    let graph = dev.capture(s, |d| model.slotted_step(d, 3, true)).unwrap();
+    let at = |pos: u32, short: bool| -> Vec<u32> {
+        model.set_state(&dev, pos, 5).unwrap();
+        model.update(&graph, pos).unwrap();
+        if short {
+            graph.set_grid(ATTENTION_SLOT, [1, 1, 1]).unwrap();
+        }
+        dev.replay(s, &graph, 1).unwrap();
+        let row = pos as u64 * config.vocab as u64 * 4;
+        let bytes = dev
+            .read_range(s, &model.logit_history, row, config.vocab as u64 * 4)
+            .unwrap();
+        bytes
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+            .collect()
+    };
+    // A step at row 70 leaves the scores past it zero; at row 100 one block covers
+    // rows 0..64 only, so rows 64..=100 keep those zeros unless the grid covers them.
+    at(70, false);
+    let short = at(100, true);
+    let covered = at(100, false);
+    assert_ne!(
+        short, covered,
+        "a grid one block short computed the same logits as one covering the position"
+    );
+    assert_eq!(covered, at(100, false), "the covered step is deterministic");
+}

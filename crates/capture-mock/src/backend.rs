@@ -355,7 +355,7 @@ impl<const AFFINE: bool> Backend for Mock<AFFINE> {
     fn launch(
         stream: &mut MockStream,
         kernel: &MockKernel,
-        _dims: &Dims,
+        dims: &Dims,
         params: &[LaunchParam<MockResource>],
         info: Option<&MockResource>,
     ) -> Result<(), ServerError> {
@@ -365,19 +365,21 @@ impl<const AFFINE: bool> Backend for Mock<AFFINE> {
             args,
             info: info.copied(),
             scalars,
+            grid: dims.grid_shape(),
         });
         Ok(())
     }
 
-    /// The grid is not modelled (the mock's kernels run over their whole buffers, as
-    /// its launches do); the parameters are, and a replay already queued keeps the
-    /// recording it was enqueued with.
+    /// The parameters and the grid (which the kernel sees, [`launch_grid`]) change; a
+    /// replay already queued keeps the recording it was enqueued with.
+    ///
+    /// [`launch_grid`]: crate::launch_grid
     fn update_launch(
         _stream: &mut MockStream,
         executable: &mut MockExecutable,
         node: u64,
         kernel: &MockKernel,
-        _dims: &Dims,
+        dims: &Dims,
         params: &[LaunchParam<MockResource>],
         info: Option<&MockResource>,
     ) -> Result<(), ServerError> {
@@ -386,7 +388,14 @@ impl<const AFFINE: bool> Backend for Mock<AFFINE> {
         // A replay still queued holds the recording: the update changes a copy.
         let graph = Arc::make_mut(&mut executable.graph);
         graph
-            .update_kernel(node, *kernel, &args, info.copied(), &scalars)
+            .update_kernel(
+                node,
+                *kernel,
+                &args,
+                info.copied(),
+                &scalars,
+                dims.grid_shape(),
+            )
             .map_err(|why| mock_error("graph exec kernel node set params", why))
     }
 

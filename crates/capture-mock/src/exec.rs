@@ -19,9 +19,24 @@ pub(crate) struct Engine {
     pub(crate) words: Vec<u64>,
 }
 
+thread_local! {
+    /// The grid of the launch whose kernel function runs on this thread now.
+    static GRID: std::cell::Cell<Option<[u32; 3]>> = const { std::cell::Cell::new(None) };
+}
+
+/// The grid (workgroups per dimension) of the launch whose kernel this thread runs now:
+/// what a mock kernel function calls to see its grid, as a GPU kernel sees
+/// `gridDim`/`gl_NumWorkGroups` (a kernel that covers its work by workgroup checks the
+/// grid covers it, so a grid set too small shows on the mock as it would on a GPU).
+/// `None` outside a kernel function.
+pub fn launch_grid() -> Option<[u32; 3]> {
+    GRID.with(std::cell::Cell::get)
+}
+
 /// Runs `kernel` over `args` (its buffers, in order), its info words read from `info`
-/// and then `scalars`: gathers the ranges, runs it, and copies back what it may write. A
-/// kernel that panics faults like one on a GPU: nothing written, an asynchronous error.
+/// and then `scalars`, on `grid`: gathers the ranges, runs it, and copies back what it
+/// may write. A kernel that panics faults like one on a GPU: nothing written, an
+/// asynchronous error.
 pub(crate) fn run_kernel<I>(
     dev: &Mutex<Pages>,
     engine: &mut Engine,
@@ -29,6 +44,7 @@ pub(crate) fn run_kernel<I>(
     args: I,
     info: Option<MockResource>,
     scalars: &[u64],
+    grid: [u32; 3],
 ) -> Result<(), ServerError>
 where
     I: Iterator<Item = (MockResource, Access)> + Clone,
@@ -45,9 +61,11 @@ where
         );
     }
     words.extend_from_slice(scalars);
+    let outer = GRID.with(|g| g.replace(Some(grid)));
     let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         (kernel.f)(&mut scratch[..n], words);
     }));
+    GRID.with(|g| g.set(outer));
     if ran.is_err() {
         return Err(ServerError::driver(
             "kernel",

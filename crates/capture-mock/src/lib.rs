@@ -36,6 +36,7 @@ mod storage;
 use std::fmt;
 
 pub use backend::{AffineMock, Mock, MockBackend, MockExecutable, MockStream};
+pub use exec::launch_grid;
 pub use fault::{FaultOp, FaultPlan, Faulty, FaultyFence, FaultyStream};
 pub use kernels::{MOCK_MAX_BUFFERS, MockKernel, MockWork};
 pub use queue::{MockFence, Queue};

@@ -115,7 +115,8 @@ fn step(graph: &mut Recording, op: Op) {
             args,
             info,
             scalars,
-        } => graph.kernel(kernel, args.iter().flatten().copied(), info, &scalars),
+            grid,
+        } => graph.kernel(kernel, args.iter().flatten().copied(), info, &scalars, grid),
         Op::Work { work, args } => graph.work(work, args.iter().flatten().copied()),
         other => graph.other(other),
     }
@@ -149,6 +150,8 @@ pub(crate) enum Op {
         /// The launch's scalars, as the words after the info words (empty, unallocated,
         /// for a launch with none).
         scalars: Vec<u64>,
+        /// Its grid, which the kernel sees ([`launch_grid`](crate::launch_grid)).
+        grid: [u32; 3],
     },
     /// The user's own work over the declared ranges, run when the queue reaches it.
     Work {
@@ -378,6 +381,7 @@ impl Queue {
                 args,
                 info,
                 scalars,
+                grid,
             } => run_kernel(
                 &self.dev,
                 engine,
@@ -385,6 +389,7 @@ impl Queue {
                 args.iter().flatten().copied(),
                 *info,
                 scalars,
+                *grid,
             )?,
             Op::Work { work, args } => {
                 run_work(&self.dev, engine, work, args.iter().flatten().copied())?;

@@ -30,6 +30,8 @@ enum Step<O> {
         info: u32,
         words: u32,
         scalars: u16,
+        /// Its grid, `grids[grid]`.
+        grid: u32,
     },
     /// `works[work]` over `resources[args..args + n]`.
     Work { work: u32, args: u32, n: u8 },
@@ -48,6 +50,8 @@ pub(crate) struct Recording<O> {
     /// Each resource's access, beside it (a byte each, not padded into the resource).
     accesses: Vec<Access>,
     words: Vec<u64>,
+    /// Each recorded launch's grid.
+    grids: Vec<[u32; 3]>,
     /// Each distinct kernel once.
     kernels: Vec<MockKernel>,
     works: Vec<MockWork>,
@@ -66,6 +70,7 @@ impl<O> Recording<O> {
             resources: Vec::new(),
             accesses: Vec::new(),
             words: Vec::new(),
+            grids: Vec::new(),
             kernels: Vec::new(),
             works: Vec::new(),
             destroyed: Arc::new(AtomicBool::new(false)),
@@ -79,14 +84,18 @@ impl<O> Recording<O> {
         self.order = Some(order);
     }
 
-    /// Records a launch of `kernel` over `args`, its info words in `info`, then `scalars`.
+    /// Records a launch of `kernel` over `args`, its info words in `info`, then `scalars`,
+    /// on `grid`.
     pub(crate) fn kernel(
         &mut self,
         kernel: MockKernel,
         args: impl Iterator<Item = (MockResource, Access)>,
         info: Option<MockResource>,
         scalars: &[u64],
+        grid: [u32; 3],
     ) {
+        self.grids.push(grid);
+        let grid = (self.grids.len() - 1) as u32;
         let (args, n) = self.args(args);
         let info = info.map_or(NONE, |i| self.resource(i, Access::Read));
         let words = self.words.len() as u32;
@@ -99,6 +108,7 @@ impl<O> Recording<O> {
             info,
             words,
             scalars: scalars.len() as u16,
+            grid,
         });
     }
 
@@ -123,8 +133,8 @@ impl<O> Recording<O> {
     }
 
     /// Sets recorded launch `node` (counting launches and work from 0) to run `kernel`
-    /// over `args`, its info words from `info`, then `scalars`: the parameters of the
-    /// same launch, given again. Refused, changing nothing, when `node` is no kernel
+    /// over `args`, its info words from `info`, then `scalars`, on `grid`: the parameters
+    /// of the same launch, given again. Refused, changing nothing, when `node` is no kernel
     /// launch of this recording or the launch has another shape (kernel, buffer count,
     /// info buffer, scalar words).
     pub(crate) fn update_kernel(
@@ -134,6 +144,7 @@ impl<O> Recording<O> {
         args: &[(MockResource, Access)],
         info: Option<MockResource>,
         scalars: &[u64],
+        grid: [u32; 3],
     ) -> Result<(), String> {
         let at = match &self.order {
             Some(order) => order.get(node as usize).map(|&at| u64::from(at)),
@@ -154,6 +165,7 @@ impl<O> Recording<O> {
             info: info_at,
             words,
             scalars: count,
+            grid: grid_at,
         } = *step
         else {
             return Err(format!("recorded launch {node} is work, not a kernel"));
@@ -181,6 +193,7 @@ impl<O> Recording<O> {
             self.resources[info_at as usize] = info;
         }
         self.words[words as usize..words as usize + scalars.len()].copy_from_slice(scalars);
+        self.grids[grid_at as usize] = grid;
         Ok(())
     }
 
@@ -190,6 +203,7 @@ impl<O> Recording<O> {
         self.resources.shrink_to_fit();
         self.accesses.shrink_to_fit();
         self.words.shrink_to_fit();
+        self.grids.shrink_to_fit();
         self.kernels.shrink_to_fit();
         self.works.shrink_to_fit();
         self
@@ -257,6 +271,7 @@ impl<O> Recording<O> {
                     info,
                     words,
                     scalars,
+                    grid,
                 } => {
                     let info = (*info != NONE).then(|| self.resources[*info as usize]);
                     let at = *words as usize;
@@ -267,6 +282,7 @@ impl<O> Recording<O> {
                         self.buffers(*args, *n),
                         info,
                         &self.words[at..at + usize::from(*scalars)],
+                        self.grids[*grid as usize],
                     )?;
                 }
                 Step::Work { work, args, n } => {

@@ -128,8 +128,18 @@ fn attn_scores(b: &mut [Vec<u8>], info: &[u64]) {
     let hd = d / heads;
     let pos = u(&b[0], 0) as usize;
     let table = table(&b[1]);
+    // Rows outermost, one invocation per (row, head) pair, as the GPU kernels run: a
+    // grid that does not cover a pair leaves its score as it was (the slotted step's
+    // grid must cover the rows its position reads). Outside the mock's queue (the CUDA
+    // driver model runs this function and checks the grid itself), every pair.
+    let invocations = capture_graphs::mock::launch_grid().map_or(usize::MAX, |g| {
+        g[0] as usize * <MockBackend as DecodeBackend>::BLOCK as usize
+    });
     for h in 0..heads {
         for t in 0..ctx {
+            if t * heads + h >= invocations {
+                continue;
+            }
             let mut s = 0.0f32;
             if t <= pos {
                 let row = paged_row(&table, t, br);
