@@ -85,11 +85,12 @@ pub use op::{Op, ReadBy};
 pub use range::{ByteRange, InvalidRange};
 pub use report::{GraphLedger, GraphPoolLedger};
 pub use runtime::{
-    Arg, Branch, Buffer, CapturePhase, Capturing, Device, DeviceConfig, DeviceReport, GraphHandle,
-    GraphPool, KernelHandle, MAX_REPLAYS_PER_CALL, StreamReport,
+    Arg, Branch, Buffer, BufferSlot, CapturePhase, Capturing, Device, DeviceConfig, DeviceReport,
+    GraphHandle, GraphPool, GridSlot, KernelHandle, MAX_REPLAYS_PER_CALL, Slot, SlotSet,
+    StreamReport,
 };
 pub use scalar_type::{ScalarParam, ScalarType};
-pub use slot::{SlotInfo, SlotKind, SlotMismatch, SlotName, SlotRefused};
+pub use slot::{MAX_SLOT_NAME, SlotInfo, SlotKind, SlotMismatch, SlotName, SlotRefused};
 pub use subject::Subject;
 pub use trace::{Event, KernelId, SlotChange, Trace, WorkId};
 

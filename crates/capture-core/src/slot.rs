@@ -14,9 +14,7 @@
 /// launch model imports this file).
 type Grid = [u32; 3];
 
-use std::collections::HashSet;
 use std::fmt;
-use std::sync::Mutex;
 
 use crate::branch::BranchRace;
 use crate::ids::{GraphId, MemoryId};
@@ -25,29 +23,46 @@ use crate::range::ByteRange;
 use crate::scalar_type::ScalarType;
 use crate::subject::Subject;
 
-/// A slot's name. Names are interned for the process's life (a few bytes each, once per
-/// distinct name): keep to a fixed set (`"pos"`, `"kv.3"`), not a name per step.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct SlotName(&'static str);
+/// The longest slot name, in bytes: a name is held inline, so a launch naming a slot and
+/// an update allocate nothing, and no name is kept past its last use.
+pub const MAX_SLOT_NAME: usize = 23;
 
-static NAMES: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
+/// A slot's name, up to [`MAX_SLOT_NAME`] bytes, held inline (`Copy`, compared by its
+/// bytes). A longer name is kept as its first bytes, marked too long: a launch naming it
+/// is refused (`InvalidArgument`, `what: "slot name"`), so no graph has such a slot.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SlotName {
+    len: u8,
+    /// Whether the name given was longer than [`MAX_SLOT_NAME`] (its first bytes kept).
+    long: bool,
+    bytes: [u8; MAX_SLOT_NAME],
+}
 
 impl SlotName {
     /// The slot called `name`.
     pub fn new(name: &str) -> Self {
-        let mut names = NAMES.lock().unwrap_or_else(|p| p.into_inner());
-        let names = names.get_or_insert_with(HashSet::new);
-        if let Some(&known) = names.get(name) {
-            return SlotName(known);
+        let mut end = name.len().min(MAX_SLOT_NAME);
+        while !name.is_char_boundary(end) {
+            end -= 1;
         }
-        let leaked: &'static str = Box::leak(name.to_owned().into_boxed_str());
-        names.insert(leaked);
-        SlotName(leaked)
+        let mut bytes = [0; MAX_SLOT_NAME];
+        bytes[..end].copy_from_slice(&name.as_bytes()[..end]);
+        SlotName {
+            len: end as u8,
+            long: end < name.len(),
+            bytes,
+        }
     }
 
-    /// The name as given.
-    pub fn as_str(&self) -> &'static str {
-        self.0
+    /// The name as given (its first [`MAX_SLOT_NAME`] bytes, for a name too long).
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.bytes[..usize::from(self.len)])
+            .expect("cut at a character boundary")
+    }
+
+    /// Whether the name given was longer than [`MAX_SLOT_NAME`] bytes.
+    pub fn is_too_long(&self) -> bool {
+        self.long
     }
 }
 
@@ -59,13 +74,17 @@ impl From<&str> for SlotName {
 
 impl fmt::Debug for SlotName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?}", self.0)
+        fmt::Display::fmt(self, f)
     }
 }
 
 impl fmt::Display for SlotName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?}", self.0)
+        write!(f, "{:?}", self.as_str())?;
+        if self.long {
+            f.write_str("...")?;
+        }
+        Ok(())
     }
 }
 
@@ -189,7 +208,12 @@ pub enum SlotMismatch {
     },
     /// A buffer of another device.
     Device,
-    /// A grid past the slot's maximum (or one with an empty dimension).
+    /// A grid with an empty dimension: a launch runs at least one workgroup.
+    GridEmpty {
+        /// The grid given.
+        given: Grid,
+    },
+    /// A grid past the slot's maximum.
     GridPastMax {
         /// The slot's maximum.
         max: Grid,
@@ -274,6 +298,12 @@ impl fmt::Display for SlotMismatch {
                 )
             }
             SlotMismatch::Device => write!(f, "the buffer belongs to another device"),
+            SlotMismatch::GridEmpty { given } => {
+                write!(
+                    f,
+                    "the grid {given:?} has an empty dimension: at least one workgroup each"
+                )
+            }
             SlotMismatch::GridPastMax { max, given } => {
                 write!(
                     f,
@@ -434,12 +464,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names_intern_once() {
+    fn names_are_their_bytes_and_a_long_one_is_marked() {
         let a = SlotName::new("pos");
         let b = SlotName::from(String::from("pos").as_str());
         assert_eq!(a, b);
-        assert!(std::ptr::eq(a.as_str(), b.as_str()));
+        assert_eq!(a.as_str(), "pos");
         assert_ne!(a, SlotName::new("len"));
+        assert!(!a.is_too_long());
+        let exact = "k".repeat(MAX_SLOT_NAME);
+        assert!(!SlotName::new(&exact).is_too_long());
+        let long = SlotName::new(&format!("{exact}v"));
+        assert!(long.is_too_long());
+        assert_ne!(long, SlotName::new(&exact), "a long name is not its cut");
+        // Cut at a character boundary.
+        let wide = SlotName::new(&"é".repeat(20));
+        assert_eq!(wide.as_str(), "é".repeat(11));
+        assert!(wide.is_too_long());
+        assert!(std::mem::size_of::<Option<SlotName>>() <= 26);
     }
 
     #[test]

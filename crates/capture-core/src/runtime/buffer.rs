@@ -220,13 +220,13 @@ impl Arg {
     /// ([`Device::foreign_work`](crate::Device::foreign_work)) it is refused.
     ///
     /// ```
-    /// # use capture_graphs::{Arg, Device, DeviceConfig, StreamId};
+    /// # use capture_graphs::{Arg, Device, DeviceConfig, SlotName, StreamId};
     /// # use capture_graphs::mock::MockBackend;
     /// # let dev = Device::new(MockBackend::new(), DeviceConfig::new())?;
     /// # let s = StreamId::new(0);
     /// let kv = dev.alloc(s, 64)?;
     /// let pos = Arg::scalar(7u32).slot("pos");
-    /// assert_eq!(pos.slot_name().map(|n| n.as_str()), Some("pos"));
+    /// assert_eq!(pos.slot_name(), Some(SlotName::new("pos")));
     /// let _kv = Arg::read(&kv).slot("kv");
     /// # Ok::<(), capture_graphs::ServerError>(())
     /// ```

@@ -13,7 +13,8 @@ use std::sync::Arc;
 use super::capturing::{CapturePhase, Capturing};
 use super::closure::ClosureScope;
 use super::device::Device;
-use super::graph_handle::{GraphHandle, GraphOwner};
+use super::graph_handle::GraphHandle;
+use super::graph_owner::GraphOwner;
 use super::graph_pool::GraphPool;
 use super::inner::Inner;
 use super::pooled::PooledStream;
@@ -542,11 +543,13 @@ impl<B: Backend> GraphOwner for Inner<B> {
     fn update(
         &self,
         graph: GraphId,
-        slot: SlotName,
-        update: SlotUpdate,
+        updates: Vec<(SlotName, SlotUpdate)>,
     ) -> Result<(), ServerError> {
+        let slot = updates.first().map(|u| u.0);
         let span = tracing::debug_span!(
-            target: "capture", "update", graph = %graph, slot = slot.as_str(),
+            target: "capture", "update", graph = %graph,
+            slot = slot.as_ref().map_or("", SlotName::as_str),
+            slots = updates.len(),
             pooled = tracing::field::Empty
         );
         // On the timeline an update sits on its graph's pooled stream, as a replay does.
@@ -555,7 +558,7 @@ impl<B: Backend> GraphOwner for Inner<B> {
             span.record("pooled", index);
         }
         let _span = span.entered();
-        self.labels.named(self.update_slot(graph, slot, update))
+        self.labels.named(self.update_slots(graph, updates))
     }
 
     fn slots(&self, graph: GraphId) -> Result<Vec<SlotInfo>, ServerError> {

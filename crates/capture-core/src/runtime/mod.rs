@@ -11,6 +11,7 @@ mod config;
 mod device;
 mod fork;
 mod graph_handle;
+mod graph_owner;
 mod graph_pool;
 mod imports;
 mod inner;
@@ -27,6 +28,7 @@ mod registry;
 mod report;
 mod scratch;
 mod slot_data;
+mod slot_handle;
 mod slots;
 mod use_memo;
 
@@ -40,6 +42,7 @@ pub use graph_pool::GraphPool;
 pub use launch::KernelHandle;
 pub use lifecycle::MAX_REPLAYS_PER_CALL;
 pub use report::{DeviceReport, StreamReport};
+pub use slot_handle::{BufferSlot, GridSlot, Slot, SlotSet};
 
 /// For the microbenchmarks only (`crate::internals`).
 #[cfg(feature = "bench-internals")]

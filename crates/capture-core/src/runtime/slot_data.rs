@@ -248,6 +248,7 @@ pub(crate) fn uses_of(
 }
 
 /// What an update sets.
+#[derive(Debug)]
 pub(crate) enum SlotUpdate {
     Scalar(ScalarValue),
     /// A buffer's bytes from `offset`, `len` (the slot's, when `None`) long; `access` is
@@ -262,6 +263,37 @@ pub(crate) enum SlotUpdate {
 }
 
 impl SlotUpdate {
+    /// A rebind to the whole of `buffer`, with the slot's access.
+    pub(crate) fn rebind(buffer: &Buffer) -> Self {
+        SlotUpdate::Rebind {
+            buffer: buffer.clone(),
+            offset: 0,
+            len: None,
+            access: None,
+        }
+    }
+
+    /// A rebind to the bytes and access of buffer argument `arg`.
+    ///
+    /// # Errors
+    ///
+    /// [`ServerError::InvalidArgument`] for a scalar argument.
+    pub(crate) fn rebind_to(arg: &Arg) -> Result<Self, ServerError> {
+        let Some(b) = arg.as_buffer() else {
+            return Err(ServerError::invalid(
+                "rebind argument",
+                "a scalar",
+                "a rebind takes a buffer argument (`Arg::read(&buffer)`)",
+            ));
+        };
+        Ok(SlotUpdate::Rebind {
+            buffer: b.buffer.clone(),
+            offset: b.offset,
+            len: Some(b.len.unwrap_or(b.buffer.size().saturating_sub(b.offset))),
+            access: Some(b.access),
+        })
+    }
+
     pub(crate) fn kind(&self) -> &'static str {
         match self {
             SlotUpdate::Scalar(_) => "scalar",

@@ -24,7 +24,7 @@ use crate::error::ServerError;
 use crate::ids::{GraphId, StreamId};
 use crate::kernel::{Dims, GraphUpdates};
 use crate::memory::{Access, ClaimKey};
-use crate::slot::{SlotInfo, SlotKind, SlotMismatch, SlotName, SlotRefused};
+use crate::slot::{MAX_SLOT_NAME, SlotInfo, SlotKind, SlotMismatch, SlotName, SlotRefused};
 use crate::subject::Subject;
 use crate::trace::{Event, SlotChange};
 
@@ -73,6 +73,19 @@ impl<B: Backend> Inner<B> {
         let Some(first) = named.or(grid_slot) else {
             return Ok(());
         };
+        if let Some(long) = args
+            .iter()
+            .filter_map(|a| a.1)
+            .chain(grid_slot)
+            .find(SlotName::is_too_long)
+        {
+            return Err(ServerError::invalid_value_of(
+                "slot name",
+                long.to_string(),
+                Subject::Stream(stream),
+                format!("a slot's name is at most {MAX_SLOT_NAME} bytes"),
+            ));
+        }
         if let GraphUpdates::Unsupported(why) = self.limits.graph_updates() {
             return Err(SlotRefused {
                 subject: Subject::Stream(stream),
@@ -153,56 +166,58 @@ impl<B: Backend> Inner<B> {
             .ok_or(ServerError::UnknownGraph(graph))
     }
 
-    /// Updates slot `name` of `graph` (rule 26), checked against what was recorded, all
-    /// or nothing; every rule follows a rebind (rule 27). A refusal is traced on the
-    /// graph's stream.
-    pub(crate) fn update_slot(
+    /// Updates slots of `graph` (rule 26), each `(name, update)` checked against what
+    /// was recorded and all of them against each other, all or nothing; every rule
+    /// follows a rebind (rule 27). A refusal is traced on the graph's stream.
+    pub(crate) fn update_slots(
         &self,
         graph: GraphId,
-        name: SlotName,
-        update: SlotUpdate,
+        updates: Vec<(SlotName, SlotUpdate)>,
     ) -> Result<(), ServerError> {
         self.reap();
         let mut owner = None;
-        let result = self.update_slot_on(graph, name, update, &mut owner);
+        let result = self.update_slots_on(graph, updates, &mut owner);
         if let (Err(error), Some(stream)) = (&result, owner) {
             self.refused(stream, "update", error);
         }
         result
     }
 
-    /// [`update_slot`](Self::update_slot); `owner` is set to the graph's stream once it
-    /// is known.
-    fn update_slot_on(
+    /// [`update_slots`](Self::update_slots); `owner` is set to the graph's stream once
+    /// it is known.
+    fn update_slots_on(
         &self,
         graph: GraphId,
-        name: SlotName,
-        update: SlotUpdate,
+        updates: Vec<(SlotName, SlotUpdate)>,
         owner: &mut Option<StreamId>,
     ) -> Result<(), ServerError> {
         let index = self.graph_index(graph)?;
         // A buffer of another pooled stream is resolved there first (lock order: one
         // pooled stream at a time), as a launch's is.
-        let mut remote = None;
-        if let SlotUpdate::Rebind {
-            buffer,
-            offset,
-            len,
-            ..
-        } = &update
-        {
-            if buffer.device != self.serial {
-                *owner = self.graph_stream(index, graph);
-                return Err(refusal(graph, name, SlotMismatch::Device));
+        let mut remotes = Vec::with_capacity(updates.len());
+        for (name, update) in &updates {
+            let mut remote = None;
+            if let SlotUpdate::Rebind {
+                buffer,
+                offset,
+                len,
+                ..
+            } = update
+            {
+                if buffer.device != self.serial {
+                    *owner = self.graph_stream(index, graph);
+                    return Err(refusal(graph, *name, SlotMismatch::Device));
+                }
+                if buffer.pooled != index {
+                    let len = len.unwrap_or(buffer.size().saturating_sub(*offset));
+                    let arg = Arg::read(buffer).range(*offset, len);
+                    remote = self
+                        .resolve_remote(index, std::slice::from_ref(&arg))
+                        .inspect_err(|_| *owner = self.graph_stream(index, graph))?
+                        .pop();
+                }
             }
-            if buffer.pooled != index {
-                let len = len.unwrap_or(buffer.size().saturating_sub(*offset));
-                let arg = Arg::read(buffer).range(*offset, len);
-                remote = self
-                    .resolve_remote(index, std::slice::from_ref(&arg))
-                    .inspect_err(|_| *owner = self.graph_stream(index, graph))?
-                    .pop();
-            }
+            remotes.push(remote);
         }
         let mut guard = self.cells[index].lock();
         let ps: &mut PooledStream<B> = &mut guard;
@@ -213,21 +228,47 @@ impl<B: Backend> Inner<B> {
             .ok_or(ServerError::UnknownGraph(graph))?;
         *owner = Some(stream);
         let Some(slots) = ps.slots.get(&graph) else {
+            let name = updates.first().map_or(SlotName::new(""), |u| u.0);
             return Err(refusal(
                 graph,
                 name,
                 SlotMismatch::Unknown { slots: Vec::new() },
             ));
         };
-        let kind = slots.table.find(graph, name)?.kind;
-        let value = self.checked_value(graph, name, kind, &update)?;
-        if let SlotValue::Buffer(to) = value {
-            // Rule 27: rule 29 on the sealed graph. The slot's launches over the new
-            // bytes must not race a launch of another lane they are not ordered with.
-            let g = ps.graphs.get(&graph).expect("looked up above");
-            let current = |s: SlotName| match slots.value(s) {
-                Some(SlotValue::Buffer(key)) => Some(key),
-                _ => None,
+        // Each update against its slot; a slot named twice in one call is refused.
+        let mut checked: Vec<(SlotName, SlotKind, SlotValue)> = Vec::with_capacity(updates.len());
+        for (name, update) in &updates {
+            let kind = slots.table.find(graph, *name)?.kind;
+            let value = self.checked_value(graph, *name, kind, update)?;
+            if let Some(&(_, _, first)) = checked.iter().find(|c| c.0 == *name) {
+                return Err(refusal(
+                    graph,
+                    *name,
+                    SlotMismatch::Conflicting {
+                        recorded: first.shown(),
+                        given: value.shown(),
+                    },
+                ));
+            }
+            checked.push((*name, kind, value));
+        }
+        // The values the graph would hold: rules 21 and 29 on the sealed graph, over
+        // every slot the call changes at once.
+        let pending = |s: SlotName| {
+            checked
+                .iter()
+                .find(|c| c.0 == s)
+                .map(|c| c.2)
+                .or_else(|| slots.value(s))
+        };
+        let current = |s: SlotName| match pending(s) {
+            Some(SlotValue::Buffer(key)) => Some(key),
+            _ => None,
+        };
+        let g = ps.graphs.get(&graph).expect("looked up above");
+        for &(name, _, value) in &checked {
+            let SlotValue::Buffer(to) = value else {
+                continue;
             };
             // A launch's own arguments: two writes of common bytes are refused, as at
             // launch.
@@ -245,6 +286,8 @@ impl<B: Backend> Inner<B> {
                     ));
                 }
             }
+            // The slot's launches over the new bytes must not race a launch of another
+            // lane they are not ordered with.
             if let Some((first, second, key)) = g.races().check_rebind(name, to, current) {
                 let race = BranchRace {
                     window: stream,
@@ -261,45 +304,60 @@ impl<B: Backend> Inner<B> {
                 ));
             }
         }
-        let resolved = match (&update, value) {
-            (SlotUpdate::Rebind { buffer, .. }, SlotValue::Buffer(key)) => Some(match remote {
-                Some(r) => (r.location, r.resource),
-                None if buffer.pooled == index => (
-                    ps.stream.device_memory().location(key.memory)?,
-                    ps.stream.device_memory().resource(key)?,
-                ),
-                None => return Err(ServerError::UnknownMemory(key.memory)),
-            }),
-            _ => None,
-        };
-        let launches =
-            Self::update_launches(ps, graph, name, value, resolved.as_ref().map(|r| &r.1))?;
-        let slots = ps.slots.get_mut(&graph).expect("looked up above");
-        let old = slots.value(name);
-        slots.set_value(name, value);
-        let change = match (value, old) {
-            (SlotValue::Scalar(v), _) => SlotChange::Scalar(v.bytes().to_vec()),
-            (SlotValue::Grid(grid), _) => SlotChange::Grid(grid),
-            (SlotValue::Buffer(to), Some(SlotValue::Buffer(from))) => {
-                SlotChange::Rebind { from, to }
-            }
-            (SlotValue::Buffer(to), _) => SlotChange::Rebind { from: to, to },
-        };
-        self.trace.push(Event::Update {
-            stream,
-            graph,
-            slot: name,
-            change,
-            launches,
-        });
-        if let (SlotUpdate::Rebind { buffer, .. }, SlotValue::Buffer(key), Some((location, _))) =
-            (&update, value, resolved)
+        let mut resolved = Vec::with_capacity(updates.len());
+        for (((_, update), &(_, _, value)), remote) in updates.iter().zip(&checked).zip(remotes) {
+            resolved.push(match (update, value) {
+                (SlotUpdate::Rebind { buffer, .. }, SlotValue::Buffer(key)) => Some(match remote {
+                    Some(r) => (r.location, r.resource),
+                    None if buffer.pooled == index => (
+                        ps.stream.device_memory().location(key.memory)?,
+                        ps.stream.device_memory().resource(key)?,
+                    ),
+                    None => return Err(ServerError::UnknownMemory(key.memory)),
+                }),
+                _ => None,
+            });
+        }
+        let values: Vec<(SlotName, SlotValue, Option<&DeviceResource<B::Stream>>)> = checked
+            .iter()
+            .zip(&resolved)
+            .map(|(&(name, _, value), r)| (name, value, r.as_ref().map(|r| &r.1)))
+            .collect();
+        let launches = Self::update_launches(ps, graph, &values)?;
+        drop(values);
+        for ((((_, update), (name, kind, value)), resolved), launches) in
+            updates.iter().zip(checked).zip(resolved).zip(launches)
         {
-            let access = match kind {
-                SlotKind::Buffer { access, .. } => access,
-                _ => Access::Read,
+            let slots = ps.slots.get_mut(&graph).expect("looked up above");
+            let old = slots.value(name);
+            slots.set_value(name, value);
+            let change = match (value, old) {
+                (SlotValue::Scalar(v), _) => SlotChange::Scalar(v.bytes().to_vec()),
+                (SlotValue::Grid(grid), _) => SlotChange::Grid(grid),
+                (SlotValue::Buffer(to), Some(SlotValue::Buffer(from))) => {
+                    SlotChange::Rebind { from, to }
+                }
+                (SlotValue::Buffer(to), _) => SlotChange::Rebind { from: to, to },
             };
-            self.follow_rebind(ps, graph, name, buffer, key, access, location);
+            self.trace.push(Event::Update {
+                stream,
+                graph,
+                slot: name,
+                change,
+                launches,
+            });
+            if let (
+                SlotUpdate::Rebind { buffer, .. },
+                SlotValue::Buffer(key),
+                Some((location, _)),
+            ) = (update, value, resolved)
+            {
+                let access = match kind {
+                    SlotKind::Buffer { access, .. } => access,
+                    _ => Access::Read,
+                };
+                self.follow_rebind(ps, graph, name, buffer, key, access, location);
+            }
         }
         Ok(())
     }
@@ -377,8 +435,11 @@ impl<B: Backend> Inner<B> {
                     range,
                 }))
             }
+            (SlotUpdate::Grid(grid), SlotKind::Grid { .. }) if grid.contains(&0) => {
+                Err(refused(SlotMismatch::GridEmpty { given: *grid }))
+            }
             (SlotUpdate::Grid(grid), SlotKind::Grid { max }) => {
-                if grid.contains(&0) || grid.iter().zip(max).any(|(&g, m)| g > m) {
+                if grid.iter().zip(max).any(|(&g, m)| g > m) {
                     return Err(refused(SlotMismatch::GridPastMax { max, given: *grid }));
                 }
                 Ok(SlotValue::Grid(*grid))
@@ -390,21 +451,29 @@ impl<B: Backend> Inner<B> {
         }
     }
 
-    /// Hands every recorded launch using slot `name` to the backend again with `value`
-    /// (`resource`, a rebound buffer's), all or nothing: on a refusal the launches
-    /// already updated get their parameters back. Returns how many launches changed.
+    /// Hands every recorded launch using any of the slots `values` names to the backend
+    /// again, each once with every new value (a rebound buffer's resource beside its
+    /// value), all or nothing: on a refusal the launches already updated get their
+    /// parameters back. Returns how many launches each slot changed.
     fn update_launches(
         ps: &mut PooledStream<B>,
         graph: GraphId,
-        name: SlotName,
-        value: SlotValue,
-        resource: Option<&DeviceResource<B::Stream>>,
-    ) -> Result<usize, ServerError> {
+        values: &[(SlotName, SlotValue, Option<&DeviceResource<B::Stream>>)],
+    ) -> Result<Vec<usize>, ServerError> {
         let slots = ps.slots.get_mut(&graph).expect("looked up by the caller");
         let g = ps.graphs.get_mut(&graph).expect("looked up by the caller");
         let mut updated: Vec<(usize, SlottedLaunch<B>)> = Vec::new();
+        let mut counts = vec![0; values.len()];
         for (i, launch) in slots.launches.iter().enumerate() {
-            let Some(new) = launch.with_value(name, value, resource) else {
+            let mut new: Option<SlottedLaunch<B>> = None;
+            for (k, &(name, value, resource)) in values.iter().enumerate() {
+                let base = new.as_ref().unwrap_or(launch);
+                if let Some(changed) = base.with_value(name, value, resource) {
+                    new = Some(changed);
+                    counts[k] += 1;
+                }
+            }
+            let Some(new) = new else {
                 continue;
             };
             let sent = B::update_launch(
@@ -436,11 +505,10 @@ impl<B: Backend> Inner<B> {
             }
             updated.push((i, new));
         }
-        let launches = updated.len();
         for (i, new) in updated {
             slots.launches[i] = new;
         }
-        Ok(launches)
+        Ok(counts)
     }
 
     /// Rule 27 after slot `name` of `graph` was rebound to `key` of `buffer`: the graph

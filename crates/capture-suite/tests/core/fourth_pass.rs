@@ -406,3 +406,58 @@ fn i45_02_failing_work_met_through_a_captures_begin_claims_its_outputs() {
         "b's old bytes read as good"
     );
 }
+
+#[test]
+fn i45_09_slot_handles_set_several_slots_at_once_all_or_nothing_and_check_them_together() {
+    let _suite = suite_lock();
+    let dev = four();
+    let k = kernels(&dev);
+    let x = filled(&dev, S0, &[1; 4]);
+    let (a, b, c) = (
+        dev.alloc(S0, 16).unwrap(),
+        dev.alloc(S0, 16).unwrap(),
+        dev.alloc(S0, 16).unwrap(),
+    );
+    let g = dev
+        .capture(S0, |d| {
+            let side = d.fork(S0, S1)?;
+            d.launch(
+                S1,
+                &k.add_one,
+                [1, 1, 1],
+                &[Arg::read(&x), Arg::write(&a).slot("a")],
+                &[],
+            )?;
+            d.launch(
+                S0,
+                &k.add_one,
+                [1, 1, 1],
+                &[Arg::read(&x), Arg::write(&b).slot("b")],
+                &[],
+            )?;
+            d.join(side)
+        })
+        .unwrap();
+    let (slot_a, slot_b) = (g.buffer_slot("a").unwrap(), g.buffer_slot("b").unwrap());
+    // Either rebind onto c alone is no race; both at once make the two lanes write c.
+    let race = match g.update([slot_a.to(&c), slot_b.to(&c)]) {
+        Err(ServerError::SlotRefused(r)) => match r.mismatch {
+            SlotMismatch::BranchRace(race) => race,
+            other => panic!("refused for another reason: {other:?}"),
+        },
+        other => panic!("two rebinds racing together were accepted: {other:?}"),
+    };
+    assert_eq!(race.memory, c.id());
+    // Nothing changed: a and b are still the graph's outputs.
+    dev.write_values(S0, &x, 0, &[4u32; 4]).unwrap();
+    dev.replay(S0, &g, 1).unwrap();
+    assert_eq!(read(&dev, S0, &a).unwrap(), [5; 4]);
+    assert_eq!(read(&dev, S0, &b).unwrap(), [5; 4]);
+    // A slot named twice is refused; a handle's type is checked when it is taken.
+    assert!(g.update([slot_a.to(&c), slot_a.to(&b)]).is_err());
+    assert!(g.slot::<u32>("a").is_err(), "a buffer slot is no scalar");
+    // Each alone is accepted, and a later replay writes c.
+    g.update([slot_a.to(&c)]).unwrap();
+    dev.replay(S0, &g, 1).unwrap();
+    assert_eq!(read(&dev, S0, &c).unwrap(), [5; 4]);
+}
