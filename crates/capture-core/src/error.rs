@@ -459,6 +459,12 @@ impl From<BranchRace> for ServerError {
     }
 }
 
+impl From<Box<SlotRefused>> for ServerError {
+    fn from(refused: Box<SlotRefused>) -> Self {
+        ServerError::SlotRefused(refused)
+    }
+}
+
 impl From<SlotRefused> for ServerError {
     fn from(refused: SlotRefused) -> Self {
         ServerError::SlotRefused(Box::new(refused))

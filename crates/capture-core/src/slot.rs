@@ -448,13 +448,19 @@ impl SlotTable {
     }
 
     /// The definition of `name` in graph `graph`, or the refusal naming the slots it has.
-    pub(crate) fn find(&self, graph: GraphId, name: SlotName) -> Result<&SlotDef, SlotRefused> {
-        self.get(name).ok_or_else(|| SlotRefused {
-            subject: Subject::graph(graph),
-            slot: name,
-            mismatch: SlotMismatch::Unknown {
-                slots: self.names(),
-            },
+    pub(crate) fn find(
+        &self,
+        graph: GraphId,
+        name: SlotName,
+    ) -> Result<&SlotDef, Box<SlotRefused>> {
+        self.get(name).ok_or_else(|| {
+            Box::new(SlotRefused {
+                subject: Subject::graph(graph),
+                slot: name,
+                mismatch: SlotMismatch::Unknown {
+                    slots: self.names(),
+                },
+            })
         })
     }
 }

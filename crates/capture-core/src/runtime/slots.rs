@@ -318,7 +318,7 @@ impl<B: Backend> Inner<B> {
                 _ => None,
             });
         }
-        let values: Vec<(SlotName, SlotValue, Option<&DeviceResource<B::Stream>>)> = checked
+        let values: Vec<NewValue<'_, B::Stream>> = checked
             .iter()
             .zip(&resolved)
             .map(|(&(name, _, value), r)| (name, value, r.as_ref().map(|r| &r.1)))
@@ -458,7 +458,7 @@ impl<B: Backend> Inner<B> {
     fn update_launches(
         ps: &mut PooledStream<B>,
         graph: GraphId,
-        values: &[(SlotName, SlotValue, Option<&DeviceResource<B::Stream>>)],
+        values: &[NewValue<'_, B::Stream>],
     ) -> Result<Vec<usize>, ServerError> {
         let slots = ps.slots.get_mut(&graph).expect("looked up by the caller");
         let g = ps.graphs.get_mut(&graph).expect("looked up by the caller");
@@ -551,6 +551,9 @@ impl<B: Backend> Inner<B> {
         self.trace.push(pin);
     }
 }
+
+/// A slot's new value, with a rebound buffer's resource.
+type NewValue<'a, S> = (SlotName, SlotValue, Option<&'a DeviceResource<S>>);
 
 /// Slot `name` of `graph` refused for `mismatch`.
 fn refusal(graph: GraphId, name: SlotName, mismatch: SlotMismatch) -> ServerError {
