@@ -27,7 +27,7 @@ struct Run {
     needs: Needs,
 }
 
-const RUNS: [Run; 11] = [
+const RUNS: [Run; 14] = [
     Run {
         package: "capture-graphs",
         example: "quick_start",
@@ -80,6 +80,24 @@ const RUNS: [Run; 11] = [
         package: "capture-graphs",
         example: "moe_step",
         args: &["--backend", "cuda", "--tokens", "16"],
+        needs: Needs::Cuda,
+    },
+    Run {
+        package: "capture-graphs",
+        example: "paged_step",
+        args: &["--tokens", "12"],
+        needs: Needs::Nothing,
+    },
+    Run {
+        package: "capture-graphs",
+        example: "paged_step",
+        args: &["--backend", "vulkan", "--tokens", "12", "--validation"],
+        needs: Needs::Vulkan,
+    },
+    Run {
+        package: "capture-graphs",
+        example: "paged_step",
+        args: &["--backend", "cuda", "--tokens", "12"],
         needs: Needs::Cuda,
     },
     Run {

@@ -34,6 +34,10 @@ into DIR (default target/gpu-bundle, replaced when it holds an earlier bundle):
   engine-step  the facade's engine example (examples/engine_step.rs, --features
                cudarc,vulkan): own kernels with scalars, a library call through foreign
                work, imported weights, captured and replayed per token
+  moe-step     the facade's MoE example (examples/moe_step.rs): two experts forked onto
+               two streams in one graph
+  paged-step   the facade's paged example (examples/paged_step.rs): a decode step over a
+               paged KV cache changed per token through its slots, in a graph pool
   snapshots/   the scenario suite's shared snapshots (CAPTURE_SNAPSHOTS points here)
   run.sh       runs them all with CUDA required; ends `bundle: N passed, M failed`
                (xtask/gpu/run.sh, as checked in)
@@ -69,12 +73,19 @@ const TESTS: [(Target, &str); 4] = [
 /// The capture program, and its name in the bundle.
 const PROGRAM: (Target, &str) = (Target::bin("capture-cli", "capture"), "capture");
 
-/// The facade's engine example (its CUDA path through cudarc), and its name in the
-/// bundle.
-const ENGINE_EXAMPLE: (Target, &str) = (
-    Target::example("capture-graphs", "engine_step"),
-    "engine-step",
-);
+/// The facade's examples the bundle carries (built with `cudarc,vulkan`: the engine
+/// example's CUDA path goes through cudarc), and their names in it.
+const EXAMPLES: [(Target, &str); 3] = [
+    (
+        Target::example("capture-graphs", "engine_step"),
+        "engine-step",
+    ),
+    (Target::example("capture-graphs", "moe_step"), "moe-step"),
+    (
+        Target::example("capture-graphs", "paged_step"),
+        "paged-step",
+    ),
+];
 
 /// Where the shared snapshots live in the source tree (compiled into capture-suite).
 pub(crate) const SNAPSHOTS: &str = "crates/capture-suite/snapshots";
@@ -123,7 +134,7 @@ pub(crate) fn build(out: &Path, release: bool) -> Result<()> {
     check_replaceable(out)?;
     let tests = build_tests(release)?;
     let (capture, no_cuda_demo) = build_capture(release)?;
-    let engine = build_engine_example(release)?;
+    let examples = build_examples(release)?;
     let out = out.to_path_buf();
 
     prepare(&out)?;
@@ -131,7 +142,9 @@ pub(crate) fn build(out: &Path, release: bool) -> Result<()> {
         copy(exe, &out.join(name))?;
     }
     copy(&capture, &out.join(PROGRAM.1))?;
-    copy(&engine, &out.join(ENGINE_EXAMPLE.1))?;
+    for (exe, name) in &examples {
+        copy(exe, &out.join(name))?;
+    }
     let snapshots = root.join(SNAPSHOTS);
     let copied = copy_snapshots(&snapshots, &out.join("snapshots"))?;
 
@@ -259,31 +272,31 @@ fn build_capture(release: bool) -> Result<(PathBuf, Option<String>)> {
     bail!("the capture program did not build, with or without CUDA")
 }
 
-/// Builds the facade's engine example with CUDA (through cudarc, loaded at run time, so
-/// no toolkit is needed) and Vulkan.
-fn build_engine_example(release: bool) -> Result<PathBuf> {
-    let (example, _) = ENGINE_EXAMPLE;
-    let mut args = vec![
-        "build",
-        "-p",
-        example.package,
-        "--example",
-        example.name,
-        "--features",
-        "cudarc,vulkan",
-    ];
+/// Builds the facade's [`EXAMPLES`] with CUDA (through cudarc, loaded at run time, so no
+/// toolkit is needed) and Vulkan; each one's executable and name in the bundle.
+fn build_examples(release: bool) -> Result<Vec<(PathBuf, &'static str)>> {
+    let mut args = vec!["build", "-p", "capture-graphs"];
+    for (example, _) in &EXAMPLES {
+        args.extend(["--example", example.name]);
+    }
+    args.extend(["--features", "cudarc,vulkan"]);
     if release {
         args.push("--release");
     }
     let (ok, messages) = json_messages(&format!("cargo {}", args.join(" ")), cargo(&args))?;
     let built: Vec<Executable> = messages.iter().filter_map(executable).collect();
-    match find(&built, &example, false) {
-        Some(exe) if ok => Ok(exe),
-        _ => bail!(
-            "the engine example did not build (cargo {})",
-            args.join(" ")
-        ),
+    let mut found = Vec::new();
+    for (example, name) in EXAMPLES {
+        match find(&built, &example, false) {
+            Some(exe) if ok => found.push((exe, name)),
+            _ => bail!(
+                "the example {} did not build (cargo {})",
+                example.name,
+                args.join(" ")
+            ),
+        }
     }
+    Ok(found)
 }
 
 /// Fails unless `out` is absent, empty, or an earlier bundle (it holds a `run.sh`).
@@ -418,6 +431,10 @@ It prints nvidia-smi, then runs
   capture decode --buckets 1,2,4,8 --backend vulkan  the same, with libvulkan.so.1
   engine-step --backend cuda     the engine example on CUDA (its kernels, its library
                                  call on the raw stream, its cudarc weights imported)
+  moe-step --backend cuda        the MoE example: experts forked onto two CUDA streams
+                                 in one graph, against eager and one stream
+  paged-step --backend cuda      the paged example: a position slot and a KV page
+                                 rebound per token, two graphs in one graph pool
 and ends with `bundle: N passed, M failed` (exit status non-zero on any failure).
 Each step runs under a timeout (--step-timeout S, default 150) and writes its output to
 logs/NN-step.log beside run.sh (--logs DIR to put them elsewhere), with summary.txt;
@@ -509,7 +526,7 @@ mod tests {
             "capture-cuda's `it` is not built"
         );
         assert_eq!(find(&built, &PROGRAM.0, false), path("capture"));
-        assert_eq!(find(&built, &ENGINE_EXAMPLE.0, false), path("engine_step"));
+        assert_eq!(find(&built, &EXAMPLES[0].0, false), path("engine_step"));
         assert_eq!(
             find(&built, &PROGRAM.0, true),
             None,
@@ -519,7 +536,13 @@ mod tests {
 
     #[test]
     fn run_sh_runs_every_bundled_binary_and_has_no_placeholder() {
-        for name in TESTS.iter().map(|(_, name)| *name).chain([PROGRAM.1]) {
+        let examples = EXAMPLES.iter().map(|(_, name)| *name);
+        for name in TESTS
+            .iter()
+            .map(|(_, name)| *name)
+            .chain([PROGRAM.1])
+            .chain(examples)
+        {
             assert!(
                 RUN_SH.contains(&format!("./{name}")),
                 "run.sh does not run {name}"
@@ -610,6 +633,14 @@ mod tests {
             (
                 "engine-step",
                 "echo \"engine-step $*\" >> calls; echo 'engine_step on cuda: fake'".to_string(),
+            ),
+            (
+                "moe-step",
+                "echo \"moe-step $*\" >> calls; echo 'moe_step on cuda: fake'".to_string(),
+            ),
+            (
+                "paged-step",
+                "echo \"paged-step $*\" >> calls; echo 'paged_step on cuda: fake'".to_string(),
             ),
             (
                 "capture",
@@ -716,6 +747,8 @@ mod tests {
             "{calls}"
         );
         assert!(calls.contains("engine-step --backend cuda\n"), "{calls}");
+        assert!(calls.contains("moe-step --backend cuda\n"), "{calls}");
+        assert!(calls.contains("paged-step --backend cuda\n"), "{calls}");
         assert!(
             calls.contains("decode cuBLAS required: 1\n"),
             "on a GPU the decoder must run its products through cuBLAS:\n{calls}"
@@ -793,7 +826,9 @@ mod tests {
         assert!(ok, "{text}");
         assert!(text.contains("(--driver-model: expected)"), "{text}");
         assert!(
-            calls.contains("capture bench --backend cuda --rows 64x150 --passes 4\n"),
+            calls.contains(
+                "capture bench --backend cuda --rows 64x150,fork,update,decode --passes 4\n"
+            ),
             "{calls}"
         );
         assert!(text.contains("torch CUDA graph: skipped"), "{text}");

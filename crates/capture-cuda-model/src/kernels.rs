@@ -125,6 +125,8 @@ pub fn find_params(entry: &str) -> Option<ParamKernel> {
         "engine_temperature" => Some(ParamKernel {
             f: engine_temperature,
         }),
+        "paged_append" => Some(ParamKernel { f: paged_append }),
+        "paged_attend" => Some(ParamKernel { f: paged_attend }),
         _ => None,
     }
 }
@@ -349,6 +351,43 @@ fn engine_temperature(l: &ParamLaunch, memory: &mut dyn Memory) -> Result<(), St
     Ok(())
 }
 
+/// `paged_append(h, page, row, dim)`: `page[row * dim + i] = h[i]` for `i < dim` (the
+/// paged example's, `examples/paged_step.cu`).
+fn paged_append(l: &ParamLaunch, memory: &mut dyn Memory) -> Result<(), String> {
+    l.expect("paged_append", &[8, 8, 4, 4])?;
+    let (row, dim) = (l.word(2)? as usize, l.word(3)? as usize);
+    let dim = dim.min(threads_x(l));
+    let h = floats(memory, "paged_append", "h", l.word(0)?, dim)?;
+    let page = floats(memory, "paged_append", "page", l.word(1)?, (row + 1) * dim)?;
+    let values = read_f32s(memory, h);
+    let target = Range {
+        address: page.address + (row * dim * 4) as u64,
+        bytes: dim * 4,
+    };
+    memory.write(target, &to_bytes(values.into_iter()));
+    Ok(())
+}
+
+/// `paged_attend(page, out, pos, dim)`: `out[i]` the mean of `page[r * dim + i]` over
+/// `r <= pos`, rows in order (the paged example's).
+fn paged_attend(l: &ParamLaunch, memory: &mut dyn Memory) -> Result<(), String> {
+    l.expect("paged_attend", &[8, 8, 4, 4])?;
+    let (pos, dim) = (l.word(2)? as usize, l.word(3)? as usize);
+    let dim = dim.min(threads_x(l));
+    let page = floats(memory, "paged_attend", "page", l.word(0)?, (pos + 1) * dim)?;
+    let out = floats(memory, "paged_attend", "out", l.word(1)?, dim)?;
+    let rows = read_f32s(memory, page);
+    let means = (0..dim).map(|i| {
+        let mut acc = 0.0f32;
+        for r in 0..=pos {
+            acc += rows[r * dim + i];
+        }
+        acc / (pos + 1) as f32
+    });
+    memory.write(out, &to_bytes(means));
+    Ok(())
+}
+
 /// One buffer a launch names: where it starts and how many bytes.
 #[derive(Clone, Copy, Debug)]
 pub struct Range {
@@ -472,6 +511,8 @@ mod tests {
             "engine_affine",
             "engine_gemv",
             "engine_temperature",
+            "paged_append",
+            "paged_attend",
         ] {
             assert!(find_params(entry).is_some(), "{entry}");
         }

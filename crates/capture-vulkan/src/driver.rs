@@ -646,13 +646,14 @@ impl Builtins for VulkanBackend {
 /// (after a `SKIP:` line naming `what`) when none opens and none is required.
 #[cfg(test)]
 fn test_backend(what: &str) -> Option<(VulkanBackend, bool)> {
-    let required = std::env::var("CAPTURE_REQUIRE_VULKAN").is_ok_and(|v| v == "1");
+    let device = std::env::var("CAPTURE_REQUIRE_VULKAN").is_ok_and(|v| v == "1" || v == "device");
+    let layer = std::env::var("CAPTURE_REQUIRE_VULKAN").is_ok_and(|v| v == "1");
     match VulkanBackend::new(VulkanOptions {
         validation: true,
         ..VulkanOptions::from_env()
     }) {
-        Ok(b) => Some((b, required)),
-        Err(e) if required => panic!("CAPTURE_REQUIRE_VULKAN=1 and {e}"),
+        Ok(b) => Some((b, layer)),
+        Err(e) if device => panic!("CAPTURE_REQUIRE_VULKAN is set and {e}"),
         Err(e) => {
             println!("SKIP: {what}: {e}");
             None

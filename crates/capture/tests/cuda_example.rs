@@ -54,3 +54,13 @@ fn the_engine_example_ships_the_ptx_nvrtc_makes_of_its_source() {
         &["engine_affine", "engine_gemv", "engine_temperature"],
     );
 }
+
+#[test]
+fn the_paged_example_ships_the_ptx_nvrtc_makes_of_its_source() {
+    ships_what_nvrtc_makes(
+        "paged_step",
+        include_str!("../examples/paged_step.cu"),
+        include_str!("../examples/paged_step.compute_80.ptx"),
+        &["paged_append", "paged_attend"],
+    );
+}

@@ -100,7 +100,7 @@ impl Caller {
     fn open(what: &str, api_version: u32, timeline: bool) -> Option<Caller> {
         match Self::try_open(api_version, timeline) {
             Ok(caller) => Some(caller),
-            Err(why) if support::required() => panic!("CAPTURE_REQUIRE_VULKAN=1 and {why}"),
+            Err(why) if support::required() => panic!("CAPTURE_REQUIRE_VULKAN is set and {why}"),
             Err(why) => {
                 println!("SKIP: {what}: {why}");
                 None
@@ -117,7 +117,7 @@ impl Caller {
         let validation = layers
             .iter()
             .any(|l| l.layer_name_as_c_str().is_ok_and(|n| n == VALIDATION));
-        if support::required() {
+        if support::layer_required() {
             assert!(
                 validation,
                 "CAPTURE_REQUIRE_VULKAN=1 but the Khronos validation layer is not installed"
@@ -399,7 +399,7 @@ fn shared() -> &'static Result<Caller, String> {
 pub(crate) fn shared_backend() -> Result<VulkanBackend, String> {
     match shared() {
         Ok(caller) => Ok(adopt(caller, None)),
-        Err(why) if support::required() => panic!("CAPTURE_REQUIRE_VULKAN=1 and {why}"),
+        Err(why) if support::required() => panic!("CAPTURE_REQUIRE_VULKAN is set and {why}"),
         Err(why) => Err(why.clone()),
     }
 }

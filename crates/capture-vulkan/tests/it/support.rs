@@ -1,11 +1,19 @@
 //! Opening the backend for tests: validation on whenever installed, `SKIP:` when Vulkan
-//! is missing unless `CAPTURE_REQUIRE_VULKAN=1`, and the check that the layer said
-//! nothing.
+//! is missing unless `CAPTURE_REQUIRE_VULKAN` is set (`1`: a device and the Khronos
+//! validation layer; `device`: a device, the layer where installed, as on a GPU machine
+//! without it), and the check that the layer said nothing.
 
 use capture_vulkan::{MemoryMode, VulkanBackend, VulkanOptions};
 
-/// Whether the environment requires Vulkan (a missing one then fails the tests).
+/// Whether the environment requires a Vulkan device (a missing one then fails the
+/// tests): `CAPTURE_REQUIRE_VULKAN=1` or `=device`.
 pub(crate) fn required() -> bool {
+    std::env::var("CAPTURE_REQUIRE_VULKAN").is_ok_and(|v| v == "1" || v == "device")
+}
+
+/// Whether the environment requires the Khronos validation layer too:
+/// `CAPTURE_REQUIRE_VULKAN=1`.
+pub(crate) fn layer_required() -> bool {
     std::env::var("CAPTURE_REQUIRE_VULKAN").is_ok_and(|v| v == "1")
 }
 
@@ -32,7 +40,7 @@ pub(crate) fn with(options: VulkanOptions) -> Result<VulkanBackend, String> {
                 b.memory_choice(),
                 if b.validation_enabled() { "on" } else { "off" }
             );
-            if required() {
+            if layer_required() {
                 assert!(
                     b.validation_enabled(),
                     "CAPTURE_REQUIRE_VULKAN=1 but the Khronos validation layer is not enabled"
@@ -40,7 +48,7 @@ pub(crate) fn with(options: VulkanOptions) -> Result<VulkanBackend, String> {
             }
             Ok(b)
         }
-        Err(e) if required() => panic!("CAPTURE_REQUIRE_VULKAN=1 and {e}"),
+        Err(e) if required() => panic!("CAPTURE_REQUIRE_VULKAN is set and {e}"),
         Err(e) => Err(e.to_string()),
     }
 }
