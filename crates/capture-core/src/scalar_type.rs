@@ -64,7 +64,8 @@ impl std::fmt::Display for ScalarType {
     }
 }
 
-/// A type [`Param::scalar`] declares: a number, or an array of numbers of one type.
+/// A type [`Param::scalar`](crate::Param::scalar) declares: a number, or an array of numbers
+/// of one type.
 pub trait ScalarParam {
     /// The type of its fields.
     const ELEMENT: ScalarType;
