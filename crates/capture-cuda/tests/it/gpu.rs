@@ -64,6 +64,7 @@ fn user_ptx_whose_parameters_differ_from_its_signature_is_refused() {
     };
     let dev = device(&b);
     let x = dev.alloc(S0, 256).unwrap();
+    let y = dev.alloc(S0, 256).unwrap();
     dev.write(S0, &x, 0, vec![0u8; 256]).unwrap();
     let wrong = dev.kernel(user_fill(&b, KernelSignature::new(2, Builtin::INFO_WORDS)));
     let err = dev
@@ -71,7 +72,7 @@ fn user_ptx_whose_parameters_differ_from_its_signature_is_refused() {
             S0,
             &wrong,
             [1, 1, 1],
-            &[Arg::write(&x), Arg::write(&x)],
+            &[Arg::write(&x), Arg::write(&y)],
             &Builtin::Fill.info(64, 1.0),
         )
         .unwrap_err();
