@@ -67,8 +67,15 @@ pub(crate) struct Window {
     /// Launches and work recorded so far: the next one's place (the core's `node`).
     nodes: u64,
     /// Secondaries an update replaced, each with the timeline value of the last
-    /// submission that may execute it.
-    retired: Vec<(u64, vk::CommandBuffer)>,
+    /// submission that may execute it, and the set an update took for it (its own).
+    retired: Vec<Retired>,
+    /// Beside each of `cmds`, the set an update recorded it with, which no other launch
+    /// shares: it goes to `free_sets` when the secondary retires.
+    owned_sets: Vec<Option<(vk::DescriptorSetLayout, vk::DescriptorSet)>>,
+    /// Sets of retired secondaries, which no pending submission can use: an update
+    /// rewrites one of its layout before it allocates another, so a loop of rebinds
+    /// holds as many sets as replays in flight, not one per update.
+    free_sets: Vec<(vk::DescriptorSetLayout, vk::DescriptorSet)>,
     /// Where barriers go once the window forked branches (rule 28).
     order: LaneOrder,
 }
@@ -82,7 +89,17 @@ impl Window {
     fn push(&mut self, cmd: vk::CommandBuffer, node: Option<u64>) {
         self.cmds.push(cmd);
         self.nodes_of.push(node);
+        self.owned_sets.push(None);
     }
+}
+
+/// A secondary an update replaced: the last submission that may execute it, and its
+/// own set.
+#[derive(Clone, Copy)]
+struct Retired {
+    value: u64,
+    cmd: vk::CommandBuffer,
+    set: Option<(vk::DescriptorSetLayout, vk::DescriptorSet)>,
 }
 
 /// A submitted batch: its timeline value, command buffer, descriptor pools, and what the
@@ -448,22 +465,37 @@ impl Lane {
                 )),
             ));
         };
+        // What no pending submission may execute any more goes first: its command
+        // buffer freed, its own set back to the free list this update may take.
+        let reached = raw::reached(&self.gpu, b.semaphore)?;
+        let pool = b.pool;
+        let free_sets = &mut window.free_sets;
+        window.retired.retain(|r| {
+            let done = r.value <= reached;
+            if done {
+                raw::free_command_buffer(&self.gpu, pool, r.cmd);
+                free_sets.extend(r.set);
+            }
+            !done
+        });
         let per_pool = self.config.sets_per_pool;
         let set = window
             .sets
-            .set(&self.gpu, per_pool, None, kernel, buffers)?;
-        let cmd = self.recorded_alone(&b, kernel, set, push, grid)?;
-        let old = std::mem::replace(&mut window.cmds[at], cmd);
-        window.retired.push((b.submitted, old));
-        // What no pending submission may execute any more goes now.
-        let reached = raw::reached(&self.gpu, b.semaphore)?;
-        let pool = b.pool;
-        window.retired.retain(|&(value, cmd)| {
-            let done = value <= reached;
-            if done {
-                raw::free_command_buffer(&self.gpu, pool, cmd);
+            .owned(&self.gpu, per_pool, &mut window.free_sets, kernel, buffers)?;
+        let cmd = match self.recorded_alone(&b, kernel, set, push, grid) {
+            Ok(cmd) => cmd,
+            Err(e) => {
+                // Recorded nowhere: the set is free again.
+                window.free_sets.push((kernel.set_layout, set));
+                return Err(e);
             }
-            !done
+        };
+        let old = std::mem::replace(&mut window.cmds[at], cmd);
+        let old_set = window.owned_sets[at].replace((kernel.set_layout, set));
+        window.retired.push(Retired {
+            value: b.submitted,
+            cmd: old,
+            set: old_set,
         });
         Ok(())
     }
@@ -678,6 +710,8 @@ impl Lane {
             kept: Vec::new(),
             nodes: 0,
             retired: Vec::new(),
+            owned_sets: Vec::new(),
+            free_sets: Vec::new(),
             order: LaneOrder::default(),
         });
         Ok(())
@@ -718,8 +752,8 @@ impl Lane {
         for &cmd in &window.cmds {
             raw::free_command_buffer(&self.gpu, b.pool, cmd);
         }
-        for &(_, cmd) in &window.retired {
-            raw::free_command_buffer(&self.gpu, b.pool, cmd);
+        for r in &window.retired {
+            raw::free_command_buffer(&self.gpu, b.pool, r.cmd);
         }
         for &pool in window.sets.pools() {
             raw::destroy_descriptor_pool(&self.gpu, pool);

@@ -1169,6 +1169,19 @@ pub(crate) fn descriptor_set(
         }
         e => return Err(vk_error("vkAllocateDescriptorSets", e)),
     }
+    write_descriptor_set(gpu, set, buffers);
+    Ok(Some(set))
+}
+
+/// Points `set`'s storage bindings at `buffers`, in order. The set must be one no
+/// pending or recording command buffer uses (a fresh one, or one whose last user's
+/// submissions have all run): the caller keeps that, and `descriptor_set` calls it for a
+/// set it just allocated.
+pub(crate) fn write_descriptor_set(
+    gpu: &Gpu,
+    set: vk::DescriptorSet,
+    buffers: &[(vk::Buffer, u64, u64)],
+) {
     let mut infos = [vk::DescriptorBufferInfo::default(); MAX_BINDINGS];
     for (info, &(buffer, offset, range)) in infos.iter_mut().zip(buffers) {
         *info = vk::DescriptorBufferInfo {
@@ -1190,10 +1203,10 @@ pub(crate) fn descriptor_set(
             .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
             .buffer_info(std::slice::from_ref(info));
     }
-    // SAFETY: the set was just allocated and is not in use; the buffers are live pages.
+    // SAFETY: no command buffer that may still execute uses the set (this function's
+    // contract); the buffers are live pages; `writes` point into `infos`, alive here.
     unsafe {
         gpu.device
-            .update_descriptor_sets(&writes[..buffers.len()], &[])
+            .update_descriptor_sets(&writes[..buffers.len().min(MAX_BINDINGS)], &[])
     };
-    Ok(Some(set))
 }

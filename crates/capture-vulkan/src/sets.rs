@@ -79,6 +79,36 @@ impl SetPools {
         Ok(set)
     }
 
+    /// A set for `kernel` pointing at `buffers` that no other launch shares: one of
+    /// `free` (sets of the same layout whose last users have run) rewritten, else a new
+    /// one, never one of the cached sets. What an update of a slot's launch takes, so
+    /// the set can go back to `free` once the secondary it was recorded in retires.
+    pub(crate) fn owned(
+        &mut self,
+        gpu: &Gpu,
+        per_pool: u32,
+        free: &mut Vec<(vk::DescriptorSetLayout, vk::DescriptorSet)>,
+        kernel: &KernelObjects,
+        buffers: &[(vk::Buffer, u64, u64)],
+    ) -> Result<vk::DescriptorSet, ServerError> {
+        if buffers.len() > raw::MAX_BINDINGS {
+            return Err(ServerError::invalid(
+                "kernel bindings",
+                buffers.len(),
+                format!(
+                    "a descriptor set binds at most {} buffers",
+                    raw::MAX_BINDINGS
+                ),
+            ));
+        }
+        if let Some(at) = free.iter().position(|(l, _)| *l == kernel.set_layout) {
+            let (_, set) = free.swap_remove(at);
+            raw::write_descriptor_set(gpu, set, buffers);
+            return Ok(set);
+        }
+        self.fresh(gpu, per_pool, None, kernel, buffers)
+    }
+
     /// A newly written set (see [`set`](Self::set)).
     fn fresh(
         &mut self,
