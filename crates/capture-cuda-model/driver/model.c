@@ -34,13 +34,25 @@
  *   joining a capture by waiting on an event recorded in it (a fork), the capture ended
  *   on its origin alone (CUDA_ERROR_STREAM_CAPTURE_UNMATCHED on a joined stream) and
  *   refused with CUDA_ERROR_STREAM_CAPTURE_UNJOINED where a joined stream's last node is
- *   not ordered before the origin's end by events; graphs of kernel and
- *   copy nodes, their node queries, instantiation, upload, launch and destruction (an
- *   executable destroyed with launches queued is freed after them);
+ *   not ordered before the origin's end by events (the unjoined stream then stays in a
+ *   capture of its own, invalidated, until its own cuStreamEndCapture: cuda.h documents
+ *   no release of it by the origin's end); graphs of kernel and copy nodes with their
+ *   dependencies as stream capture makes them (a node depends on its stream's frontier,
+ *   a wait on an event recorded in the capture adds the recorder's frontier, a fork
+ *   starts from it; cuStreamGetCaptureInfo answers with the stream's own frontier), their
+ *   node and edge queries (cuGraphGetEdges_v2, a programmatic launch's edge from a kernel
+ *   node typed CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC), instantiation, upload, launch and
+ *   destruction (an executable destroyed with launches queued is freed after them); a
+ *   graph launch runs its nodes in an order its edges allow and the recording's does not
+ *   suggest (always the ready node recorded last), so an edge left out shows as wrong
+ *   bytes;
  * - cuLaunchKernelEx with CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
  *   (programmatic dependent launch: the kernel may start while the kernel before it in
  *   the stream finishes, and waits for it itself). The model runs every stream in order,
- *   which is one schedule the driver allows, so the attribute changes no result; it is
+ *   which is one schedule the driver allows, so the attribute changes no result, except
+ *   for a kernel whose PTX never waits (no griddepcontrol.wait in its body: it would read
+ *   its predecessor's outputs before they are written), whose run faults naming it
+ *   (CUDA_ERROR_ILLEGAL_INSTRUCTION; a cubin's SASS is not read); it is
  *   validated (an attribute id outside cuda.h's enum is CUDA_ERROR_INVALID_VALUE, as is a
  *   config or attribute list that is NULL where it is needed) and kept with the launch:
  *   on a queued kernel, and, captured, on its graph node (the programmatic edge from the
@@ -309,6 +321,9 @@ struct function {
     size_t *sizes;
     size_t param_bytes;
     int max_dynamic_shared;
+    /* Whether its code waits for its grid dependency (PTX `griddepcontrol.wait` in its
+       body); a cubin's SASS is not read, and its functions count as waiting. */
+    int waits_for_grid;
 };
 
 struct module {
@@ -428,6 +443,10 @@ static CUresult load_ptx(struct module *m, const char *text) {
                *name_end != '\t' && *name_end != '\r')
             name_end++;
         struct function *f = new_function(m, name, (size_t)(name_end - name));
+        /* Its body runs to the next entry: does it wait for its grid dependency? */
+        const char *next = strstr(name_end, ".entry");
+        const char *wait = strstr(name_end, "griddepcontrol.wait");
+        f->waits_for_grid = wait && (!next || wait < next);
         const char *open = skip_space(name_end);
         if (*open != '(') continue; /* no parameters */
         const char *close = strchr(open, ')');
@@ -469,7 +488,9 @@ static CUresult load_cubin(struct module *m, const unsigned char *d) {
     for (unsigned i = 0; i < shnum; i++) {
         const unsigned char *s = d + shoff + (uint64_t)i * shentsize;
         const char *name = strtab + rd32(s);
-        if (!strncmp(name, ".text.", 6)) new_function(m, name + 6, strlen(name + 6));
+        /* A cubin's SASS is not read: its functions count as waiting for their grid
+           dependency (the backend refuses a user cubin that says it does). */
+        if (!strncmp(name, ".text.", 6)) new_function(m, name + 6, strlen(name + 6))->waits_for_grid = 1;
     }
     /* Their parameters are the KPARAM_INFO records (format 4, attribute 0x17) of
        .nv.info.<name>: an index, an ordinal, an offset, and the size in bits 18..31. */
@@ -598,10 +619,16 @@ static struct work *copy_work(const struct work *w) {
     return c;
 }
 
+/* A graph node: its work and the nodes it depends on, each edge of the default type or
+   programmatic (CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC: a programmatic launch after a
+   kernel node). */
 struct node {
     struct header h;
     struct graph *graph;
     struct work *work;
+    size_t ndeps;
+    struct node **deps;
+    unsigned char *dep_type;
 };
 
 struct graph {
@@ -618,24 +645,47 @@ struct exec {
     struct work **works;
     /* The node of the graph each work was instantiated from (what an update names). */
     struct node **nodes;
+    /* Per work, how many works it depends on, and the works that depend on it (indices):
+       a launch runs them in an order the edges allow, never the recording's alone. */
+    size_t *indegree;
+    size_t *nsucc;
+    size_t **succ;
     unsigned long long pending; /* launches queued and not yet run */
     int destroyed;
 };
 
-static void graph_add(struct graph *g, struct work *w) {
+/* Adds a node of `w` to `g` after the `ndeps` nodes `deps`; with `programmatic` (a
+   programmatic launch), each edge from a kernel node is a programmatic one. */
+static struct node *graph_add(struct graph *g, struct work *w, struct node **deps, size_t ndeps,
+                              int programmatic) {
     struct node *n = xmalloc(sizeof *n);
+    memset(n, 0, sizeof *n);
     n->h.kind = K_NODE;
     n->graph = g;
     n->work = w;
+    if (ndeps) {
+        n->deps = xmalloc(ndeps * sizeof *n->deps);
+        n->dep_type = xmalloc(ndeps);
+        for (size_t i = 0; i < ndeps; i++) {
+            n->deps[i] = deps[i];
+            n->dep_type[i] = programmatic && deps[i]->work->kind == W_KERNEL
+                                 ? CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC
+                                 : CU_GRAPH_DEPENDENCY_TYPE_DEFAULT;
+        }
+        n->ndeps = ndeps;
+    }
     g->nodes = xrealloc(g->nodes, (g->count + 1) * sizeof *g->nodes);
     g->nodes[g->count++] = n;
     live_put(n);
+    return n;
 }
 
 static void free_graph(struct graph *g) {
     for (size_t i = 0; i < g->count; i++) {
         live_remove(g->nodes[i]);
         free_work(g->nodes[i]->work);
+        free(g->nodes[i]->deps);
+        free(g->nodes[i]->dep_type);
         free(g->nodes[i]);
     }
     free(g->nodes);
@@ -643,9 +693,15 @@ static void free_graph(struct graph *g) {
 }
 
 static void free_exec(struct exec *x) {
-    for (size_t i = 0; i < x->count; i++) free_work(x->works[i]);
+    for (size_t i = 0; i < x->count; i++) {
+        free_work(x->works[i]);
+        free(x->succ[i]);
+    }
     free(x->works);
     free(x->nodes);
+    free(x->indegree);
+    free(x->nsucc);
+    free(x->succ);
     free(x);
 }
 
@@ -667,6 +723,10 @@ struct capture {
     size_t members;
     struct stream *member[MAX_CAPTURE_STREAMS];
     unsigned long long clock[MAX_CAPTURE_STREAMS][MAX_CAPTURE_STREAMS];
+    /* Each member's frontier: the nodes its next node depends on (what
+       cuStreamGetCaptureInfo reports for that stream). */
+    size_t fcount[MAX_CAPTURE_STREAMS];
+    struct node **front[MAX_CAPTURE_STREAMS];
 };
 
 struct stream {
@@ -696,6 +756,9 @@ struct event {
     int captured_ever;        /* last recorded in a capture (which may have ended) */
     /* The recording member's clock when it was recorded in a capture. */
     unsigned long long clock[MAX_CAPTURE_STREAMS];
+    /* And its frontier then: what a stream waiting on it in the capture follows. */
+    size_t fcount;
+    struct node **front;
 };
 
 static struct event **events; /* live events, to forget a capture that ends */
@@ -824,6 +887,34 @@ static void fault(struct ctx *ctx, CUresult code, const char *format, ...) {
 
 static void run_stream(struct stream *s, unsigned long long upto);
 
+/* A max-heap of node indices: the ready node recorded last comes out first. */
+static void heap_push(size_t *heap, size_t *n, size_t v) {
+    size_t i = (*n)++;
+    heap[i] = v;
+    while (i && heap[(i - 1) / 2] < heap[i]) {
+        size_t p = (i - 1) / 2, t = heap[p];
+        heap[p] = heap[i];
+        heap[i] = t;
+        i = p;
+    }
+}
+
+static size_t heap_pop(size_t *heap, size_t *n) {
+    size_t top = heap[0];
+    heap[0] = heap[--*n];
+    for (size_t i = 0;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < *n && heap[l] > heap[m]) m = l;
+        if (r < *n && heap[r] > heap[m]) m = r;
+        if (m == i) break;
+        size_t t = heap[m];
+        heap[m] = heap[i];
+        heap[i] = t;
+        i = m;
+    }
+    return top;
+}
+
 static void run_work(struct stream *s, struct work *w) {
     struct ctx *ctx = s->ctx;
     if (ctx->sticky) {
@@ -839,6 +930,17 @@ static void run_work(struct stream *s, struct work *w) {
         if (!live_has(f) || !f->module->loaded) {
             fault(ctx, CUDA_ERROR_INVALID_HANDLE,
                   "kernel %s ran after its module was unloaded", w->u.kernel.entry);
+            return;
+        }
+        if (w->u.kernel.programmatic && !f->waits_for_grid) {
+            /* Started while its predecessor finishes, a kernel that never waits for its
+               grid dependency reads bytes not yet written: on a GPU wrong results, here
+               a fault naming it. */
+            fault(ctx, CUDA_ERROR_ILLEGAL_INSTRUCTION,
+                  "kernel %s was launched programmatically, but its code never waits for "
+                  "its grid dependency (griddepcontrol.wait): it may read its "
+                  "predecessor's outputs before they are written",
+                  f->name);
             return;
         }
         size_t libs;
@@ -903,9 +1005,26 @@ static void run_work(struct stream *s, struct work *w) {
     case W_RECORD:
         return;
     case W_GRAPH: {
+        /* The nodes in an order the graph's edges allow and the recording's does not
+           suggest: always the ready node recorded last. Nodes no edge orders may run in
+           any order on a GPU; a wrong edge shows here as wrong bytes. */
         struct exec *x = w->u.graph.exec;
-        for (size_t i = 0; i < w->u.graph.count && !ctx->sticky; i++)
+        size_t n = w->u.graph.count;
+        size_t *waiting = xmalloc((n ? n : 1) * sizeof *waiting);
+        size_t *ready = xmalloc((n ? n : 1) * sizeof *ready);
+        size_t nready = 0;
+        for (size_t i = 0; i < n; i++) {
+            waiting[i] = x->indegree[i];
+            if (!waiting[i]) heap_push(ready, &nready, i);
+        }
+        while (nready && !ctx->sticky) {
+            size_t i = heap_pop(ready, &nready);
             run_work(s, w->u.graph.works[i]);
+            for (size_t k = 0; k < x->nsucc[i]; k++)
+                if (--waiting[x->succ[i][k]] == 0) heap_push(ready, &nready, x->succ[i][k]);
+        }
+        free(waiting);
+        free(ready);
         totals.graphs_launched++;
         x->pending--;
         if (x->destroyed && !x->pending) free_exec(x);
@@ -953,6 +1072,39 @@ static void captured_node(struct stream *s) {
     s->capture->clock[s->member][s->member]++;
 }
 
+/* Member `m`'s frontier becomes the `n` nodes `nodes` (copied). */
+static void front_set(struct capture *cap, size_t m, struct node **nodes, size_t n) {
+    cap->front[m] = xrealloc(cap->front[m], (n ? n : 1) * sizeof *cap->front[m]);
+    if (n) memcpy(cap->front[m], nodes, n * sizeof *nodes);
+    cap->fcount[m] = n;
+}
+
+/* Member `m`'s frontier gains the `n` nodes `nodes` it does not hold yet. */
+static void front_add(struct capture *cap, size_t m, struct node **nodes, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        int held = 0;
+        for (size_t k = 0; k < cap->fcount[m] && !held; k++) held = cap->front[m][k] == nodes[i];
+        if (held) continue;
+        cap->front[m] = xrealloc(cap->front[m], (cap->fcount[m] + 1) * sizeof *cap->front[m]);
+        cap->front[m][cap->fcount[m]++] = nodes[i];
+    }
+}
+
+/* Adds `w` to `s`'s capture after `s`'s frontier, which becomes the new node. */
+static void capture_add(struct stream *s, struct work *w) {
+    struct capture *cap = s->capture;
+    size_t m = s->member;
+    int programmatic = w->kind == W_KERNEL && w->u.kernel.programmatic;
+    struct node *n = graph_add(cap->graph, w, cap->front[m], cap->fcount[m], programmatic);
+    front_set(cap, m, &n, 1);
+    captured_node(s);
+}
+
+static void free_capture(struct capture *cap) {
+    for (size_t j = 0; j < MAX_CAPTURE_STREAMS; j++) free(cap->front[j]);
+    free(cap);
+}
+
 static CUresult submit(struct stream *s, struct work *w) {
     struct graph *g;
     CUresult r = target(s, &g);
@@ -960,10 +1112,9 @@ static CUresult submit(struct stream *s, struct work *w) {
         free_work(w);
         return r;
     }
-    if (g) {
-        graph_add(g, w);
-        captured_node(s);
-    } else
+    if (g)
+        capture_add(s, w);
+    else
         enqueue(s, w);
     return CUDA_SUCCESS;
 }
@@ -1302,6 +1453,8 @@ CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned in
                 for (size_t k = 0; k < cap->members; k++)
                     if (e->clock[k] > cap->clock[s->member][k])
                         cap->clock[s->member][k] = e->clock[k];
+                /* Its next node depends on what the recorder's did too. */
+                front_add(cap, s->member, e->front, e->fcount);
             }
         } else if (e->captured && e->captured->invalidated) {
             r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
@@ -1320,6 +1473,8 @@ CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned in
                 memcpy(cap->clock[j], e->clock, sizeof cap->clock[j]);
                 /* Joined, it is a branch the origin must join back before the end. */
                 cap->clock[j][j] = 1;
+                /* Its first node depends on what the recorder's frontier was. */
+                front_set(cap, j, e->front, e->fcount);
             }
         } else if (e->captured_ever) {
             /* Recorded in a capture that has ended. */
@@ -1371,7 +1526,30 @@ CUresult CUDAAPI cuStreamBeginCapture(CUstream hStream, CUstreamCaptureMode mode
 /* A capture ends: events recorded in it are no longer in a live capture. */
 static void forget_capture(struct capture *cap) {
     for (size_t i = 0; i < event_len; i++)
-        if (events[i]->captured == cap) events[i]->captured = NULL;
+        if (events[i]->captured == cap) {
+            events[i]->captured = NULL;
+            events[i]->fcount = 0; /* its nodes go with the capture's graph */
+        }
+}
+
+/* A member `j` of `cap` left unjoined at the end: it stays in a capture of its own,
+   invalidated, until its own cuStreamEndCapture (the driver documents no release of a
+   joined stream by the origin's end), as CUDA leaves work nobody joined. */
+static void orphan(struct capture *cap, size_t j) {
+    struct stream *s = cap->member[j];
+    struct capture *alone = xmalloc(sizeof *alone);
+    struct graph *g = xmalloc(sizeof *g);
+    memset(alone, 0, sizeof *alone);
+    memset(g, 0, sizeof *g);
+    g->h.kind = K_GRAPH;
+    g->ctx = cap->graph->ctx;
+    alone->stream = s;
+    alone->graph = g;
+    alone->invalidated = 1;
+    alone->members = 1;
+    alone->member[0] = s;
+    s->capture = alone;
+    s->member = 0;
 }
 
 CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph *phGraph) {
@@ -1391,7 +1569,14 @@ CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph *phGraph) {
         size_t unjoined = 0;
         for (size_t j = 1; j < cap->members; j++)
             if (cap->clock[0][j] < cap->clock[j][j] && !unjoined) unjoined = j;
-        for (size_t j = 0; j < cap->members; j++) cap->member[j]->capture = NULL;
+        for (size_t j = 0; j < cap->members; j++) {
+            /* An invalidated capture releases every member (its end is the error); a
+               valid one refused as unjoined leaves the unjoined ones behind. */
+            if (j && !cap->invalidated && cap->clock[0][j] < cap->clock[j][j])
+                orphan(cap, j);
+            else
+                cap->member[j]->capture = NULL;
+        }
         forget_capture(cap);
         if (cap->invalidated) {
             free_graph(cap->graph);
@@ -1408,7 +1593,7 @@ CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph *phGraph) {
             totals.graphs++;
             *phGraph = (CUgraph)cap->graph;
         }
-        free(cap);
+        free_capture(cap);
     }
     unlock();
     return r;
@@ -1432,9 +1617,10 @@ CUresult CUDAAPI cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *ca
     return s ? CUDA_SUCCESS : r;
 }
 
-/* The stream's capture: its status, id, graph, and its frontier (the last node its
-   capture added: the model's graphs are a sequence, each node after the one before). The
-   array lives until the next call that adds to the graph. */
+/* The stream's capture: its status, id, graph, and the stream's frontier (the nodes its
+   next node will depend on: after a kernel launch, that launch's node; after a wait on an
+   event of the capture, the recorder's too). The array lives until the next call that
+   changes the stream's frontier. */
 CUresult CUDAAPI cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
                                         cuuint64_t *id_out, CUgraph *graph_out,
                                         const CUgraphNode **dependencies_out,
@@ -1446,15 +1632,16 @@ CUresult CUDAAPI cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus 
     struct stream *s = c ? stream_of(hStream, c, &r) : NULL;
     if (s) {
         struct capture *cap = s->capture;
+        if (cap) totals.capture_info_calls++;
         *captureStatus_out = !cap ? CU_STREAM_CAPTURE_STATUS_NONE
                              : cap->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
                                                 : CU_STREAM_CAPTURE_STATUS_ACTIVE;
         if (id_out) *id_out = (cuuint64_t)(uintptr_t)cap;
         if (graph_out) *graph_out = cap ? (CUgraph)cap->graph : NULL;
-        size_t n = cap && cap->graph->count ? 1 : 0;
+        /* This stream's frontier: what its next node will depend on. */
+        size_t n = cap ? cap->fcount[s->member] : 0;
         if (dependencies_out)
-            *dependencies_out = n ? (const CUgraphNode *)&cap->graph->nodes[cap->graph->count - 1]
-                                  : NULL;
+            *dependencies_out = n ? (const CUgraphNode *)cap->front[s->member] : NULL;
         if (numDependencies_out) *numDependencies_out = n;
     }
     unlock();
@@ -1643,10 +1830,15 @@ CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream) {
             if (s->capture->invalidated) {
                 r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
             } else {
-                e->captured = s->capture;
+                struct capture *cap = s->capture;
+                e->captured = cap;
                 e->captured_ever = 1;
                 e->stream = NULL;
-                memcpy(e->clock, s->capture->clock[s->member], sizeof e->clock);
+                memcpy(e->clock, cap->clock[s->member], sizeof e->clock);
+                size_t n = cap->fcount[s->member];
+                e->front = xrealloc(e->front, (n ? n : 1) * sizeof *e->front);
+                if (n) memcpy(e->front, cap->front[s->member], n * sizeof *e->front);
+                e->fcount = n;
             }
         } else {
             struct work *w = xmalloc(sizeof *w);
@@ -1656,6 +1848,7 @@ CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream) {
             e->ticket = enqueue(s, w);
             e->captured = NULL;
             e->captured_ever = 0;
+            e->fcount = 0;
         }
     }
     unlock();
@@ -1712,6 +1905,7 @@ CUresult CUDAAPI cuEventDestroy(CUevent hEvent) {
         for (size_t i = 0; i < event_len; i++)
             if (events[i] == e) events[i] = events[--event_len];
         totals.events--;
+        free(e->front);
         free(e);
     }
     unlock();
@@ -1977,6 +2171,48 @@ CUresult CUDAAPI cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *num
     return r;
 }
 
+/* The graph's edges, one per dependency of each node, in node order: from, to, and (with
+   `edgeData`) their type (programmatic from a kernel node before a programmatic launch,
+   else the default). With `from` NULL, their count alone. */
+CUresult CUDAAPI cuGraphGetEdges_v2(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to,
+                                    CUgraphEdgeData *edgeData, size_t *numEdges) {
+    if (!numEdges || (!from != !to)) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = CUDA_SUCCESS;
+    lock();
+    struct graph *g = handle(hGraph, K_GRAPH);
+    if (!g) {
+        r = CUDA_ERROR_INVALID_HANDLE;
+    } else {
+        size_t total = 0, written = 0;
+        for (size_t i = 0; i < g->count; i++) {
+            struct node *n = g->nodes[i];
+            for (size_t d = 0; d < n->ndeps; d++, total++) {
+                if (!from || written == *numEdges) continue;
+                from[written] = (CUgraphNode)n->deps[d];
+                to[written] = (CUgraphNode)n;
+                if (edgeData) {
+                    memset(&edgeData[written], 0, sizeof edgeData[written]);
+                    edgeData[written].type = n->dep_type[d];
+                }
+                written++;
+            }
+        }
+        if (from) {
+            /* Entries past the edges are zeroed, as cuda.h documents. */
+            for (size_t i = written; i < *numEdges; i++) {
+                from[i] = NULL;
+                to[i] = NULL;
+                if (edgeData) memset(&edgeData[i], 0, sizeof edgeData[i]);
+            }
+            *numEdges = written;
+        } else {
+            *numEdges = total;
+        }
+    }
+    unlock();
+    return r;
+}
+
 CUresult CUDAAPI cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type) {
     if (!type) return CUDA_ERROR_INVALID_VALUE;
     CUresult r = CUDA_SUCCESS;
@@ -2032,10 +2268,25 @@ CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph h
         x->count = g->count;
         x->works = xmalloc(g->count * sizeof *x->works);
         x->nodes = xmalloc(g->count * sizeof *x->nodes);
+        x->indegree = xmalloc((g->count ? g->count : 1) * sizeof *x->indegree);
+        x->nsucc = xmalloc((g->count ? g->count : 1) * sizeof *x->nsucc);
+        x->succ = xmalloc((g->count ? g->count : 1) * sizeof *x->succ);
         for (size_t i = 0; i < g->count; i++) {
             x->works[i] = copy_work(g->nodes[i]->work);
             x->nodes[i] = g->nodes[i];
+            x->indegree[i] = g->nodes[i]->ndeps;
+            x->nsucc[i] = 0;
+            x->succ[i] = NULL;
         }
+        /* A node depends only on nodes added before it: its index is larger. */
+        for (size_t i = 0; i < g->count; i++)
+            for (size_t d = 0; d < g->nodes[i]->ndeps; d++)
+                for (size_t j = 0; j < i; j++)
+                    if (g->nodes[j] == g->nodes[i]->deps[d]) {
+                        x->succ[j] = xrealloc(x->succ[j], (x->nsucc[j] + 1) * sizeof *x->succ[j]);
+                        x->succ[j][x->nsucc[j]++] = i;
+                        break;
+                    }
         live_put(x);
         totals.graph_execs++;
         *phGraphExec = (CUgraphExec)x;
@@ -2068,9 +2319,8 @@ CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
         struct graph *g;
         r = target(s, &g);
         if (!r && g) {
-            /* Captured: a child graph of the executable's nodes. */
-            for (size_t i = 0; i < x->count; i++) graph_add(g, copy_work(x->works[i]));
-            captured_node(s);
+            /* Captured: the executable's nodes inlined, in order, after the frontier. */
+            for (size_t i = 0; i < x->count; i++) capture_add(s, copy_work(x->works[i]));
         } else if (!r) {
             struct work *w = xmalloc(sizeof *w);
             memset(w, 0, sizeof *w);

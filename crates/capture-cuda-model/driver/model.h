@@ -61,6 +61,7 @@ struct capture_model_counts {
                                         graph node a captured launch made) with
                                         CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION */
     size_t kernel_node_updates; /* cuGraphExecKernelNodeSetParams calls that changed a node */
+    size_t capture_info_calls;  /* cuStreamGetCaptureInfo calls on a capturing stream */
 };
 
 #endif

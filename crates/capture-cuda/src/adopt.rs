@@ -86,6 +86,7 @@ impl CudaBackend {
         let opened = unsafe { raw::external(context, stream) }?;
         Ok(Self {
             gpu: Gpu::callers(opened, stream, keep),
+            shape: std::sync::Arc::default(),
         })
     }
 

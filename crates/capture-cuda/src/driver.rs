@@ -7,7 +7,7 @@
 //! sharing the capture domain of any other `Gpu` on the same context.
 
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use capture_core::backend::{
     Backend, Builtins, CaptureDomain, DeviceStream, Dims, GraphDriver, KernelSignature, Lane,
@@ -72,6 +72,7 @@ use crate::gpu::Gpu;
 use crate::kernels::{self, Abi, CudaKernel, CudaKernelSource};
 use crate::raw;
 use crate::read_staging::ReadStaging;
+use crate::shape::{GraphEdge, GraphShape};
 use crate::storage::{CudaSlice, CudaStorage};
 use crate::stream::{CudaFence, CudaStream};
 use crate::work::{CudaRange, CudaWork};
@@ -80,6 +81,8 @@ use crate::work::{CudaRange, CudaWork};
 #[derive(Clone, Debug)]
 pub struct CudaBackend {
     pub(crate) gpu: Arc<Gpu>,
+    /// What the driver made of the last window a device of this backend value sealed.
+    pub(crate) shape: Arc<Mutex<Option<GraphShape>>>,
 }
 
 impl CudaBackend {
@@ -93,7 +96,16 @@ impl CudaBackend {
     pub fn new(ordinal: i32) -> Result<Self, Unavailable> {
         Ok(Self {
             gpu: Gpu::retained(ordinal)?,
+            shape: Arc::default(),
         })
+    }
+
+    /// The nodes and edges of the last graph a device of this backend value (or a clone
+    /// of it) sealed, as the driver reports them (`cuGraphGetEdges_v2`): its programmatic
+    /// edges, a fork's fan-out and a join's fan-in, checked on a GPU as on the driver
+    /// model. `None` before any seal, or on a driver before CUDA 12.3.
+    pub fn last_graph_shape(&self) -> Option<GraphShape> {
+        self.shape.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Whether the context is the caller's (handed over) rather than retained by
@@ -118,6 +130,9 @@ impl CudaBackend {
     }
 
     /// The CUDA version the driver supports, as `major.minor`.
+    ///
+    /// Programmatic dependent launch needs 12.3 or newer (and compute capability 9.0):
+    /// an older driver is refused as a device without them (`programmatic_launch`).
     pub fn driver_version(&self) -> String {
         let driver = self.gpu.driver();
         format!("{}.{}", driver / 1000, (driver % 1000) / 10)
@@ -140,6 +155,13 @@ impl GraphDriver for CudaBackend {
         doomed: Option<ServerError>,
     ) -> Result<CudaExecutable, ServerError> {
         let _current = raw::Current::enter(stream.gpu.context)?;
+        if doomed.is_some() {
+            // A doomed window may leave a branch unjoined (the core dooms it for that):
+            // every lane stream the driver says is in the capture joins the origin back
+            // first, so ending the capture leaves none of them capturing. CUDA documents
+            // no release of a joined stream by the origin's end.
+            stream.join_back();
+        }
         // The driver capture is always closed first, doomed or not; the window's lane
         // events go with its executable, or now.
         let graph = raw::end_capture(stream.stream);
@@ -148,6 +170,19 @@ impl GraphDriver for CudaBackend {
         match made {
             Ok(mut executable) => {
                 executable.edges = edges;
+                // What the driver made of it, for a test to check on a GPU.
+                if let Ok(Some((nodes, found))) = raw::graph_edges(executable.graph) {
+                    let edges = found
+                        .into_iter()
+                        .map(|(from, to, programmatic)| GraphEdge {
+                            from,
+                            to,
+                            programmatic,
+                        })
+                        .collect();
+                    *stream.shape.lock().unwrap_or_else(|p| p.into_inner()) =
+                        Some(GraphShape { nodes, edges });
+                }
                 Ok(executable)
             }
             Err(e) => {
@@ -226,6 +261,7 @@ impl Backend for CudaBackend {
             nodes: Vec::new(),
             lanes: Vec::new(),
             edges: Vec::new(),
+            shape: Arc::clone(&self.shape),
         })
     }
 
@@ -250,7 +286,7 @@ impl Backend for CudaBackend {
             .with_block(attrs.max_block, attrs.max_threads)
             .with_shared(attrs.max_shared)
             .with_params(4096, 8, MAX_LAUNCH_BUFFERS)
-            .with_programmatic(programmatic_launch(self.gpu.compute))
+            .with_programmatic(programmatic_launch(self.gpu.compute, self.gpu.driver()))
             .with_graph_updates(GraphUpdates::Supported)
     }
 
@@ -294,9 +330,28 @@ impl Backend for CudaBackend {
             &args[..count],
         )?;
         if stream.capturing().is_recording() {
-            // The node it made, for a slot's update (rule 26).
-            let node = raw::last_captured_node(on)?;
-            stream.nodes.push(node);
+            // No slot names it: no update ever names its node.
+            stream.nodes.push(None);
+        }
+        Ok(())
+    }
+
+    /// As [`launch`](Backend::launch), noting the graph node the launch made (the
+    /// stream's capture frontier right after it) for a slot's update (rule 26): asked of
+    /// the driver only for a launch naming a slot.
+    fn launch_updatable(
+        stream: &mut CudaStream,
+        kernel: &CudaKernel,
+        dims: &Dims,
+        params: &[LaunchParam<CudaSlice>],
+        info: Option<&CudaSlice>,
+    ) -> Result<(), ServerError> {
+        Self::launch(stream, kernel, dims, params, info)?;
+        let _current = raw::Current::enter(stream.gpu.context)?;
+        let on = stream.target();
+        let node = raw::last_captured_node(on)?;
+        if let Some(last) = stream.nodes.last_mut() {
+            *last = node;
         }
         Ok(())
     }
@@ -469,17 +524,28 @@ fn close(
     }
 }
 
-/// Whether a device of compute capability `compute` runs programmatic dependent
-/// launches: from 9.0 (Hopper) on, where `griddepcontrol` exists; an older device would
-/// serialise them, and the kernels that wait cannot be built for it.
-pub(crate) fn programmatic_launch(compute: (i32, i32)) -> ProgrammaticLaunch {
-    if compute.0 >= 9 {
-        ProgrammaticLaunch::Supported
-    } else {
+/// The oldest driver (`cuDriverGetVersion`) whose graphs keep a programmatic launch's
+/// edge (CUDA 12.3: programmatic edges in graphs, and in what a capture makes of
+/// `CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`).
+pub(crate) const PROGRAMMATIC_DRIVER: i32 = 12030;
+
+/// Whether a device of compute capability `compute` under a driver of version `driver`
+/// runs programmatic dependent launches: from 9.0 (Hopper) on, where `griddepcontrol`
+/// exists (an older device would serialise them, and the kernels that wait cannot be
+/// built for it), under CUDA 12.3 or newer.
+pub(crate) fn programmatic_launch(compute: (i32, i32), driver: i32) -> ProgrammaticLaunch {
+    if compute.0 < 9 {
         ProgrammaticLaunch::Unsupported(
             "this CUDA device runs no programmatic dependent launch (compute capability 9.0 \
              or later does)",
         )
+    } else if driver < PROGRAMMATIC_DRIVER {
+        ProgrammaticLaunch::Unsupported(
+            "this CUDA driver keeps no programmatic edge in a graph (CUDA 12.3, driver 545, \
+             or newer does)",
+        )
+    } else {
+        ProgrammaticLaunch::Supported
     }
 }
 
@@ -494,12 +560,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn programmatic_launch_comes_with_compute_capability_9() {
+    fn programmatic_launch_comes_with_compute_capability_9_under_cuda_12_3() {
         for compute in [(9, 0), (10, 0), (12, 0)] {
-            assert_eq!(programmatic_launch(compute), ProgrammaticLaunch::Supported);
+            for driver in [12030, 12090, 13000] {
+                assert_eq!(
+                    programmatic_launch(compute, driver),
+                    ProgrammaticLaunch::Supported
+                );
+            }
+            let ProgrammaticLaunch::Unsupported(why) = programmatic_launch(compute, 12020) else {
+                panic!("CUDA 12.2 keeps no programmatic edge");
+            };
+            assert!(why.contains("CUDA 12.3"), "{why}");
         }
         for compute in [(8, 0), (8, 9), (7, 5)] {
-            let ProgrammaticLaunch::Unsupported(why) = programmatic_launch(compute) else {
+            let ProgrammaticLaunch::Unsupported(why) = programmatic_launch(compute, 12090) else {
                 panic!("{compute:?} has no griddepcontrol");
             };
             assert!(why.contains("compute capability 9.0"), "{why}");

@@ -134,13 +134,16 @@ impl CudaKernelSource {
     }
 
     /// A cubin (an ELF image NVRTC or nvcc built for the GPU's architecture) with entry
-    /// point `entry` and `signature`, taken as [`ptx`](Self::ptx) takes it.
+    /// point `entry` and `signature`, taken as [`ptx`](Self::ptx) takes it. Its machine
+    /// code is not read, so a signature declaring the grid-dependency wait (for a
+    /// programmatic launch) is refused: only PTX is checked for it.
     ///
     /// # Errors
     ///
     /// [`ServerError::InvalidArgument`] naming the kernel when the bytes are not an ELF
-    /// image or the entry name holds a NUL byte; a cubin for another architecture is
-    /// refused by the driver when it loads, at the first launch.
+    /// image, the entry name holds a NUL byte, or the signature declares the
+    /// grid-dependency wait; a cubin for another architecture is refused by the driver
+    /// when it loads, at the first launch.
     pub fn cubin(
         name: impl Into<Cow<'static, str>>,
         cubin: Vec<u8>,
@@ -153,6 +156,15 @@ impl CudaKernelSource {
                 "cubin",
                 &name,
                 "the bytes are not an ELF image",
+            ));
+        }
+        if signature.waits_for_grid_dependency() {
+            return Err(ServerError::invalid(
+                "cubin",
+                &name,
+                "its signature declares the grid-dependency wait, which a cubin's machine \
+                 code cannot be checked for: ship the kernel as PTX (checked for \
+                 griddepcontrol.wait), or declare no wait (no programmatic launch)",
             ));
         }
         Self::user(name, Ptx::Cubin(cubin.into()), entry, signature)
@@ -504,6 +516,20 @@ mod tests {
             assert!(matches!(e, ServerError::InvalidArgument { .. }), "{e:?}");
             assert!(capture_core::Chain(&e).to_string().contains("mine"), "{e}");
         }
+    }
+
+    #[test]
+    fn a_cubin_declaring_the_grid_dependency_wait_is_refused_naming_it() {
+        let sig = KernelSignature::new(0, 0);
+        let elf = b"\x7fELF and the rest".to_vec();
+        CudaKernelSource::cubin("plain", elf.clone(), "plain", sig).unwrap();
+        let e = CudaKernelSource::cubin("mine", elf, "mine", sig.with_grid_dependency_wait())
+            .unwrap_err();
+        assert!(matches!(e, ServerError::InvalidArgument { .. }), "{e:?}");
+        assert!(
+            e.to_string().contains("mine") && e.to_string().contains("cannot be checked"),
+            "{e}"
+        );
     }
 
     #[test]

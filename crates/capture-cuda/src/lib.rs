@@ -61,6 +61,7 @@ mod import;
 mod kernels;
 mod raw;
 mod read_staging;
+mod shape;
 mod storage;
 mod stream;
 mod version;
@@ -75,6 +76,7 @@ pub use kernels::{
     CudaKernel, CudaKernelSource, SHIPPED, SHIPPED_CUBINS, compile_builtins,
     compile_builtins_cubin, compile_ptx, nvrtc_present, nvrtc_version,
 };
+pub use shape::{GraphEdge, GraphShape};
 pub use storage::{CudaSlice, CudaStorage};
 pub use stream::{CudaFence, CudaStream};
 pub use version::{MIN_DRIVER, NVRTC_RELEASE, PTX_ISA};

@@ -37,6 +37,10 @@ macro_rules! driver_api {
             cuFuncGetParamInfo: Option<unsafe extern "C" fn(Handle, usize, *mut usize, *mut usize) -> c_int>,
             // SAFETY: as above.
             cuGetErrorName: Option<unsafe extern "C" fn(c_int, *mut *const c_char) -> c_int>,
+            // SAFETY: as above.
+            cuGraphGetEdges_v2: Option<
+                unsafe extern "C" fn(Handle, *mut Handle, *mut Handle, *mut EdgeData, *mut usize) -> c_int,
+            >,
         }
 
         impl Api {
@@ -57,6 +61,8 @@ macro_rules! driver_api {
                     cuFuncGetParamInfo: unsafe { lib.get(b"cuFuncGetParamInfo\0") }.ok().map(|s| *s),
                     // SAFETY: as above.
                     cuGetErrorName: unsafe { lib.get(b"cuGetErrorName\0") }.ok().map(|s| *s),
+                    // SAFETY: as above (CUDA 12.3 and newer).
+                    cuGraphGetEdges_v2: unsafe { lib.get(b"cuGraphGetEdges_v2\0") }.ok().map(|s| *s),
                 })
             }
         }
@@ -135,6 +141,8 @@ mod consts {
     pub(super) const CAPTURE_STATUS_ACTIVE: u32 = 1;
     pub(super) const NODE_MEM_ALLOC: u32 = 10;
     pub(super) const NODE_MEM_FREE: u32 = 11;
+    /// `CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC` (`CUgraphDependencyType`).
+    pub(super) const DEPENDENCY_PROGRAMMATIC: u8 = 1;
     pub(super) const HOST_ALLOC_PORTABLE: u32 = 1;
 }
 
@@ -1049,6 +1057,73 @@ pub(crate) fn end_capture(stream: usize) -> Result<usize, ServerError> {
         (api().cuStreamEndCapture)(stream as Handle, &mut graph)
     })?;
     Ok(graph as usize)
+}
+
+/// `CUgraphEdgeData` (cuda.h): an edge's ports and type.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub(crate) struct EdgeData {
+    from_port: u8,
+    to_port: u8,
+    kind: u8,
+    reserved: [u8; 5],
+}
+
+/// A graph's node count, and its edges: (from, to, programmatic), nodes by place.
+pub(crate) type GraphEdges = (usize, Vec<(usize, usize, bool)>);
+
+/// `graph`'s nodes (how many) and edges, each as the two nodes' places in
+/// `cuGraphGetNodes`' order and whether it is programmatic
+/// (`CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC`); `None` on a driver without
+/// `cuGraphGetEdges_v2` (before CUDA 12.3).
+pub(crate) fn graph_edges(graph: usize) -> Result<Option<GraphEdges>, ServerError> {
+    let Some(get_edges) = api().cuGraphGetEdges_v2 else {
+        return Ok(None);
+    };
+    let mut count = 0usize;
+    // SAFETY: querying the count with a null node array is the documented first step.
+    check("cuGraphGetNodes", unsafe {
+        (api().cuGraphGetNodes)(graph as Handle, std::ptr::null_mut(), &mut count)
+    })?;
+    let mut nodes = vec![std::ptr::null_mut(); count];
+    // SAFETY: `nodes` holds `count` slots.
+    check("cuGraphGetNodes", unsafe {
+        (api().cuGraphGetNodes)(graph as Handle, nodes.as_mut_ptr(), &mut count)
+    })?;
+    nodes.truncate(count);
+    let mut edges = 0usize;
+    // SAFETY: with null arrays the driver writes only the edge count.
+    check("cuGraphGetEdges", unsafe {
+        get_edges(
+            graph as Handle,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            &mut edges,
+        )
+    })?;
+    let mut from = vec![std::ptr::null_mut(); edges];
+    let mut to = vec![std::ptr::null_mut(); edges];
+    let mut data = vec![EdgeData::default(); edges];
+    // SAFETY: each array holds `edges` entries, the count the driver gave for this graph,
+    // which nothing changes in between (the caller holds the only handle).
+    check("cuGraphGetEdges", unsafe {
+        get_edges(
+            graph as Handle,
+            from.as_mut_ptr(),
+            to.as_mut_ptr(),
+            data.as_mut_ptr(),
+            &mut edges,
+        )
+    })?;
+    let place = |n: Handle| nodes.iter().position(|&m| m == n);
+    let mut out = Vec::with_capacity(edges);
+    for i in 0..edges.min(from.len()) {
+        if let (Some(a), Some(b)) = (place(from[i]), place(to[i])) {
+            out.push((a, b, data[i].kind == consts::DEPENDENCY_PROGRAMMATIC));
+        }
+    }
+    Ok(Some((nodes.len(), out)))
 }
 
 /// How many memory allocation or free nodes `graph` holds.

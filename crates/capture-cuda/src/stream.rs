@@ -1,7 +1,7 @@
 //! `CudaStream`: the core's per-stream state beside a non-blocking CUDA stream (the
 //! backend's own, or one a caller lent), and `CudaFence`, an event recorded on it.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use capture_core::ServerError;
 use capture_core::backend::{DeviceStream, Fence, Lane, StreamState};
@@ -9,6 +9,7 @@ use capture_core::backend::{DeviceStream, Fence, Lane, StreamState};
 use crate::gpu::Gpu;
 use crate::raw;
 use crate::read_staging::ReadStaging;
+use crate::shape::GraphShape;
 use crate::storage::CudaStorage;
 
 /// A CUDA stream.
@@ -33,6 +34,9 @@ pub struct CudaStream {
     /// join: handed to its executable, destroyed if the window ends without one; never
     /// shared with another capture.
     pub(crate) edges: Vec<usize>,
+    /// Where the shape of the graph a window seals goes (the backend's
+    /// `last_graph_shape`).
+    pub(crate) shape: Arc<Mutex<Option<GraphShape>>>,
 }
 
 impl CudaStream {
@@ -53,6 +57,28 @@ impl CudaStream {
             self.lane_stream(lane)
         } else {
             self.stream
+        }
+    }
+
+    /// Joins every lane stream the driver reports capturing back into the origin (an
+    /// event recorded on it, waited on by the origin), so the origin's end leaves none of
+    /// them in the capture: what a doomed window with an unjoined branch does before it
+    /// ends. A failure is logged: the capture ends, and its graph is destroyed, anyway.
+    pub(crate) fn join_back(&mut self) {
+        for i in 0..self.lanes.len() {
+            let lane = self.lanes[i];
+            match raw::is_capturing(lane) {
+                Ok(true) => match raw::capture_edge(lane, self.stream) {
+                    Ok(event) => self.edges.push(event),
+                    Err(error) => {
+                        tracing::warn!(target: "capture", %error, "joining a branch back before a doomed window's end failed");
+                    }
+                },
+                Ok(false) => {}
+                Err(error) => {
+                    tracing::warn!(target: "capture", %error, "a branch's capture state is unknown");
+                }
+            }
         }
     }
 
@@ -90,6 +116,16 @@ impl Drop for CudaStream {
         }
         self.drop_edges();
         for lane in std::mem::take(&mut self.lanes) {
+            // A branch a capture left behind (the driver leaves one the origin's end did
+            // not join) ends its own capture first.
+            if let Ok(true) = raw::is_capturing(lane) {
+                match raw::end_capture(lane) {
+                    Ok(graph) => raw::graph_destroy(graph),
+                    Err(error) => {
+                        tracing::warn!(target: "capture", %error, "ending a branch's capture at teardown failed");
+                    }
+                }
+            }
             if let Err(error) = raw::stream_sync(lane) {
                 tracing::warn!(target: "capture", %error, "a branch's CUDA stream failed to finish at teardown");
             }

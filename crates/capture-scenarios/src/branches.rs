@@ -4,7 +4,7 @@
 
 use capture_core::{Arg, Builtin, Builtins, ServerError};
 
-use super::{Harness, N, S0, S1, map, ramp, splat};
+use super::{Harness, N, S0, S1, bytes, map, ramp, splat};
 
 /// The two halves of a small MoE layer's step: each "expert" a chain of three launches
 /// over its own buffers (`e = ((x + a) * b) + c`), one on the window's stream, the other
@@ -160,5 +160,17 @@ pub(super) fn unjoined_branch_dooms<B: Builtins>(h: &Harness<B>) -> Result<(), S
     let z = h.buffer(S1, &splat(1.0))?;
     h.add(S1, &z, &z, 1.0)?;
     h.expect(S1, &z, &splat(2.0));
-    Ok(())
+    // The branch's stream forks again into a window that joins it, and its graph runs:
+    // the doomed window left nothing of it in a capture (on CUDA its branch stream is
+    // joined back before the origin's end, never left to an undocumented release).
+    let w = h.dev.alloc(S0, N * 4)?;
+    let g = h.dev.capture(S0, |_| {
+        let side = h.dev.fork(S0, S1)?;
+        h.add(S1, &x, &w, 2.0)?;
+        h.dev.join(side)
+    })?;
+    h.dev.write(S0, &w, 0, bytes(&splat(0.0)))?;
+    h.dev.replay(S0, &g, 1)?;
+    h.expect(S0, &w, &ramp(3.0));
+    h.dev.drop_graph(g)
 }

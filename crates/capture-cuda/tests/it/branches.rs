@@ -21,9 +21,10 @@ const N: u64 = 1024;
 const INVALIDATED: c_int = 901;
 const UNMATCHED: c_int = 903;
 const UNJOINED: c_int = 904;
-/// `CU_STREAM_CAPTURE_STATUS_NONE`, `_ACTIVE`.
+/// `CU_STREAM_CAPTURE_STATUS_NONE`, `_ACTIVE`, `_INVALIDATED`.
 const NONE: c_int = 0;
 const ACTIVE: c_int = 1;
+const STATUS_INVALIDATED: c_int = 2;
 
 /// Two halves of a step: `b = (x + 2) * 3` (on a branch when forked) beside
 /// `a = x + 1`, then `out = a + b` after the join.
@@ -170,6 +171,15 @@ fn a_forked_window_records_its_branch_on_a_stream_of_its_own_joined_by_events_th
         // The next one reuses the stream, with events of its own.
         assert_eq!(delta(second, first), (base.0, base.1 + 2), "{second:?}");
     }
+    // What the driver made of the forked window (on a GPU as on the model): the fork
+    // lets the two halves run side by side (nodes no edge orders), the join orders the
+    // combine after both (a node with two predecessors).
+    if let Some(shape) = cuda.backend.last_graph_shape() {
+        assert!(shape.has_unordered_nodes(), "no fork in {shape:?}");
+        assert!(shape.widest_fan_in() >= 2, "no join in {shape:?}");
+    } else {
+        println!("SKIP: a forked graph's edges: the driver has no cuGraphGetEdges_v2");
+    }
     for graph in [&forked, &single, &again, &forked] {
         dev.write_values(S0, &step.out, 0, &vec![0.0f32; N as usize])
             .unwrap();
@@ -239,7 +249,7 @@ impl Driver {
 /// What the driver said to each step of the cross-stream captures.
 #[derive(Debug, Default, PartialEq, Eq)]
 struct Said {
-    unjoined: (c_int, c_int),
+    unjoined: (c_int, c_int, c_int, c_int),
     joined: (c_int, bool, c_int),
     unmatched: (c_int, c_int, c_int),
 }
@@ -274,8 +284,9 @@ fn the_driver_model_joins_a_stream_to_a_capture_by_its_events_as_cuda_h_document
             (d.stream_create)(&mut a, 1);
             (d.stream_create)(&mut b, 1);
             (d.event_create)(&mut e, 2);
-            // A fork never joined back: the origin's end refuses it, and both streams
-            // leave the capture.
+            // A fork never joined back: the origin's end refuses it, and the branch is
+            // left in a capture of its own, invalidated (cuda.h documents no release of
+            // a joined stream by the origin's end), until its own end.
             (d.begin)(a, 2);
             (d.event_record)(e, a);
             (d.wait_event)(b, e, 0);
@@ -283,11 +294,10 @@ fn the_driver_model_joins_a_stream_to_a_capture_by_its_events_as_cuda_h_document
             let forked = status;
             said.unjoined.0 = (d.end)(a, &mut graph);
             (d.is_capturing)(b, &mut status);
-            said.unjoined.1 = if forked == ACTIVE && status == NONE {
-                0
-            } else {
-                -1
-            };
+            said.unjoined.1 = if forked == ACTIVE { status } else { -1 };
+            said.unjoined.2 = (d.end)(b, &mut graph);
+            (d.is_capturing)(b, &mut status);
+            said.unjoined.3 = status;
             // Forked and joined back: a graph.
             (d.begin)(a, 2);
             (d.event_record)(e, a);
@@ -322,7 +332,7 @@ fn the_driver_model_joins_a_stream_to_a_capture_by_its_events_as_cuda_h_document
     assert_eq!(
         *said.lock().unwrap(),
         Said {
-            unjoined: (UNJOINED, 0),
+            unjoined: (UNJOINED, STATUS_INVALIDATED, INVALIDATED, NONE),
             joined: (0, true, 0),
             unmatched: (UNMATCHED, INVALIDATED, NONE),
         }

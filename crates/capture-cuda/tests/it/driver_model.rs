@@ -23,12 +23,13 @@ pub(crate) struct Counts {
     pub(crate) context_switches: usize,
     pub(crate) programmatic_kernels_run: usize,
     pub(crate) kernel_node_updates: usize,
+    pub(crate) capture_info_calls: usize,
 }
 
 impl Counts {
     /// The objects alive, without the running tallies (kernels run, graphs launched,
-    /// context switches, programmatic kernels run, kernel nodes updated), which only
-    /// grow.
+    /// context switches, programmatic kernels run, kernel nodes updated, capture info
+    /// asked), which only grow.
     pub(crate) fn live(self) -> Counts {
         Counts {
             kernels_run: 0,
@@ -36,6 +37,7 @@ impl Counts {
             context_switches: 0,
             programmatic_kernels_run: 0,
             kernel_node_updates: 0,
+            capture_info_calls: 0,
             ..self
         }
     }

@@ -351,6 +351,16 @@ fn a_programmatic_launch_reaches_the_driver_eagerly_and_in_a_captured_graph() {
         vec![11.0; n as usize]
     );
     let replayed = driver_model::counts();
+    // What the driver made of it (on a GPU as on the model): the second launch's
+    // programmatic edge from the first.
+    match cuda.backend.last_graph_shape() {
+        Some(shape) => assert_eq!(
+            (shape.nodes, shape.programmatic_edges()),
+            (2, 1),
+            "{shape:?}"
+        ),
+        None => println!("SKIP: the graph's edges: the driver has no cuGraphGetEdges_v2"),
+    }
     dev.drop_graph(g).unwrap();
     if let (Some(b), Some(e), Some(o), Some(r)) = (before, eager, in_order, replayed) {
         let runs = |c: driver_model::Counts| c.programmatic_kernels_run;
@@ -439,7 +449,16 @@ fn the_driver_model_checks_cu_launch_kernel_ex_as_cuda_h_documents_it() {
     );
     dev.write_values(S, &x, 0, &vec![2.0f32; n as usize])
         .unwrap();
-    let ptx = CString::new(PTX).unwrap();
+    // `scale` as a kernel that waits for its grid dependency (sm_90 PTX holding
+    // griddepcontrol.wait): the model faults a programmatic launch of one that does not.
+    let entry = PTX.find(".entry scale").expect("the scale entry");
+    let open = entry + PTX[entry..].find('{').expect("its body");
+    let waiting = format!(
+        "{}{{\n\tgriddepcontrol.wait;{}",
+        PTX[..open].replace(".target sm_80", ".target sm_90"),
+        &PTX[open + 1..]
+    );
+    let ptx = CString::new(waiting).unwrap();
     let codes: Arc<std::sync::Mutex<Vec<c_int>>> = Arc::default();
     let (d, seen) = (Arc::clone(&driver), Arc::clone(&codes));
     let body = move |call: &capture_cuda::CudaWorkCall<'_>| -> Result<(), String> {
@@ -546,6 +565,7 @@ fn a_captured_launch_changes_through_its_slots_and_only_later_replays_see_it() {
         .block([256, 1, 1])
         .shared_bytes(256 * 4)
         .slot("blocks");
+    let asked = driver_model::counts();
     let g = dev
         .capture(S, |d| {
             d.launch(
@@ -563,6 +583,29 @@ fn a_captured_launch_changes_through_its_slots_and_only_later_replays_see_it() {
         })
         .unwrap();
     assert_eq!(g.slots().unwrap().len(), 3);
+    // Only a launch naming a slot asks the driver for the node it made (7(e)): the same
+    // launch without slots, captured, asks nothing.
+    let slotted = driver_model::counts();
+    let plain = dev
+        .capture(S, |d| {
+            let fixed = Dims::grid([4, 1, 1])
+                .block([256, 1, 1])
+                .shared_bytes(256 * 4);
+            let args = [
+                Arg::read(&x),
+                Arg::write(&a),
+                Arg::scalar(n),
+                Arg::scalar(2.0f32),
+            ];
+            d.launch(S, &k, fixed, &args, &[])?;
+            d.launch(S, &k, fixed, &args, &[])
+        })
+        .unwrap();
+    if let (Some(asked), Some(slotted), Some(plain)) = (asked, slotted, driver_model::counts()) {
+        assert_eq!(slotted.capture_info_calls - asked.capture_info_calls, 1);
+        assert_eq!(plain.capture_info_calls, slotted.capture_info_calls);
+    }
+    drop(plain);
     let before = driver_model::counts();
     g.set("scale", 3.0f32).unwrap();
     dev.replay(S, &g, 1).unwrap();

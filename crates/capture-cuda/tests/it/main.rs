@@ -21,6 +21,7 @@ mod cuda {
 mod gpu;
 mod launch_model;
 mod model;
+mod model_paths;
 mod nvrtc;
 #[cfg(feature = "cudarc")]
 mod shared_context;
