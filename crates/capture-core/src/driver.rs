@@ -138,6 +138,34 @@ pub trait GraphDriver: Sized + Send + Sync + 'static {
         times: u32,
     ) -> Result<(), ServerError>;
 
+    /// Enqueues a loop replay of `executable` on `stream` (rule 30), in one submission:
+    /// the `u32` at `flag` and the one at `counter` set to 0, then the graph run whole up
+    /// to `max` times, the counter set to the number of iterations run after each, and
+    /// no iteration started after one that left the flag non-zero. The core calls it
+    /// only where [`LaunchLimits::loops`](crate::backend::LaunchLimits::loops) says the
+    /// device runs loops, for a graph whose window recorded a launch writing `flag`
+    /// (named its stop flag), and never while the stream records. A fault in an
+    /// iteration ends the loop; it is reported as any asynchronous error is.
+    ///
+    /// # Errors
+    ///
+    /// The driver's refusal to enqueue; the core claims what the graph writes. The
+    /// default refuses: the backend runs no loop.
+    fn replay_loop(
+        stream: &mut Self::Stream,
+        executable: &Self::Executable,
+        max: u32,
+        flag: &DeviceResource<Self::Stream>,
+        counter: &DeviceResource<Self::Stream>,
+    ) -> Result<(), ServerError> {
+        let _ = (stream, executable, flag, counter);
+        Err(ServerError::invalid(
+            "loop replay",
+            max,
+            "this backend runs no loop replay",
+        ))
+    }
+
     /// Whether an allocation anywhere in the capture domain invalidates a recording
     /// capture (CUDA's global mode). When true, while any stream of the domain records,
     /// no stream's pool grows and no kernel is first loaded. Page releases are refused

@@ -18,6 +18,7 @@ use crate::op::{Op, ReadBy};
 use crate::range::{ByteRange, InvalidRange};
 use crate::report::GraphLedger;
 use crate::slot::SlotRefused;
+use crate::stop_flag::LoopRefused;
 use crate::subject::{Of, Subject};
 
 /// A failure of a core operation or of a backend's driver call.
@@ -194,6 +195,10 @@ pub enum ServerError {
         /// The first branch still unjoined.
         branch: StreamId,
     },
+    /// A stop flag, a loop body or a loop replay refused (rule 30): which window or
+    /// graph, and what was wrong. Nothing was changed.
+    #[error("{0}")]
+    LoopRefused(Box<LoopRefused>),
 }
 
 /// What [`ServerError::AllocInWindow`] advises, wherever it is rendered.
@@ -417,6 +422,7 @@ impl ServerError {
             }
             Self::InvalidBinding { buffer, .. } => Some(buffer),
             Self::SlotRefused(refused) => Some(&refused.subject),
+            Self::LoopRefused(refused) => Some(&refused.subject),
             _ => None,
         }
     }
@@ -462,6 +468,12 @@ impl From<BranchRace> for ServerError {
 impl From<Box<SlotRefused>> for ServerError {
     fn from(refused: Box<SlotRefused>) -> Self {
         ServerError::SlotRefused(refused)
+    }
+}
+
+impl From<LoopRefused> for ServerError {
+    fn from(refused: LoopRefused) -> Self {
+        ServerError::LoopRefused(Box::new(refused))
     }
 }
 

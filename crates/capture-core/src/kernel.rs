@@ -20,6 +20,7 @@ use crate::ids::{KernelId, MemoryId};
 use crate::memory::{Access, SLICE_ALIGNMENT};
 use crate::scalar_type::{ScalarParam, ScalarType, type_name};
 use crate::slot::SlotName;
+use crate::stop_flag::DeviceLoops;
 use crate::subject::Subject;
 
 /// How many workgroups (blocks) a launch runs, per dimension.
@@ -850,6 +851,7 @@ pub struct LaunchLimits {
     max_buffers: usize,
     programmatic: ProgrammaticLaunch,
     graph_updates: GraphUpdates,
+    loops: DeviceLoops,
 }
 
 /// Whether a device's graphs change after their seal through their slots (rules 26 and
@@ -934,6 +936,7 @@ impl LaunchLimits {
             graph_updates: GraphUpdates::Unsupported(
                 "this device's graphs do not change after their seal",
             ),
+            loops: DeviceLoops::Unsupported("this device runs no loop replay"),
         })
     }
 
@@ -985,6 +988,18 @@ impl LaunchLimits {
     /// Whether the device's graphs change through their slots.
     pub fn graph_updates(&self) -> GraphUpdates {
         self.graph_updates
+    }
+
+    /// The same limits, with the device replaying graphs in a loop on the device or not
+    /// (rule 30), and what a loop body may not hold.
+    pub fn with_loops(mut self, loops: DeviceLoops) -> Self {
+        self.loops = loops;
+        self
+    }
+
+    /// Whether the device runs loop replays, and what a loop body may not hold.
+    pub fn loops(&self) -> DeviceLoops {
+        self.loops
     }
 
     /// The multiple of bytes a bound range starts at.

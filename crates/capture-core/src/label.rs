@@ -217,6 +217,10 @@ fn name_error(table: &Table, error: ServerError) -> ServerError {
             }
             ServerError::SlotRefused(refused)
         }
+        ServerError::LoopRefused(mut refused) => {
+            refused.subject.name(memory, graph);
+            ServerError::LoopRefused(refused)
+        }
         ServerError::BranchRace(mut race) => {
             if race.label.is_none() {
                 race.label = table.memory(race.memory);

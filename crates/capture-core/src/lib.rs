@@ -57,6 +57,7 @@ mod report;
 mod runtime;
 mod scalar_type;
 mod slot;
+mod stop_flag;
 mod stream_state;
 mod subject;
 mod taint;
@@ -91,6 +92,7 @@ pub use runtime::{
 };
 pub use scalar_type::{ScalarParam, ScalarType};
 pub use slot::{MAX_SLOT_NAME, SlotInfo, SlotKind, SlotMismatch, SlotName, SlotRefused};
+pub use stop_flag::{DeviceLoops, LoopMismatch, LoopRefused, STOP_FLAG_BYTES};
 pub use subject::Subject;
 pub use trace::{Event, KernelId, SlotChange, Trace, WorkId};
 

@@ -216,6 +216,16 @@ pub enum Event {
         /// How many times, in one submission.
         times: u32,
     },
+    /// A loop replay of a graph was enqueued (rule 30): up to `max` iterations, ended
+    /// on the device by its stop flag.
+    Loop {
+        /// The stream.
+        stream: StreamId,
+        /// The graph.
+        graph: GraphId,
+        /// The most iterations it runs.
+        max: u32,
+    },
     /// A slot of a sealed graph was updated (rule 26): replays enqueued from here on see
     /// the new value.
     Update {
@@ -529,6 +539,7 @@ fn mirror(log: &Log, event: &Event) {
         | Event::Join { .. }
         | Event::Sealed { .. }
         | Event::Replay { .. }
+        | Event::Loop { .. }
         | Event::Sync { .. }
         | Event::LabelBuffer { .. }
         | Event::LabelGraph { .. } => tracing::debug!(target: "capture", event = %line),
@@ -682,6 +693,9 @@ impl fmt::Display for Line<'_> {
                 graph,
                 times,
             } => write!(f, "{stream} replay {} x{times}", l.of_graph(*graph)),
+            Event::Loop { stream, graph, max } => {
+                write!(f, "{stream} loop {} up to x{max}", l.of_graph(*graph))
+            }
             Event::DropGraph { stream, graph } => write!(f, "{stream} drop {}", l.of_graph(*graph)),
             Event::Update {
                 stream,

@@ -13,8 +13,8 @@ use capture_core::backend::{
     LaunchBuffer, LaunchLimits, LaunchParam, StreamSetup, StreamState,
 };
 use capture_core::{
-    Access, Builtin, GraphUpdates, MAX_ALLOCATION_BYTES, MemoryKind, ProgrammaticLaunch,
-    ServerError,
+    Access, Builtin, DeviceLoops, GraphUpdates, MAX_ALLOCATION_BYTES, MemoryKind,
+    ProgrammaticLaunch, ServerError,
 };
 
 use crate::MockError;
@@ -33,6 +33,8 @@ struct Shared {
     memory_node: AtomicBool,
     context: Arc<Context>,
     domain: CaptureDomain,
+    /// What its devices declare of loop replays (rule 30).
+    loops: DeviceLoops,
 }
 
 impl Default for Shared {
@@ -44,6 +46,7 @@ impl Default for Shared {
             memory_node: AtomicBool::new(false),
             context: Context::new(),
             domain: CaptureDomain::new(),
+            loops: DeviceLoops::ANY_BODY,
         }
     }
 }
@@ -82,6 +85,18 @@ impl<const AFFINE: bool> Mock<AFFINE> {
     /// A new mock device on a driver context of its own.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A new mock device whose devices declare `loops` (rule 30) instead of loops with
+    /// any body: a device that cannot put copies or work in a loop body (as Vulkan's
+    /// emulation cannot), or that runs no loop, for tests of what the core refuses.
+    pub fn with_loops(loops: DeviceLoops) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                loops,
+                ..Shared::default()
+            }),
+        }
     }
 
     /// Runs up to `n` queued operations of pooled stream `stream`; returns how many ran.
@@ -274,6 +289,31 @@ impl<const AFFINE: bool> GraphDriver for Mock<AFFINE> {
         Ok(())
     }
 
+    /// The loop as rule 30 says it: the flag and counter zeroed, then each iteration the
+    /// whole graph, the counter set after it, and none after one that set the flag.
+    fn replay_loop(
+        stream: &mut MockStream,
+        executable: &MockExecutable,
+        max: u32,
+        flag: &MockResource,
+        counter: &MockResource,
+    ) -> Result<(), ServerError> {
+        let earlier = executable.launches.fetch_add(1, Ordering::SeqCst);
+        if executable.memory_node && earlier + max > 1 {
+            return Err(mock_error(
+                "graph launch",
+                "CUDA_ERROR_INVALID_VALUE: the graph holds a memory allocation node and was already launched",
+            ));
+        }
+        stream.queue.push(Op::Loop {
+            graph: Arc::clone(&executable.graph),
+            max,
+            flag: *flag,
+            counter: *counter,
+        });
+        Ok(())
+    }
+
     /// Relaxed mode: an allocation elsewhere leaves a recording valid.
     fn allocation_breaks_capture() -> bool {
         false
@@ -340,7 +380,7 @@ impl<const AFFINE: bool> Backend for Mock<AFFINE> {
     }
 
     fn launch_limits(&self) -> LaunchLimits {
-        mock_launch_limits()
+        mock_launch_limits().with_loops(self.shared.loops)
     }
 
     fn capture_domain(&self) -> CaptureDomain {
@@ -536,4 +576,5 @@ pub(crate) fn mock_launch_limits() -> LaunchLimits {
              or later does)",
         ))
         .with_graph_updates(GraphUpdates::Supported)
+        .with_loops(DeviceLoops::ANY_BODY)
 }

@@ -337,6 +337,17 @@ impl<B: Backend> GraphDriver for Faulty<B> {
         B::replay(&mut stream.inner, executable, times)
     }
 
+    fn replay_loop(
+        stream: &mut Self::Stream,
+        executable: &B::Executable,
+        max: u32,
+        flag: &DeviceResource<Self::Stream>,
+        counter: &DeviceResource<Self::Stream>,
+    ) -> Result<(), ServerError> {
+        stream.plan.hit(FaultOp::Replay)?;
+        B::replay_loop(&mut stream.inner, executable, max, flag, counter)
+    }
+
     fn allocation_breaks_capture() -> bool {
         B::allocation_breaks_capture()
     }

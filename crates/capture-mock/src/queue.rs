@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use capture_core::backend::Fence;
-use capture_core::{Access, ServerError};
+use capture_core::{Access, ByteRange, ServerError};
 
 use crate::context::Context;
 use crate::exec::{Engine, run_kernel, run_work};
@@ -161,6 +161,14 @@ pub(crate) enum Op {
     Replay {
         graph: Arc<Recording>,
         times: u32,
+    },
+    /// A loop replay (rule 30): `graph` up to `max` times, stopped after the iteration
+    /// that left the `u32` at `flag` non-zero, the iterations run counted at `counter`.
+    Loop {
+        graph: Arc<Recording>,
+        max: u32,
+        flag: MockResource,
+        counter: MockResource,
     },
     /// A device-side wait: the rest of this queue runs only after everything enqueued on
     /// `queue` before `upto` has. A failure there fails the wait too, as an
@@ -407,6 +415,48 @@ impl Queue {
                     graph.run(&self.dev, engine, &mut |op, engine| {
                         self.execute(op, engine)
                     })?;
+                }
+            }
+            Op::Loop {
+                graph,
+                max,
+                flag,
+                counter,
+            } => {
+                if graph.destroyed.load(Ordering::SeqCst) {
+                    return Err(ServerError::driver(
+                        "graph launch",
+                        crate::MockError::new(
+                            "the graph executable was destroyed while a loop of it was queued",
+                        ),
+                    ));
+                }
+                let word = |r: &MockResource| ByteRange::new(r.bytes.start(), 4).expect("4 bytes");
+                let (flag, counter) = (
+                    MockResource {
+                        page: flag.page,
+                        bytes: word(flag),
+                    },
+                    MockResource {
+                        page: counter.page,
+                        bytes: word(counter),
+                    },
+                );
+                {
+                    let mut dev = lock(&self.dev);
+                    dev.slice_mut(flag.page, flag.bytes).fill(0);
+                    dev.slice_mut(counter.page, counter.bytes).fill(0);
+                }
+                for i in 1..=*max {
+                    graph.run(&self.dev, engine, &mut |op, engine| {
+                        self.execute(op, engine)
+                    })?;
+                    let mut dev = lock(&self.dev);
+                    dev.slice_mut(counter.page, counter.bytes)
+                        .copy_from_slice(&i.to_le_bytes());
+                    if dev.slice(flag.page, flag.bytes) != [0; 4] {
+                        break;
+                    }
                 }
             }
             Op::Wait {

@@ -138,7 +138,12 @@ impl fmt::Debug for Buffer {
 /// # Ok::<(), capture_graphs::ServerError>(())
 /// ```
 #[derive(Clone, Debug)]
-pub struct Arg(pub(crate) ArgKind, pub(crate) Option<SlotName>);
+pub struct Arg(
+    pub(crate) ArgKind,
+    pub(crate) Option<SlotName>,
+    /// Whether it is the window's stop flag (rule 30).
+    pub(crate) bool,
+);
 
 #[derive(Clone, Debug)]
 pub(crate) enum ArgKind {
@@ -181,6 +186,7 @@ impl Arg {
                 access,
             }),
             None,
+            false,
         )
     }
 
@@ -198,6 +204,7 @@ impl Arg {
                 Some(T::ELEMENT),
             )),
             None,
+            false,
         )
     }
 
@@ -208,6 +215,7 @@ impl Arg {
         Self(
             ArgKind::Scalar(ScalarValue::of(bytemuck::bytes_of(&value), None)),
             None,
+            false,
         )
     }
 
@@ -241,6 +249,35 @@ impl Arg {
     /// The argument's slot, when it is one.
     pub fn slot_name(&self) -> Option<SlotName> {
         self.1
+    }
+
+    /// The same argument, a `u32` the launch writes, as the stop flag of the graph the
+    /// window seals (rule 30): [`Device::replay_until`](crate::Device::replay_until)
+    /// replays the graph up to `max` times on the device and stops after the iteration
+    /// in which the flag was set (non-zero). The flag is zeroed when each loop replay
+    /// starts; the step's kernel sets it (on the end token, at the context's end). One
+    /// buffer argument written by the launch, of exactly one `u32`
+    /// ([`range`](Self::range) it to 4 bytes), not a slot; one flag per window (other
+    /// launches may write the same bytes). Outside a window it does nothing.
+    ///
+    /// ```
+    /// # use capture_graphs::{Arg, Device, DeviceConfig, StreamId};
+    /// # use capture_graphs::mock::MockBackend;
+    /// # let dev = Device::new(MockBackend::new(), DeviceConfig::new())?;
+    /// # let s = StreamId::new(0);
+    /// let done = dev.alloc(s, 4)?;
+    /// let flag = Arg::write(&done).stop_flag();
+    /// assert!(flag.is_stop_flag());
+    /// # Ok::<(), capture_graphs::ServerError>(())
+    /// ```
+    pub fn stop_flag(mut self) -> Self {
+        self.2 = true;
+        self
+    }
+
+    /// Whether the argument is a stop flag.
+    pub fn is_stop_flag(&self) -> bool {
+        self.2
     }
 
     /// Only `len` bytes at `offset` of a buffer argument (nothing for a scalar), checked

@@ -17,6 +17,7 @@ use super::config::DeviceConfig;
 use super::graph_handle::GraphHandle;
 use super::imports::Imports;
 use super::inner::{GraphRegistry, Inner};
+use super::loops::BodyItem;
 use super::order::Tracks;
 use super::pooled::PooledStream;
 use super::registry::KernelRegistry;
@@ -776,7 +777,7 @@ impl<B: Backend> Device<B> {
 }
 
 impl<B: Backend> Inner<B> {
-    fn alloc_on(
+    pub(crate) fn alloc_on(
         &self,
         ps: &mut PooledStream<B>,
         stream: StreamId,
@@ -880,6 +881,9 @@ impl<B: Backend> Inner<B> {
             self.order_device(ps, &[], &[key])
         };
         let raced = if recording {
+            // Rule 30: a copy the device cannot loop is refused in a window naming a
+            // stop flag, changing nothing.
+            self.loop_body(ps, stream, || Op::Call("write"), BodyItem::Copy)?;
             let uses = std::iter::once((key, Access::Write, None));
             self.check_race(ps, stream, Op::Call("write"), uses)
         } else {

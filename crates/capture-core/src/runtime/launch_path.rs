@@ -6,6 +6,7 @@
 use super::buffer::{Arg, ArgKind};
 use super::inner::Inner;
 use super::launch::Job;
+use super::loops::BodyItem;
 use super::pooled::PooledStream;
 use super::scratch::{BoundArg, LaunchScratch};
 use crate::driver::{Backend, DeviceResource, DeviceStream, LaunchBuffer, LaunchParam};
@@ -14,6 +15,7 @@ use crate::ids::StreamId;
 use crate::memory::{ClaimKey, MemoryLocation};
 use crate::range::ByteRange;
 use crate::subject::Subject;
+use crate::trace::Ran;
 
 /// A buffer of another pooled stream, resolved there before the launch.
 pub(crate) struct Remote<R> {
@@ -46,8 +48,27 @@ impl<B: Backend> Inner<B> {
                 // A refused slot changes nothing: checked before anything is recorded.
                 self.check_slots(ps, stream, &job, args, &s.args, recording)?;
             }
+            // Rule 30, as refused slots are: before anything is recorded.
+            let flag = if args.iter().any(|a| a.2) {
+                self.check_stop_flag(ps, stream, &job, args, &s.args, recording)?
+            } else {
+                None
+            };
             if recording {
-                self.launch_recorded(ps, &mut s, stream, job, args, remote)
+                if let Job::Work { id, .. } = &job {
+                    let id = *id;
+                    self.loop_body(
+                        ps,
+                        stream,
+                        || self.trace.ran_op(Ran::Work(id)),
+                        BodyItem::Work,
+                    )?;
+                }
+                self.launch_recorded(ps, &mut s, stream, job, args, remote)?;
+                if let Some(key) = flag {
+                    Self::keep_stop_flag(ps, key, args, &s.params);
+                }
+                Ok(())
             } else {
                 self.launch_eager(ps, &mut s, stream, job, args, remote)
             }

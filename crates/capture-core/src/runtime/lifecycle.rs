@@ -165,6 +165,7 @@ impl<B: Backend> Device<B> {
             let fence_error = window.take_fence_error();
             ps.clear_held();
             ps.window_slots = Default::default();
+            Inner::open_loop(ps);
             if let Some(error) = fence_error {
                 inner.fault(ps, stream, &error);
             }
@@ -586,6 +587,7 @@ impl<B: Backend> Inner<B> {
                 return Err(ServerError::UnknownGraph(graph));
             };
             ps.slots.remove(&graph);
+            ps.loops.remove(&graph);
             let stream = g.owner();
             let bytes = g.ledger().device_bytes;
             self.leave_pool(ps, graph);
@@ -725,6 +727,7 @@ impl<B: Backend> Inner<B> {
                 if !slots.is_empty() {
                     ps.slots.insert(id, slots);
                 }
+                Inner::seal_loop(ps, id);
                 if let Some((pool, overwrote)) = arena {
                     self.join_pool(ps, stream, id, pool, overwrote);
                 }
@@ -732,6 +735,7 @@ impl<B: Backend> Inner<B> {
             }
             Err(Refused { error, written }) => {
                 ps.window_slots = Default::default();
+                Inner::open_loop(ps);
                 {
                     let mut registry = self.registry();
                     if registry.next == id.index() + 1 {
@@ -811,6 +815,7 @@ impl<B: Backend> Inner<B> {
         let fence_error = window.take_fence_error();
         ps.clear_held();
         ps.window_slots = Default::default();
+        Inner::open_loop(ps);
         self.lifecycle(
             stream,
             if recording {

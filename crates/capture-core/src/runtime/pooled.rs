@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::id_hash::{IdMap, IdSet};
 
+use super::loops::{GraphLoop, WindowLoop};
 use super::membership::PoolMember;
 use super::scratch::LaunchScratch;
 use super::slot_data::GraphSlots;
@@ -57,6 +58,10 @@ pub(crate) struct PooledStream<B: Backend> {
     pub(crate) window_slots: GraphSlots<B>,
     /// The slots of each graph captured here that named any.
     pub(crate) slots: BTreeMap<GraphId, GraphSlots<B>>,
+    /// What the open window recorded that rule 30 looks at (its stop flag).
+    pub(crate) window_loop: WindowLoop<B>,
+    /// The loop of each graph captured here whose capture named a stop flag.
+    pub(crate) loops: BTreeMap<GraphId, GraphLoop<B>>,
 }
 
 impl<B: Backend> Drop for PooledStream<B> {
@@ -128,6 +133,8 @@ impl<B: Backend> PooledStream<B> {
             scratch: Some(Box::default()),
             window_slots: GraphSlots::default(),
             slots: BTreeMap::new(),
+            window_loop: WindowLoop::default(),
+            loops: BTreeMap::new(),
         }
     }
 

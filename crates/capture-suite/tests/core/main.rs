@@ -15,6 +15,7 @@ mod host_io;
 mod labels;
 mod launch_model;
 mod ledger;
+mod loops;
 mod reliability;
 mod replay_order;
 mod rules;

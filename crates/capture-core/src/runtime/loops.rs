@@ -1,0 +1,452 @@
+//! Loop replays (rule 30), the runtime's half: the stop flag a window names (checked as
+//! each launch naming it is recorded, before anything is recorded), what a loop body may
+//! not hold (checked as each copy or work is recorded, in either order), the flag a
+//! sealed graph keeps, and the loop replay itself, ordered, pinned and claimed as any
+//! replay is, with the iteration counter the library keeps as one more output.
+
+use super::buffer::{Arg, ArgKind, Buffer};
+use super::device::Device;
+use super::graph_handle::GraphHandle;
+use super::inner::Inner;
+use super::launch::Job;
+use super::lifecycle::MAX_REPLAYS_PER_CALL;
+use super::pooled::PooledStream;
+use super::scratch::BoundArg;
+use crate::driver::{Backend, DeviceResource, DeviceStream, GraphDriver, LaunchParam};
+use crate::error::ServerError;
+use crate::ids::{GraphId, StreamId};
+use crate::memory::ClaimKey;
+use crate::op::{Op, ReadBy};
+use crate::stop_flag::{DeviceLoops, LoopMismatch, LoopRefused, STOP_FLAG_BYTES};
+use crate::subject::Subject;
+use crate::trace::Event;
+
+/// A graph's stop flag: its bytes, and the resource the backend reads them through
+/// (pinned by the graph as any recorded binding is).
+pub(crate) struct StopFlag<B: Backend> {
+    pub(crate) key: ClaimKey,
+    pub(crate) resource: DeviceResource<B::Stream>,
+}
+
+/// What an open window recorded that rule 30 looks at.
+pub(crate) struct WindowLoop<B: Backend> {
+    /// The stop flag it named, once a launch naming it was recorded.
+    flag: Option<StopFlag<B>>,
+    /// The first operation it recorded that the device cannot put in a loop body, and
+    /// why.
+    blocker: Option<(Op, &'static str)>,
+}
+
+impl<B: Backend> Default for WindowLoop<B> {
+    fn default() -> Self {
+        Self {
+            flag: None,
+            blocker: None,
+        }
+    }
+}
+
+/// A sealed graph's loop: its stop flag, and the iteration counter, made at its first
+/// loop replay.
+pub(crate) struct GraphLoop<B: Backend> {
+    flag: StopFlag<B>,
+    counter: Option<Buffer>,
+}
+
+/// What a loop body may hold: a recorded copy, or the user's own work.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum BodyItem {
+    Copy,
+    Work,
+}
+
+fn refused(subject: Subject, mismatch: LoopMismatch) -> ServerError {
+    LoopRefused { subject, mismatch }.into()
+}
+
+impl<B: Backend> Inner<B> {
+    /// Checks the stop flag a launch (or work) names, before anything is recorded: a
+    /// refused flag changes nothing and does not doom the window. Work naming a flag is
+    /// refused in every mode; outside a window a flag does nothing. Returns the flag's
+    /// bytes when the launch, recorded, names the window's flag.
+    pub(super) fn check_stop_flag(
+        &self,
+        ps: &PooledStream<B>,
+        stream: StreamId,
+        job: &Job<'_, B>,
+        args: &[Arg],
+        bound: &[BoundArg],
+        recording: bool,
+    ) -> Result<Option<ClaimKey>, ServerError> {
+        let subject = || Subject::Stream(stream);
+        if matches!(job, Job::Work { .. }) {
+            return Err(refused(subject(), LoopMismatch::Work));
+        }
+        if !recording {
+            return Ok(None);
+        }
+        let mut named: Option<ClaimKey> = None;
+        for (i, arg) in args.iter().enumerate().filter(|(_, a)| a.2) {
+            let ArgKind::Buffer(a) = &arg.0 else {
+                return Err(refused(subject(), LoopMismatch::NotWritten));
+            };
+            if !a.access.writes() {
+                return Err(refused(subject(), LoopMismatch::NotWritten));
+            }
+            if arg.1.is_some() {
+                return Err(refused(subject(), LoopMismatch::Slotted));
+            }
+            let key = bound
+                .iter()
+                .find(|b| b.arg == i)
+                .map(|b| b.key)
+                .expect("every buffer argument is bound");
+            if key.range.len() != STOP_FLAG_BYTES {
+                return Err(refused(
+                    subject(),
+                    LoopMismatch::Size {
+                        bytes: key.range.len(),
+                    },
+                ));
+            }
+            match named {
+                Some(first) if first != key => {
+                    return Err(refused(
+                        subject(),
+                        LoopMismatch::Second {
+                            memory: first.memory,
+                            range: first.range,
+                        },
+                    ));
+                }
+                _ => named = Some(key),
+            }
+        }
+        let Some(key) = named else {
+            return Ok(None);
+        };
+        if let DeviceLoops::Unsupported(why) = self.limits.loops() {
+            return Err(refused(subject(), LoopMismatch::Unsupported(why)));
+        }
+        let window = &ps.window_loop;
+        if let Some(first) = &window.flag
+            && first.key != key
+        {
+            return Err(refused(
+                subject(),
+                LoopMismatch::Second {
+                    memory: first.key.memory,
+                    range: first.key.range,
+                },
+            ));
+        }
+        if let Some((op, reason)) = &window.blocker {
+            return Err(refused(
+                subject(),
+                LoopMismatch::Body {
+                    op: op.clone(),
+                    reason,
+                },
+            ));
+        }
+        Ok(Some(key))
+    }
+
+    /// Keeps the stop flag a recorded launch named: `params` are the launch's, in
+    /// argument order, as the backend was given them.
+    pub(super) fn keep_stop_flag(
+        ps: &mut PooledStream<B>,
+        key: ClaimKey,
+        args: &[Arg],
+        params: &[LaunchParam<DeviceResource<B::Stream>>],
+    ) {
+        if ps.window_loop.flag.is_some() {
+            return;
+        }
+        let at = args
+            .iter()
+            .position(|a| a.2)
+            .expect("the launch names a flag");
+        if let Some(LaunchParam::Buffer(b)) = params.get(at) {
+            ps.window_loop.flag = Some(StopFlag {
+                key,
+                resource: b.resource.clone(),
+            });
+        }
+    }
+
+    /// Checks a copy or work about to be recorded in `ps`'s window against rule 30:
+    /// refused, changing nothing, where the window named a stop flag and the device
+    /// cannot put it in a loop body; else noted, so a flag named later is refused.
+    pub(crate) fn loop_body(
+        &self,
+        ps: &mut PooledStream<B>,
+        stream: StreamId,
+        op: impl FnOnce() -> Op,
+        item: BodyItem,
+    ) -> Result<(), ServerError> {
+        let DeviceLoops::Supported { copies, work } = self.limits.loops() else {
+            return Ok(());
+        };
+        let Some(reason) = (match item {
+            BodyItem::Copy => copies,
+            BodyItem::Work => work,
+        }) else {
+            return Ok(());
+        };
+        let window = &mut ps.window_loop;
+        if window.flag.is_some() {
+            return Err(refused(
+                Subject::Stream(stream),
+                LoopMismatch::Body { op: op(), reason },
+            ));
+        }
+        window.blocker.get_or_insert_with(|| (op(), reason));
+        Ok(())
+    }
+
+    /// A new window: nothing of rule 30 recorded yet.
+    pub(crate) fn open_loop(ps: &mut PooledStream<B>) {
+        ps.window_loop = WindowLoop::default();
+    }
+
+    /// The window sealed into `graph`: its stop flag goes with it.
+    pub(crate) fn seal_loop(ps: &mut PooledStream<B>, graph: GraphId) {
+        if let Some(flag) = std::mem::take(&mut ps.window_loop).flag {
+            ps.loops.insert(
+                graph,
+                GraphLoop {
+                    flag,
+                    counter: None,
+                },
+            );
+        }
+    }
+
+    /// Enqueues a loop replay of `graph` on `stream` (rule 30); the graph's counter.
+    pub(crate) fn replay_loop_on(
+        &self,
+        ps: &mut PooledStream<B>,
+        stream: StreamId,
+        graph: GraphId,
+        max: u32,
+    ) -> Result<Buffer, ServerError> {
+        if let DeviceLoops::Unsupported(why) = self.limits.loops() {
+            return Err(refused(
+                Subject::graph(graph),
+                LoopMismatch::Unsupported(why),
+            ));
+        }
+        let capture = ps.stream.capturing();
+        match capture.owner() {
+            Some(owner) if owner == stream => {
+                let error = ServerError::graph_state_in(
+                    "replay",
+                    Some(Subject::Stream(stream)),
+                    stream,
+                    "is open: a replay inside it is refused",
+                );
+                self.refused(stream, "replay", &error);
+                return Err(error);
+            }
+            Some(_) | None => self.neighbour(ps, stream, "replay")?,
+        }
+        let Some(g) = ps.graphs.get(&graph) else {
+            return Err(ServerError::UnknownGraph(graph));
+        };
+        if g.owner() != stream {
+            return Err(ServerError::invalid_value_of(
+                "replay stream",
+                stream,
+                Subject::graph(graph),
+                format!(
+                    "the graph was captured on {} and replays only there",
+                    g.owner()
+                ),
+            ));
+        }
+        if !ps.loops.contains_key(&graph) {
+            return Err(refused(Subject::graph(graph), LoopMismatch::NoFlag));
+        }
+        // The counter the library keeps: made at the graph's first loop replay, on the
+        // graph's stream, and the graph's for its life.
+        let counter = match ps.loops[&graph].counter.clone() {
+            Some(c) => c,
+            None => {
+                let c = self.alloc_on(ps, stream, STOP_FLAG_BYTES)?;
+                ps.loops.get_mut(&graph).expect("checked").counter = Some(c.clone());
+                c
+            }
+        };
+        let counter_key = ClaimKey {
+            memory: counter.id(),
+            range: crate::range::ByteRange::new(0, STOP_FLAG_BYTES).expect("4 bytes"),
+        };
+        let g = &ps.graphs[&graph];
+        let op = Op::replay(graph);
+        // Rule 14: inputs first; a claimed one skips the loop and passes it on, to the
+        // counter too.
+        let skipped = self.taint().propagate(
+            op.clone(),
+            stream,
+            g.inputs().iter().copied(),
+            g.written()
+                .iter()
+                .copied()
+                .chain(std::iter::once(counter_key)),
+        );
+        if let Err(mut error) = skipped {
+            if let ServerError::Unwritten(u) = &mut error {
+                self.trace.push(Event::Skip {
+                    stream,
+                    op: op.clone(),
+                    failure: u.failure,
+                });
+                u.by = Some(ReadBy {
+                    op,
+                    stream,
+                    recorded: false,
+                });
+            }
+            return Err(error);
+        }
+        let inputs: Vec<ClaimKey> = g.inputs().to_vec();
+        let mut written: Vec<ClaimKey> = g.written().to_vec();
+        written.push(counter_key);
+        let scope = self.taint().enter(op, written.iter().copied())?;
+        // Rule 23: a pool member's loop writes over the other members' bytes it shares,
+        // as a replay does.
+        let own = written.len();
+        let mut taken = Vec::new();
+        self.replay_takes(ps, graph, &mut taken);
+        written.extend_from_slice(&taken);
+        // Rule 18, and rule 30's fence: the loop follows every other stream's use of
+        // what it touches, and what follows it waits for the whole loop, as the order
+        // tracks stamp its writes at its own enqueue.
+        let enqueued = self.order_device(ps, &inputs, &written).and_then(|()| {
+            let (_, counter_resource) = ps.stream.device_memory().bind_resource(counter_key)?;
+            let g = ps
+                .graphs
+                .get(&graph)
+                .ok_or(ServerError::UnknownGraph(graph))?;
+            let flag = &ps.loops[&graph].flag.resource;
+            <B as GraphDriver>::replay_loop(
+                &mut ps.stream,
+                g.executable(),
+                max,
+                flag,
+                &counter_resource,
+            )
+        });
+        match enqueued {
+            Ok(()) => {
+                self.taint().settle(scope);
+                self.used(ps, &inputs, &written, [&counter.handle]);
+                // Each iteration may overwrite what the other members placed: counted
+                // as `max` replays, the most it runs.
+                self.replayed_over(ps, stream, graph, max, &mut taken);
+                self.trace.push(Event::Loop { stream, graph, max });
+                self.maybe_flush(ps, stream);
+                Ok(counter)
+            }
+            Err(error) => {
+                self.refused(stream, "replay", &error);
+                self.fail_scope(scope, &written[..own], &error);
+                Err(error)
+            }
+        }
+    }
+}
+
+impl<B: Backend> Device<B> {
+    /// Replays `graph` up to `max` times on the device, in one submission, stopping
+    /// after the iteration in which its stop flag was set (rule 30): the decode loop
+    /// that runs until the end token without a host round trip per token. The graph's
+    /// capture named the flag (`Arg::write(&done).stop_flag()`, a `u32` a kernel of the
+    /// step writes non-zero to stop); each loop replay zeroes it first.
+    ///
+    /// Returns at once with the graph's iteration counter, a 4-byte buffer the library
+    /// keeps (the same for every loop replay of the graph): read it as any output
+    /// (`read_values::<u32>`), after the loop like every read. Every iteration is the
+    /// whole graph; the outputs are the last iteration's; a read after the loop waits
+    /// for the whole loop; a fault in an iteration ends the loop and claims what the
+    /// graph writes, the counter included (rule 15); slot updates apply to the loops
+    /// enqueued after them. The first loop replay of a graph allocates its counter.
+    ///
+    /// ```
+    /// # use capture_graphs::{Arg, Device, DeviceConfig, KernelSignature, Param, StreamId};
+    /// # use capture_graphs::mock::{MockBackend, MockKernel};
+    /// // x += 1; done = x >= 5.
+    /// const STEP: MockKernel = MockKernel {
+    ///     name: "step",
+    ///     signature: KernelSignature::of(&[Param::READ_WRITE, Param::WRITE]),
+    ///     f: |bufs, _| {
+    ///         let x = u32::from_le_bytes(bufs[0][..4].try_into().unwrap()) + 1;
+    ///         bufs[0].copy_from_slice(&x.to_le_bytes());
+    ///         bufs[1].copy_from_slice(&u32::from(x >= 5).to_le_bytes());
+    ///     },
+    /// };
+    /// let dev = Device::new(MockBackend::new(), DeviceConfig::new())?;
+    /// let s = StreamId::new(0);
+    /// let (x, done) = (dev.alloc(s, 4)?, dev.alloc(s, 4)?);
+    /// dev.write_values(s, &x, 0, &[0u32])?;
+    /// let step = dev.kernel(STEP);
+    /// let graph = dev.capture(s, |d| {
+    ///     d.launch(s, &step, [1, 1, 1], &[Arg::read_write(&x), Arg::write(&done).stop_flag()], &[])
+    /// })?; // warmup ran the step once: x = 1
+    /// let count = dev.replay_until(s, &graph, 100)?;
+    /// assert_eq!(dev.read_values::<u32>(s, &count)?, [4]); // x: 2, 3, 4, 5
+    /// assert_eq!(dev.read_values::<u32>(s, &x)?, [5]);
+    /// # Ok::<(), capture_graphs::ServerError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ServerError::LoopRefused`] for a `max` of 0 or past
+    /// [`MAX_REPLAYS_PER_CALL`](crate::MAX_REPLAYS_PER_CALL), a graph whose capture named
+    /// no stop flag, or a device that runs no loop; otherwise as
+    /// [`replay`](Self::replay), and the counter's allocation's.
+    pub fn replay_until(
+        &self,
+        stream: StreamId,
+        graph: &GraphHandle,
+        max: u32,
+    ) -> Result<Buffer, ServerError> {
+        let id = graph.id();
+        let _span = tracing::debug_span!(
+            target: "capture", "replay", %stream, pooled = self.inner.pooled(stream), graph = %id, max
+        )
+        .entered();
+        let replayed = self.owned(graph).and_then(|()| {
+            self.inner.closure_check(stream, "replay")?;
+            self.inner.reap();
+            if max == 0 || max > MAX_REPLAYS_PER_CALL {
+                return Err(refused(
+                    Subject::graph(id),
+                    LoopMismatch::Max {
+                        max,
+                        limit: MAX_REPLAYS_PER_CALL,
+                    },
+                ));
+            }
+            let index = self
+                .inner
+                .registry()
+                .live
+                .get(&id)
+                .map(|(index, _)| *index)
+                .ok_or(ServerError::UnknownGraph(id))?;
+            if index != self.inner.pooled(stream) {
+                return Err(ServerError::invalid_value_of(
+                    "replay stream",
+                    stream,
+                    Subject::graph(id),
+                    "a graph replays only on the stream that captured it",
+                ));
+            }
+            let mut ps = self.inner.cells[index].lock();
+            self.inner.replay_loop_on(&mut ps, stream, id, max)
+        });
+        self.inner.labels.named(replayed)
+    }
+}
