@@ -17,7 +17,7 @@ use super::config::DeviceConfig;
 use super::graph_handle::GraphHandle;
 use super::imports::Imports;
 use super::inner::{GraphRegistry, Inner};
-use super::loops::BodyItem;
+use super::loop_data::BodyItem;
 use super::order::Tracks;
 use super::pooled::PooledStream;
 use super::registry::KernelRegistry;

@@ -6,7 +6,7 @@
 use super::buffer::{Arg, ArgKind};
 use super::inner::Inner;
 use super::launch::Job;
-use super::loops::BodyItem;
+use super::loop_data::BodyItem;
 use super::pooled::PooledStream;
 use super::scratch::{BoundArg, LaunchScratch};
 use crate::driver::{Backend, DeviceResource, DeviceStream, LaunchBuffer, LaunchParam};

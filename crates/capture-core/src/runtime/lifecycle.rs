@@ -10,6 +10,7 @@
 
 use std::sync::Arc;
 
+use super::buffer::Buffer;
 use super::capturing::{CapturePhase, Capturing};
 use super::closure::ClosureScope;
 use super::device::Device;
@@ -17,6 +18,7 @@ use super::graph_handle::GraphHandle;
 use super::graph_owner::GraphOwner;
 use super::graph_pool::GraphPool;
 use super::inner::Inner;
+use super::loops;
 use super::pooled::PooledStream;
 use super::slot_data::SlotUpdate;
 use crate::branch::{BranchReason, BranchRefused};
@@ -28,6 +30,7 @@ use crate::ids::{GraphId, GraphPoolId, StreamId};
 use crate::memory::BufferBinding;
 use crate::op::{Op, ReadBy};
 use crate::slot::{SlotInfo, SlotName};
+use crate::stop_flag::LoopMismatch;
 use crate::subject::Subject;
 use crate::trace::Event;
 
@@ -944,5 +947,98 @@ impl<B: Backend> Inner<B> {
         (scratch.inputs, scratch.outputs) = (inputs, written);
         ps.taken = taken;
         outcome
+    }
+}
+
+impl<B: Backend> Device<B> {
+    /// Replays `graph` up to `max` times on the device, in one submission, stopping
+    /// after the iteration in which its stop flag was set (rule 30): the decode loop
+    /// that runs until the end token without a host round trip per token. The graph's
+    /// capture named the flag (`Arg::write(&done).stop_flag()`, a `u32` a kernel of the
+    /// step writes non-zero to stop); each loop replay zeroes it first.
+    ///
+    /// Returns at once with the graph's iteration counter, a 4-byte buffer the library
+    /// keeps (the same for every loop replay of the graph): read it as any output
+    /// (`read_values::<u32>`), after the loop like every read. Every iteration is the
+    /// whole graph; the outputs are the last iteration's; a read after the loop waits
+    /// for the whole loop; a fault in an iteration ends the loop and claims what the
+    /// graph writes, the counter included (rule 15); slot updates apply to the loops
+    /// enqueued after them. The first loop replay of a graph allocates its counter.
+    ///
+    /// ```
+    /// # use capture_graphs::{Arg, Device, DeviceConfig, KernelSignature, Param, StreamId};
+    /// # use capture_graphs::mock::{MockBackend, MockKernel};
+    /// // x += 1; done = x >= 5.
+    /// const STEP: MockKernel = MockKernel {
+    ///     name: "step",
+    ///     signature: KernelSignature::of(&[Param::READ_WRITE, Param::WRITE]),
+    ///     f: |bufs, _| {
+    ///         let x = u32::from_le_bytes(bufs[0][..4].try_into().unwrap()) + 1;
+    ///         bufs[0].copy_from_slice(&x.to_le_bytes());
+    ///         bufs[1].copy_from_slice(&u32::from(x >= 5).to_le_bytes());
+    ///     },
+    /// };
+    /// let dev = Device::new(MockBackend::new(), DeviceConfig::new())?;
+    /// let s = StreamId::new(0);
+    /// let (x, done) = (dev.alloc(s, 4)?, dev.alloc(s, 4)?);
+    /// dev.write_values(s, &x, 0, &[0u32])?;
+    /// let step = dev.kernel(STEP);
+    /// let graph = dev.capture(s, |d| {
+    ///     d.launch(s, &step, [1, 1, 1], &[Arg::read_write(&x), Arg::write(&done).stop_flag()], &[])
+    /// })?; // warmup ran the step once: x = 1
+    /// let count = dev.replay_until(s, &graph, 100)?;
+    /// assert_eq!(dev.read_values::<u32>(s, &count)?, [4]); // x: 2, 3, 4, 5
+    /// assert_eq!(dev.read_values::<u32>(s, &x)?, [5]);
+    /// # Ok::<(), capture_graphs::ServerError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ServerError::LoopRefused`] for a `max` of 0 or past
+    /// [`MAX_REPLAYS_PER_CALL`](crate::MAX_REPLAYS_PER_CALL), a graph whose capture named
+    /// no stop flag, or a device that runs no loop; otherwise as
+    /// [`replay`](Self::replay), and the counter's allocation's.
+    pub fn replay_until(
+        &self,
+        stream: StreamId,
+        graph: &GraphHandle,
+        max: u32,
+    ) -> Result<Buffer, ServerError> {
+        let id = graph.id();
+        let _span = tracing::debug_span!(
+            target: "capture", "replay", %stream, pooled = self.inner.pooled(stream), graph = %id, max
+        )
+        .entered();
+        let replayed = self.owned(graph).and_then(|()| {
+            self.inner.closure_check(stream, "replay")?;
+            self.inner.reap();
+            if max == 0 || max > MAX_REPLAYS_PER_CALL {
+                return Err(loops::refused(
+                    Subject::graph(id),
+                    LoopMismatch::Max {
+                        max,
+                        limit: MAX_REPLAYS_PER_CALL,
+                    },
+                ));
+            }
+            let index = self
+                .inner
+                .registry()
+                .live
+                .get(&id)
+                .map(|(index, _)| *index)
+                .ok_or(ServerError::UnknownGraph(id))?;
+            if index != self.inner.pooled(stream) {
+                return Err(ServerError::invalid_value_of(
+                    "replay stream",
+                    stream,
+                    Subject::graph(id),
+                    "a graph replays only on the stream that captured it",
+                ));
+            }
+            let mut ps = self.inner.cells[index].lock();
+            self.inner.replay_loop_on(&mut ps, stream, id, max)
+        });
+        self.inner.labels.named(replayed)
     }
 }

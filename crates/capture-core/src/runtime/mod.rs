@@ -21,6 +21,7 @@ mod launch_inputs;
 mod launch_path;
 mod launch_recorded;
 mod lifecycle;
+mod loop_data;
 mod loops;
 mod membership;
 mod order;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::id_hash::{IdMap, IdSet};
 
-use super::loops::{GraphLoop, WindowLoop};
+use super::loop_data::{GraphLoop, WindowLoop};
 use super::membership::PoolMember;
 use super::scratch::LaunchScratch;
 use super::slot_data::GraphSlots;

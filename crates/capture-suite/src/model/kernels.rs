@@ -233,12 +233,31 @@ const AFFINE: MockKernel = MockKernel {
     },
 };
 
+/// `flag = 1` (a `u32`) when `x[0] >= t`, `t` the `f32` of the second info word, the flag
+/// left as it was otherwise: a decode step's stop flag (rule 30), set on the end token
+/// only, as an engine's sampler sets it.
+const STOP_AT: MockKernel = MockKernel {
+    name: "stop_at",
+    signature: KernelSignature::new(2, 2),
+    f: |b, info| {
+        let t = f32::from_bits(info.get(1).copied().unwrap_or(0) as u32);
+        if b[0].len() < 4 || b[1].len() < 4 {
+            return;
+        }
+        let x = f32::from_le_bytes(f32_at(&b[0], 0));
+        if x >= t {
+            b[1][..4].copy_from_slice(&1u32.to_le_bytes());
+        }
+    },
+};
+
 fn user_kernel(kernel: UserKernel) -> MockKernel {
     match kernel {
         UserKernel::Partial => PARTIAL,
         UserKernel::Panics => PANICS,
         UserKernel::Resizes => RESIZES,
         UserKernel::Affine => AFFINE,
+        UserKernel::StopAt => STOP_AT,
     }
 }
 

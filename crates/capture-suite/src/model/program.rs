@@ -147,6 +147,21 @@ pub enum Op {
         /// 1 to 3.
         times: u8,
     },
+    /// A loop replay of graph `graph` on `stream`, up to `max` times (rule 30): refused
+    /// for a graph whose capture named no stop flag; else the model runs the graph
+    /// iteration by iteration and stops after the one that left the flag non-zero,
+    /// then reads the iteration counter on `reader` (another stream, mostly: its read
+    /// must wait for the whole loop).
+    ReplayUntil {
+        /// The stream (the graph's own, mostly).
+        stream: u8,
+        /// The graph.
+        graph: u8,
+        /// 0 to 8 (0 is refused).
+        max: u8,
+        /// The stream that reads the counter after it.
+        reader: u8,
+    },
     /// Releases a graph: `Device::drop_graph`, or (`handle`) dropping its handle.
     DropGraph {
         /// The graph.
@@ -347,15 +362,21 @@ pub enum UserKernel {
     /// `f32` (the spec's scalar), `b` an `i16` (`1 - scalar`), `n` a `u32` (the element
     /// count); no info words.
     Affine,
+    /// `flag = 1` (a `u32`) when `x[0] >= t`, with `t` the spec's scalar as an `f32` (its
+    /// second info word), the flag left as it was otherwise: the stop flag of a loop
+    /// replay (rule 30), set on the end token only. Its ranges are one element
+    /// each; recorded as a kernel, its output is named the window's stop flag.
+    StopAt,
 }
 
 impl UserKernel {
     /// Every user kernel.
-    pub const ALL: [UserKernel; 4] = [
+    pub const ALL: [UserKernel; 5] = [
         UserKernel::Partial,
         UserKernel::Panics,
         UserKernel::Resizes,
         UserKernel::Affine,
+        UserKernel::StopAt,
     ];
 
     /// Whether its work faults when it runs.
@@ -646,7 +667,7 @@ pub fn any_launch() -> impl Strategy<Value = LaunchSpec> {
             args: vec![x, y],
             scalar,
             form,
-            collide: collide && user != UserKernel::Affine,
+            collide: collide && !matches!(user, UserKernel::Affine | UserKernel::StopAt),
             slot,
         });
     prop_oneof![
@@ -738,6 +759,8 @@ pub fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(stream, body, stop, pool)| Op::Capture { stream, body, stop, pool }),
         4 => (stream(), 0u8..4, 1u8..=3)
             .prop_map(|(stream, graph, times)| Op::Replay { stream, graph, times }),
+        2 => (stream(), 0u8..4, 0u8..=8, stream())
+            .prop_map(|(stream, graph, max, reader)| Op::ReplayUntil { stream, graph, max, reader }),
         1 => (0u8..4, any::<bool>()).prop_map(|(graph, handle)| Op::DropGraph { graph, handle }),
         1 => (0u8..4).prop_map(|graph| Op::ReplayElsewhere { graph }),
         2 => fault(),
@@ -1681,6 +1704,169 @@ fn forked_rebinds() -> impl Strategy<Value = Vec<Op>> {
         })
 }
 
+/// A decode loop (rule 30): `ones` (all 1.0), `x` (its first element `start`) and a
+/// 4-byte `flag` on one stream; a step that counts (`x += ones`, its first buffer a
+/// slot now and then), sets the flag once `x[0] >= t`, and now and then faults; then
+/// loop replays (flags set at the first iteration, later, or never within `max`), reads
+/// of `x`, the flag and the counter on any stream (racing the loop), plain replays,
+/// writes that start `x` again, slot updates between loops, drops and syncs.
+fn stop_loop() -> impl Strategy<Value = Vec<Op>> {
+    let after = prop_oneof![
+        6 => (0u8..=8, stream()).prop_map(|(max, reader)| Op::ReplayUntil { stream: 0, graph: LATEST, max, reader }),
+        3 => (stream(), 0u8..3).prop_map(|(stream, b)| Op::Read { stream, buf: LATEST - b, range: None }),
+        1 => (1u8..=2).prop_map(|times| Op::Replay { stream: 0, graph: LATEST, times }),
+        2 => (-6i8..=4).prop_map(|v| Op::Write { stream: 0, buf: LATEST - 1, offset: 0, values: vec![v] }),
+        2 => update().prop_map(|op| match op {
+            Op::Update { slot, change, .. } => Op::Update { graph: LATEST, slot, change },
+            other => other,
+        }),
+        1 => stream().prop_map(|stream| Op::Sync { stream }),
+        1 => (0u8..3).prop_map(|b| Op::Drop { buf: LATEST - b }),
+        1 => any::<bool>().prop_map(|handle| Op::DropGraph { graph: LATEST, handle }),
+        1 => fault(),
+        1 => (stream(), stream()).prop_map(|(faulting, waiting)| Op::FaultMetByWait { faulting, waiting }),
+        // x written by a kernel that faults: a later loop reads it first (rule 14).
+        1 => Just(Op::Launch {
+            stream: 0,
+            launch: LaunchSpec {
+                builtin: Builtin::Copy,
+                user: Some(UserKernel::Panics),
+                args: vec![ArgSpec { buf: LATEST - 2, range: None }, ArgSpec { buf: LATEST - 1, range: None }],
+                scalar: 0,
+                form: Form::Kernel,
+                collide: false,
+                slot: None,
+            },
+        }),
+    ];
+    (
+        stream(),
+        0u8..2,
+        any::<bool>(),
+        1u32..=4,
+        -4i8..=4,
+        -2i8..=8,
+        prop::option::weighted(0.3, Just(0u8)),
+        prop::bool::weighted(0.15),
+        prop::collection::vec(after, 3..=12),
+    )
+        .prop_map(
+            |(stream, x_on, settle, elements, start, t, slot, faults, after)| {
+                let bytes = elements * 4;
+                // x is the capturing stream's, or the next stream's (another pooled stream
+                // when there are two): its reads there must wait for the loop (rule 18).
+                let arg = |buf| ArgSpec { buf, range: None };
+                let mut ops = vec![
+                    Op::Alloc { stream, bytes },
+                    Op::Write {
+                        stream,
+                        buf: LATEST,
+                        offset: 0,
+                        values: vec![1; elements as usize],
+                    },
+                    Op::Alloc {
+                        stream: stream + x_on,
+                        bytes,
+                    },
+                    Op::Write {
+                        stream: stream + x_on,
+                        buf: LATEST,
+                        offset: 0,
+                        values: vec![start],
+                    },
+                    Op::Alloc { stream, bytes: 4 },
+                ];
+                let launch = |builtin, user, args, scalar, slot| {
+                    BodyOp::Launch(LaunchSpec {
+                        builtin,
+                        user,
+                        args,
+                        scalar,
+                        form: Form::Kernel,
+                        collide: false,
+                        slot,
+                    })
+                };
+                // Inside the closure: LATEST is the flag, LATEST - 1 is x, LATEST - 2 ones.
+                let mut body = vec![
+                    launch(
+                        Builtin::Axpy,
+                        None,
+                        vec![arg(LATEST - 2), arg(LATEST - 1)],
+                        1,
+                        slot,
+                    ),
+                    launch(
+                        Builtin::Copy,
+                        Some(UserKernel::StopAt),
+                        vec![arg(LATEST - 1), arg(LATEST)],
+                        t,
+                        None,
+                    ),
+                ];
+                if faults {
+                    body.push(launch(
+                        Builtin::Copy,
+                        Some(UserKernel::Panics),
+                        vec![arg(LATEST - 2), arg(LATEST - 1)],
+                        0,
+                        None,
+                    ));
+                }
+                ops.push(Op::Capture {
+                    stream,
+                    body,
+                    stop: true,
+                    pool: None,
+                });
+                if settle {
+                    // Warmup's uses settled: only the loop's own stamp orders what follows.
+                    ops.push(Op::Sync { stream });
+                    ops.push(Op::Sync { stream: stream + 1 });
+                }
+                ops.extend(
+                    after
+                        .into_iter()
+                        .flat_map(|op| match op {
+                            // The fault reported before what follows: a loop then meets x claimed.
+                            Op::Launch { launch, .. } => {
+                                vec![Op::Launch { stream, launch }, Op::Sync { stream }]
+                            }
+                            op => vec![op],
+                        })
+                        .map(|op| match op {
+                            Op::ReplayUntil {
+                                graph, max, reader, ..
+                            } => Op::ReplayUntil {
+                                stream,
+                                graph,
+                                max,
+                                reader,
+                            },
+                            Op::Replay { graph, times, .. } => Op::Replay {
+                                stream,
+                                graph,
+                                times,
+                            },
+                            Op::Write {
+                                buf,
+                                offset,
+                                values,
+                                ..
+                            } => Op::Write {
+                                stream,
+                                buf,
+                                offset,
+                                values,
+                            },
+                            other => other,
+                        }),
+                );
+                ops
+            },
+        )
+}
+
 /// A batch-size ladder in one graph pool (rule 23): two to four members captured on one
 /// stream, each allocating an intermediate inside its closure (kept by the user, or the
 /// graph's alone) between two launches, or carrying state of its own from one replay to
@@ -1857,6 +2043,7 @@ pub fn program() -> impl Strategy<Value = Program> {
                 3 => updated_graph(),
                 4 => forked_step(),
                 5 => forked_rebinds(),
+                4 => stop_loop(),
                 1 => info_reused_after_abort(),
                 1 => cleanup_around_a_window(),
                 1 => fault_reported_then_waited(),

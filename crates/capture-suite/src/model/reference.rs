@@ -32,7 +32,7 @@ pub(crate) enum Byte {
 }
 
 impl Byte {
-    fn value(self) -> Option<u8> {
+    pub(crate) fn value(self) -> Option<u8> {
         match self {
             Byte::Val(v) | Byte::Either(v) => Some(v),
             Byte::Unwritten | Byte::Any => None,
@@ -214,6 +214,8 @@ pub(crate) struct Window {
     pub(crate) slots: Vec<ModelSlot>,
     /// Its branches (rules 28 and 29).
     pub(crate) forks: Forks,
+    /// The stop flag its recorded launches named (rule 30).
+    pub(crate) flag: Option<Span>,
 }
 
 impl Window {
@@ -226,6 +228,7 @@ impl Window {
             may_doom: false,
             slots: Vec::new(),
             forks: Forks::new(owner),
+            flag: None,
         }
     }
 
@@ -247,6 +250,10 @@ pub(crate) struct ModelGraph {
     pub(crate) slots: Vec<ModelSlot>,
     /// The order its window's lanes put its recorded ops in (rules 28 and 29).
     pub(crate) order: Forks,
+    /// Its stop flag, when its capture named one (rule 30).
+    pub(crate) flag: Option<Span>,
+    /// The model's buffer for its iteration counter, once a loop replay made it.
+    pub(crate) counter: Option<usize>,
 }
 
 impl ModelGraph {
@@ -338,6 +345,11 @@ impl Model {
         }
     }
 
+    /// Nothing known of `span` any more: a loop the model cannot follow wrote it.
+    pub(crate) fn forget(&mut self, span: Span) {
+        self.bufs[span.buf].bytes[span.start..span.end].fill(Byte::Any);
+    }
+
     pub(crate) fn unwrite(&mut self, span: Span) {
         self.bufs[span.buf].bytes[span.start..span.end].fill(Byte::Unwritten);
     }
@@ -421,6 +433,29 @@ impl Model {
                     }
                 }
                 return true;
+            }
+            Some(UserKernel::StopAt) => {
+                // flag = 1 when x[0] >= t, t the second info word's f32, else left as
+                // it was (rule 30's flag, set on the end token only).
+                let (x, y) = (launch.args[0].0, launch.args[1].0);
+                let first = Span {
+                    end: x.start + 4,
+                    ..x
+                };
+                let flag = Span {
+                    end: y.start + 4,
+                    ..y
+                };
+                if self.any_unknown(first) {
+                    self.bufs[flag.buf].bytes[flag.start..flag.end].fill(Byte::Any);
+                } else if self.floats(first)[0] >= f32::from_bits(launch.info[1] as u32) {
+                    self.set(flag, &1u32.to_le_bytes());
+                } else {
+                    for b in &mut self.bufs[flag.buf].bytes[flag.start..flag.end] {
+                        *b = b.untouched();
+                    }
+                }
+                return false;
             }
             Some(UserKernel::Partial) => {
                 // y[i] = x[i] for the first half of y's elements; the rest is untouched.

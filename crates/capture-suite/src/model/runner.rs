@@ -114,6 +114,7 @@ fn classify(
         | ServerError::InvalidArgument { .. }
         | ServerError::InvalidBinding { .. }
         | ServerError::SlotRefused(_)
+        | ServerError::LoopRefused(_)
         | ServerError::BranchRefused(_)
         | ServerError::UnknownGraph(_) => (Kind::Refused, false),
         ServerError::GraphState { .. }
@@ -590,7 +591,8 @@ impl<B: Builtins> Run<B> {
             Op::Launch { stream, .. }
             | Op::Begin { stream }
             | Op::Capture { stream, .. }
-            | Op::Replay { stream, .. } => Some(self.pooled_of(self.stream(*stream))),
+            | Op::Replay { stream, .. }
+            | Op::ReplayUntil { stream, .. } => Some(self.pooled_of(self.stream(*stream))),
             Op::Write { buf, .. } => self.live(*buf).map(|idx| self.model.bufs[idx].pooled),
             _ => None,
         }
@@ -659,6 +661,12 @@ impl<B: Builtins> Run<B> {
                 graph,
                 times,
             } => self.replay(*stream, *graph, u32::from(*times).clamp(1, 3)),
+            Op::ReplayUntil {
+                stream,
+                graph,
+                max,
+                reader,
+            } => self.replay_until(*stream, *graph, u32::from(*max), *reader),
             Op::DropGraph { graph, handle } => self.drop_graph(*graph, *handle),
             // Handled by `check_with`, which holds both devices.
             Op::ReplayElsewhere { .. } => {}
@@ -1189,6 +1197,12 @@ impl<B: Builtins> Run<B> {
             None => (0, size),
             Some((o, l)) => clip(size, o as usize * 4, l as usize * 4),
         };
+        self.read_at(s, idx, off, len);
+    }
+
+    /// Reads `len` bytes at `off` of model buffer `idx` on stream `s`, and checks them
+    /// against the model.
+    fn read_at(&mut self, s: u8, idx: usize, off: usize, len: usize) {
         let span = Span {
             buf: idx,
             start: off,
@@ -1350,6 +1364,12 @@ impl<B: Builtins> Run<B> {
                 scalars.push(Arg::scalar(n as u32));
                 [u64::from(a.to_bits()), u64::from(f32::from(b).to_bits())]
             }
+            _ if spec.user == Some(UserKernel::StopAt) => {
+                // One element each: x[0] in, the flag word out (rule 30).
+                resolved[0].len = 1;
+                resolved[1].len = 1;
+                [1, u64::from(a.to_bits())]
+            }
             _ if spec.user.is_some() => {
                 let n = resolved[0].len.min(resolved[1].len);
                 resolved[1].len = n;
@@ -1473,12 +1493,18 @@ impl<B: Builtins> Run<B> {
 
     /// A launch; returns the device's answer (a capture closure stops at an error).
     fn launch(&mut self, s: u8, spec: &LaunchSpec) -> Result<(), ServerError> {
-        let Some(issued) = self.resolve(spec) else {
+        let Some(mut issued) = self.resolve(spec) else {
             return Ok(());
         };
         let p = self.pooled_of(s);
         let recorded = self.recording_by(p, s);
         let must_refuse = self.neighbour_of(p, s).is_some();
+        // Rule 30: a `StopAt` kernel recorded names its output the window's stop flag.
+        let flag = (recorded && spec.user == Some(UserKernel::StopAt) && spec.form == Form::Kernel)
+            .then(|| issued.model.args[1].0);
+        if flag.is_some() {
+            issued.args[1] = issued.args[1].clone().stop_flag();
+        }
         let inputs: Vec<Span> = issued.model.inputs().collect();
         let outputs: Vec<Span> = issued.model.outputs().collect();
         let dev = Arc::clone(&self.dev);
@@ -1584,6 +1610,29 @@ impl<B: Builtins> Run<B> {
                 _ => {}
             }
         }
+        if let Some(f) = flag.filter(|_| !must_refuse) {
+            // One flag per window: another range is refused, changing nothing.
+            let second = self.model.windows[p]
+                .as_ref()
+                .and_then(|w| w.flag)
+                .is_some_and(|first| first != f);
+            match (&result, second) {
+                (Err(ServerError::LoopRefused(r)), true)
+                    if matches!(r.mismatch, capture_core::LoopMismatch::Second { .. }) =>
+                {
+                    return result;
+                }
+                (Err(ServerError::LoopRefused(r)), _) => {
+                    self.fail(format!("a recorded stop flag was refused: {r}"));
+                    return result;
+                }
+                (Ok(()), true) => {
+                    self.fail("a second stop flag of one window was accepted");
+                    return result;
+                }
+                _ => {}
+            }
+        }
         let error = result.as_ref().err().map(|e| (self.classify(e, &fired), e));
         if recorded {
             let uses: Vec<(Span, bool)> = inputs
@@ -1607,6 +1656,9 @@ impl<B: Builtins> Run<B> {
                         );
                     }
                     if let Some(w) = self.window_mut(p) {
+                        if let Some(f) = flag {
+                            w.flag.get_or_insert(f);
+                        }
                         add_slots(&mut w.slots, w.recs.len(), issued.slots);
                         w.recs.push(Rec::Launch(issued.model));
                         w.forks.recorded(s, uses);
@@ -2016,6 +2068,8 @@ impl<B: Builtins> Run<B> {
                         pool: None,
                         slots: w.slots.clone(),
                         order: w.forks.clone(),
+                        flag: w.flag,
+                        counter: None,
                     },
                 ));
                 self.model.windows[p] = None;
@@ -2520,6 +2574,8 @@ impl<B: Builtins> Run<B> {
                                 pool: member,
                                 slots: w.slots,
                                 order: w.forks,
+                                flag: w.flag,
+                                counter: None,
                             },
                         ));
                     }
@@ -2640,6 +2696,194 @@ impl<B: Builtins> Run<B> {
                     }
                     _ => self.fail(format!("replay of {id} failed: {}", Chain(&e))),
                 }
+            }
+        }
+    }
+
+    /// A loop replay of graph `name` (rule 30), up to `max` times; then its counter read
+    /// on `reader`.
+    fn replay_until(&mut self, stream: u8, name: u8, max: u32, reader: u8) {
+        let s = self.stream(stream);
+        let Some(at) = relative(name, self.graphs.len()) else {
+            return;
+        };
+        let Some(Some((handle, mut graph))) = self.graphs.get_mut(at).map(Option::take) else {
+            return;
+        };
+        let counter = self.loop_handle(s, &handle, &mut graph, max);
+        let first = graph.written().first().copied();
+        self.graphs[at] = Some((handle, graph));
+        if let Some(c) = counter {
+            // Read on any stream, before anything else waits for it, what the loop
+            // wrote first (on its own buffer's pooled stream, perhaps another) and the
+            // counter: each waits for the whole loop (rule 30).
+            let reader = self.stream(reader);
+            if let Some(span) = first.filter(|span| self.handles[span.buf].is_some()) {
+                self.read_at(reader, span.buf, span.start, span.end - span.start);
+            }
+            self.read_at(reader, c, 0, 4);
+        }
+    }
+
+    /// Runs the loop replay and predicts it: the model's graph iteration by iteration,
+    /// the flag and counter zeroed first, the counter set after each, stopping after
+    /// the iteration that left the flag non-zero (or at a fault, or where the model does
+    /// not know the flag: then what the graph writes is unknown). Returns the counter's
+    /// model buffer when the loop was enqueued.
+    fn loop_handle(
+        &mut self,
+        s: u8,
+        handle: &GraphHandle,
+        graph: &mut ModelGraph,
+        max: u32,
+    ) -> Option<usize> {
+        let id = handle.id();
+        let p = graph.pooled;
+        let must_refuse =
+            graph.owner != s || self.model.windows[p].is_some() || self.lent_to(p).is_some();
+        let refused = max == 0 || must_refuse || graph.flag.is_none();
+        let dev = Arc::clone(&self.dev);
+        let (result, fired) =
+            self.guarded(|| dev.replay_until(StreamId::new(s.into()), handle, max))?;
+        let state = self.model.replay_inputs(&graph.recs);
+        let mut written = graph.written();
+        match result {
+            Ok(counter) => {
+                if refused {
+                    self.fail(format!(
+                        "loop of {id} (max {max}) accepted on another stream, inside a window, \
+                         without a stop flag or of no iterations"
+                    ));
+                    return None;
+                }
+                if state.unwritten {
+                    self.fail(format!(
+                        "loop of {id} ran though an input byte is unwritten (rule 14)"
+                    ));
+                    return None;
+                }
+                let c = match graph.counter {
+                    Some(c) => {
+                        let same = self.handles[c]
+                            .as_ref()
+                            .is_none_or(|h| h.id() == counter.id());
+                        if !same {
+                            self.fail(format!("loop of {id} gave another counter than before"));
+                        }
+                        self.handles[c] = Some(counter);
+                        c
+                    }
+                    None => {
+                        let c = self.model.alloc(4, p);
+                        self.handles.push(Some(counter));
+                        self.shared.push(false);
+                        self.slots.push(Some(c));
+                        graph.counter = Some(c);
+                        c
+                    }
+                };
+                let counted = Span {
+                    buf: c,
+                    start: 0,
+                    end: 4,
+                };
+                written.push(counted);
+                let flag = graph.flag.expect("checked above");
+                self.model.since[p].extend(written.iter().copied());
+                self.replayed_over(graph);
+                self.model.set(flag, &[0; 4]);
+                self.model.set(counted, &[0; 4]);
+                for i in 1..=max {
+                    let faulted = self.model.run_recs(&graph.recs, 1);
+                    self.model.set(counted, &i.to_le_bytes());
+                    if faulted {
+                        // The fault ends the loop; rule 15 claims what it wrote.
+                        self.kernel_fault();
+                        break;
+                    }
+                    let word: Option<Vec<u8>> =
+                        self.model.bytes(flag).iter().map(|b| b.value()).collect();
+                    match word {
+                        Some(w) if w == [0; 4] => {}
+                        Some(_) => break,
+                        None => {
+                            // The model cannot tell whether the loop went on.
+                            for span in &written {
+                                self.model.forget(*span);
+                            }
+                            break;
+                        }
+                    }
+                }
+                Some(c)
+            }
+            Err(e) => {
+                let kind = self.classify(&e, &fired).0;
+                let counted = graph.counter.map(|c| Span {
+                    buf: c,
+                    start: 0,
+                    end: 4,
+                });
+                written.extend(counted);
+                match (&e, kind) {
+                    (ServerError::LoopRefused(r), _) => {
+                        let expected = match r.mismatch {
+                            capture_core::LoopMismatch::Max { .. } => max == 0,
+                            capture_core::LoopMismatch::NoFlag => graph.flag.is_none(),
+                            _ => false,
+                        };
+                        if !expected {
+                            self.fail(format!("loop of {id} (max {max}) refused: {r}"));
+                        }
+                    }
+                    (_, Kind::Unwritten) => {
+                        if refused {
+                            self.fail(format!(
+                                "loop of {id} refused otherwise ran its input check: {}",
+                                Chain(&e)
+                            ));
+                        }
+                        if state.all_val {
+                            self.fail(format!(
+                                "loop of {id} skipped as unwritten, but the model has every input written: {}",
+                                Chain(&e)
+                            ));
+                        }
+                        let named = e.unwritten().and_then(|u| u.by.as_ref()).is_some_and(|by| {
+                            by.op.graph() == Some(id) && by.stream.index() == u64::from(s)
+                        });
+                        if !named {
+                            self.fail(format!(
+                                "a skipped loop of {id}'s refusal does not name it: {e:?}"
+                            ));
+                        }
+                        for span in written {
+                            self.model.unwrite(span);
+                        }
+                    }
+                    (_, Kind::Refused | Kind::LateRefused) => {
+                        if max == 0 || (!must_refuse && !self.any_window()) {
+                            self.fail(format!("loop of {id} refused: {}", Chain(&e)));
+                        }
+                    }
+                    // The loop's enqueue failed: what the graph writes is claimed. An
+                    // allocation of its counter that failed changed nothing.
+                    (_, Kind::OwnFault) => {
+                        if fired.contains(&FaultOp::Replay) {
+                            for span in written {
+                                self.model.unwrite(span);
+                            }
+                        }
+                    }
+                    (_, Kind::WaitFault) => {
+                        self.replayed_over(graph);
+                        for span in written {
+                            self.model.widen(span);
+                        }
+                    }
+                    _ => self.fail(format!("loop of {id} failed: {}", Chain(&e))),
+                }
+                None
             }
         }
     }

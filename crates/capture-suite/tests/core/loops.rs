@@ -14,8 +14,8 @@ fn word(b: &[u8]) -> u32 {
     u32::from_le_bytes(b[..4].try_into().expect("4 bytes"))
 }
 
-/// `x[0] += k; done = (x[0] >= limit)`. Arguments: x (read-write), done (write), k,
-/// limit.
+/// `x[0] += k; done = 1 if x[0] >= limit` (left as it was otherwise, as a sampler sets
+/// its end flag). Arguments: x (read-write), done (write), k, limit.
 const COUNT: MockKernel = MockKernel {
     name: "count",
     signature: KernelSignature::of(&[
@@ -27,7 +27,9 @@ const COUNT: MockKernel = MockKernel {
     f: |b, words| {
         let x = word(&b[0]).wrapping_add(words[0] as u32);
         b[0][..4].copy_from_slice(&x.to_le_bytes());
-        b[1][..4].copy_from_slice(&u32::from(x >= words[1] as u32).to_le_bytes());
+        if x >= words[1] as u32 {
+            b[1][..4].copy_from_slice(&1u32.to_le_bytes());
+        }
     },
 };
 
