@@ -27,6 +27,22 @@ const HEADER: Wheel = Wheel {
     needed_by: "the CUDA driver model, compiled against NVIDIA's cuda.h,",
 };
 
+/// The device runtime (`libcudadevrt.a`, in the same wheel as the header) the loop
+/// setter's cubins are linked against, fetching the wheel into `target/cuda-header` when
+/// missing: capture-cuda's loop setter test links it again and compares.
+pub(crate) fn devrt(root: &Path) -> Result<PathBuf> {
+    let include = HEADER.ensure_in(&root.join("target").join("cuda-header"), |_| Ok(0))?;
+    let devrt = include.with_file_name("lib").join("libcudadevrt.a");
+    if !devrt.is_file() {
+        bail!(
+            "{} is missing from the unpacked {}",
+            devrt.display(),
+            HEADER.package
+        );
+    }
+    Ok(devrt)
+}
+
 /// The model's source, relative to the workspace root.
 const SOURCE: &str = "crates/capture-cuda-model/driver/model.c";
 

@@ -38,6 +38,29 @@ pub(crate) const VERSION: &str = "12.9.86";
 /// The library capture-cuda loads (by the path in `CAPTURE_NVRTC`).
 pub(crate) const LIB: &str = "libnvrtc.so.12";
 
+/// nvJitLink, pinned as NVRTC is: capture-cuda's loop setter test links NVRTC's
+/// relocatable cubins against libcudadevrt.a with it and compares the result with the
+/// shipped cubins byte for byte.
+const NVJITLINK: Wheel = Wheel {
+    package: "nvidia-nvjitlink-cu12",
+    version: VERSION,
+    what: "nvJitLink",
+    size: "about 40 MB",
+    keep: "nvidia/nvjitlink/lib",
+    marker: NVJITLINK_LIB,
+    needed_by: "capture-cuda's loop setter test",
+};
+/// The library the loop setter test loads (by the path in `CAPTURE_NVJITLINK`).
+pub(crate) const NVJITLINK_LIB: &str = "libnvJitLink.so.12";
+
+/// The directory holding `libnvJitLink.so.12`, downloading and unpacking the wheel into
+/// `target/nvjitlink` under the workspace root the first time.
+pub(crate) fn ensure_nvjitlink() -> Result<PathBuf> {
+    NVJITLINK.ensure_in(&workspace_root().join("target").join("nvjitlink"), |_| {
+        Ok(0)
+    })
+}
+
 /// The directory holding `libnvrtc.so.12`, downloading and unpacking the wheel into
 /// `target/nvrtc` under the workspace root the first time.
 pub(crate) fn ensure() -> Result<PathBuf> {

@@ -151,6 +151,9 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
 
     crate::vulkan::ensure()?;
     let nvrtc_lib = crate::nvrtc::ensure()?;
+    // The loop setter's link: nvJitLink and the device runtime, pinned as NVRTC is.
+    let nvjitlink = crate::nvrtc::ensure_nvjitlink()?.join(crate::nvrtc::NVJITLINK_LIB);
+    let devrt = crate::cuda_model::devrt(&root)?;
     let ld_path =
         crate::nvrtc::prepend_path(&nvrtc_lib, std::env::var("LD_LIBRARY_PATH").ok().as_deref());
     let env = |test: &mut Command| {
@@ -158,6 +161,9 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             .env("INSTA_UPDATE", "no")
             .env("CAPTURE_REQUIRE_VULKAN", "1")
             .env("CAPTURE_REQUIRE_NVRTC", "1")
+            .env("CAPTURE_REQUIRE_NVJITLINK", "1")
+            .env("CAPTURE_NVJITLINK", &nvjitlink)
+            .env("CAPTURE_CUDADEVRT", &devrt)
             .env("LD_LIBRARY_PATH", &ld_path)
             // The pinned library by path: a system libnvrtc.so cannot stand in.
             .env("CAPTURE_NVRTC", nvrtc_lib.join(crate::nvrtc::LIB))

@@ -62,6 +62,33 @@
  *   clusters, priorities and the rest) are refused with CUDA_ERROR_NOT_SUPPORTED and a
  *   line on stderr saying so: the model claims nothing about them.
  *
+ * - graphs built by node calls (cuGraphCreate, cuGraphAddNode) of kernel, memset
+ *   (1-dimensional), child graph (cloned, its nodes in the same order; read back with
+ *   cuGraphGetNodes on the clone) and conditional nodes, as cuda.h documents them:
+ *   WHILE conditional nodes (CUDA 12.3: cuGraphConditionalHandleCreate and the node type
+ *   refused with CUDA_ERROR_NOT_SUPPORTED under a claimed older driver), whose body runs
+ *   as long as the handle's value is non-zero, checked before each iteration, the value
+ *   set to the handle's default at each launch with CU_GRAPH_COND_ASSIGN_DEFAULT (at
+ *   instantiation alone without it) and by cudaGraphSetConditional from device code: the
+ *   loop setter capture-cuda ships (kernels/loop_setter.cu, which calls the device
+ *   runtime) is run by the model itself, by entry name; a body or child graph runs its
+ *   nodes in the order an executable's do. What cuda.h restricts is refused: a node type
+ *   a body does not allow (host, event, semaphore, memory and batch nodes) with
+ *   CUDA_ERROR_NOT_SUPPORTED, and with CUDA_ERROR_INVALID_VALUE a child graph holding a
+ *   conditional node, a handle used by a second node or by a node outside the graph it
+ *   was made on (or nested in it), a WHILE node of more than one body, a handle no node
+ *   uses at instantiation, a second executable of a graph holding conditional nodes
+ *   while the first lives, an owned graph (a body, a child node's clone) destroyed or
+ *   instantiated on its own; IF and SWITCH nodes, moved child graphs and 2-dimensional
+ *   memsets are refused with CUDA_ERROR_NOT_SUPPORTED and a line saying the model does not
+ *   model them. An executable's nodes are set after instantiation as cuda.h documents:
+ *   a kernel node of the graph it came from (cuGraphExecKernelNodeSetParams: the top
+ *   level only), a memset node's value (cuGraphExecMemsetNodeSetParams) and a child graph
+ *   node's clone from a graph of the same topology (cuGraphExecChildGraphNodeSetParams,
+ *   recursively, also for a child node in a conditional body); a graph's kernel node set
+ *   in the graph (cuGraphKernelNodeSetParams); each reaches only launches enqueued after
+ *   it. A WHILE node that runs 10^8 iterations faults as hung (CUDA_ERROR_LAUNCH_TIMEOUT).
+ *
  * Kernels run on the host, by entry name, through the kernel libraries named by
  * CAPTURE_CUDA_MODEL_KERNELS (a colon-separated list, each exporting model.h's
  * `capture_model_run`, asked in order until one knows the entry): the whole grid at once.
@@ -134,7 +161,7 @@ static char *xstrdup(const char *s) {
 }
 
 /* Kinds of handle the model hands out; every handle starts with one. */
-enum kind { K_CTX = 1, K_STREAM, K_EVENT, K_MODULE, K_FUNCTION, K_GRAPH, K_NODE, K_EXEC };
+enum kind { K_CTX = 1, K_STREAM, K_EVENT, K_MODULE, K_FUNCTION, K_GRAPH, K_NODE, K_EXEC, K_COND };
 
 struct header {
     enum kind kind;
@@ -547,9 +574,11 @@ static void free_module(struct module *m) {
 /* ---------------------------------------------------------------------------------- */
 /* Work: what a stream queue and a graph hold                                           */
 
-enum work_kind { W_KERNEL, W_HTOD, W_DTOH, W_WAIT, W_RECORD, W_GRAPH };
+enum work_kind { W_KERNEL, W_HTOD, W_DTOH, W_WAIT, W_RECORD, W_GRAPH, W_MEMSET, W_CHILD, W_COND };
 
 struct exec;
+struct graph;
+struct plan;
 
 struct work {
     enum work_kind kind;
@@ -578,6 +607,20 @@ struct work {
             unsigned long long ticket;
         } wait;
         struct {
+            uintptr_t device;
+            unsigned value;       /* the element's value, its low elem_size bytes */
+            unsigned elem_size;   /* 1, 2 or 4 */
+            size_t width;         /* elements */
+        } memset;
+        struct {
+            /* In a graph: the graph the node owns (a clone of the one it was made from,
+               or a conditional node's body). In an executable: its instantiation. */
+            struct graph *graph;
+            struct plan *plan;
+            /* A conditional node's handle (W_COND; the WHILE type alone is modelled). */
+            unsigned long long handle;
+        } child;
+        struct {
             struct exec *exec;
             /* The executable's nodes as they were when the launch was enqueued: an update
                of the executable (cuGraphExecKernelNodeSetParams) reaches only launches
@@ -588,7 +631,15 @@ struct work {
     } u;
 };
 
+static void free_graph(struct graph *g);
+static void free_plan(struct plan *p);
+static struct plan *copy_plan(const struct plan *p);
+
 static void free_work(struct work *w) {
+    if (w->kind == W_CHILD || w->kind == W_COND) {
+        if (w->u.child.graph) free_graph(w->u.child.graph);
+        if (w->u.child.plan) free_plan(w->u.child.plan);
+    }
     if (w->kind == W_KERNEL) {
         free(w->u.kernel.params);
         free(w->u.kernel.entry);
@@ -616,6 +667,11 @@ static struct work *copy_work(const struct work *w) {
         memcpy(c->u.copy.owned, w->u.copy.owned, w->u.copy.bytes);
         c->u.copy.host = c->u.copy.owned;
     }
+    /* Only an executable's works are copied (a launch's snapshot): their plans. */
+    if ((w->kind == W_CHILD || w->kind == W_COND) && w->u.child.plan) {
+        c->u.child.graph = NULL;
+        c->u.child.plan = copy_plan(w->u.child.plan);
+    }
     return c;
 }
 
@@ -636,6 +692,50 @@ struct graph {
     struct ctx *ctx;
     size_t count;
     struct node **nodes;
+    /* The child graph or conditional node that owns it (NULL for a graph of its own):
+       cuGraphDestroy refuses an owned one. */
+    struct node *owner;
+    /* A conditional node's body, or a graph nested in one: only the node types cuda.h
+       allows in a body may be added. */
+    int body;
+    /* The conditional handles created on it (cuGraphConditionalHandleCreate), each to
+       be used by one conditional node in it or a graph nested in it. */
+    size_t nconds;
+    struct cond **conds;
+    /* Live executables instantiated from it: a graph holding conditional nodes has at
+       most one (cuda.h). */
+    size_t execs;
+};
+
+/* A conditional handle: created on a graph, with a default value applied at each launch
+   when CU_GRAPH_COND_ASSIGN_DEFAULT is set; used by at most one conditional node. */
+struct cond {
+    struct header h;
+    struct ctx *ctx;
+    struct graph *graph;
+    unsigned default_value;
+    unsigned flags;
+    struct node *node; /* the conditional node using it */
+};
+
+/* A conditional handle's value in an executable, set at each launch's start (with
+   CU_GRAPH_COND_ASSIGN_DEFAULT) and by cudaGraphSetConditional from device code. */
+struct cond_state {
+    unsigned long long handle;
+    unsigned default_value;
+    unsigned flags;
+    unsigned value;
+};
+
+/* A graph instantiated: its nodes' works, in the graph's order, and their edges. The
+   executable's top level and each child graph's or conditional body's instantiation. */
+struct plan {
+    size_t count;
+    struct work **works;
+    struct node **nodes; /* the graph node each work was instantiated from */
+    size_t *indegree;
+    size_t *nsucc;
+    size_t **succ;
 };
 
 struct exec {
@@ -652,6 +752,11 @@ struct exec {
     size_t **succ;
     unsigned long long pending; /* launches queued and not yet run */
     int destroyed;
+    /* Its conditional handles' values, and the graph it came from (for the one
+       instantiation a graph with conditional nodes may have). */
+    size_t nconds;
+    struct cond_state *conds;
+    struct graph *source;
 };
 
 /* Adds a node of `w` to `g` after the `ndeps` nodes `deps`; with `programmatic` (a
@@ -681,6 +786,12 @@ static struct node *graph_add(struct graph *g, struct work *w, struct node **dep
 }
 
 static void free_graph(struct graph *g) {
+    live_remove(g);
+    for (size_t i = 0; i < g->nconds; i++) {
+        live_remove(g->conds[i]);
+        free(g->conds[i]);
+    }
+    free(g->conds);
     for (size_t i = 0; i < g->count; i++) {
         live_remove(g->nodes[i]);
         free_work(g->nodes[i]->work);
@@ -702,7 +813,131 @@ static void free_exec(struct exec *x) {
     free(x->indegree);
     free(x->nsucc);
     free(x->succ);
+    free(x->conds);
     free(x);
+}
+
+static void free_plan(struct plan *p) {
+    for (size_t i = 0; i < p->count; i++) {
+        free_work(p->works[i]);
+        free(p->succ[i]);
+    }
+    free(p->works);
+    free(p->nodes);
+    free(p->indegree);
+    free(p->nsucc);
+    free(p->succ);
+    free(p);
+}
+
+static struct plan *copy_plan(const struct plan *p) {
+    struct plan *c = xmalloc(sizeof *c);
+    size_t n = p->count ? p->count : 1;
+    c->count = p->count;
+    c->works = xmalloc(n * sizeof *c->works);
+    c->nodes = xmalloc(n * sizeof *c->nodes);
+    c->indegree = xmalloc(n * sizeof *c->indegree);
+    c->nsucc = xmalloc(n * sizeof *c->nsucc);
+    c->succ = xmalloc(n * sizeof *c->succ);
+    for (size_t i = 0; i < p->count; i++) {
+        c->works[i] = copy_work(p->works[i]);
+        c->nodes[i] = p->nodes[i];
+        c->indegree[i] = p->indegree[i];
+        c->nsucc[i] = p->nsucc[i];
+        c->succ[i] = xmalloc((p->nsucc[i] ? p->nsucc[i] : 1) * sizeof *c->succ[i]);
+        if (p->nsucc[i]) memcpy(c->succ[i], p->succ[i], p->nsucc[i] * sizeof *c->succ[i]);
+    }
+    return c;
+}
+
+/* Whether `g` or a graph nested in it holds a conditional node. */
+static int holds_conditional(const struct graph *g) {
+    for (size_t i = 0; i < g->count; i++) {
+        const struct work *w = g->nodes[i]->work;
+        if (w->kind == W_COND) return 1;
+        if (w->kind == W_CHILD && w->u.child.graph && holds_conditional(w->u.child.graph))
+            return 1;
+    }
+    return 0;
+}
+
+/* A conditional handle of `g` or of a graph nested in it that no node uses, if any. */
+static struct cond *unused_handle(const struct graph *g) {
+    for (size_t i = 0; i < g->nconds; i++)
+        if (!g->conds[i]->node) return g->conds[i];
+    for (size_t i = 0; i < g->count; i++) {
+        const struct work *w = g->nodes[i]->work;
+        if ((w->kind == W_CHILD || w->kind == W_COND) && w->u.child.graph) {
+            struct cond *c = unused_handle(w->u.child.graph);
+            if (c) return c;
+        }
+    }
+    return NULL;
+}
+
+/* `g` instantiated into `p`: each node's work copied (a child graph's and a conditional
+   body's instantiated in turn), its edges as successor lists; each conditional node's
+   handle added to `x`'s values. */
+static void plan_build(const struct graph *g, struct plan *p, struct exec *x) {
+    size_t n = g->count ? g->count : 1;
+    p->count = g->count;
+    p->works = xmalloc(n * sizeof *p->works);
+    p->nodes = xmalloc(n * sizeof *p->nodes);
+    p->indegree = xmalloc(n * sizeof *p->indegree);
+    p->nsucc = xmalloc(n * sizeof *p->nsucc);
+    p->succ = xmalloc(n * sizeof *p->succ);
+    for (size_t i = 0; i < g->count; i++) {
+        struct work *w = g->nodes[i]->work;
+        struct work *c;
+        if ((w->kind == W_CHILD || w->kind == W_COND) && w->u.child.graph) {
+            c = xmalloc(sizeof *c);
+            *c = *w;
+            c->next = NULL;
+            c->u.child.graph = NULL;
+            c->u.child.plan = xmalloc(sizeof *c->u.child.plan);
+            plan_build(w->u.child.graph, c->u.child.plan, x);
+            if (w->kind == W_COND) {
+                struct cond *h = (struct cond *)(uintptr_t)w->u.child.handle;
+                x->conds = xrealloc(x->conds, (x->nconds + 1) * sizeof *x->conds);
+                x->conds[x->nconds].handle = w->u.child.handle;
+                x->conds[x->nconds].default_value = h->default_value;
+                x->conds[x->nconds].flags = h->flags;
+                x->conds[x->nconds].value = h->default_value;
+                x->nconds++;
+            }
+        } else {
+            c = copy_work(w);
+        }
+        p->works[i] = c;
+        p->nodes[i] = g->nodes[i];
+        p->indegree[i] = g->nodes[i]->ndeps;
+        p->nsucc[i] = 0;
+        p->succ[i] = NULL;
+    }
+    /* A node depends only on nodes added before it: its index is larger. */
+    for (size_t i = 0; i < g->count; i++)
+        for (size_t d = 0; d < g->nodes[i]->ndeps; d++)
+            for (size_t j = 0; j < i; j++)
+                if (g->nodes[j] == g->nodes[i]->deps[d]) {
+                    p->succ[j] = xrealloc(p->succ[j], (p->nsucc[j] + 1) * sizeof *p->succ[j]);
+                    p->succ[j][p->nsucc[j]++] = i;
+                    break;
+                }
+}
+
+/* The work instantiated from graph node `n` in the `count` works `works` made from the
+   nodes `nodes`, or in a child graph's or conditional body's among them. */
+static struct work *plan_find(size_t count, struct work **works, struct node **nodes,
+                              const struct node *n) {
+    for (size_t i = 0; i < count; i++) {
+        if (nodes[i] == n) return works[i];
+        struct plan *p = (works[i]->kind == W_CHILD || works[i]->kind == W_COND)
+                             ? works[i]->u.child.plan
+                             : NULL;
+        struct work *w = p ? plan_find(p->count, p->works, p->nodes, n) : NULL;
+        if (w) return w;
+    }
+    return NULL;
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -915,6 +1150,84 @@ static size_t heap_pop(size_t *heap, size_t *n) {
     return top;
 }
 
+static void run_work(struct stream *s, struct work *w);
+
+/* The executable whose launch runs now, for cudaGraphSetConditional from device code. */
+static struct exec *running_exec;
+
+/* The most iterations a WHILE node runs in one launch before the model calls it hung. */
+#define MAX_WHILE_ITERATIONS 100000000ull
+
+/* The `n` works `works` in an order their edges (`indegree`, `nsucc`, `succ`) allow and
+   the recording's does not suggest: always the ready work recorded last. Works no edge
+   orders may run in any order on a GPU; a wrong edge shows here as wrong bytes. */
+static void run_nodes(struct stream *s, size_t n, struct work **works, const size_t *indegree,
+                      const size_t *nsucc, size_t *const *succ) {
+    size_t *waiting = xmalloc((n ? n : 1) * sizeof *waiting);
+    size_t *ready = xmalloc((n ? n : 1) * sizeof *ready);
+    size_t nready = 0;
+    for (size_t i = 0; i < n; i++) {
+        waiting[i] = indegree[i];
+        if (!waiting[i]) heap_push(ready, &nready, i);
+    }
+    while (nready && !s->ctx->sticky) {
+        size_t i = heap_pop(ready, &nready);
+        run_work(s, works[i]);
+        for (size_t k = 0; k < nsucc[i]; k++)
+            if (--waiting[succ[i][k]] == 0) heap_push(ready, &nready, succ[i][k]);
+    }
+    free(waiting);
+    free(ready);
+}
+
+/* The running executable's value of conditional handle `handle`, if it has one. */
+static struct cond_state *cond_value(unsigned long long handle) {
+    for (size_t i = 0; running_exec && i < running_exec->nconds; i++)
+        if (running_exec->conds[i].handle == handle) return &running_exec->conds[i];
+    return NULL;
+}
+
+/* The loop setter capture-cuda ships (kernels/loop_setter.cu), run by the model itself
+   since it calls the device runtime: `*counter += 1`, then
+   cudaGraphSetConditional(handle, *flag == 0 && *counter < *max). */
+#define LOOP_SETTER "capture_loop_setter"
+
+static void run_loop_setter(struct ctx *ctx, const struct work *w) {
+    const struct function *f = w->u.kernel.f;
+    if (f->count != 4) {
+        fault(ctx, CUDA_ERROR_LAUNCH_FAILED, "%s takes 4 parameters, its image declares %u",
+              LOOP_SETTER, f->count);
+        return;
+    }
+    unsigned long long v[4];
+    for (unsigned i = 0; i < 4; i++) {
+        v[i] = 0;
+        memcpy(&v[i], w->u.kernel.params + f->offsets[i], f->sizes[i] < 8 ? f->sizes[i] : 8);
+    }
+    for (unsigned i = 1; i < 4; i++)
+        if (!alloc_holding((uintptr_t)v[i], 4)) {
+            fault(ctx, CUDA_ERROR_ILLEGAL_ADDRESS,
+                  "kernel %s faulted: parameter %u points at %#llx, not inside a live "
+                  "allocation", LOOP_SETTER, i, v[i]);
+            return;
+        }
+    unsigned flag, counter, max;
+    memcpy(&flag, (void *)(uintptr_t)v[1], 4);
+    memcpy(&counter, (void *)(uintptr_t)v[2], 4);
+    memcpy(&max, (void *)(uintptr_t)v[3], 4);
+    counter++;
+    memcpy((void *)(uintptr_t)v[2], &counter, 4);
+    struct cond_state *c = cond_value(v[0]);
+    if (!c) {
+        fault(ctx, CUDA_ERROR_LAUNCH_FAILED,
+              "kernel %s set conditional handle %#llx, not one of the graph it runs in",
+              LOOP_SETTER, v[0]);
+        return;
+    }
+    c->value = flag == 0 && counter < max;
+    totals.kernels_run++;
+}
+
 static void run_work(struct stream *s, struct work *w) {
     struct ctx *ctx = s->ctx;
     if (ctx->sticky) {
@@ -941,6 +1254,10 @@ static void run_work(struct stream *s, struct work *w) {
                   "its grid dependency (griddepcontrol.wait): it may read its "
                   "predecessor's outputs before they are written",
                   f->name);
+            return;
+        }
+        if (!strcmp(f->name, LOOP_SETTER)) {
+            run_loop_setter(ctx, w);
             return;
         }
         size_t libs;
@@ -1004,27 +1321,53 @@ static void run_work(struct stream *s, struct work *w) {
     }
     case W_RECORD:
         return;
+    case W_MEMSET: {
+        size_t bytes = w->u.memset.width * w->u.memset.elem_size;
+        if (!alloc_holding(w->u.memset.device, bytes)) {
+            fault(ctx, CUDA_ERROR_ILLEGAL_ADDRESS,
+                  "a memset of %zu bytes touches memory outside a live allocation", bytes);
+            return;
+        }
+        unsigned char *d = (unsigned char *)w->u.memset.device;
+        for (size_t i = 0; i < w->u.memset.width; i++)
+            for (unsigned b = 0; b < w->u.memset.elem_size; b++)
+                d[i * w->u.memset.elem_size + b] = (unsigned char)(w->u.memset.value >> (8 * b));
+        return;
+    }
+    case W_CHILD: {
+        const struct plan *p = w->u.child.plan;
+        run_nodes(s, p->count, p->works, p->indegree, p->nsucc, p->succ);
+        return;
+    }
+    case W_COND: {
+        /* WHILE: the body runs as long as the handle's value is non-zero, checked before
+           each iteration (the first included). */
+        const struct plan *p = w->u.child.plan;
+        struct cond_state *c = cond_value(w->u.child.handle);
+        unsigned long long iterations = 0;
+        while (c && c->value && !ctx->sticky) {
+            if (++iterations > MAX_WHILE_ITERATIONS) {
+                fault(ctx, CUDA_ERROR_LAUNCH_TIMEOUT,
+                      "a WHILE node ran %llu iterations: its condition is never cleared",
+                      MAX_WHILE_ITERATIONS);
+                return;
+            }
+            run_nodes(s, p->count, p->works, p->indegree, p->nsucc, p->succ);
+        }
+        return;
+    }
     case W_GRAPH: {
         /* The nodes in an order the graph's edges allow and the recording's does not
-           suggest: always the ready node recorded last. Nodes no edge orders may run in
-           any order on a GPU; a wrong edge shows here as wrong bytes. */
+           suggest; each conditional handle set to its default first where its flags say
+           so (CU_GRAPH_COND_ASSIGN_DEFAULT). */
         struct exec *x = w->u.graph.exec;
-        size_t n = w->u.graph.count;
-        size_t *waiting = xmalloc((n ? n : 1) * sizeof *waiting);
-        size_t *ready = xmalloc((n ? n : 1) * sizeof *ready);
-        size_t nready = 0;
-        for (size_t i = 0; i < n; i++) {
-            waiting[i] = x->indegree[i];
-            if (!waiting[i]) heap_push(ready, &nready, i);
-        }
-        while (nready && !ctx->sticky) {
-            size_t i = heap_pop(ready, &nready);
-            run_work(s, w->u.graph.works[i]);
-            for (size_t k = 0; k < x->nsucc[i]; k++)
-                if (--waiting[x->succ[i][k]] == 0) heap_push(ready, &nready, x->succ[i][k]);
-        }
-        free(waiting);
-        free(ready);
+        for (size_t i = 0; i < x->nconds; i++)
+            if (x->conds[i].flags & CU_GRAPH_COND_ASSIGN_DEFAULT)
+                x->conds[i].value = x->conds[i].default_value;
+        struct exec *outer = running_exec;
+        running_exec = x;
+        run_nodes(s, w->u.graph.count, w->u.graph.works, x->indegree, x->nsucc, x->succ);
+        running_exec = outer;
         totals.graphs_launched++;
         x->pending--;
         if (x->destroyed && !x->pending) free_exec(x);
@@ -2225,7 +2568,10 @@ CUresult CUDAAPI cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type) {
         case W_KERNEL: *type = CU_GRAPH_NODE_TYPE_KERNEL; break;
         case W_HTOD:
         case W_DTOH: *type = CU_GRAPH_NODE_TYPE_MEMCPY; break;
-        case W_GRAPH: *type = CU_GRAPH_NODE_TYPE_GRAPH; break;
+        case W_GRAPH:
+        case W_CHILD: *type = CU_GRAPH_NODE_TYPE_GRAPH; break;
+        case W_MEMSET: *type = CU_GRAPH_NODE_TYPE_MEMSET; break;
+        case W_COND: *type = CU_GRAPH_NODE_TYPE_CONDITIONAL; break;
         default: *type = CU_GRAPH_NODE_TYPE_EMPTY;
         }
     }
@@ -2239,10 +2585,489 @@ CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph) {
     struct graph *g = handle(hGraph, K_GRAPH);
     if (!g) {
         r = CUDA_ERROR_INVALID_HANDLE;
+    } else if (g->owner) {
+        /* A child graph node's graph or a conditional node's body: the node owns it. */
+        say("cuGraphDestroy: the graph is owned by a node of another graph");
+        r = CUDA_ERROR_INVALID_VALUE;
     } else {
-        live_remove(g);
         totals.graphs--;
         free_graph(g);
+    }
+    unlock();
+    return r;
+}
+
+CUresult CUDAAPI cuGraphCreate(CUgraph *phGraph, unsigned int flags) {
+    if (!phGraph || flags) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = CUDA_SUCCESS;
+    lock();
+    struct ctx *c = current_ctx(&r);
+    if (c) {
+        struct graph *g = xmalloc(sizeof *g);
+        memset(g, 0, sizeof *g);
+        g->h.kind = K_GRAPH;
+        g->ctx = c;
+        live_put(g);
+        totals.graphs++;
+        *phGraph = (CUgraph)g;
+    }
+    unlock();
+    return r;
+}
+
+/* Conditional nodes came with CUDA 12.3 (cuGraphConditionalHandleCreate, the node type
+   in cuGraphAddNode); a driver claiming an older version has none. */
+#define CONDITIONAL_DRIVER 12030
+
+CUresult CUDAAPI cuGraphConditionalHandleCreate(CUgraphConditionalHandle *pHandle_out,
+                                                CUgraph hGraph, CUcontext ctx,
+                                                unsigned int defaultLaunchValue,
+                                                unsigned int flags) {
+    if (driver_version < CONDITIONAL_DRIVER) {
+        say("cuGraphConditionalHandleCreate: the driver claims CUDA %d.%d, before conditional "
+            "nodes", driver_version / 1000, driver_version % 1000 / 10);
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    if (!pHandle_out || (flags & ~(unsigned)CU_GRAPH_COND_ASSIGN_DEFAULT))
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = CUDA_SUCCESS;
+    lock();
+    struct ctx *c = current_ctx(&r);
+    struct graph *g = c ? handle(hGraph, K_GRAPH) : NULL;
+    struct ctx *on = c ? handle(ctx, K_CTX) : NULL;
+    if (c && (!g || !on)) r = CUDA_ERROR_INVALID_VALUE;
+    if (g && on && on != g->ctx) r = CUDA_ERROR_INVALID_VALUE;
+    if (g && on && !r) {
+        struct cond *h = xmalloc(sizeof *h);
+        memset(h, 0, sizeof *h);
+        h->h.kind = K_COND;
+        h->ctx = on;
+        h->graph = g;
+        h->default_value = defaultLaunchValue;
+        h->flags = flags;
+        g->conds = xrealloc(g->conds, (g->nconds + 1) * sizeof *g->conds);
+        g->conds[g->nconds++] = h;
+        live_put(h);
+        *pHandle_out = (CUgraphConditionalHandle)(uintptr_t)h;
+    }
+    unlock();
+    return r;
+}
+
+/* Whether every node of `g`, and of the graphs nested in it, is of a type cuda.h allows
+   in a conditional body (kernels, empty nodes, child graphs, memsets, memcopies,
+   conditionals). */
+static int body_allows(const struct graph *g) {
+    for (size_t i = 0; i < g->count; i++) {
+        const struct work *w = g->nodes[i]->work;
+        switch (w->kind) {
+        case W_KERNEL:
+        case W_HTOD:
+        case W_DTOH:
+        case W_MEMSET: break;
+        case W_CHILD:
+        case W_COND:
+            if (!body_allows(w->u.child.graph)) return 0;
+            break;
+        default: return 0;
+        }
+    }
+    return 1;
+}
+
+/* Whether every kernel of `g`, and of the graphs nested in it, belongs to `ctx`. */
+static int kernels_of(const struct graph *g, const struct ctx *ctx) {
+    for (size_t i = 0; i < g->count; i++) {
+        const struct work *w = g->nodes[i]->work;
+        if (w->kind == W_KERNEL && w->u.kernel.f->module->ctx != ctx) return 0;
+        if ((w->kind == W_CHILD || w->kind == W_COND) && !kernels_of(w->u.child.graph, ctx))
+            return 0;
+    }
+    return 1;
+}
+
+/* A copy of `src`, owned by node `owner`, its nodes in the same order with the same
+   edges (a child graph node's clone). */
+static struct graph *clone_graph(const struct graph *src, struct node *owner, int body) {
+    struct graph *g = xmalloc(sizeof *g);
+    memset(g, 0, sizeof *g);
+    g->h.kind = K_GRAPH;
+    g->ctx = src->ctx;
+    g->owner = owner;
+    g->body = body;
+    live_put(g);
+    struct node **deps = NULL;
+    for (size_t i = 0; i < src->count; i++) {
+        const struct node *from = src->nodes[i];
+        struct work *w;
+        if (from->work->kind == W_CHILD) {
+            w = xmalloc(sizeof *w);
+            *w = *from->work;
+            w->next = NULL;
+            w->u.child.graph = NULL; /* set below, once the node exists */
+        } else {
+            w = copy_work(from->work);
+        }
+        deps = xrealloc(deps, (from->ndeps ? from->ndeps : 1) * sizeof *deps);
+        for (size_t d = 0; d < from->ndeps; d++)
+            for (size_t j = 0; j < i; j++)
+                if (src->nodes[j] == from->deps[d]) deps[d] = g->nodes[j];
+        struct node *n = graph_add(g, w, deps, from->ndeps, 0);
+        memcpy(n->dep_type, from->dep_type, from->ndeps);
+        if (from->work->kind == W_CHILD)
+            w->u.child.graph = clone_graph(from->work->u.child.graph, n, body);
+    }
+    free(deps);
+    return g;
+}
+
+/* A kernel's work from a node's parameters, checked as a launch's are. */
+static CUresult kernel_work(struct ctx *c, CUfunction func, const unsigned grid[3],
+                            const unsigned block[3], unsigned shared, void **kernelParams,
+                            void **extra, struct work **out) {
+    struct function *fn = handle(func, K_FUNCTION);
+    if (!fn || !fn->module->loaded) return CUDA_ERROR_INVALID_HANDLE;
+    if (fn->module->ctx != c) return CUDA_ERROR_INVALID_CONTEXT;
+    unsigned long long threads = (unsigned long long)block[0] * block[1] * block[2];
+    if (!grid[0] || !grid[1] || !grid[2] || !threads || threads > 1024 || extra ||
+        (fn->count && !kernelParams) || shared > (unsigned)fn->max_dynamic_shared)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct work *w = xmalloc(sizeof *w);
+    memset(w, 0, sizeof *w);
+    w->kind = W_KERNEL;
+    w->u.kernel.f = fn;
+    w->u.kernel.entry = xstrdup(fn->name);
+    w->u.kernel.param_bytes = fn->param_bytes;
+    memcpy(w->u.kernel.grid, grid, sizeof w->u.kernel.grid);
+    memcpy(w->u.kernel.block, block, sizeof w->u.kernel.block);
+    w->u.kernel.shared = shared;
+    w->u.kernel.params = xmalloc(fn->param_bytes);
+    memset(w->u.kernel.params, 0, fn->param_bytes);
+    for (unsigned i = 0; i < fn->count; i++) {
+        if (!kernelParams[i]) {
+            free_work(w);
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+        memcpy(w->u.kernel.params + fn->offsets[i], kernelParams[i], fn->sizes[i]);
+    }
+    *out = w;
+    return CUDA_SUCCESS;
+}
+
+/* A memset's work from a node's parameters: 1-dimensional (a height of 1) alone is
+   modelled. */
+static CUresult memset_work(CUdeviceptr dst, unsigned value, unsigned elem, size_t width,
+                            size_t height, struct work **out) {
+    if (!dst || !width || (elem != 1 && elem != 2 && elem != 4)) return CUDA_ERROR_INVALID_VALUE;
+    if (height != 1) {
+        say("a memset node of %zu rows: the model models 1-dimensional memsets alone", height);
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    struct work *w = xmalloc(sizeof *w);
+    memset(w, 0, sizeof *w);
+    w->kind = W_MEMSET;
+    w->u.memset.device = (uintptr_t)dst;
+    w->u.memset.value = value;
+    w->u.memset.elem_size = elem;
+    w->u.memset.width = width;
+    *out = w;
+    return CUDA_SUCCESS;
+}
+
+/* Whether `g` is `ancestor` or nested in it. */
+static int within(const struct graph *g, const struct graph *ancestor) {
+    for (; g; g = g->owner ? g->owner->graph : NULL)
+        if (g == ancestor) return 1;
+    return 0;
+}
+
+/* cuGraphAddNode for the node types the model models: kernels, memsets, child graphs
+   (cloned) and WHILE conditional nodes (CUDA 12.3), each checked as cuda.h documents:
+   the dependencies nodes of the graph, none twice; in a conditional body (or a graph
+   nested in one) only the types a body allows, every kernel of the body's context; a
+   child graph holding no conditional node; a conditional node's handle created on this
+   graph or one it is nested in, used by no other node, of the node's context. Other node
+   types are refused with CUDA_ERROR_NOT_SUPPORTED and a line saying so. */
+CUresult CUDAAPI cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                const CUgraphNode *dependencies, size_t numDependencies,
+                                CUgraphNodeParams *nodeParams) {
+    if (!phGraphNode || !nodeParams || (numDependencies && !dependencies))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (driver_version < 12020) return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    lock();
+    struct ctx *c = current_ctx(&r);
+    struct graph *g = c ? handle(hGraph, K_GRAPH) : NULL;
+    struct node **deps = NULL;
+    struct work *w = NULL;
+    struct cond *h = NULL;
+    if (c && !g) r = CUDA_ERROR_INVALID_VALUE;
+    if (g && g->ctx != c) r = CUDA_ERROR_INVALID_CONTEXT;
+    if (!r && g) {
+        deps = xmalloc((numDependencies ? numDependencies : 1) * sizeof *deps);
+        for (size_t i = 0; i < numDependencies && !r; i++) {
+            deps[i] = handle(dependencies[i], K_NODE);
+            if (!deps[i] || deps[i]->graph != g) r = CUDA_ERROR_INVALID_VALUE;
+            for (size_t j = 0; j < i && !r; j++)
+                if (deps[j] == deps[i]) r = CUDA_ERROR_INVALID_VALUE;
+        }
+    }
+    if (!r && g) {
+        switch (nodeParams->type) {
+        case CU_GRAPH_NODE_TYPE_KERNEL: {
+            const CUDA_KERNEL_NODE_PARAMS_v3 *k = &nodeParams->kernel;
+            unsigned grid[3] = {k->gridDimX, k->gridDimY, k->gridDimZ};
+            unsigned block[3] = {k->blockDimX, k->blockDimY, k->blockDimZ};
+            if (!k->func) {
+                say("cuGraphAddNode: a kernel node by CUkernel: the model models CUfunction alone");
+                r = CUDA_ERROR_NOT_SUPPORTED;
+            } else {
+                r = kernel_work(c, k->func, grid, block, k->sharedMemBytes, k->kernelParams,
+                                k->extra, &w);
+            }
+            break;
+        }
+        case CU_GRAPH_NODE_TYPE_MEMSET: {
+            const CUDA_MEMSET_NODE_PARAMS_v2 *m = &nodeParams->memset;
+            if (m->ctx && m->ctx != (CUcontext)c)
+                r = CUDA_ERROR_INVALID_CONTEXT;
+            else
+                r = memset_work(m->dst, m->value, m->elementSize, m->width, m->height, &w);
+            break;
+        }
+        case CU_GRAPH_NODE_TYPE_GRAPH: {
+            struct graph *child = handle(nodeParams->graph.graph, K_GRAPH);
+            if (!child || child == g) {
+                r = CUDA_ERROR_INVALID_VALUE;
+            } else if (nodeParams->graph.ownership != CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE) {
+                say("cuGraphAddNode: a child graph moved to its parent: the model clones alone");
+                r = CUDA_ERROR_NOT_SUPPORTED;
+            } else if (holds_conditional(child)) {
+                /* cuda.h: a graph with conditional nodes cannot be used in a child node. */
+                say("cuGraphAddNode: a child graph holding a conditional node");
+                r = CUDA_ERROR_INVALID_VALUE;
+            } else if (g->body && !body_allows(child)) {
+                say("cuGraphAddNode: a child graph holding a node type a conditional body "
+                    "does not allow");
+                r = CUDA_ERROR_NOT_SUPPORTED;
+            } else if (child->ctx != c || !kernels_of(child, c)) {
+                r = CUDA_ERROR_INVALID_CONTEXT;
+            } else {
+                w = xmalloc(sizeof *w);
+                memset(w, 0, sizeof *w);
+                w->kind = W_CHILD;
+            }
+            break;
+        }
+        case CU_GRAPH_NODE_TYPE_CONDITIONAL: {
+            const CUDA_CONDITIONAL_NODE_PARAMS *p = &nodeParams->conditional;
+            h = (struct cond *)handle((void *)(uintptr_t)p->handle, K_COND);
+            if (driver_version < CONDITIONAL_DRIVER) {
+                say("cuGraphAddNode: the driver claims CUDA %d.%d, before conditional nodes",
+                    driver_version / 1000, driver_version % 1000 / 10);
+                r = CUDA_ERROR_NOT_SUPPORTED;
+            } else if (p->type != CU_GRAPH_COND_TYPE_WHILE) {
+                say("cuGraphAddNode: a conditional node of type %d: the model models WHILE "
+                    "alone", (int)p->type);
+                r = CUDA_ERROR_NOT_SUPPORTED;
+            } else if (!h || h->node || !within(g, h->graph) || p->size != 1 ||
+                       !p->phGraph_out) {
+                r = CUDA_ERROR_INVALID_VALUE;
+            } else if ((p->ctx && p->ctx != (CUcontext)h->ctx) || h->ctx != c) {
+                r = CUDA_ERROR_INVALID_CONTEXT;
+            } else {
+                w = xmalloc(sizeof *w);
+                memset(w, 0, sizeof *w);
+                w->kind = W_COND;
+                w->u.child.handle = p->handle;
+            }
+            break;
+        }
+        case CU_GRAPH_NODE_TYPE_HOST:
+        case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+        case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+        case CU_GRAPH_NODE_TYPE_EXT_SEMAS_SIGNAL:
+        case CU_GRAPH_NODE_TYPE_EXT_SEMAS_WAIT:
+        case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+        case CU_GRAPH_NODE_TYPE_MEM_FREE:
+        case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
+            if (g->body)
+                say("cuGraphAddNode: node type %d in a conditional body, which allows "
+                    "kernels, empty nodes, child graphs, memsets, memcopies and conditionals",
+                    (int)nodeParams->type);
+            else
+                say("cuGraphAddNode: the model does not model node type %d",
+                    (int)nodeParams->type);
+            r = CUDA_ERROR_NOT_SUPPORTED;
+            break;
+        default:
+            say("cuGraphAddNode: the model does not model node type %d", (int)nodeParams->type);
+            r = CUDA_ERROR_NOT_SUPPORTED;
+        }
+    }
+    if (!r && w) {
+        struct node *n = graph_add(g, w, deps, numDependencies, 0);
+        if (w->kind == W_CHILD) {
+            w->u.child.graph =
+                clone_graph(handle(nodeParams->graph.graph, K_GRAPH), n, g->body);
+        }
+        if (w->kind == W_COND) {
+            struct graph *body = xmalloc(sizeof *body);
+            memset(body, 0, sizeof *body);
+            body->h.kind = K_GRAPH;
+            body->ctx = c;
+            body->owner = n;
+            body->body = 1;
+            live_put(body);
+            w->u.child.graph = body;
+            h->node = n;
+            nodeParams->conditional.phGraph_out[0] = (CUgraph)body;
+        }
+        *phGraphNode = (CUgraphNode)n;
+    }
+    free(deps);
+    unlock();
+    return r;
+}
+
+CUresult CUDAAPI cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph *phGraph) {
+    if (!phGraph) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = CUDA_SUCCESS;
+    lock();
+    struct node *n = handle(hNode, K_NODE);
+    if (!n || n->work->kind != W_CHILD)
+        r = CUDA_ERROR_INVALID_VALUE;
+    else
+        *phGraph = (CUgraph)n->work->u.child.graph;
+    unlock();
+    return r;
+}
+
+/* Sets a kernel node's parameters in its graph (executables made from it keep theirs). */
+CUresult CUDAAPI cuGraphKernelNodeSetParams(CUgraphNode hNode,
+                                            const CUDA_KERNEL_NODE_PARAMS *nodeParams) {
+    if (!nodeParams) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = CUDA_SUCCESS;
+    lock();
+    struct ctx *c = current_ctx(&r);
+    struct node *n = c ? handle(hNode, K_NODE) : NULL;
+    if (c && (!n || n->work->kind != W_KERNEL)) r = CUDA_ERROR_INVALID_VALUE;
+    if (!r && n) {
+        unsigned grid[3] = {nodeParams->gridDimX, nodeParams->gridDimY, nodeParams->gridDimZ};
+        unsigned block[3] = {nodeParams->blockDimX, nodeParams->blockDimY, nodeParams->blockDimZ};
+        struct work *w = NULL;
+        r = kernel_work(c, nodeParams->func, grid, block, nodeParams->sharedMemBytes,
+                        nodeParams->kernelParams, nodeParams->extra, &w);
+        if (!r) {
+            free_work(n->work);
+            n->work = w;
+        }
+    }
+    unlock();
+    return r;
+}
+
+/* Sets `to`'s works (an executable's instantiation of a child graph) from `from`'s
+   nodes, of the same topology and insertion order, recursively: kernels' parameters
+   (the same function), memsets' and copies' operands. CUDA_ERROR_INVALID_VALUE, nothing
+   changed, where the topology or a kernel's function differs. */
+static CUresult plan_set(struct plan *to, const struct graph *from, int apply) {
+    if (to->count != from->count) return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < to->count; i++) {
+        struct work *w = to->works[i];
+        const struct node *n = from->nodes[i];
+        const struct work *f = n->work;
+        if (f->kind != w->kind || n->ndeps != to->indegree[i]) return CUDA_ERROR_INVALID_VALUE;
+        switch (w->kind) {
+        case W_KERNEL:
+            if (f->u.kernel.f != w->u.kernel.f) return CUDA_ERROR_INVALID_VALUE;
+            if (apply) {
+                struct work *c = copy_work(f);
+                c->ticket = w->ticket;
+                free_work(w);
+                to->works[i] = c;
+            }
+            break;
+        case W_HTOD:
+        case W_DTOH:
+            if (apply) {
+                struct work *c = copy_work(f);
+                free_work(w);
+                to->works[i] = c;
+            }
+            break;
+        case W_MEMSET:
+            if (f->u.memset.elem_size != w->u.memset.elem_size ||
+                f->u.memset.width != w->u.memset.width)
+                return CUDA_ERROR_INVALID_VALUE;
+            if (apply) w->u.memset = f->u.memset;
+            break;
+        case W_CHILD:
+        case W_COND: {
+            CUresult r = plan_set(w->u.child.plan, f->u.child.graph, apply);
+            if (r) return r;
+            break;
+        }
+        default: break;
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
+/* cuGraphExecChildGraphNodeSetParams: the executable's instantiation of child graph node
+   `hNode` (a node of the graph it came from, or of a graph nested in it: a conditional
+   body) set from `childGraph`'s nodes, whose topology and insertion order match the
+   node's graph; only launches enqueued after the call see the change. */
+CUresult CUDAAPI cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                                    CUgraph childGraph) {
+    CUresult r = CUDA_SUCCESS;
+    lock();
+    struct ctx *c = current_ctx(&r);
+    struct exec *x = c ? handle(hGraphExec, K_EXEC) : NULL;
+    struct node *n = x ? handle(hNode, K_NODE) : NULL;
+    struct graph *from = x ? handle(childGraph, K_GRAPH) : NULL;
+    if (c && !x) r = CUDA_ERROR_INVALID_HANDLE;
+    if (x && x->ctx != c) r = CUDA_ERROR_INVALID_CONTEXT;
+    if (x && !r) {
+        struct work *w = n ? plan_find(x->count, x->works, x->nodes, n) : NULL;
+        if (!w || w->kind != W_CHILD || !from)
+            r = CUDA_ERROR_INVALID_VALUE;
+        else if (!(r = plan_set(w->u.child.plan, from, 0)))
+            plan_set(w->u.child.plan, from, 1);
+    }
+    unlock();
+    return r;
+}
+
+/* cuGraphExecMemsetNodeSetParams: a 1-dimensional memset node's value and destination
+   set in the executable (the same element size and width, in the node's context); only
+   launches enqueued after the call see it. */
+CUresult CUDAAPI cuGraphExecMemsetNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                                const CUDA_MEMSET_NODE_PARAMS *memsetParams,
+                                                CUcontext ctx) {
+    if (!memsetParams) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = CUDA_SUCCESS;
+    lock();
+    struct ctx *c = current_ctx(&r);
+    struct exec *x = c ? handle(hGraphExec, K_EXEC) : NULL;
+    struct node *n = x ? handle(hNode, K_NODE) : NULL;
+    if (c && !x) r = CUDA_ERROR_INVALID_HANDLE;
+    if (x && (x->ctx != c || (ctx && ctx != (CUcontext)c))) r = CUDA_ERROR_INVALID_CONTEXT;
+    if (x && !r) {
+        struct work *w = n ? plan_find(x->count, x->works, x->nodes, n) : NULL;
+        struct work *m = NULL;
+        if (!w || w->kind != W_MEMSET) {
+            r = CUDA_ERROR_INVALID_VALUE;
+        } else if (!(r = memset_work(memsetParams->dst, memsetParams->value,
+                                     memsetParams->elementSize, memsetParams->width,
+                                     memsetParams->height, &m))) {
+            if (m->u.memset.elem_size != w->u.memset.elem_size ||
+                m->u.memset.width != w->u.memset.width)
+                r = CUDA_ERROR_INVALID_VALUE;
+            else
+                w->u.memset = m->u.memset;
+            free_work(m);
+        }
     }
     unlock();
     return r;
@@ -2260,33 +3085,41 @@ CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph h
     struct ctx *c = current_ctx(&r);
     struct graph *g = c ? handle(hGraph, K_GRAPH) : NULL;
     if (c && !g) r = CUDA_ERROR_INVALID_HANDLE;
+    struct cond *unused = g ? unused_handle(g) : NULL;
+    int conditional = g && holds_conditional(g);
+    if (g && g->owner) {
+        /* A child graph's or a body's: instantiated only with the graph that owns it. */
+        say("cuGraphInstantiate: the graph is owned by a node of another graph");
+        r = CUDA_ERROR_INVALID_VALUE;
+        g = NULL;
+    } else if (unused) {
+        /* cuda.h: handles not associated with a conditional node may make
+           instantiation fail (CUDA_GRAPH_INSTANTIATE_CONDITIONAL_HANDLE_UNUSED). */
+        say("cuGraphInstantiate: conditional handle %p is used by no conditional node",
+            (void *)unused);
+        r = CUDA_ERROR_INVALID_VALUE;
+        g = NULL;
+    } else if (conditional && g->execs) {
+        /* cuda.h: only one instantiation of a graph with conditional nodes may exist. */
+        say("cuGraphInstantiate: a graph with conditional nodes has a live executable already");
+        r = CUDA_ERROR_INVALID_VALUE;
+        g = NULL;
+    }
     if (g) {
         struct exec *x = xmalloc(sizeof *x);
         memset(x, 0, sizeof *x);
         x->h.kind = K_EXEC;
         x->ctx = g->ctx;
-        x->count = g->count;
-        x->works = xmalloc(g->count * sizeof *x->works);
-        x->nodes = xmalloc(g->count * sizeof *x->nodes);
-        x->indegree = xmalloc((g->count ? g->count : 1) * sizeof *x->indegree);
-        x->nsucc = xmalloc((g->count ? g->count : 1) * sizeof *x->nsucc);
-        x->succ = xmalloc((g->count ? g->count : 1) * sizeof *x->succ);
-        for (size_t i = 0; i < g->count; i++) {
-            x->works[i] = copy_work(g->nodes[i]->work);
-            x->nodes[i] = g->nodes[i];
-            x->indegree[i] = g->nodes[i]->ndeps;
-            x->nsucc[i] = 0;
-            x->succ[i] = NULL;
-        }
-        /* A node depends only on nodes added before it: its index is larger. */
-        for (size_t i = 0; i < g->count; i++)
-            for (size_t d = 0; d < g->nodes[i]->ndeps; d++)
-                for (size_t j = 0; j < i; j++)
-                    if (g->nodes[j] == g->nodes[i]->deps[d]) {
-                        x->succ[j] = xrealloc(x->succ[j], (x->nsucc[j] + 1) * sizeof *x->succ[j]);
-                        x->succ[j][x->nsucc[j]++] = i;
-                        break;
-                    }
+        struct plan p;
+        plan_build(g, &p, x);
+        x->count = p.count;
+        x->works = p.works;
+        x->nodes = p.nodes;
+        x->indegree = p.indegree;
+        x->nsucc = p.nsucc;
+        x->succ = p.succ;
+        x->source = g;
+        g->execs++;
         live_put(x);
         totals.graph_execs++;
         *phGraphExec = (CUgraphExec)x;
@@ -2318,7 +3151,14 @@ CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
     if (x && !r) {
         struct graph *g;
         r = target(s, &g);
-        if (!r && g) {
+        int nested = 0;
+        for (size_t i = 0; i < x->count; i++)
+            nested |= x->works[i]->kind == W_CHILD || x->works[i]->kind == W_COND;
+        if (!r && g && nested) {
+            say("cuGraphLaunch captured: the model does not model capturing a launch of a "
+                "graph with child graph or conditional nodes");
+            r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+        } else if (!r && g) {
             /* Captured: the executable's nodes inlined, in order, after the frontier. */
             for (size_t i = 0; i < x->count; i++) capture_add(s, copy_work(x->works[i]));
         } else if (!r) {
@@ -2405,6 +3245,7 @@ CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec) {
     } else {
         /* In flight, it is freed when its last launch has run. */
         live_remove(x);
+        if (handle(x->source, K_GRAPH) && x->source->execs) x->source->execs--;
         totals.graph_execs--;
         if (x->pending)
             x->destroyed = 1;

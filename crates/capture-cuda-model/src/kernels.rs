@@ -120,6 +120,8 @@ pub fn find_params(entry: &str) -> Option<ParamKernel> {
     match entry {
         "block_sum" => Some(ParamKernel { f: block_sum }),
         "scale" => Some(ParamKernel { f: scale }),
+        "count_until" => Some(ParamKernel { f: count_until }),
+        "trap_at" => Some(ParamKernel { f: trap_at }),
         "engine_affine" => Some(ParamKernel { f: engine_affine }),
         "engine_gemv" => Some(ParamKernel { f: engine_gemv }),
         "engine_temperature" => Some(ParamKernel {
@@ -279,6 +281,38 @@ fn scale(l: &ParamLaunch, memory: &mut dyn Memory) -> Result<(), String> {
         .flat_map(|v| (v * a).to_le_bytes())
         .collect();
     memory.write(ys, &out);
+    Ok(())
+}
+
+/// `count_until(x, done, k, limit)`: `x[0] += k`, then `done[0] = x[0] >= limit` (a loop
+/// replay's step that sets its stop flag).
+fn count_until(l: &ParamLaunch, memory: &mut dyn Memory) -> Result<(), String> {
+    l.expect("count_until", &[8, 8, 4, 4])?;
+    let word = |address| Range { address, bytes: 4 };
+    let (x, done) = (word(l.word(0)?), word(l.word(1)?));
+    check(memory, "count_until", "x", x)?;
+    check(memory, "count_until", "done", done)?;
+    let bytes = memory.read(x);
+    let v =
+        u32::from_le_bytes(bytes[..4].try_into().expect("4 bytes")).wrapping_add(l.word(2)? as u32);
+    memory.write(x, &v.to_le_bytes());
+    memory.write(done, &u32::from(v >= l.word(3)? as u32).to_le_bytes());
+    Ok(())
+}
+
+/// `trap_at(x, at)`: traps (faults) when `x[0] == at`.
+fn trap_at(l: &ParamLaunch, memory: &mut dyn Memory) -> Result<(), String> {
+    l.expect("trap_at", &[8, 4])?;
+    let x = Range {
+        address: l.word(0)?,
+        bytes: 4,
+    };
+    check(memory, "trap_at", "x", x)?;
+    let bytes = memory.read(x);
+    let v = u32::from_le_bytes(bytes[..4].try_into().expect("4 bytes"));
+    if v == l.word(1)? as u32 {
+        return Err(format!("trap_at: x[0] is {v}: __trap()"));
+    }
     Ok(())
 }
 

@@ -70,6 +70,7 @@ use crate::error::Unavailable;
 use crate::executable::CudaExecutable;
 use crate::gpu::Gpu;
 use crate::kernels::{self, Abi, CudaKernel, CudaKernelSource};
+use crate::loops::{self, LoopGraph};
 use crate::raw;
 use crate::read_staging::ReadStaging;
 use crate::shape::{GraphEdge, GraphShape};
@@ -211,6 +212,31 @@ impl GraphDriver for CudaBackend {
         Ok(())
     }
 
+    /// The executable's loop graph (`loops.rs`; built at its first loop replay, or again
+    /// over another flag or counter), `max` set in it, then launched once.
+    fn replay_loop(
+        stream: &mut CudaStream,
+        executable: &CudaExecutable,
+        max: u32,
+        flag: &CudaSlice,
+        counter: &CudaSlice,
+    ) -> Result<(), ServerError> {
+        let _current = raw::Current::enter(stream.gpu.context)?;
+        let mut loops = executable.loops.lock().unwrap_or_else(|p| p.into_inner());
+        if !loops
+            .last()
+            .is_some_and(|l| l.serves(flag.addr, counter.addr))
+        {
+            let pool = stream.loops.clone().or_else(|| stream.gpu.loops.live());
+            let built = LoopGraph::build(pool, executable.graph, flag.addr, counter.addr, max)?;
+            loops.push(built);
+        }
+        loops
+            .last_mut()
+            .expect("a loop graph was just made")
+            .launch(stream.stream, max)
+    }
+
     /// Relaxed mode: `cuMemAlloc` elsewhere leaves a capture valid.
     fn allocation_breaks_capture() -> bool {
         false
@@ -262,6 +288,7 @@ impl Backend for CudaBackend {
             lanes: Vec::new(),
             edges: Vec::new(),
             shape: Arc::clone(&self.shape),
+            loops: None,
         })
     }
 
@@ -288,6 +315,7 @@ impl Backend for CudaBackend {
             .with_params(4096, 8, MAX_LAUNCH_BUFFERS)
             .with_programmatic(programmatic_launch(self.gpu.compute, self.gpu.driver()))
             .with_graph_updates(GraphUpdates::Supported)
+            .with_loops(loops::device_loops(self.gpu.compute, self.gpu.driver()))
     }
 
     /// The context's: every device on this GPU in the process shares it.
@@ -297,6 +325,17 @@ impl Backend for CudaBackend {
 
     fn load(stream: &mut CudaStream, source: &CudaKernelSource) -> Result<CudaKernel, ServerError> {
         let _current = raw::Current::enter(stream.gpu.context)?;
+        // No capture of the context overlaps a kernel's load: the loop setter's module
+        // (rule 30) loads with the device's first, and the stream holds it.
+        if stream.loops.is_none() {
+            let gpu = &stream.gpu;
+            stream.loops = gpu.loops.pool(
+                Arc::clone(gpu) as Arc<dyn Send + Sync>,
+                gpu.context,
+                gpu.compute,
+                gpu.driver(),
+            );
+        }
         kernels::load(&stream.gpu, source)
     }
 
@@ -357,7 +396,11 @@ impl Backend for CudaBackend {
     }
 
     /// `cuGraphExecKernelNodeSetParams` on the node the launch made: launches of the
-    /// executable enqueued before it keep their parameters, later ones see these.
+    /// executable enqueued before it keep their parameters, later ones see these. The
+    /// captured graph's node is set too (`cuGraphKernelNodeSetParams`: a loop graph is
+    /// cloned from it), and where a loop replay made the executable's loop graph, its
+    /// child graph node is set from it (`cuGraphExecChildGraphNodeSetParams`): loops
+    /// enqueued later see the update, queued ones do not.
     fn update_launch(
         stream: &mut CudaStream,
         executable: &mut CudaExecutable,
@@ -380,15 +423,37 @@ impl Backend for CudaBackend {
         if dims.shared() > DEFAULT_SHARED {
             raw::allow_shared(kernel.function, dims.shared())?;
         }
+        let (grid, block) = (
+            dims.grid_shape(),
+            dims.block_shape().unwrap_or(kernel.block),
+        );
         raw::set_kernel_node(
             executable.exec,
             handle,
             kernel.function,
-            dims.grid_shape(),
-            dims.block_shape().unwrap_or(kernel.block),
+            grid,
+            block,
             dims.shared(),
             &args[..count],
-        )
+        )?;
+        // The captured graph keeps the parameters too: a loop graph is cloned from it
+        // (now, or at its first loop replay).
+        raw::set_graph_kernel_node(
+            handle,
+            kernel.function,
+            grid,
+            block,
+            dims.shared(),
+            &args[..count],
+        )?;
+        let loops = executable
+            .loops
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(looped) = loops.last() {
+            looped.refresh(executable.graph)?;
+        }
+        Ok(())
     }
 
     fn work_name(work: &CudaWork) -> Cow<'static, str> {
@@ -516,6 +581,7 @@ fn close(
             // (a recorded launch allocates nothing once warm).
             nodes: stream.nodes.clone(),
             edges: Vec::new(),
+            loops: Mutex::default(),
         }),
         Err(e) => {
             raw::graph_destroy(graph);

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use capture_core::backend::CaptureDomain;
 
 use crate::error::{Unavailable, unavailable};
+use crate::loops::LoopSupport;
 use crate::raw;
 
 /// What keeps a caller's context (and stream) alive while the backend uses them:
@@ -40,6 +41,8 @@ pub(crate) struct Gpu {
     /// A stream of the caller's that pooled stream 0 of a device runs on: `Some` while
     /// no pooled stream holds it, `None` while one does or when none was handed over.
     pub(crate) lent: Mutex<Option<usize>>,
+    /// Where its streams find their loop pool (rule 30).
+    pub(crate) loops: LoopSupport,
     /// What keeps the caller's context and stream alive (cudarc's handles); dropped
     /// last, after everything the backend made in the context.
     _keep: Option<Keep>,
@@ -112,6 +115,7 @@ impl Gpu {
             driver: opened.driver,
             domain: domain_of(&open, opened.context),
             lent: Mutex::new(None),
+            loops: LoopSupport::default(),
             _keep: None,
         });
         open.push(Arc::downgrade(&gpu));
@@ -136,6 +140,7 @@ impl Gpu {
             driver: opened.driver,
             domain: domain_of(&open, opened.context),
             lent: Mutex::new(stream),
+            loops: LoopSupport::default(),
             _keep: keep,
         });
         open.push(Arc::downgrade(&gpu));

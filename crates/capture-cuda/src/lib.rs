@@ -34,6 +34,20 @@
 //!   sm_90 (`griddepcontrol.wait`), so their signature declares it, and a user PTX that
 //!   declares it must hold the wait. Older devices declare none: the core refuses the
 //!   launch there.
+//! - **Loop replays** (rule 30) under CUDA 12.3 or newer (driver 545; older ones declare
+//!   `DeviceLoops::Unsupported`): an executable's first loop replay builds a graph of its
+//!   own, kept with it: memset nodes zeroing the stop flag and the counter and writing
+//!   `max` to a device word, then a WHILE conditional node (handle default 1, set at
+//!   every launch) whose body is the captured graph as a child graph node followed by
+//!   the loop setter, which counts the iteration and keeps the loop going while the flag
+//!   is zero and fewer than `max` ran. Built by node calls, never by capturing into the
+//!   body. `max` is set per call in the executable (`cuGraphExecMemsetNodeSetParams`); a
+//!   slot's update sets the captured graph's node and the loop executable's child node
+//!   from it (`cuGraphExecChildGraphNodeSetParams`). The setter calls the device runtime
+//!   (`cudaGraphSetConditional`), so it ships as cubins for sm_80 and sm_90 linked
+//!   against libcudadevrt by nvJitLink ([`LOOP_SETTER_CU`], checked byte for byte in
+//!   CI); other devices declare loops unsupported. The user's own work is refused in a
+//!   loop window (it may record nodes a conditional body refuses); copies are allowed.
 //! - **A context of the caller's**: [`CudaBackend::from_raw_context`] (an `unsafe fn`
 //!   whose `# Safety` list says what the caller guarantees) runs the backend in a CUDA
 //!   context a runtime already owns instead of retaining the primary context, and never
@@ -59,6 +73,7 @@ mod executable;
 mod gpu;
 mod import;
 mod kernels;
+mod loops;
 mod raw;
 mod read_staging;
 mod shape;
@@ -75,6 +90,10 @@ pub use kernels::{
     BUILTINS_CU, BUILTINS_SM80, BUILTINS_SM80_CUBIN, BUILTINS_SM90, BUILTINS_SM90_CUBIN,
     CudaKernel, CudaKernelSource, SHIPPED, SHIPPED_CUBINS, compile_builtins,
     compile_builtins_cubin, compile_ptx, nvrtc_present, nvrtc_version,
+};
+pub use loops::{
+    LOOP_SETTER_CU, LOOP_SETTER_SM80, LOOP_SETTER_SM80_CUBIN, LOOP_SETTER_SM90,
+    LOOP_SETTER_SM90_CUBIN, compile_loop_setter,
 };
 pub use shape::{GraphEdge, GraphShape};
 pub use storage::{CudaSlice, CudaStorage};

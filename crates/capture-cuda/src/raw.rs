@@ -41,6 +41,14 @@ macro_rules! driver_api {
             cuGraphGetEdges_v2: Option<
                 unsafe extern "C" fn(Handle, *mut Handle, *mut Handle, *mut EdgeData, *mut usize) -> c_int,
             >,
+            // SAFETY: as above.
+            cuGraphAddNode: Option<
+                unsafe extern "C" fn(*mut Handle, Handle, *const Handle, usize, *mut GraphNodeParams) -> c_int,
+            >,
+            // SAFETY: as above.
+            cuGraphConditionalHandleCreate: Option<
+                unsafe extern "C" fn(*mut u64, Handle, Handle, c_uint, c_uint) -> c_int,
+            >,
         }
 
         impl Api {
@@ -63,6 +71,14 @@ macro_rules! driver_api {
                     cuGetErrorName: unsafe { lib.get(b"cuGetErrorName\0") }.ok().map(|s| *s),
                     // SAFETY: as above (CUDA 12.3 and newer).
                     cuGraphGetEdges_v2: unsafe { lib.get(b"cuGraphGetEdges_v2\0") }.ok().map(|s| *s),
+                    // SAFETY: as above (CUDA 12.2 and newer).
+                    cuGraphAddNode: unsafe { lib.get(b"cuGraphAddNode\0") }.ok().map(|s| *s),
+                    // SAFETY: as above (CUDA 12.3 and newer).
+                    cuGraphConditionalHandleCreate: unsafe {
+                        lib.get(b"cuGraphConditionalHandleCreate\0")
+                    }
+                    .ok()
+                    .map(|s| *s),
                 })
             }
         }
@@ -111,6 +127,10 @@ driver_api! {
     cuGraphNodeGetType(Handle, *mut c_uint);
     cuGraphInstantiateWithFlags(*mut Handle, Handle, u64);
     cuGraphExecKernelNodeSetParams_v2(Handle, Handle, *const KernelNodeParams);
+    cuGraphCreate(*mut Handle, c_uint);
+    cuGraphKernelNodeSetParams_v2(Handle, *const KernelNodeParams);
+    cuGraphExecChildGraphNodeSetParams(Handle, Handle, Handle);
+    cuGraphExecMemsetNodeSetParams(Handle, Handle, *const MemsetParams, Handle);
     cuGraphUpload(Handle, Handle);
     cuGraphLaunch(Handle, Handle);
     cuGraphExecDestroy(Handle);
@@ -144,6 +164,17 @@ mod consts {
     /// `CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC` (`CUgraphDependencyType`).
     pub(super) const DEPENDENCY_PROGRAMMATIC: u8 = 1;
     pub(super) const HOST_ALLOC_PORTABLE: u32 = 1;
+    /// `CUgraphNodeType`: a kernel, a memset, a child graph, a conditional node.
+    pub(super) const NODE_KERNEL: u32 = 0;
+    pub(super) const NODE_MEMSET: u32 = 2;
+    pub(super) const NODE_GRAPH: u32 = 4;
+    pub(super) const NODE_CONDITIONAL: u32 = 13;
+    /// `CU_GRAPH_COND_TYPE_WHILE` (`CUgraphConditionalNodeType`).
+    pub(super) const COND_WHILE: i32 = 1;
+    /// `CU_GRAPH_COND_ASSIGN_DEFAULT`: the default value is applied at each launch.
+    pub(super) const COND_ASSIGN_DEFAULT: u32 = 1;
+    /// `CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE`.
+    pub(super) const CHILD_CLONE: i32 = 0;
 }
 
 /// The names the dynamic loader is asked for, in order: the driver's soname first (a
@@ -842,9 +873,10 @@ pub(crate) struct LaunchConfig {
     attr_count: c_uint,
 }
 
-/// `CUDA_KERNEL_NODE_PARAMS` (cuda.h's `_v2`), what `cuGraphExecKernelNodeSetParams`
-/// takes.
+/// `CUDA_KERNEL_NODE_PARAMS` (cuda.h's `_v2`, laid out as `_v3`), what
+/// `cuGraphExecKernelNodeSetParams` and `cuGraphAddNode` take.
 #[repr(C)]
+#[derive(Clone, Copy)]
 pub(crate) struct KernelNodeParams {
     func: Handle,
     grid: [c_uint; 3],
@@ -854,6 +886,83 @@ pub(crate) struct KernelNodeParams {
     extra: *mut *mut c_void,
     kern: Handle,
     ctx: Handle,
+}
+
+/// `CUDA_MEMSET_NODE_PARAMS` (cuda.h's `_v1`), what `cuGraphExecMemsetNodeSetParams`
+/// takes.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct MemsetParams {
+    dst: u64,
+    pitch: usize,
+    value: c_uint,
+    element_size: c_uint,
+    width: usize,
+    height: usize,
+}
+
+/// `CUDA_MEMSET_NODE_PARAMS_v2` (cuda.h): the `_v1` fields and the context.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct MemsetNodeParams {
+    params: MemsetParams,
+    ctx: Handle,
+}
+
+/// `CUDA_CHILD_GRAPH_NODE_PARAMS` (cuda.h): the graph cloned into the node, and the
+/// ownership (clone).
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct ChildGraphParams {
+    graph: Handle,
+    ownership: c_int,
+}
+
+/// `CUDA_CONDITIONAL_NODE_PARAMS` (cuda.h): the handle, the type, how many bodies, where
+/// the driver writes them, and the context.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct ConditionalParams {
+    handle: u64,
+    kind: c_int,
+    size: c_uint,
+    bodies: *mut Handle,
+    ctx: Handle,
+}
+
+/// The union of `CUgraphNodeParams` (cuda.h): 29 eight-byte words, of which a node's
+/// type uses its member's; the rest must be zero.
+#[repr(C)]
+#[derive(Clone, Copy)]
+union NodeUnion {
+    reserved: [i64; 29],
+    kernel: KernelNodeParams,
+    memset: MemsetNodeParams,
+    graph: ChildGraphParams,
+    conditional: ConditionalParams,
+}
+
+/// `CUgraphNodeParams` (cuda.h), what `cuGraphAddNode` takes: the node's type, three
+/// reserved ints, the type's parameters, a reserved word; every unused byte zero.
+#[repr(C)]
+pub(crate) struct GraphNodeParams {
+    kind: c_uint,
+    reserved0: [c_int; 3],
+    params: NodeUnion,
+    reserved2: i64,
+}
+
+impl GraphNodeParams {
+    /// A node of type `kind`, every byte zero: the caller writes its member (a write of a
+    /// whole member leaves the bytes past it zero).
+    fn zeroed(kind: u32) -> Self {
+        Self {
+            kind,
+            reserved0: [0; 3],
+            params: NodeUnion { reserved: [0; 29] },
+            reserved2: 0,
+        }
+    }
 }
 
 /// A launch's argument values and the pointers to them the driver reads, laid out for
@@ -1024,6 +1133,239 @@ pub(crate) fn set_kernel_node(
     // the function is the node's own, taking exactly these arguments (checked at load).
     check("cuGraphExecKernelNodeSetParams", unsafe {
         (api().cuGraphExecKernelNodeSetParams_v2)(exec as Handle, node as Handle, &params)
+    })
+}
+
+/// Whether the driver builds conditional nodes (`cuGraphAddNode` and
+/// `cuGraphConditionalHandleCreate`, CUDA 12.3).
+pub(crate) fn conditional_nodes() -> bool {
+    api().cuGraphAddNode.is_some() && api().cuGraphConditionalHandleCreate.is_some()
+}
+
+/// Refuses where the driver lacks conditional nodes.
+fn refused_before_12_3(op: &'static str) -> ServerError {
+    ServerError::driver(
+        op,
+        std::io::Error::other("this CUDA driver has no conditional nodes (CUDA 12.3 does)"),
+    )
+}
+
+/// A new, empty graph in the current context.
+pub(crate) fn graph_create() -> Result<usize, ServerError> {
+    let mut graph = std::ptr::null_mut();
+    // SAFETY: `graph` is a valid out-pointer; flags must be 0.
+    check("cuGraphCreate", unsafe {
+        (api().cuGraphCreate)(&mut graph, 0)
+    })?;
+    Ok(graph as usize)
+}
+
+/// A conditional handle on `graph` in `context`, set to `default` at the start of every
+/// launch (`CU_GRAPH_COND_ASSIGN_DEFAULT`).
+pub(crate) fn conditional_handle(
+    graph: usize,
+    context: usize,
+    default: u32,
+) -> Result<u64, ServerError> {
+    let Some(create) = api().cuGraphConditionalHandleCreate else {
+        return Err(refused_before_12_3("cuGraphConditionalHandleCreate"));
+    };
+    let mut handle = 0u64;
+    // SAFETY: `handle` is a valid out-pointer; the graph is live and of the current
+    // context, which is `context`; the flags are cuda.h's.
+    check("cuGraphConditionalHandleCreate", unsafe {
+        create(
+            &mut handle,
+            graph as Handle,
+            context as Handle,
+            default,
+            consts::COND_ASSIGN_DEFAULT,
+        )
+    })?;
+    Ok(handle)
+}
+
+/// Adds a node described by `params` to `graph` after the nodes `deps`.
+fn add_node(
+    op: &'static str,
+    graph: usize,
+    deps: &[usize],
+    params: &mut GraphNodeParams,
+) -> Result<usize, ServerError> {
+    let Some(add) = api().cuGraphAddNode else {
+        return Err(refused_before_12_3(op));
+    };
+    let deps: Vec<Handle> = deps.iter().map(|&d| d as Handle).collect();
+    let mut node = std::ptr::null_mut();
+    // SAFETY: `node` is a valid out-pointer; the graph and every dependency (a node of
+    // it) are live; `deps` holds as many handles as passed; `params` is laid out as
+    // cuda.h's CUgraphNodeParams (checked by `graph_node_params_match_cuda_h`), every
+    // unused byte zero, and any pointer in it valid for the call.
+    check(op, unsafe {
+        add(
+            &mut node,
+            graph as Handle,
+            deps.as_ptr(),
+            deps.len(),
+            params,
+        )
+    })?;
+    Ok(node as usize)
+}
+
+/// Adds to `graph`, after `deps`, a memset node writing `value` to the `words` 4-byte
+/// words at `dst` (device memory of `context`).
+pub(crate) fn add_memset_node(
+    graph: usize,
+    deps: &[usize],
+    context: usize,
+    dst: u64,
+    value: u32,
+    words: usize,
+) -> Result<usize, ServerError> {
+    let mut params = GraphNodeParams::zeroed(consts::NODE_MEMSET);
+    params.params.memset = MemsetNodeParams {
+        params: memset_params(dst, value, words),
+        ctx: context as Handle,
+    };
+    add_node("cuGraphAddNode (memset)", graph, deps, &mut params)
+}
+
+/// A 1-dimensional memset of `words` 4-byte words of `value` at `dst`.
+fn memset_params(dst: u64, value: u32, words: usize) -> MemsetParams {
+    MemsetParams {
+        dst,
+        pitch: 0,
+        value,
+        element_size: 4,
+        width: words,
+        height: 1,
+    }
+}
+
+/// Adds to `graph`, after `deps`, a child graph node running a clone of `child`.
+pub(crate) fn add_child_node(
+    graph: usize,
+    deps: &[usize],
+    child: usize,
+) -> Result<usize, ServerError> {
+    let mut params = GraphNodeParams::zeroed(consts::NODE_GRAPH);
+    params.params.graph = ChildGraphParams {
+        graph: child as Handle,
+        ownership: consts::CHILD_CLONE,
+    };
+    add_node("cuGraphAddNode (child graph)", graph, deps, &mut params)
+}
+
+/// Adds to `graph`, after `deps`, a WHILE conditional node on `handle` (made on this
+/// graph, in `context`): the node and its body graph, which the node owns.
+pub(crate) fn add_while_node(
+    graph: usize,
+    deps: &[usize],
+    context: usize,
+    handle: u64,
+) -> Result<(usize, usize), ServerError> {
+    let mut body: Handle = std::ptr::null_mut();
+    let mut params = GraphNodeParams::zeroed(consts::NODE_CONDITIONAL);
+    params.params.conditional = ConditionalParams {
+        handle,
+        kind: consts::COND_WHILE,
+        size: 1,
+        bodies: &mut body,
+        ctx: context as Handle,
+    };
+    let node = add_node("cuGraphAddNode (conditional)", graph, deps, &mut params)?;
+    Ok((node, body as usize))
+}
+
+/// Adds to `graph`, after `deps`, a kernel node of `function` (of the current context):
+/// `grid` blocks of `block` threads, no dynamic shared memory, over `args`, which the
+/// function takes exactly.
+pub(crate) fn add_kernel_node(
+    graph: usize,
+    deps: &[usize],
+    function: usize,
+    grid: [u32; 3],
+    block: [u32; 3],
+    args: &[Argument<'_>],
+) -> Result<usize, ServerError> {
+    let mut packed = Packed::new(args);
+    let pointers = packed.pointers();
+    let mut params = GraphNodeParams::zeroed(consts::NODE_KERNEL);
+    params.params.kernel = KernelNodeParams {
+        func: function as Handle,
+        grid,
+        block,
+        shared: 0,
+        params: pointers,
+        extra: std::ptr::null_mut(),
+        kern: std::ptr::null_mut(),
+        ctx: std::ptr::null_mut(),
+    };
+    // The argument values live in `packed` across the call; the driver copies them.
+    add_node("cuGraphAddNode (kernel)", graph, deps, &mut params)
+}
+
+/// Sets the parameters of kernel node `node` in its graph (executables already made
+/// from it keep theirs): `function` (the node's own), `grid` blocks of `block` threads
+/// with `shared` bytes each, over `args`.
+pub(crate) fn set_graph_kernel_node(
+    node: usize,
+    function: usize,
+    grid: [u32; 3],
+    block: [u32; 3],
+    shared: u32,
+    args: &[Argument<'_>],
+) -> Result<(), ServerError> {
+    let mut packed = Packed::new(args);
+    let pointers = packed.pointers();
+    let params = KernelNodeParams {
+        func: function as Handle,
+        grid,
+        block,
+        shared,
+        params: pointers,
+        extra: std::ptr::null_mut(),
+        kern: std::ptr::null_mut(),
+        ctx: std::ptr::null_mut(),
+    };
+    // SAFETY: `node` is a live kernel node; `params` as in `set_kernel_node`.
+    check("cuGraphKernelNodeSetParams", unsafe {
+        (api().cuGraphKernelNodeSetParams_v2)(node as Handle, &params)
+    })
+}
+
+/// Sets, in `exec`, what child graph node `node` (of the graph `exec` came from, or of a
+/// body nested in it) runs from `graph`'s nodes (the graph it was cloned from, its
+/// topology unchanged): launches of `exec` enqueued before the call keep theirs.
+pub(crate) fn set_child_node(exec: usize, node: usize, graph: usize) -> Result<(), ServerError> {
+    // SAFETY: all three handles are live; the graph's topology is the node's.
+    check("cuGraphExecChildGraphNodeSetParams", unsafe {
+        (api().cuGraphExecChildGraphNodeSetParams)(exec as Handle, node as Handle, graph as Handle)
+    })
+}
+
+/// Sets, in `exec`, the value memset node `node` writes (to the `words` words at `dst`,
+/// as when it was added): launches of `exec` enqueued before the call keep theirs.
+pub(crate) fn set_memset_node(
+    exec: usize,
+    node: usize,
+    context: usize,
+    dst: u64,
+    value: u32,
+    words: usize,
+) -> Result<(), ServerError> {
+    let params = memset_params(dst, value, words);
+    // SAFETY: the handles are live; `params` is laid out as cuda.h's
+    // CUDA_MEMSET_NODE_PARAMS (checked by `graph_node_params_match_cuda_h`) and lives
+    // across the call.
+    check("cuGraphExecMemsetNodeSetParams", unsafe {
+        (api().cuGraphExecMemsetNodeSetParams)(
+            exec as Handle,
+            node as Handle,
+            &params,
+            context as Handle,
+        )
     })
 }
 
@@ -1306,11 +1648,26 @@ pub(crate) fn compile(
     name: &str,
     output: Output,
 ) -> Result<Vec<u8>, ServerError> {
+    compile_with(source, arch, name, output, false)
+}
+
+/// As [`compile`]; with `relocatable`, as relocatable device code (`-rdc=true`: PTX or a
+/// cubin that calls functions of another image, linked later).
+pub(crate) fn compile_with(
+    source: &str,
+    arch: &str,
+    name: &str,
+    output: Output,
+    relocatable: bool,
+) -> Result<Vec<u8>, ServerError> {
     let refused = |what: String| ServerError::invalid("CUDA C kernels", name, what);
     let (_, api) = nvrtc().as_ref().map_err(|e| refused(e.clone()))?;
     let source_c = CString::new(source).map_err(|_| refused("the source holds a NUL".into()))?;
     let name_c = CString::new(name).map_err(|_| refused("the name holds a NUL".into()))?;
-    let options = [format!("--gpu-architecture={arch}"), "--fmad=false".into()];
+    let mut options = vec![format!("--gpu-architecture={arch}"), "--fmad=false".into()];
+    if relocatable {
+        options.push("-rdc=true".into());
+    }
     let options: Vec<CString> = options
         .into_iter()
         .map(|o| CString::new(o).expect("no NUL"))
@@ -1411,5 +1768,29 @@ mod tests {
         assert_eq!(std::mem::offset_of!(KernelNodeParams, extra), 48);
         assert_eq!(std::mem::offset_of!(KernelNodeParams, kern), 56);
         assert_eq!(std::mem::offset_of!(KernelNodeParams, ctx), 64);
+    }
+
+    #[test]
+    fn graph_node_params_match_cuda_h() {
+        // cuda.h (12.9) on a 64-bit host: CUgraphNodeParams is the type and three ints,
+        // a union of 29 long longs at 16 and a long long at 248; CUDA_MEMSET_NODE_PARAMS
+        // the pointer, the pitch, two unsigned ints, the width and the height (the _v2
+        // adds the context at 40); CUDA_CHILD_GRAPH_NODE_PARAMS the graph and the
+        // ownership; CUDA_CONDITIONAL_NODE_PARAMS the handle, the type, the size, the
+        // bodies' array at 16 and the context at 24.
+        assert_eq!(std::mem::size_of::<GraphNodeParams>(), 256);
+        assert_eq!(std::mem::offset_of!(GraphNodeParams, params), 16);
+        assert_eq!(std::mem::offset_of!(GraphNodeParams, reserved2), 248);
+        assert_eq!(std::mem::size_of::<MemsetParams>(), 40);
+        assert_eq!(std::mem::offset_of!(MemsetParams, value), 16);
+        assert_eq!(std::mem::offset_of!(MemsetParams, element_size), 20);
+        assert_eq!(std::mem::offset_of!(MemsetParams, width), 24);
+        assert_eq!(std::mem::size_of::<MemsetNodeParams>(), 48);
+        assert_eq!(std::mem::offset_of!(MemsetNodeParams, ctx), 40);
+        assert_eq!(std::mem::size_of::<ChildGraphParams>(), 16);
+        assert_eq!(std::mem::size_of::<ConditionalParams>(), 32);
+        assert_eq!(std::mem::offset_of!(ConditionalParams, size), 12);
+        assert_eq!(std::mem::offset_of!(ConditionalParams, bodies), 16);
+        assert_eq!(std::mem::offset_of!(ConditionalParams, ctx), 24);
     }
 }

@@ -7,6 +7,7 @@ use capture_core::ServerError;
 use capture_core::backend::{DeviceStream, Fence, Lane, StreamState};
 
 use crate::gpu::Gpu;
+use crate::loops::LoopPool;
 use crate::raw;
 use crate::read_staging::ReadStaging;
 use crate::shape::GraphShape;
@@ -37,6 +38,9 @@ pub struct CudaStream {
     /// Where the shape of the graph a window seals goes (the backend's
     /// `last_graph_shape`).
     pub(crate) shape: Arc<Mutex<Option<GraphShape>>>,
+    /// The device's loop pool (rule 30: the setter and the words loops read), taken at
+    /// the stream's first kernel load where loops run; let go as the stream drops.
+    pub(crate) loops: Option<Arc<LoopPool>>,
 }
 
 impl CudaStream {

@@ -8,6 +8,7 @@
 //! NVRTC from PyPI).
 
 mod branches;
+mod conditional_model;
 mod driver_model;
 mod support;
 
@@ -20,6 +21,8 @@ mod cuda {
 
 mod gpu;
 mod launch_model;
+mod loop_setter;
+mod loops;
 mod model;
 mod model_paths;
 mod nvrtc;

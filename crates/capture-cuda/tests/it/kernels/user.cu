@@ -30,3 +30,20 @@ extern "C" __global__ void scale(const float* x, float* y, unsigned n, float a) 
         y[i] = x[i] * a;
     }
 }
+
+// x[0] += k, then done[0] = 1 once x[0] >= limit (else 0): a loop replay's step that sets
+// its stop flag (rule 30). One thread.
+extern "C" __global__ void count_until(unsigned* x, unsigned* done, unsigned k, unsigned limit) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        unsigned v = x[0] + k;
+        x[0] = v;
+        done[0] = v >= limit ? 1u : 0u;
+    }
+}
+
+// Traps when x[0] == at: a step that faults in one iteration of a loop replay.
+extern "C" __global__ void trap_at(const unsigned* x, unsigned at) {
+    if (x[0] == at) {
+        __trap();
+    }
+}
