@@ -431,6 +431,10 @@ step "example moe_step --backend cuda" --expect '^moe_step on cuda: ' \
     ./moe-step --backend cuda
 step "example paged_step --backend cuda" --expect '^paged_step on cuda: ' \
     ./paged-step --backend cuda
+# Decode until the device says stop (rule 30): one loop replay, a WHILE conditional node
+# ended by the sampler's flag, its tokens checked against eager and the reference.
+step "example decode_until --backend cuda" --expect '^decode_until on cuda: ' \
+    ./decode-until --backend cuda
 
 echo
 if [ "$failed" -gt 0 ]; then

@@ -27,7 +27,7 @@ struct Run {
     needs: Needs,
 }
 
-const RUNS: [Run; 14] = [
+const RUNS: [Run; 17] = [
     Run {
         package: "capture-graphs",
         example: "quick_start",
@@ -98,6 +98,24 @@ const RUNS: [Run; 14] = [
         package: "capture-graphs",
         example: "paged_step",
         args: &["--backend", "cuda", "--tokens", "12"],
+        needs: Needs::Cuda,
+    },
+    Run {
+        package: "capture-graphs",
+        example: "decode_until",
+        args: &[],
+        needs: Needs::Nothing,
+    },
+    Run {
+        package: "capture-graphs",
+        example: "decode_until",
+        args: &["--backend", "vulkan", "--validation"],
+        needs: Needs::Vulkan,
+    },
+    Run {
+        package: "capture-graphs",
+        example: "decode_until",
+        args: &["--backend", "cuda"],
         needs: Needs::Cuda,
     },
     Run {

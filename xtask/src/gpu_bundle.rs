@@ -38,6 +38,8 @@ into DIR (default target/gpu-bundle, replaced when it holds an earlier bundle):
                two streams in one graph
   paged-step   the facade's paged example (examples/paged_step.rs): a decode step over a
                paged KV cache changed per token through its slots, in a graph pool
+  decode-until the facade's loop example (examples/decode_until.rs): one loop replay
+               ended on the device by the sampler's stop flag (rule 30)
   snapshots/   the scenario suite's shared snapshots (CAPTURE_SNAPSHOTS points here)
   run.sh       runs them all with CUDA required; ends `bundle: N passed, M failed`
                (xtask/gpu/run.sh, as checked in)
@@ -75,7 +77,7 @@ const PROGRAM: (Target, &str) = (Target::bin("capture-cli", "capture"), "capture
 
 /// The facade's examples the bundle carries (built with `cudarc,vulkan`: the engine
 /// example's CUDA path goes through cudarc), and their names in it.
-const EXAMPLES: [(Target, &str); 3] = [
+const EXAMPLES: [(Target, &str); 4] = [
     (
         Target::example("capture-graphs", "engine_step"),
         "engine-step",
@@ -84,6 +86,10 @@ const EXAMPLES: [(Target, &str); 3] = [
     (
         Target::example("capture-graphs", "paged_step"),
         "paged-step",
+    ),
+    (
+        Target::example("capture-graphs", "decode_until"),
+        "decode-until",
     ),
 ];
 
@@ -435,6 +441,8 @@ It prints nvidia-smi, then runs
                                  in one graph, against eager and one stream
   paged-step --backend cuda      the paged example: a position slot and a KV page
                                  rebound per token, two graphs in one graph pool
+  decode-until --backend cuda    the loop example: one loop replay (a WHILE conditional
+                                 node) ended by the sampler's stop flag
 and ends with `bundle: N passed, M failed` (exit status non-zero on any failure).
 Each step runs under a timeout (--step-timeout S, default 150) and writes its output to
 logs/NN-step.log beside run.sh (--logs DIR to put them elsewhere), with summary.txt;
@@ -643,6 +651,10 @@ mod tests {
                 "echo \"paged-step $*\" >> calls; echo 'paged_step on cuda: fake'".to_string(),
             ),
             (
+                "decode-until",
+                "echo \"decode-until $*\" >> calls; echo 'decode_until on cuda: fake'".to_string(),
+            ),
+            (
                 "capture",
                 // The decoder prints its GEMM path: cuBLAS when run.sh requires it.
                 "echo \"capture $*\" >> calls; if [ \"$1\" = decode ]; then \
@@ -749,6 +761,7 @@ mod tests {
         assert!(calls.contains("engine-step --backend cuda\n"), "{calls}");
         assert!(calls.contains("moe-step --backend cuda\n"), "{calls}");
         assert!(calls.contains("paged-step --backend cuda\n"), "{calls}");
+        assert!(calls.contains("decode-until --backend cuda\n"), "{calls}");
         assert!(
             calls.contains("decode cuBLAS required: 1\n"),
             "on a GPU the decoder must run its products through cuBLAS:\n{calls}"

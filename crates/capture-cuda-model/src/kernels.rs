@@ -129,6 +129,8 @@ pub fn find_params(entry: &str) -> Option<ParamKernel> {
         }),
         "paged_append" => Some(ParamKernel { f: paged_append }),
         "paged_attend" => Some(ParamKernel { f: paged_attend }),
+        "toy_logits" => Some(ParamKernel { f: toy_logits }),
+        "toy_sample" => Some(ParamKernel { f: toy_sample }),
         _ => None,
     }
 }
@@ -419,6 +421,68 @@ fn paged_attend(l: &ParamLaunch, memory: &mut dyn Memory) -> Result<(), String> 
         acc / (pos + 1) as f32
     });
     memory.write(out, &to_bytes(means));
+    Ok(())
+}
+
+/// The `u32`s of `range`.
+fn read_u32s(memory: &dyn Memory, range: Range) -> Vec<u32> {
+    memory
+        .read(range)
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
+        .collect()
+}
+
+/// `toy_logits(state, logits, vocab)`: `logits[v] = (tok * 131 + pos * 17 + v * 29) % 97`
+/// for `v < vocab`, `state = [pos, tok]` (the decode-until example's,
+/// `examples/decode_until.cu`).
+fn toy_logits(l: &ParamLaunch, memory: &mut dyn Memory) -> Result<(), String> {
+    l.expect("toy_logits", &[8, 8, 4])?;
+    let vocab = (l.word(2)? as usize).min(threads_x(l));
+    let state = floats(memory, "toy_logits", "state", l.word(0)?, 2)?;
+    let logits = floats(memory, "toy_logits", "logits", l.word(1)?, vocab)?;
+    let s = read_u32s(memory, state);
+    let (pos, tok) = (s[0], s[1]);
+    let values = (0..vocab as u32).map(|v| {
+        (tok.wrapping_mul(131)
+            .wrapping_add(pos.wrapping_mul(17))
+            .wrapping_add(v * 29)
+            % 97) as f32
+    });
+    memory.write(logits, &to_bytes(values));
+    Ok(())
+}
+
+/// `toy_sample(state, logits, ids, done, vocab, eos, context)`, one thread: the first
+/// index of the largest logit into `ids[pos]`, `state = [pos + 1, best]`, `done = 1` on
+/// the end token or at the context's end (the decode-until example's).
+fn toy_sample(l: &ParamLaunch, memory: &mut dyn Memory) -> Result<(), String> {
+    l.expect("toy_sample", &[8, 8, 8, 8, 4, 4, 4])?;
+    let (vocab, eos, context) = (l.word(4)? as usize, l.word(5)? as u32, l.word(6)? as u32);
+    let state = floats(memory, "toy_sample", "state", l.word(0)?, 2)?;
+    let logits = read_f32s(
+        memory,
+        floats(memory, "toy_sample", "logits", l.word(1)?, vocab)?,
+    );
+    let s = read_u32s(memory, state);
+    let best = (1..vocab).fold(0, |b, v| if logits[v] > logits[b] { v } else { b }) as u32;
+    let pos = s[0];
+    if pos < context {
+        let ids = floats(memory, "toy_sample", "ids", l.word(2)?, pos as usize + 1)?;
+        let at = Range {
+            address: ids.address + u64::from(pos) * 4,
+            bytes: 4,
+        };
+        memory.write(at, &best.to_le_bytes());
+    }
+    memory.write(
+        state,
+        &[(pos + 1).to_le_bytes(), best.to_le_bytes()].concat(),
+    );
+    if best == eos || pos + 1 >= context {
+        let done = floats(memory, "toy_sample", "done", l.word(3)?, 1)?;
+        memory.write(done, &1u32.to_le_bytes());
+    }
     Ok(())
 }
 

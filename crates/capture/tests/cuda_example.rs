@@ -64,3 +64,13 @@ fn the_paged_example_ships_the_ptx_nvrtc_makes_of_its_source() {
         &["paged_append", "paged_attend"],
     );
 }
+
+#[test]
+fn the_decode_until_example_ships_the_ptx_nvrtc_makes_of_its_source() {
+    ships_what_nvrtc_makes(
+        "decode_until",
+        include_str!("../examples/decode_until.cu"),
+        include_str!("../examples/decode_until.compute_80.ptx"),
+        &["toy_logits", "toy_sample"],
+    );
+}
