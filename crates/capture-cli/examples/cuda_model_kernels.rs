@@ -191,6 +191,7 @@ fn reach(kernel: Kernel, words: &[u64]) -> Vec<Option<usize>> {
         Kernel::RecordLogits => vec![state, Some(w(0)), Some(w(0) * dims(1))],
         Kernel::Argmax => vec![state, Some(w(0)), Some(w(1))],
         Kernel::SetPosition => vec![state],
+        Kernel::StopAt => vec![state, Some(4)],
     }
 }
 

@@ -6,8 +6,8 @@
 #![cfg(any(feature = "mock", feature = "vulkan", feature = "cuda"))]
 
 use capture_cli::decode::{
-    Config, DecodeBackend, DecodeOptions, DecodeReport, LadderOptions, LadderReport, render,
-    render_ladder, run, run_ladder,
+    Config, DecodeBackend, DecodeOptions, DecodeReport, LadderOptions, LadderReport, UNTIL_MODES,
+    UntilOptions, UntilReport, render, render_ladder, render_until, run, run_ladder, run_until,
 };
 
 /// The tiny configuration.
@@ -454,4 +454,58 @@ fn a_short_attention_grid_gives_other_logits_on_the_mock_as_on_a_gpu() {
         "a grid one block short computed the same logits as one covering the position"
     );
     assert_eq!(covered, at(100, false), "the covered step is deterministic");
+}
+
+/// Decodes the tiny configuration until its end token and asserts every check.
+fn until_holds<B: DecodeBackend>(backend: B) -> UntilReport {
+    let options = UntilOptions {
+        decode: tiny(),
+        ..UntilOptions::default()
+    };
+    let report = run_until(backend, options).expect("the decoder runs");
+    println!("{}", render_until(&report));
+    for check in report.checks() {
+        assert!(check.passed, "{}: {}", check.name, check.detail);
+    }
+    let eager = &report.modes[0];
+    assert_eq!(report.modes.len(), UNTIL_MODES.len());
+    assert!(
+        eager.ids.len() < tiny().tokens as usize,
+        "the end token comes before the most tokens: {:?}",
+        eager.ids
+    );
+    // replay x 8 ran past the end token; the loop ran exactly the sequence.
+    let chunks = report.mode(UNTIL_MODES[2]).expect("the chunked mode");
+    assert!(chunks.steps as usize >= eager.ids.len());
+    assert_eq!(report.iterations as usize, eager.ids.len());
+    report
+}
+
+#[cfg(feature = "mock")]
+#[test]
+fn decode_until_the_end_token_on_the_mock_stops_on_the_device() {
+    let report = until_holds(capture_graphs::mock::MockBackend::new());
+    // A report whose loop ran one more iteration fails its check.
+    let mut broken = report.clone();
+    broken.iterations += 1;
+    assert!(!broken.passed());
+    let mut broken = report;
+    broken.modes[3].ids.push(0);
+    assert!(!broken.passed());
+}
+
+#[cfg(feature = "vulkan")]
+#[test]
+fn decode_until_the_end_token_on_vulkan_stops_on_the_device() {
+    use capture_graphs::vulkan::{VulkanBackend, VulkanOptions};
+    let required = std::env::var("CAPTURE_REQUIRE_VULKAN").is_ok_and(|v| v == "1");
+    match VulkanBackend::new(VulkanOptions::from_env()) {
+        Ok(backend) => {
+            until_holds(backend);
+        }
+        Err(why) => {
+            assert!(!required, "CAPTURE_REQUIRE_VULKAN=1 but {why}");
+            println!("SKIP: decode until on vulkan: {why}");
+        }
+    }
 }

@@ -19,7 +19,7 @@ pub(crate) const DECODE_HELP: &str =
     "usage: capture decode [--backend mock|vulkan|cuda] [--device D] [--tokens T] [--dim D]
        [--layers L] [--heads H] [--vocab V] [--context C] [--seed S]
        [--buckets B1,B2,... [--steps N] [--replays R] [--block-rows K]]
-       [--log LEVEL] [--timeline PATH]
+       [--until-eos [--eos ID] [--every K]] [--log LEVEL] [--timeline PATH]
 
 A llama-shaped decoder with seeded random weights (no download): prefills a short
 prompt eagerly, generates T tokens eagerly, then captures the decode step once and
@@ -42,6 +42,14 @@ most 1.05x its largest bucket captured alone (captured ascending and descending)
 and that R further replays leave the memory report unchanged; it prints tokens/s per
 bucket eager and replayed, and the ladder's memory shared against separate pools.
 
+With --until-eos, the step ends with a kernel that sets a stop flag on the end token
+(or when the context is full) and the sequence is decoded until it stops, at most T
+tokens: eagerly with the flag read on the host after every token, by one replay per
+token with the same check, by replays of K with a check every K (past the end token,
+the overshoot thrown away), and by one loop replay the device ends (rule 30). Prints
+tokens/s for each; checks every mode's ids against eager, the loop's iteration count,
+and the logits against the host reference.
+
 options:
   --backend NAME   mock (default), vulkan or cuda (builds with `--features vulkan`,
                    `--features cuda`)
@@ -61,6 +69,11 @@ options:
   --replays R      with --buckets: further replays the memory must not move over,
                    0 to 1000000 (default 1000)
   --block-rows K   with --buckets: rows per KV-cache block (default 8)
+  --until-eos      decode until the end token, the loop ended on the device
+  --eos ID         with --until-eos: the end token (default: the one the eager run
+                   emits at three quarters of T)
+  --every K        with --until-eos: replays per host check in the replay x K mode,
+                   1 to 65536 (default 8)
   --log LEVEL      log the core's spans and events to stderr, as `capture demo --log`
   --timeline PATH  write the run's timeline to PATH as Chrome trace-event JSON
   -h, --help       this help
@@ -82,6 +95,8 @@ pub(crate) struct DecodeArgs {
     pub(crate) options: crate::decode::DecodeOptions,
     /// With `--buckets`: the batched ladder instead.
     pub(crate) ladder: Option<crate::decode::LadderOptions>,
+    /// With `--until-eos`: decode until the end token instead (rule 30).
+    pub(crate) until: Option<crate::decode::UntilOptions>,
     /// `--log`'s directives.
     pub(crate) log: Option<String>,
     /// Where `--timeline` writes the timeline.
@@ -104,9 +119,11 @@ pub(crate) fn parse_decode(args: &[String]) -> Result<Decode, UsageError> {
         device: None,
         options: crate::decode::DecodeOptions::default(),
         ladder: None,
+        until: None,
         log: None,
         timeline: None,
     };
+    let (mut until, mut eos, mut every) = (false, None, None);
     let (mut buckets, mut steps, mut replays, mut block_rows) = (None, None, None, None);
     let (mut size_given, mut tokens) = (false, false);
     let mut options = Options(args.iter());
@@ -148,6 +165,14 @@ pub(crate) fn parse_decode(args: &[String]) -> Result<Decode, UsageError> {
                 *field = sized(name, range, what)?;
                 size_given = true;
             }
+            "--until-eos" => {
+                if inline.is_some() {
+                    return Err(UsageError("--until-eos takes no value".into()));
+                }
+                until = true;
+            }
+            "--eos" => eos = Some(sized(name, (0, u64::from(u32::MAX)), "token id")?),
+            "--every" => every = Some(sized(name, (1, 65_536), "replays per check")?),
             "--buckets" => buckets = Some(bucket_list(name, &value(name)?)?),
             "--steps" => steps = Some(sized(name, (32, 4096), "steps")?),
             "--replays" => replays = Some(sized(name, (0, 1_000_000), "replays")?),
@@ -184,6 +209,33 @@ pub(crate) fn parse_decode(args: &[String]) -> Result<Decode, UsageError> {
         }
         None => {}
     }
+    match (until, buckets_given(&parsed)) {
+        (true, true) => {
+            return Err(UsageError(
+                "--until-eos and --buckets are two runs: pick one".into(),
+            ));
+        }
+        (true, false) => {
+            let mut options = crate::decode::UntilOptions {
+                decode: parsed.options,
+                eos,
+                ..Default::default()
+            };
+            options.every = every.unwrap_or(options.every);
+            if eos.is_some_and(|e| e >= parsed.options.config.vocab) {
+                return Err(UsageError(format!(
+                    "--eos {} is not a token of a vocabulary of {}",
+                    eos.unwrap_or(0),
+                    parsed.options.config.vocab
+                )));
+            }
+            parsed.until = Some(options);
+        }
+        (false, _) if eos.is_some() || every.is_some() => {
+            return Err(UsageError("--eos and --every go with --until-eos".into()));
+        }
+        (false, _) => {}
+    }
     if parsed.device.is_some() && parsed.backend != BackendName::Vulkan {
         return Err(UsageError(format!(
             "--device is for --backend vulkan, not {}",
@@ -197,6 +249,11 @@ pub(crate) fn parse_decode(args: &[String]) -> Result<Decode, UsageError> {
             .map_err(|e| UsageError(e.to_string()))?;
     }
     Ok(Decode::Run(parsed))
+}
+
+/// Whether `--buckets` was given.
+fn buckets_given(parsed: &DecodeArgs) -> bool {
+    parsed.ladder.is_some()
 }
 
 /// `--buckets`' list: slot counts separated by commas.
@@ -251,6 +308,22 @@ fn decode<B: DecodeBackend>(backend: B, args: &DecodeArgs) -> ExitCode {
             Err(error) => {
                 eprintln!(
                     "capture decode --backend {} --buckets: the runtime failed: {}",
+                    args.backend,
+                    Chain(&error)
+                );
+                ExitCode::FAILURE
+            }
+        };
+    }
+    if let Some(until) = &args.until {
+        return match crate::decode::run_until(backend, *until) {
+            Ok(report) => {
+                print!("{}", crate::decode::render_until(&report));
+                verdict(report.checks())
+            }
+            Err(error) => {
+                eprintln!(
+                    "capture decode --backend {} --until-eos: the runtime failed: {}",
                     args.backend,
                     Chain(&error)
                 );

@@ -194,3 +194,9 @@ extern "C" __global__ void decode_argmax(u32* state, const float* logits, u32* i
 extern "C" __global__ void decode_set_position(u32* state, u32 pos) {
     if (TID == 0) state[0] = pos;
 }
+
+// done = 1 once the state's token is the end token or its position reached the
+// context's end (the graph's stop flag, rule 30); left as it was otherwise.
+extern "C" __global__ void decode_stop_at(const u32* state, u32* done, u32 eos, u32 context) {
+    if (TID == 0 && (state[1] == eos || state[0] >= context)) *done = 1u;
+}

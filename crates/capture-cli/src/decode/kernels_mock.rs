@@ -231,6 +231,14 @@ fn set_position(b: &mut [Vec<u8>], info: &[u64]) {
     set_u(&mut b[0], 0, info[0] as u32);
 }
 
+fn stop_at(b: &mut [Vec<u8>], info: &[u64]) {
+    let (eos, context) = (info[0] as u32, info[1] as u32);
+    let (pos, token) = (u(&b[0], 0), u(&b[0], 1));
+    if token == eos || pos >= context {
+        set_u(&mut b[1], 0, 1);
+    }
+}
+
 impl DecodeBackend for MockBackend {
     const NAME: &'static str = "mock";
     const HOST_ONLY: bool = true;
@@ -254,6 +262,7 @@ impl DecodeBackend for MockBackend {
             Kernel::RecordLogits => record_logits,
             Kernel::Argmax => argmax,
             Kernel::SetPosition => set_position,
+            Kernel::StopAt => stop_at,
         };
         Ok(MockKernel {
             name: kernel.name(),

@@ -31,6 +31,7 @@ pub fn wgsl(kernel: Kernel) -> &'static str {
         Kernel::RecordLogits => RECORD_LOGITS,
         Kernel::Argmax => ARGMAX,
         Kernel::SetPosition => SET_POSITION,
+        Kernel::StopAt => STOP_AT,
     }
 }
 
@@ -366,6 +367,19 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>) {
         }
         state[1] = best;
         state[0] = pos + 1u;
+    }
+}
+";
+
+const STOP_AT: &str = "
+struct Params { eos: u32, context: u32 }
+var<immediate> p: Params;
+@group(0) @binding(0) var<storage, read> state: array<u32>;
+@group(0) @binding(1) var<storage, read_write> done: array<u32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    if gid.x == 0u && (state[1] == p.eos || state[0] >= p.context) {
+        done[0] = 1u;
     }
 }
 ";

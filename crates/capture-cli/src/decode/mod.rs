@@ -47,6 +47,7 @@ pub mod model;
 mod report;
 mod run;
 mod step;
+mod until;
 pub mod weights;
 
 pub use backend::{DecodeBackend, GemmLibrary};
@@ -58,4 +59,5 @@ pub use run::{
 };
 pub(crate) use run::{collect, prefill, record};
 pub use step::{ATTENTION_SLOT, DeviceModel, Footprint, POSITION_SLOT};
+pub use until::{UNTIL_MODES, UntilMode, UntilOptions, UntilReport, render_until, run_until};
 pub use weights::Weights;

@@ -153,6 +153,11 @@ pub enum Kernel {
     /// slotted step starts with it, its position a graph slot (rule 26) the host sets
     /// per token instead of the device advancing it.
     SetPosition,
+    /// `(state, done; eos, context)`: one thread sets `done` (the graph's stop flag,
+    /// rule 30) once the state's token is the end token or its position reached the
+    /// context's end; leaves it as it was otherwise. `capture decode --until-eos` ends
+    /// each step with it.
+    StopAt,
 }
 
 const R: Param = Param::READ;
@@ -163,7 +168,7 @@ const F: Param = Param::scalar::<f32>();
 
 impl Kernel {
     /// Every kernel, in registration order.
-    pub const ALL: [Kernel; 13] = [
+    pub const ALL: [Kernel; 14] = [
         Kernel::Embed,
         Kernel::RmsNorm,
         Kernel::Matvec,
@@ -177,6 +182,7 @@ impl Kernel {
         Kernel::RecordLogits,
         Kernel::Argmax,
         Kernel::SetPosition,
+        Kernel::StopAt,
     ];
 
     /// The name kernels register under (also the CUDA entry point, `decode_` + name).
@@ -195,6 +201,7 @@ impl Kernel {
             Kernel::RecordLogits => "record_logits",
             Kernel::Argmax => "argmax",
             Kernel::SetPosition => "set_position",
+            Kernel::StopAt => "stop_at",
         }
     }
 
@@ -215,6 +222,7 @@ impl Kernel {
             Kernel::RecordLogits => &[R, R, RW, U, U],
             Kernel::Argmax => &[RW, R, RW, U, U],
             Kernel::SetPosition => &[RW, U],
+            Kernel::StopAt => &[R, W, U, U],
         };
         KernelSignature::of(params)
     }

@@ -468,6 +468,31 @@ impl<B: DecodeBackend> DeviceModel<B> {
         self.finish(dev, s)
     }
 
+    /// One decode step ended by [`Kernel::StopAt`]: `done` (one `u32`) is set once the
+    /// token just chosen is `eos` or the context is full. Inside a window `done` is the
+    /// graph's stop flag (rule 30), so `Device::replay_until` decodes until the device
+    /// says stop.
+    ///
+    /// # Errors
+    ///
+    /// As [`step`](Self::step).
+    pub fn step_until(&self, dev: &Device<B>, done: &Buffer, eos: u32) -> Result<()> {
+        self.step(dev)?;
+        let dims = Kernel::StopAt.dims(1, B::BLOCK, B::DYNAMIC_SHARED);
+        dev.launch(
+            self.stream,
+            &self.kernels[&Kernel::StopAt],
+            dims,
+            &[
+                r(&self.state),
+                w(done).stop_flag(),
+                s32(eos),
+                s32(self.config.context),
+            ],
+            &[],
+        )
+    }
+
     /// Points a graph of the slotted step (captured with slots) at position `pos`: its
     /// position and its attention grid, for the replays enqueued after it.
     ///

@@ -66,6 +66,30 @@ fn decode_takes_buckets_and_refuses_a_ladder_that_does_not_fit() {
 }
 
 #[test]
+fn decode_takes_until_eos_with_an_end_token_and_a_check_interval() {
+    let Ok(Decode::Run(args)) = decode(&["--until-eos", "--eos", "7", "--every=4"]) else {
+        panic!("parsed")
+    };
+    let until = args.until.expect("until-eos");
+    assert_eq!((until.eos, until.every), (Some(7), 4));
+    let Ok(Decode::Run(args)) = decode(&["--until-eos"]) else {
+        panic!("parsed")
+    };
+    assert_eq!(args.until.map(|u| (u.eos, u.every)), Some((None, 8)));
+    for (args, named) in [
+        (&["--eos", "3"][..], "--until-eos"),
+        (&["--every", "3"], "--until-eos"),
+        (&["--until-eos", "--eos", "512"], "vocabulary"),
+        (&["--until-eos", "--every", "0"], "--every"),
+        (&["--until-eos=1"], "no value"),
+        (&["--until-eos", "--buckets", "1,2"], "pick one"),
+    ] {
+        let error = decode(args).expect_err("refused");
+        assert!(error.0.contains(named), "{args:?}: {error}");
+    }
+}
+
+#[test]
 fn decode_takes_log_and_timeline_like_demo() {
     let Ok(Decode::Run(args)) = decode(&["--log", "debug", "--timeline=t.json", "--dim", "64"])
     else {
