@@ -109,7 +109,7 @@ pub(crate) enum Decode {
     /// Print the help.
     Help,
     /// Run the decoder.
-    Run(DecodeArgs),
+    Run(Box<DecodeArgs>),
 }
 
 /// Parses `capture decode`'s arguments (those after `decode`).
@@ -248,7 +248,7 @@ pub(crate) fn parse_decode(args: &[String]) -> Result<Decode, UsageError> {
             .check()
             .map_err(|e| UsageError(e.to_string()))?;
     }
-    Ok(Decode::Run(parsed))
+    Ok(Decode::Run(Box::new(parsed)))
 }
 
 /// Whether `--buckets` was given.
