@@ -15,8 +15,8 @@
 #                         (default 240: a cold GPU machine's first CUDA call loads the
 #                         driver and JIT-compiles the PTX; a hung call still cannot eat
 #                         a short device window)
-#   --short               the benchmark's first launch-bound row and its fork, update
-#                         and decode rows, few passes
+#   --short               the benchmark's first launch-bound row and its fork, update,
+#                         decode and until rows, few passes
 #   --no-vulkan           skip every Vulkan step
 #   --driver-model        the CUDA driver found must be capture's CUDA driver model (the
 #                         test command runs this script on it); without this option,
@@ -315,7 +315,7 @@ fi
 # The benchmark, side by side: the library on CUDA (beside a bare cuLaunchKernel loop)
 # and the same chain as a PyTorch CUDA graph, in one run.
 if [ "$SHORT" = 1 ]; then
-    bench_rows=(--rows 64x150,fork,update,decode --passes 4)
+    bench_rows=(--rows 64x150,fork,update,decode,until --passes 4)
 else
     bench_rows=()
 fi
@@ -394,6 +394,23 @@ if [ "$vulkan" = 1 ]; then
     step "decode --backend vulkan" ./capture decode --backend vulkan "${decode_size[@]}"
 else
     skip "decode --backend vulkan" "$vulkan_why"
+fi
+
+# Decode until the device says stop (rule 30): the step ends with the stop flag's
+# kernel; eager, per-token replays and replays of 8 (each with a host check) against one
+# loop replay (a WHILE conditional node on CUDA), every mode's ids checked. The decoder's
+# own kernels: a conditional body takes no foreign work (cuBLAS).
+if [ -z "$NO_CUDA_DEMO" ]; then
+    step "decode --until-eos --backend cuda" \
+        ./capture decode --backend cuda --until-eos "${decode_size[@]}"
+else
+    skip "decode --until-eos --backend cuda" "$NO_CUDA_DEMO"
+fi
+if [ "$vulkan" = 1 ]; then
+    step "decode --until-eos --backend vulkan" \
+        ./capture decode --backend vulkan --until-eos "${decode_size[@]}"
+else
+    skip "decode --until-eos --backend vulkan" "$vulkan_why"
 fi
 
 # The bucket ladder: a batch of sequences over a paged KV cache, one graph per bucket in

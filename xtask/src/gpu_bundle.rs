@@ -430,6 +430,10 @@ It prints nvidia-smi, then runs
                                  looked for where PyTorch installs it; the step fails
                                  without it; CAPTURE_CUBLAS=PATH names one)
   capture decode --backend vulkan the same, when libvulkan.so.1 is present
+  capture decode --until-eos --backend cuda
+                                 decode until the end token: one loop replay the device
+                                 ends (rule 30) against replays with host checks
+  capture decode --until-eos --backend vulkan  the same, with libvulkan.so.1
   capture decode --buckets 1,2,4,8 --backend cuda
                                  a batch over a paged KV cache, one graph per bucket in
                                  one graph pool: tokens/s per bucket eager and replayed,
@@ -763,6 +767,10 @@ mod tests {
         assert!(calls.contains("paged-step --backend cuda\n"), "{calls}");
         assert!(calls.contains("decode-until --backend cuda\n"), "{calls}");
         assert!(
+            calls.contains("capture decode --backend cuda --until-eos"),
+            "{calls}"
+        );
+        assert!(
             calls.contains("decode cuBLAS required: 1\n"),
             "on a GPU the decoder must run its products through cuBLAS:\n{calls}"
         );
@@ -840,7 +848,7 @@ mod tests {
         assert!(text.contains("(--driver-model: expected)"), "{text}");
         assert!(
             calls.contains(
-                "capture bench --backend cuda --rows 64x150,fork,update,decode --passes 4\n"
+                "capture bench --backend cuda --rows 64x150,fork,update,decode,until --passes 4\n"
             ),
             "{calls}"
         );

@@ -107,6 +107,9 @@ pub(crate) struct BenchOptions {
     /// Whether the fork row runs (a step forked over two streams against the same work
     /// on one, `fork_row`).
     pub(crate) fork: bool,
+    /// Whether the until row runs (a loop replay ended on the device against replays
+    /// with host checks, `until_row`).
+    pub(crate) until: bool,
 }
 
 /// Tokens per mode of the decode row.
@@ -751,6 +754,7 @@ mod tests {
             passes: Some(2),
             decode: false,
             update: false,
+            until: false,
             fork: false,
         }
     }

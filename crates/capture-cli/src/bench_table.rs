@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use crate::bench::{DecodeRow, Figures, Paired, RowReport, decode_options, paired};
 use crate::decoder_update_row::{self, DecoderUpdateRow};
 use crate::fork_row::{self, ForkRow};
+use crate::until_row::{self, UntilRow};
 use crate::update_row::{self, UpdateRow};
 
 /// A backend's part of a run.
@@ -29,6 +30,8 @@ pub(crate) struct BackendRun {
     pub(crate) fork: Option<Result<ForkRow, String>>,
     /// The update row's decoder part, when it ran: its figures, or why it could not.
     pub(crate) decoder_update: Option<Result<DecoderUpdateRow, String>>,
+    /// The until row, when it ran: its figures, or why it could not.
+    pub(crate) until: Option<Result<UntilRow, String>>,
     /// Why it stopped short (a row failed), or why it did not run.
     pub(crate) problem: Option<Problem>,
 }
@@ -70,6 +73,8 @@ impl Run {
                 || matches!(&b.fork, Some(Ok(f)) if f.failed.is_some())
                 || matches!(&b.decoder_update, Some(Err(_)))
                 || matches!(&b.decoder_update, Some(Ok(u)) if u.failed.is_some())
+                || matches!(&b.until, Some(Err(_)))
+                || matches!(&b.until, Some(Ok(u)) if u.failed.is_some())
         })
     }
 }
@@ -115,6 +120,13 @@ pub(crate) fn render(run: &Run) -> String {
             Some(Ok(u)) => t.push_str(&update_table(u)),
             Some(Err(why)) => {
                 let _ = writeln!(t, "  update: FAILED: {why}");
+            }
+            None => {}
+        }
+        match &b.until {
+            Some(Ok(u)) => t.push_str(&until_table(u)),
+            Some(Err(why)) => {
+                let _ = writeln!(t, "  until: FAILED: {why}");
             }
             None => {}
         }
@@ -265,6 +277,54 @@ fn fork_table(f: &ForkRow) -> String {
             let _ = writeln!(t, "  fork check FAILED: {why}");
         }
     }
+    t
+}
+
+fn until_table(u: &UntilRow) -> String {
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "  until (capture decode --until-eos's decoder, dim 64, 2 layers, at most {} tokens, \
+         ending at its end token after {}; {} rounds; tokens/s, medians):",
+        until_row::MOST_TOKENS,
+        u.tokens,
+        u.rounds
+    );
+    let _ = writeln!(
+        t,
+        "    loop on the device (replay_until)         {:>10.0}",
+        u.loop_tps
+    );
+    let _ = writeln!(
+        t,
+        "    replay x {} with a host check each        {:>10.0}  ({} steps run)  loop/this {:.2} [{:.2}-{:.2}]",
+        until_row::EVERY,
+        u.chunks_tps,
+        u.chunk_steps,
+        u.loop_over_chunks.median,
+        u.loop_over_chunks.min,
+        u.loop_over_chunks.max
+    );
+    let _ = writeln!(
+        t,
+        "    one replay per token, a host check each   {:>10.0}  loop/this {:.2} [{:.2}-{:.2}]",
+        u.per_token_tps,
+        u.loop_over_per_token.median,
+        u.loop_over_per_token.min,
+        u.loop_over_per_token.max
+    );
+    let _ = writeln!(
+        t,
+        "    eager, a host check each                  {:>10.0}",
+        u.eager_tps
+    );
+    let _ = writeln!(
+        t,
+        "    checks: {}",
+        u.failed.as_deref().unwrap_or(
+            "every mode's ids the eager run's, the loop's iterations, the host reference"
+        )
+    );
     t
 }
 
@@ -615,6 +675,32 @@ pub(crate) fn json(run: &Run) -> String {
             }
             Some(Err(why)) => {
                 let _ = write!(j, ",\"update\":{{\"failed\":{}}}", string(why));
+            }
+            None => {}
+        }
+        match &b.until {
+            Some(Ok(u)) => {
+                let _ = write!(
+                    j,
+                    ",\"until\":{{\"tokens\":{},\"rounds\":{},\"every\":{},\"chunk_steps\":{},\
+                     \"loop_tokens_per_s\":{},\"chunks_tokens_per_s\":{},\
+                     \"per_token_tokens_per_s\":{},\"eager_tokens_per_s\":{},\
+                     \"loop_over_chunks\":{},\"loop_over_per_token\":{},\"checks_hold\":{}}}",
+                    u.tokens,
+                    u.rounds,
+                    until_row::EVERY,
+                    u.chunk_steps,
+                    number(u.loop_tps),
+                    number(u.chunks_tps),
+                    number(u.per_token_tps),
+                    number(u.eager_tps),
+                    paired_json(u.loop_over_chunks),
+                    paired_json(u.loop_over_per_token),
+                    u.failed.is_none()
+                );
+            }
+            Some(Err(why)) => {
+                let _ = write!(j, ",\"until\":{{\"failed\":{}}}", string(why));
             }
             None => {}
         }

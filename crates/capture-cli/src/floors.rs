@@ -8,7 +8,7 @@ use capture_graphs::Builtins;
 use crate::bench::{self, BenchOptions, FloorMaker};
 use crate::bench_table::{BackendRun, Problem};
 #[cfg(any(feature = "mock", feature = "vulkan", feature = "cuda"))]
-use crate::{decoder_update_row, fork_row, update_row};
+use crate::{decoder_update_row, fork_row, until_row, update_row};
 
 /// A backend `capture bench` measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,6 +62,7 @@ fn missing(name: &'static str, named: bool, why: String) -> BackendRun {
         update: None,
         fork: None,
         decoder_update: None,
+        until: None,
         problem: Some(if named {
             Problem::Failed(why)
         } else {
@@ -129,6 +130,7 @@ fn mock(backend: BenchBackend, _named: bool, options: &BenchOptions) -> BackendR
         update: None,
         fork: None,
         decoder_update: None,
+        until: None,
         problem: None,
     };
     if backend == BenchBackend::AffineMock {
@@ -149,6 +151,9 @@ fn mock(backend: BenchBackend, _named: bool, options: &BenchOptions) -> BackendR
         }
         if options.fork {
             measured.fork = Some(fork_row::fork_row(backend.clone(), options.rounds));
+        }
+        if options.until {
+            measured.until = Some(until_row::until_row(backend.clone(), options.rounds));
         }
         if options.update {
             measured.update = Some(update_row::update_row(backend.clone(), options.rounds));
@@ -204,6 +209,7 @@ fn vulkan(named: bool, options: &BenchOptions, device: Option<&str>) -> BackendR
         update: None,
         fork: None,
         decoder_update: None,
+        until: None,
         problem: None,
     };
     let floor_backend = backend.clone();
@@ -218,6 +224,9 @@ fn vulkan(named: bool, options: &BenchOptions, device: Option<&str>) -> BackendR
     }
     if options.fork {
         measured.fork = Some(fork_row::fork_row(backend.clone(), options.rounds));
+    }
+    if options.until {
+        measured.until = Some(until_row::until_row(backend.clone(), options.rounds));
     }
     if options.update {
         measured.update = Some(update_row::update_row(backend.clone(), options.rounds));
@@ -311,6 +320,7 @@ fn cuda(named: bool, options: &BenchOptions) -> BackendRun {
         update: None,
         fork: None,
         decoder_update: None,
+        until: None,
         problem: None,
     };
     let make = |row: &bench::Row| -> Result<Box<dyn bench::Floor>, String> {
@@ -324,6 +334,9 @@ fn cuda(named: bool, options: &BenchOptions) -> BackendRun {
     }
     if options.fork {
         measured.fork = Some(fork_row::fork_row(backend.clone(), options.rounds));
+    }
+    if options.until {
+        measured.until = Some(until_row::until_row(backend.clone(), options.rounds));
     }
     if options.update {
         measured.update = Some(update_row::update_row(backend.clone(), options.rounds));

@@ -44,6 +44,7 @@ mod table;
 mod timeline;
 mod timeline_svg;
 mod trace_event;
+mod until_row;
 mod update_row;
 
 use std::process::ExitCode;

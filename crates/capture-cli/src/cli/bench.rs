@@ -31,7 +31,12 @@ MoE layer (4 dependent launches each over 4096 elements) and a combine, captured
 the second expert forked onto a branch stream and joined before the combine (rules 28
 and 29) against the same work captured on one stream, 32 steps per graph, each step
 read back and checked bit for bit against the eager run, in us/step with their ratio,
-paired round by round.
+paired round by round. Then the until row: `capture decode --until-eos`'s decoder
+(the decode row's sizes, at most 32 tokens, ending at its end token) decoded by one
+loop replay the device ends (rule 30), against replays of 8 with a host check of the
+stop flag after each (the overshoot run and thrown away) and one replay per token
+with a check each, in tokens/s with the loop's ratio to each, paired round by round,
+every mode's ids checked against eager.
 
 Columns: enqueue us/pass (until the launches or the replay call return), end-to-end
 us/kernel (through the readback), their ratio, the capture time, the graph's device
@@ -49,9 +54,9 @@ options:
   --backend B      mock, affine-mock (thread-affine streams), vulkan, cuda; a comma
                    list (default: every backend this build has, skipping one that
                    is not present and saying why)
-  --rows R         row names, decode, update or fork, a comma list, or
+  --rows R         row names, decode, update, fork or until, a comma list, or
                    launch-bound, controls, all (default: every row, decode,
-                   update and fork)
+                   update, fork and until)
   --rounds N       rounds per mode, 5 to 1000 (default 5)
   --passes P       passes per round, 1 to 100000 (default: about 10000 launches
                    per round, fewer on the controls)
@@ -109,6 +114,7 @@ pub(crate) fn parse_bench(args: &[String]) -> Result<Bench, UsageError> {
             decode: true,
             update: true,
             fork: true,
+            until: true,
         },
         competitors: 0,
         device: None,
@@ -147,6 +153,7 @@ pub(crate) fn parse_bench(args: &[String]) -> Result<Bench, UsageError> {
                 parsed.options.decode = false;
                 parsed.options.update = false;
                 parsed.options.fork = false;
+                parsed.options.until = false;
                 for r in v.split(',') {
                     let r = r.trim();
                     let chosen: Vec<_> = match r {
@@ -162,10 +169,15 @@ pub(crate) fn parse_bench(args: &[String]) -> Result<Bench, UsageError> {
                             parsed.options.fork = true;
                             Vec::new()
                         }
+                        "until" => {
+                            parsed.options.until = true;
+                            Vec::new()
+                        }
                         "all" => {
                             parsed.options.decode = true;
                             parsed.options.update = true;
                             parsed.options.fork = true;
+                            parsed.options.until = true;
                             ROWS.to_vec()
                         }
                         "launch-bound" => ROWS.iter().copied().filter(|r| !r.control).collect(),
@@ -176,7 +188,7 @@ pub(crate) fn parse_bench(args: &[String]) -> Result<Bench, UsageError> {
                                 let names: Vec<_> = ROWS.iter().map(|r| r.name).collect();
                                 return Err(UsageError(format!(
                                     "unknown row {name:?} for --rows ({}, decode, update, fork, \
-                                     launch-bound, controls or all)",
+                                     until, launch-bound, controls or all)",
                                     names.join(", ")
                                 )));
                             }

@@ -221,6 +221,23 @@ impl<B: DecodeBackend> DeviceModel<B> {
         config: Config,
         weights: &Weights,
     ) -> Result<Self> {
+        Self::with_library(dev, stream, config, weights, true)
+    }
+
+    /// As [`new`](Self::new), the products through the backend's GEMM library only
+    /// where `library` allows it: a loop body (rule 30) on CUDA takes no foreign work,
+    /// so `--until-eos` runs the decoder's own kernels.
+    ///
+    /// # Errors
+    ///
+    /// As [`new`](Self::new).
+    pub fn with_library(
+        dev: &Device<B>,
+        stream: StreamId,
+        config: Config,
+        weights: &Weights,
+        library: bool,
+    ) -> Result<Self> {
         let mut kernels = BTreeMap::new();
         for k in Kernel::ALL {
             kernels.insert(k, dev.kernel(B::decode_kernel(k)?));
@@ -269,7 +286,7 @@ impl<B: DecodeBackend> DeviceModel<B> {
                 table
             },
             scratch: Some(scratch),
-            gemm: match B::gemm_library(dev)? {
+            gemm: match if library { B::gemm_library(dev)? } else { None } {
                 Some(library) => Some(Gemm {
                     workspace: {
                         let workspace = dev.alloc(stream, library.workspace_bytes)?;

@@ -221,7 +221,9 @@ pub fn run_until<B: DecodeBackend>(backend: B, options: UntilOptions) -> Result<
     let weights = Weights::random(&config, o.seed);
     let prompt = Weights::prompt(&config, o.seed, o.prompt);
     let dev = Device::new(backend, DeviceConfig::new())?;
-    let model = DeviceModel::new(&dev, S, config, &weights)?;
+    // The decoder's own kernels: a library's GEMM is foreign work, which a loop body
+    // may not hold on every backend (CUDA's conditional bodies refuse it).
+    let model = DeviceModel::with_library(&dev, S, config, &weights, false)?;
     let done = dev.alloc(S, 4)?;
     let eos = match options.eos {
         Some(eos) => eos,
