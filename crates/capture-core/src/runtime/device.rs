@@ -765,6 +765,13 @@ impl<B: Backend> Device<B> {
         self.inner.limits.graph_updates()
     }
 
+    /// Whether this device replays graphs in a loop on the device (rule 30:
+    /// [`replay_until`](Self::replay_until)), and what a loop body may not hold there:
+    /// where it cannot, a stop flag named inside a window is refused when recorded.
+    pub fn loops(&self) -> crate::DeviceLoops {
+        self.inner.limits.loops()
+    }
+
     /// What `graph` holds, with its device bytes split as the handles stand now: a
     /// buffer dropped since the seal counts as the graph's own. `None` for a graph of
     /// another device.

@@ -216,6 +216,9 @@ pub(crate) struct Window {
     pub(crate) forks: Forks,
     /// The stop flag its recorded launches named (rule 30).
     pub(crate) flag: Option<Span>,
+    /// Whether it recorded a copy or work the device cannot put in a loop body: a
+    /// stop flag named later is refused (rule 30).
+    pub(crate) blocker: bool,
 }
 
 impl Window {
@@ -229,6 +232,7 @@ impl Window {
             slots: Vec::new(),
             forks: Forks::new(owner),
             flag: None,
+            blocker: false,
         }
     }
 

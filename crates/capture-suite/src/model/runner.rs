@@ -14,9 +14,9 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use capture_core::{
-    Access, Arg, Buffer, Builtin, Builtins, Chain, Device, Dims, GraphHandle, GraphPool,
-    GraphUpdates, KernelHandle, MemoryId, Op as Ran, ProgrammaticLaunch, ServerError, SlotMismatch,
-    StreamId,
+    Access, Arg, Buffer, Builtin, Builtins, Chain, Device, DeviceLoops, Dims, GraphHandle,
+    GraphPool, GraphUpdates, KernelHandle, MemoryId, Op as Ran, ProgrammaticLaunch, ServerError,
+    SlotMismatch, StreamId,
 };
 use capture_mock::{FaultOp, FaultPlan, Faulty};
 
@@ -1137,6 +1137,32 @@ impl<B: Builtins> Run<B> {
         else {
             return Ok(());
         };
+        // Rule 30: a copy the device cannot loop, in a window naming a stop flag, is
+        // refused before anything else is checked, changing nothing.
+        let cannot_loop = recorded && !must_refuse && self.cannot_loop(false);
+        let body_refused = cannot_loop
+            && self.model.windows[p_b]
+                .as_ref()
+                .is_some_and(|w| w.flag.is_some());
+        match (&result, body_refused) {
+            (Err(ServerError::LoopRefused(r)), true)
+                if matches!(r.mismatch, capture_core::LoopMismatch::Body { .. }) =>
+            {
+                return result;
+            }
+            (_, true) => {
+                self.fail(format!(
+                    "a copy in a window naming a stop flag, on a device that cannot loop it, \
+                     was not refused: {result:?}"
+                ));
+                return result;
+            }
+            (Err(ServerError::LoopRefused(r)), false) => {
+                self.fail(format!("a write was refused as a loop's: {r}"));
+                return result;
+            }
+            _ => {}
+        }
         if recorded && !must_refuse {
             self.check_race(p_b, s, &[(span, true)], &result);
         }
@@ -1147,6 +1173,7 @@ impl<B: Builtins> Run<B> {
                 }
                 if recorded {
                     if let Some(w) = self.window_mut(p_b) {
+                        w.blocker |= cannot_loop;
                         w.recs.push(Rec::Write { dst: span, bytes });
                         w.forks.recorded(s, vec![(span, true)]);
                     }
@@ -1611,27 +1638,63 @@ impl<B: Builtins> Run<B> {
             }
         }
         if let Some(f) = flag.filter(|_| !must_refuse) {
-            // One flag per window: another range is refused, changing nothing.
-            let second = self.model.windows[p]
-                .as_ref()
-                .and_then(|w| w.flag)
-                .is_some_and(|first| first != f);
-            match (&result, second) {
-                (Err(ServerError::LoopRefused(r)), true)
-                    if matches!(r.mismatch, capture_core::LoopMismatch::Second { .. }) =>
+            // A device without loops refuses the flag; one flag per window (another
+            // range is refused); a window that recorded what the device cannot loop
+            // refuses it: each changing nothing (rule 30).
+            use capture_core::LoopMismatch as M;
+            let w = self.model.windows[p].as_ref();
+            let expected = if matches!(dev.loops(), DeviceLoops::Unsupported(_)) {
+                Some("Unsupported")
+            } else if w.and_then(|w| w.flag).is_some_and(|first| first != f) {
+                Some("Second")
+            } else if w.is_some_and(|w| w.blocker) {
+                Some("Body")
+            } else {
+                None
+            };
+            match (&result, expected) {
+                (Err(ServerError::LoopRefused(r)), Some(want))
+                    if matches!(
+                        (&r.mismatch, want),
+                        (M::Unsupported(_), "Unsupported")
+                            | (M::Second { .. }, "Second")
+                            | (M::Body { .. }, "Body")
+                    ) =>
                 {
                     return result;
                 }
                 (Err(ServerError::LoopRefused(r)), _) => {
-                    self.fail(format!("a recorded stop flag was refused: {r}"));
+                    self.fail(format!(
+                        "a recorded stop flag was refused ({expected:?} expected): {r}"
+                    ));
                     return result;
                 }
-                (Ok(()), true) => {
-                    self.fail("a second stop flag of one window was accepted");
+                (Ok(()), Some(want)) => {
+                    self.fail(format!(
+                        "a stop flag the rules refuse ({want}) was accepted"
+                    ));
                     return result;
                 }
                 _ => {}
             }
+        }
+        // Rule 30: work the device cannot loop, recorded in a window naming a stop flag,
+        // is refused before anything else is checked, changing nothing.
+        let cannot_loop =
+            recorded && !must_refuse && spec.form == Form::Work && self.cannot_loop(true);
+        if cannot_loop
+            && self.model.windows[p]
+                .as_ref()
+                .is_some_and(|w| w.flag.is_some())
+        {
+            if !matches!(&result, Err(ServerError::LoopRefused(r)) if matches!(r.mismatch, capture_core::LoopMismatch::Body { .. }))
+            {
+                self.fail(format!(
+                    "work in a window naming a stop flag, on a device that cannot loop it, \
+                     was not refused: {result:?}"
+                ));
+            }
+            return result;
         }
         let error = result.as_ref().err().map(|e| (self.classify(e, &fired), e));
         if recorded {
@@ -1659,6 +1722,7 @@ impl<B: Builtins> Run<B> {
                         if let Some(f) = flag {
                             w.flag.get_or_insert(f);
                         }
+                        w.blocker |= cannot_loop;
                         add_slots(&mut w.slots, w.recs.len(), issued.slots);
                         w.recs.push(Rec::Launch(issued.model));
                         w.forks.recorded(s, uses);
@@ -2700,6 +2764,21 @@ impl<B: Builtins> Run<B> {
         }
     }
 
+    /// Whether the device cannot put a copy (`work` false) or the user's own work in a
+    /// loop body (rule 30).
+    fn cannot_loop(&self, work: bool) -> bool {
+        match self.dev.loops() {
+            DeviceLoops::Supported { copies, work: w } => {
+                if work {
+                    w.is_some()
+                } else {
+                    copies.is_some()
+                }
+            }
+            DeviceLoops::Unsupported(_) => false,
+        }
+    }
+
     /// A loop replay of graph `name` (rule 30), up to `max` times; then its counter read
     /// on `reader`.
     fn replay_until(&mut self, stream: u8, name: u8, max: u32, reader: u8) {
@@ -2830,6 +2909,9 @@ impl<B: Builtins> Run<B> {
                         let expected = match r.mismatch {
                             capture_core::LoopMismatch::Max { .. } => max == 0,
                             capture_core::LoopMismatch::NoFlag => graph.flag.is_none(),
+                            capture_core::LoopMismatch::Unsupported(_) => {
+                                matches!(self.dev.loops(), DeviceLoops::Unsupported(_))
+                            }
                             _ => false,
                         };
                         if !expected {

@@ -1,8 +1,9 @@
 //! The model-based tests: random programs checked op by op against the reference model
 //! in `capture_suite::model`, on the mock as the CUDA backend drives CUDA
 //! (`MockBackend`: relaxed-mode capture, calls from any thread), on the mock with
-//! thread-affine streams (`AffineMock`: the core's worker path), and the threaded
-//! variant.
+//! thread-affine streams (`AffineMock`: the core's worker path; declared unable to put a
+//! copy or the user's work in a loop body, as Vulkan's loop emulation is, so rule 30's
+//! record-time refusals are predicted there), and the threaded variant.
 //!
 //! Cases: `CAPTURE_PROPTEST_CASES` (default 2000 per single-threaded test; the threaded
 //! test runs a fortieth of it, at least 10). A failure shrinks to a minimal program,
@@ -13,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use capture_core::Builtins;
+use capture_core::{Builtins, DeviceLoops};
 use capture_mock::{AffineMock, MockBackend};
 use capture_suite::model;
 use capture_suite::scenarios::suite_lock;
@@ -67,11 +68,19 @@ fn mock() {
     );
 }
 
+/// The thread-affine mock, its loop bodies holding no copy and no work (rule 30).
+fn affine_without_loop_copies() -> AffineMock {
+    AffineMock::with_loops(DeviceLoops::Supported {
+        copies: Some("no copy is predicated (as on Vulkan)"),
+        work: Some("the user's commands are not predicated (as on Vulkan)"),
+    })
+}
+
 #[test]
 fn affine_mock() {
     single(
         "AffineMock",
-        AffineMock::new,
+        affine_without_loop_copies,
         model::mock_extras,
         concat!(
             env!("CARGO_MANIFEST_DIR"),
