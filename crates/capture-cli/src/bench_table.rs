@@ -286,7 +286,7 @@ fn until_table(u: &UntilRow) -> String {
         t,
         "  until (capture decode --until-eos's decoder, dim 64, 2 layers, at most {} tokens, \
          ending at its end token after {}; {} rounds; tokens/s, medians):",
-        until_row::MOST_TOKENS,
+        crate::bench::DECODE_TOKENS,
         u.tokens,
         u.rounds
     );

@@ -1,5 +1,5 @@
 //! `capture bench`'s until row: `capture decode --until-eos`'s decoder (the decode row's
-//! sizes, at most [`DECODE_TOKENS`] tokens, ending at its end token) decoded by one loop
+//! sizes, at most [`DECODE_TOKENS`](crate::bench::DECODE_TOKENS) tokens, ending at its end token) decoded by one loop
 //! replay the device ends (rule 30), against `replay(g, 8)` with a host check of the stop
 //! flag after each call (the overshoot past the end token run and thrown away) and
 //! against one replay per token with a host check each; every mode's ids checked against
@@ -14,7 +14,7 @@
 
 use capture_graphs::Chain;
 
-use crate::bench::{DECODE_TOKENS, Paired, decode_options, median, paired_values};
+use crate::bench::{Paired, decode_options, median, paired_values};
 use crate::decode::{DecodeBackend, UNTIL_MODES, UntilOptions, run_until};
 
 /// Replays per host check in the chunked mode.
@@ -89,6 +89,3 @@ pub(crate) fn until_row<B: DecodeBackend + Clone>(
         failed,
     })
 }
-
-/// The row's sentence for `DECODE_TOKENS`' sake in the table.
-pub(crate) const MOST_TOKENS: u32 = DECODE_TOKENS;
