@@ -35,7 +35,8 @@ impl VulkanBackend {
     /// holding another queue than the one named; `options` naming what only
     /// [`VulkanBackend::new`] opens (a loader, validation, a device selector); a zero
     /// `submit_every` or `sets_per_pool`; device limits or memory types the backend
-    /// cannot use.
+    /// cannot use; `conditional_rendering` claimed for a physical device that does not
+    /// offer the extension and both its features.
     ///
     /// # Safety
     ///
@@ -50,10 +51,15 @@ impl VulkanBackend {
     ///   `VkApplicationInfo::apiVersion`;
     /// - the device was created with the `timelineSemaphore` feature enabled
     ///   (`VkPhysicalDeviceVulkan12Features` or
-    ///   `VkPhysicalDeviceTimelineSemaphoreFeatures`), the one feature the backend's own
-    ///   devices enable (it needs no extension, and storage buffers are core Vulkan 1.0).
-    ///   Vulkan cannot be asked which features a device was created with, so this is
-    ///   not checked: only that the physical device supports it;
+    ///   `VkPhysicalDeviceTimelineSemaphoreFeatures`), the one feature the backend needs
+    ///   (storage buffers are core Vulkan 1.0; its own devices also enable conditional
+    ///   rendering where offered, for loop replays, see below). Vulkan cannot be asked
+    ///   which features a device was created with, so this is not checked: only that the
+    ///   physical device supports it;
+    /// - where `conditional_rendering` is `true`, the device was created with the
+    ///   `VK_EXT_conditional_rendering` extension enabled and its `conditionalRendering`
+    ///   and `inheritedConditionalRendering` features on (a loop replay records its
+    ///   commands; only that the physical device offers them is checked);
     /// - the device was created with at least `queue_index + 1` queues of
     ///   `queue_family` (only the family's capacity is checked);
     /// - the caller submits to that queue, waits for it (`vkQueueWaitIdle`) and waits for
@@ -88,6 +94,8 @@ impl VulkanBackend {
     ///             queue_family: family,
     ///             queue_index: 0,
     ///             queue_lock: Some(Arc::clone(&queue)),
+    ///             // Not enabled: the backend runs no loop replay (rule 30).
+    ///             conditional_rendering: false,
     ///         },
     ///         VulkanOptions::default(),
     ///     )?

@@ -82,7 +82,8 @@ impl VulkanBackend {
 
     /// The backend over an opened or handed-over `gpu`, as `options` ask.
     pub(crate) fn over(gpu: Arc<Gpu>, options: &VulkanOptions) -> Result<Self, Unavailable> {
-        let limits = launch_limits(&gpu.limits)?;
+        // Loop replays (rule 30) where the device has conditional rendering.
+        let limits = launch_limits(&gpu.limits)?.with_loops(crate::loops::device_loops(&gpu));
         let choice = memory::choose(&gpu.memory, options.memory)
             .map_err(|why| crate::error::unavailable(format!("{}: {why}", gpu.name)))?;
         Ok(Self {
@@ -92,6 +93,13 @@ impl VulkanBackend {
             lanes: LaneConfig {
                 submit_every: options.submit_every,
                 sets_per_pool: options.sets_per_pool,
+                // Mapped and coherent: device pages where the host maps them, else the
+                // upload staging memory.
+                predicates: if choice.pages.map {
+                    choice.pages
+                } else {
+                    choice.upload
+                },
             },
             limits,
         })
@@ -223,7 +231,7 @@ impl VulkanBackend {
         let pool = lane.pool();
         let _batch = lane.batch();
         let secondary = raw::command_buffer(&self.gpu, pool, vk::CommandBufferLevel::SECONDARY)?;
-        raw::begin_secondary(&self.gpu, secondary, false)?;
+        raw::begin_secondary(&self.gpu, secondary, false, None)?;
         raw::end(&self.gpu, secondary)?;
         let primary = raw::command_buffer(&self.gpu, pool, vk::CommandBufferLevel::PRIMARY)?;
         raw::begin_primary(&self.gpu, primary)?;
@@ -423,6 +431,22 @@ impl GraphDriver for VulkanBackend {
             .secondaries()
             .ok_or_else(|| ServerError::graph_state("replay", "the executable was freed"))?;
         stream.lane.replay(secondaries, times)
+    }
+
+    /// The emulation `loops.rs` describes: the graph recorded `max` times, the
+    /// iterations after the flag's discarded by conditional rendering.
+    fn replay_loop(
+        stream: &mut VulkanStream,
+        executable: &VulkanExecutable,
+        max: u32,
+        flag: &VulkanSlice,
+        counter: &VulkanSlice,
+    ) -> Result<(), ServerError> {
+        let window = executable
+            .window
+            .as_ref()
+            .ok_or_else(|| ServerError::graph_state("replay", "the executable was freed"))?;
+        stream.lane.replay_loop(window, max, flag, counter)
     }
 
     fn allocation_breaks_capture() -> bool {

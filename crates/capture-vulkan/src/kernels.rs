@@ -113,6 +113,22 @@ impl VulkanKernelSource {
         }
     }
 
+    /// A kernel of the backend's own in WGSL it ships (the loop replays' setter), taken
+    /// as a builtin is: entry point `main`, its buffers at bindings `0..buffers` of set
+    /// 0, its scalars as push constants.
+    pub(crate) fn internal(
+        name: &'static str,
+        source: &'static str,
+        signature: KernelSignature,
+    ) -> Self {
+        Self {
+            name: Cow::Borrowed(name),
+            code: Code::Wgsl(source),
+            entry: CString::new("main").expect("no NUL"),
+            signature,
+        }
+    }
+
     /// The kernel's name.
     pub fn name(&self) -> &Cow<'static, str> {
         &self.name

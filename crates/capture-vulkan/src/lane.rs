@@ -4,7 +4,8 @@
 //! value). Waits for other lanes ride in the next submission; a fence with waits but no
 //! work pending submits them in a batch of their own, so a fence is always behind every
 //! wait enqueued before it. While a capture records, work goes into the window's secondary command buffer
-//! instead. Barriers sit at every boundary.
+//! instead. Barriers sit at every boundary. A loop replay (rule 30) records the window's
+//! secondaries `max` times, as `loops.rs` describes.
 //!
 //! A submission that fails (`vkEndCommandBuffer` or `vkQueueSubmit`) drops its batch:
 //! the command buffer is freed, its descriptor pools are reset for reuse, and the next
@@ -26,8 +27,12 @@ use capture_core::ServerError;
 use capture_core::backend::Lane as GraphLane;
 
 use crate::lane_order::LaneOrder;
-use crate::raw::{self, Gpu, KernelObjects};
+use crate::loops::{self, LoopKit};
+use crate::memory::MemoryUse;
+use crate::predicates::{Predicates, Word};
+use crate::raw::{self, Conditional, Gpu, KernelObjects};
 use crate::sets::SetPools;
+use crate::storage::VulkanSlice;
 use crate::work::{Kept, VulkanRange, VulkanWork};
 
 /// Batches a lane keeps pending at once: with the default cadence, 1,024 eager commands
@@ -41,6 +46,8 @@ pub(crate) struct LaneConfig {
     pub(crate) submit_every: u32,
     /// Sets per descriptor pool.
     pub(crate) sets_per_pool: u32,
+    /// The memory the `go` words of windows live in (rule 30; mapped and coherent).
+    pub(crate) predicates: MemoryUse,
 }
 
 /// A capture window's secondary command buffers and the descriptor pools its sets come
@@ -78,12 +85,21 @@ pub(crate) struct Window {
     free_sets: Vec<(vk::DescriptorSetLayout, vk::DescriptorSet)>,
     /// Where barriers go once the window forked branches (rule 28).
     order: LaneOrder,
+    /// On a device with conditional rendering, the word every secondary of the window
+    /// runs predicated on (rule 30's loop replays): 1 but in a loop after its flag.
+    go: Option<Word>,
 }
 
 impl Window {
     /// Every secondary, in the order a replay executes them (after `end`).
     pub(crate) fn secondaries(&self) -> &[vk::CommandBuffer] {
         &self.cmds
+    }
+
+    /// The word its secondaries run predicated on, where the device has conditional
+    /// rendering.
+    pub(crate) fn go(&self) -> Option<Word> {
+        self.go
     }
 
     fn push(&mut self, cmd: vk::CommandBuffer, node: Option<u64>) {
@@ -135,6 +151,10 @@ pub(crate) struct Batch {
     /// A submission that failed where no caller could be told: the next fence says so.
     failed: Option<ServerError>,
     pub(crate) window: Option<Window>,
+    /// What this stream's loop replays share (rule 30), made at its first.
+    loops: Option<LoopKit>,
+    /// The `go` words of this stream's windows (rule 30).
+    predicates: Predicates,
 }
 
 /// One stream's submission state, shared with its fences and executables.
@@ -203,6 +223,8 @@ impl Lane {
                 waits: Vec::new(),
                 failed: None,
                 window: None,
+                loops: None,
+                predicates: Predicates::default(),
             }),
         }))
     }
@@ -383,8 +405,9 @@ impl Lane {
             return self.dispatch(kernel, buffers, push, grid);
         }
         let set = self.set(&mut b, kernel, buffers)?;
-        let alone = self.recorded_alone(&b, kernel, set, push, grid)?;
-        let next = match self.fresh_secondary(&b) {
+        let go = b.window.as_ref().and_then(Window::go);
+        let alone = self.recorded_alone(&b, go, kernel, set, push, grid)?;
+        let next = match self.fresh_secondary(&b, go) {
             Ok(next) => next,
             Err(e) => {
                 raw::free_command_buffer(&self.gpu, b.pool, alone);
@@ -398,7 +421,7 @@ impl Lane {
             raw::barrier(&self.gpu, w.secondary);
         }
         w.order.barrier();
-        if let Err(e) = raw::end(&self.gpu, w.secondary) {
+        if let Err(e) = close_secondary(&self.gpu, w.secondary, go) {
             // The window is doomed by the failure; what it holds is freed with it.
             w.push(alone, None);
             w.push(next, None);
@@ -412,10 +435,15 @@ impl Lane {
         Ok(())
     }
 
-    /// A fresh simultaneous-use secondary, begun.
-    fn fresh_secondary(&self, b: &Batch) -> Result<vk::CommandBuffer, ServerError> {
+    /// A fresh simultaneous-use secondary, begun (inside conditional rendering on `go`,
+    /// when given).
+    fn fresh_secondary(
+        &self,
+        b: &Batch,
+        go: Option<Word>,
+    ) -> Result<vk::CommandBuffer, ServerError> {
         let cmd = raw::command_buffer(&self.gpu, b.pool, vk::CommandBufferLevel::SECONDARY)?;
-        if let Err(e) = raw::begin_secondary(&self.gpu, cmd, true) {
+        if let Err(e) = raw::begin_secondary(&self.gpu, cmd, true, go.map(|w| w.at())) {
             raw::free_command_buffer(&self.gpu, b.pool, cmd);
             return Err(e);
         }
@@ -423,19 +451,20 @@ impl Lane {
     }
 
     /// A secondary holding one dispatch of `kernel` (its pipeline bound) and the
-    /// barrier after it, ended.
+    /// barrier after it, ended (the dispatch predicated on its window's `go`, if any).
     fn recorded_alone(
         &self,
         b: &Batch,
+        go: Option<Word>,
         kernel: &KernelObjects,
         set: vk::DescriptorSet,
         push: &[u8],
         grid: [u32; 3],
     ) -> Result<vk::CommandBuffer, ServerError> {
-        let cmd = self.fresh_secondary(b)?;
+        let cmd = self.fresh_secondary(b, go)?;
         raw::dispatch(&self.gpu, cmd, kernel, true, set, push, grid);
         raw::barrier(&self.gpu, cmd);
-        if let Err(e) = raw::end(&self.gpu, cmd) {
+        if let Err(e) = close_secondary(&self.gpu, cmd, go) {
             raw::free_command_buffer(&self.gpu, b.pool, cmd);
             return Err(e);
         }
@@ -482,7 +511,7 @@ impl Lane {
         let set = window
             .sets
             .owned(&self.gpu, per_pool, &mut window.free_sets, kernel, buffers)?;
-        let cmd = match self.recorded_alone(&b, kernel, set, push, grid) {
+        let cmd = match self.recorded_alone(&b, window.go, kernel, set, push, grid) {
             Ok(cmd) => cmd,
             Err(e) => {
                 // Recorded nowhere: the set is free again.
@@ -557,6 +586,51 @@ impl Lane {
             raw::execute(&self.gpu, cmd, secondaries);
             raw::barrier(&self.gpu, cmd);
         }
+        // What the primary has bound is undefined after executing a secondary.
+        b.bound = None;
+        b.dirty = true;
+        self.submit_now(&mut b);
+        Ok(())
+    }
+
+    /// Records a loop replay (rule 30) of the sealed `window`, up to `max` iterations,
+    /// over the stop flag `flag` and the iteration counter `counter`, in the open primary
+    /// (see `loops.rs`), and submits it: one submission per loop replay call, as for a
+    /// replay. The stream's loop kit is made at its first loop. Refused, recording
+    /// nothing, on a device without conditional rendering.
+    pub(crate) fn replay_loop(
+        &self,
+        window: &Window,
+        max: u32,
+        flag: &VulkanSlice,
+        counter: &VulkanSlice,
+    ) -> Result<(), ServerError> {
+        if let Conditional::Missing(why) = &self.gpu.conditional {
+            return Err(ServerError::invalid("loop replay", max, *why));
+        }
+        let Some(go) = window.go else {
+            return Err(ServerError::graph_state(
+                "loop replay",
+                "the graph was captured without a word to predicate its iterations on",
+            ));
+        };
+        // The core never replays on a recording stream (rule 16), so the target is the
+        // open primary.
+        let mut b = self.batch();
+        let kit = match b.loops.take() {
+            Some(kit) => kit,
+            None => LoopKit::new(&self.gpu)?,
+        };
+        let recorded = self.target(&mut b).and_then(|cmd| {
+            // The setter's set comes from the batch's pools, as an eager launch's does:
+            // it goes with the batch, and a loop of loops reuses it.
+            let bindings = LoopKit::bindings(flag, counter, go);
+            let set = self.set(&mut b, kit.setter(), &bindings)?;
+            loops::record(&self.gpu, cmd, &kit, set, window.secondaries(), go, max);
+            Ok(())
+        });
+        b.loops = Some(kit);
+        recorded?;
         // What the primary has bound is undefined after executing a secondary.
         b.bound = None;
         b.dirty = true;
@@ -692,14 +766,26 @@ impl Lane {
         Ok(())
     }
 
-    /// Opens a capture window: a simultaneous-use secondary command buffer.
+    /// Opens a capture window: a simultaneous-use secondary command buffer, recording
+    /// inside conditional rendering on a `go` word of the window's own where the device
+    /// has conditional rendering (rule 30).
     pub(crate) fn begin(&self) -> Result<(), ServerError> {
         let mut b = self.batch();
-        let secondary = raw::command_buffer(&self.gpu, b.pool, vk::CommandBufferLevel::SECONDARY)?;
-        if let Err(e) = raw::begin_secondary(&self.gpu, secondary, true) {
-            raw::free_command_buffer(&self.gpu, b.pool, secondary);
-            return Err(e);
-        }
+        // Where the device has conditional rendering, the window's secondaries run
+        // predicated on a word of its own (rule 30).
+        let go = match self.gpu.conditional {
+            Conditional::Enabled(_) => Some(b.predicates.take(&self.gpu, &self.config.predicates)?),
+            Conditional::Missing(_) => None,
+        };
+        let secondary = match self.fresh_secondary(&b, go) {
+            Ok(secondary) => secondary,
+            Err(e) => {
+                if let Some(go) = go {
+                    b.predicates.give(go);
+                }
+                return Err(e);
+            }
+        };
         b.window = Some(Window {
             secondary,
             cmds: Vec::new(),
@@ -713,6 +799,7 @@ impl Lane {
             owned_sets: Vec::new(),
             free_sets: Vec::new(),
             order: LaneOrder::default(),
+            go,
         });
         Ok(())
     }
@@ -730,8 +817,8 @@ impl Lane {
             raw::barrier(&self.gpu, window.secondary);
             window.order.barrier();
         }
-        if let Err(e) = raw::end(&self.gpu, window.secondary) {
-            self.free_locked(&b, window);
+        if let Err(e) = close_secondary(&self.gpu, window.secondary, window.go) {
+            self.free_locked(&mut b, window);
             return Err(e);
         }
         let last = window.secondary;
@@ -742,10 +829,13 @@ impl Lane {
 
     /// Frees a window's objects, once no pending work uses them.
     pub(crate) fn free(&self, window: Window) {
-        self.free_locked(&self.batch(), window);
+        self.free_locked(&mut self.batch(), window);
     }
 
-    fn free_locked(&self, b: &Batch, window: Window) {
+    fn free_locked(&self, b: &mut Batch, window: Window) {
+        if let Some(go) = window.go {
+            b.predicates.give(go);
+        }
         if !window.ended {
             raw::free_command_buffer(&self.gpu, b.pool, window.secondary);
         }
@@ -787,6 +877,15 @@ impl Lane {
     }
 }
 
+/// Ends a window's secondary `cmd`, and first the conditional rendering it runs in on
+/// `go`, if any. On an error the buffer may only be freed.
+fn close_secondary(gpu: &Gpu, cmd: vk::CommandBuffer, go: Option<Word>) -> Result<(), ServerError> {
+    if go.is_some() {
+        raw::end_conditional(gpu, cmd);
+    }
+    raw::end(gpu, cmd)
+}
+
 /// Descriptor pools one full batch draws when no set is reused (capped: a very long
 /// cadence grows its lists once instead).
 fn pools_per_batch(config: LaneConfig) -> usize {
@@ -807,7 +906,10 @@ impl Drop for Lane {
     fn drop(&mut self) {
         let _ = self.finish();
         self.gpu.idle();
-        let b = lock(&self.batch);
+        let mut b = lock(&self.batch);
+        // The setter goes (its pipeline destroyed) and the words' pages with it.
+        b.loops = None;
+        b.predicates.destroy(&self.gpu);
         for done in &b.in_flight {
             raw::free_command_buffer(&self.gpu, b.pool, done.cmd);
             for pool in &done.sets {

@@ -19,6 +19,19 @@
 //!   simultaneous-use secondary command buffer, each launch binding its pipeline and a
 //!   descriptor set from pools the graph owns; **a replay** executes it from the primary,
 //!   K replays in one submission, made at once. Barriers sit at every boundary.
+//! - **Loop replays** (rule 30, `Device::replay_until`): Vulkan has no device-side loop,
+//!   so the graph is recorded `max` times in one submission and the iterations after the
+//!   one that set the stop flag are discarded by conditional rendering
+//!   (`VK_EXT_conditional_rendering`, enabled where the device offers its
+//!   `conditionalRendering` feature): every capture window's secondaries run predicated
+//!   on a word of the window's own, which a small setter kernel clears once the flag is
+//!   set. Conditional rendering predicates dispatches only, so a recorded copy or the
+//!   user's own work is refused in a window that names a stop flag. A device without
+//!   the feature (or one handed over without
+//!   [`ExternalDevice::conditional_rendering`]) declares loops unsupported. An iteration
+//!   after the flag's is still recorded and walked: on lavapipe it costs about as much
+//!   as a plain replay of the graph, up to as much as an iteration that runs for a small
+//!   step (the crate's README has the figures).
 //! - **Kernels** are SPIR-V compute pipelines: the builtins are WGSL turned into SPIR-V
 //!   by naga on first use (cached); users bring their own SPIR-V with a binding layout,
 //!   checked by naga's SPIR-V front end before any driver sees it.
@@ -45,8 +58,10 @@ mod import;
 mod kernels;
 mod lane;
 mod lane_order;
+mod loops;
 mod memory;
 mod options;
+mod predicates;
 mod raw;
 mod read_staging;
 mod sets;

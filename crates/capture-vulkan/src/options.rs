@@ -118,6 +118,12 @@ pub struct ExternalDevice {
     /// for a lock of the backend's own, which the caller takes through
     /// [`VulkanBackend::with_queue`](crate::VulkanBackend::with_queue).
     pub queue_lock: Option<Arc<Mutex<vk::Queue>>>,
+    /// Whether the device was created with `VK_EXT_conditional_rendering` enabled and its
+    /// `conditionalRendering` and `inheritedConditionalRendering` features on: what a
+    /// loop replay (rule 30) runs on. Vulkan cannot be asked, so the backend takes the
+    /// caller's word (checking only that the physical device offers them); `false`
+    /// declares loops unsupported.
+    pub conditional_rendering: bool,
 }
 
 impl std::fmt::Debug for ExternalDevice {
@@ -130,6 +136,7 @@ impl std::fmt::Debug for ExternalDevice {
             .field("queue_family", &self.queue_family)
             .field("queue_index", &self.queue_index)
             .field("queue_lock", &self.queue_lock.is_some())
+            .field("conditional_rendering", &self.conditional_rendering)
             .finish_non_exhaustive()
     }
 }

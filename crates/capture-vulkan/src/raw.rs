@@ -72,6 +72,9 @@ pub(crate) struct Gpu {
     pub(crate) kind: vk::PhysicalDeviceType,
     pub(crate) api_version: u32,
     pub(crate) validation: bool,
+    /// Conditional rendering, which a loop replay predicates its iterations with: its
+    /// functions where the device has it enabled, else why not.
+    pub(crate) conditional: Conditional,
     /// Faults a test armed at this device's call sites.
     pub(crate) faults: Faults,
     /// Successful `vkQueueSubmit` calls so far.
@@ -136,6 +139,59 @@ pub(crate) struct Open {
 }
 
 const VALIDATION: &CStr = c"VK_LAYER_KHRONOS_validation";
+
+/// Conditional rendering (`VK_EXT_conditional_rendering`) on a device: what a loop replay
+/// predicates its iterations with (rule 30).
+pub(crate) enum Conditional {
+    /// Enabled with its `conditionalRendering` feature: the extension's functions.
+    Enabled(ash::ext::conditional_rendering::Device),
+    /// Not enabled, for the reason given.
+    Missing(&'static str),
+}
+
+/// Why a device without `VK_EXT_conditional_rendering` runs no loop.
+const NO_EXTENSION: &str = "the device lacks VK_EXT_conditional_rendering, which a \
+     Vulkan loop replay discards the iterations after the flag's with (Vulkan has no \
+     device-side loop)";
+
+/// Why a device offering the extension without its `conditionalRendering` feature runs
+/// no loop.
+const NO_FEATURE: &str = "the device offers VK_EXT_conditional_rendering without its \
+     conditionalRendering feature, which a Vulkan loop replay discards the iterations after \
+     the flag's with";
+
+/// Why a device handed over without the caller's word runs no loop.
+const NOT_DECLARED: &str = "a device handed over (VulkanBackend::from_external) runs \
+     loop replays only where ExternalDevice::conditional_rendering says it was created with \
+     VK_EXT_conditional_rendering and its conditionalRendering feature";
+
+/// Whether `physical` offers conditional rendering with its `conditionalRendering`
+/// feature; why not.
+fn conditional_support(
+    instance: &ash::Instance,
+    physical: vk::PhysicalDevice,
+) -> Result<(), &'static str> {
+    // SAFETY: `physical` is a live device of the live `instance`.
+    let extensions =
+        unsafe { instance.enumerate_device_extension_properties(physical) }.unwrap_or_default();
+    let offered = extensions.iter().any(|e| {
+        e.extension_name_as_c_str()
+            .is_ok_and(|n| n == ash::ext::conditional_rendering::NAME)
+    });
+    if !offered {
+        return Err(NO_EXTENSION);
+    }
+    let mut conditional = vk::PhysicalDeviceConditionalRenderingFeaturesEXT::default();
+    let mut features = vk::PhysicalDeviceFeatures2::default().push_next(&mut conditional);
+    // SAFETY: as above; the device offers the extension whose structure is chained, and
+    // `features` and its chain live across the call.
+    unsafe { instance.get_physical_device_features2(physical, &mut features) };
+    if conditional.conditional_rendering == vk::TRUE {
+        Ok(())
+    } else {
+        Err(NO_FEATURE)
+    }
+}
 
 impl Gpu {
     /// Loads Vulkan at run time and opens the best-ranked device (or the one
@@ -322,16 +378,35 @@ impl Gpu {
                 .queue_priorities(&priorities)];
             let mut enable12 =
                 vk::PhysicalDeviceVulkan12Features::default().timeline_semaphore(true);
-            let info = vk::DeviceCreateInfo::default()
+            // Conditional rendering where the device has it, with both its features: what
+            // a loop replay runs on (rule 30); without it the device runs no loop.
+            let conditional = conditional_support(&instance, physical);
+            let mut enable_conditional =
+                vk::PhysicalDeviceConditionalRenderingFeaturesEXT::default()
+                    .conditional_rendering(true);
+            let extensions = [ash::ext::conditional_rendering::NAME.as_ptr()];
+            let mut info = vk::DeviceCreateInfo::default()
                 .queue_create_infos(&queues)
                 .push_next(&mut enable12);
-            // SAFETY: every pointer in `info` lives until the call returns.
+            if conditional.is_ok() {
+                info = info
+                    .enabled_extension_names(&extensions)
+                    .push_next(&mut enable_conditional);
+            }
+            // SAFETY: every pointer in `info` lives until the call returns; the extension
+            // and its features are enabled only where the device offers them.
             let device = match unsafe { instance.create_device(physical, &info, None) } {
                 Ok(d) => d,
                 Err(e) => {
                     why = format!("{name}: vkCreateDevice failed: {e}");
                     continue;
                 }
+            };
+            let conditional = match conditional {
+                Ok(()) => Conditional::Enabled(ash::ext::conditional_rendering::Device::new(
+                    &instance, &device,
+                )),
+                Err(why) => Conditional::Missing(why),
             };
             // SAFETY: the family was requested with one queue at device creation.
             let queue = unsafe { device.get_device_queue(family, 0) };
@@ -350,6 +425,7 @@ impl Gpu {
                 kind: props.device_type,
                 api_version: props.api_version,
                 validation,
+                conditional,
                 faults: Faults::default(),
                 submissions: AtomicU64::new(0),
                 descriptor_pools: AtomicU64::new(0),
@@ -381,6 +457,7 @@ impl Gpu {
             queue_family,
             queue_index,
             queue_lock,
+            conditional_rendering,
         } = external;
         let version = |v: u32| format!("{}.{}", vk::api_version_major(v), vk::api_version_minor(v));
         if instance_api_version < vk::API_VERSION_1_2 {
@@ -449,6 +526,21 @@ impl Gpu {
             }
             None => Arc::new(Mutex::new(queue)),
         };
+        // Conditional rendering only where the caller says it enabled it (Vulkan cannot
+        // be asked), and then only if the physical device has it, with its feature.
+        let conditional = if conditional_rendering {
+            if let Err(why) = conditional_support(&instance, physical_device) {
+                return Err(unavailable(format!(
+                    "{name}: ExternalDevice::conditional_rendering says the device was \
+                     created with VK_EXT_conditional_rendering, but {why}"
+                )));
+            }
+            Conditional::Enabled(ash::ext::conditional_rendering::Device::new(
+                &instance, &device,
+            ))
+        } else {
+            Conditional::Missing(NOT_DECLARED)
+        };
         // SAFETY: as for the properties above.
         let memory = unsafe { instance.get_physical_device_memory_properties(physical_device) };
         Ok(Gpu {
@@ -464,6 +556,7 @@ impl Gpu {
             kind: props.device_type,
             api_version: props.api_version,
             validation: false,
+            conditional,
             faults: Faults::default(),
             submissions: AtomicU64::new(0),
             descriptor_pools: AtomicU64::new(0),
@@ -573,14 +666,43 @@ pub(crate) struct Page {
 /// Allocates a page of `size` bytes of the memory `use_` names, mapped when it says so.
 /// Refused before `vkAllocateMemory` when the device's allocation-count limit is reached.
 pub(crate) fn create_page(gpu: &Gpu, size: u64, use_: &MemoryUse) -> Result<Page, ServerError> {
+    create_buffer(
+        gpu,
+        size,
+        use_,
+        vk::BufferUsageFlags::STORAGE_BUFFER
+            | vk::BufferUsageFlags::TRANSFER_SRC
+            | vk::BufferUsageFlags::TRANSFER_DST,
+    )
+}
+
+/// A page of `size` bytes a kernel writes and conditional rendering reads its predicate
+/// from (a loop replay's `go` word), of the memory `use_` names. Only on a device with
+/// conditional rendering enabled.
+pub(crate) fn create_predicate(
+    gpu: &Gpu,
+    size: u64,
+    use_: &MemoryUse,
+) -> Result<Page, ServerError> {
+    create_buffer(
+        gpu,
+        size,
+        use_,
+        vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::CONDITIONAL_RENDERING_EXT,
+    )
+}
+
+/// A page of `size` bytes of `usage`, as [`create_page`] says.
+fn create_buffer(
+    gpu: &Gpu,
+    size: u64,
+    use_: &MemoryUse,
+    usage: vk::BufferUsageFlags,
+) -> Result<Page, ServerError> {
     let map = use_.map;
     let info = vk::BufferCreateInfo::default()
         .size(size)
-        .usage(
-            vk::BufferUsageFlags::STORAGE_BUFFER
-                | vk::BufferUsageFlags::TRANSFER_SRC
-                | vk::BufferUsageFlags::TRANSFER_DST,
-        )
+        .usage(usage)
         .sharing_mode(vk::SharingMode::EXCLUSIVE);
     // SAFETY: `info` lives across the call; the device is live.
     let buffer = unsafe { gpu.device.create_buffer(&info, None) }
@@ -804,11 +926,14 @@ pub(crate) fn begin_primary(gpu: &Gpu, buffer: vk::CommandBuffer) -> Result<(), 
 }
 
 /// Starts recording a secondary buffer a graph replays: simultaneous use, so several
-/// replays may be pending at once (`simultaneous = false` only for the canary test).
+/// replays may be pending at once (`simultaneous = false` only for the canary test);
+/// with `predicate`, what it records from here on runs inside conditional rendering on
+/// that word ([`begin_conditional`]), which the caller ends before ending the buffer.
 pub(crate) fn begin_secondary(
     gpu: &Gpu,
     buffer: vk::CommandBuffer,
     simultaneous: bool,
+    predicate: Option<(vk::Buffer, u64)>,
 ) -> Result<(), ServerError> {
     fault(gpu, VulkanCall::BeginCommandBuffer, "vkBeginCommandBuffer")?;
     let inheritance = vk::CommandBufferInheritanceInfo::default();
@@ -822,7 +947,11 @@ pub(crate) fn begin_secondary(
         .inheritance_info(&inheritance);
     // SAFETY: the buffer is fresh, under the pool lock; `info` lives across the call.
     unsafe { gpu.device.begin_command_buffer(buffer, &info) }
-        .map_err(|e| vk_error("vkBeginCommandBuffer", e))
+        .map_err(|e| vk_error("vkBeginCommandBuffer", e))?;
+    if let Some(predicate) = predicate {
+        begin_conditional(gpu, buffer, predicate);
+    }
+    Ok(())
 }
 
 /// Ends recording. On an error the buffer is not recording any more: it may only be
@@ -861,6 +990,76 @@ pub(crate) fn barrier(gpu: &Gpu, buffer: vk::CommandBuffer) {
             &[],
         )
     };
+}
+
+/// A barrier as [`barrier`] is, and for what a loop replay adds (rule 30): the first
+/// scope takes conditional rendering's reads of the predicate too (a kernel may then
+/// write it), and the second makes shader writes visible to them (the next iteration's
+/// predicate). Only on a device with conditional rendering enabled.
+pub(crate) fn loop_barrier(gpu: &Gpu, buffer: vk::CommandBuffer) {
+    let memory = [vk::MemoryBarrier::default()
+        .src_access_mask(vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::TRANSFER_WRITE)
+        .dst_access_mask(
+            vk::AccessFlags::SHADER_READ
+                | vk::AccessFlags::SHADER_WRITE
+                | vk::AccessFlags::TRANSFER_READ
+                | vk::AccessFlags::TRANSFER_WRITE
+                | vk::AccessFlags::HOST_READ
+                | vk::AccessFlags::CONDITIONAL_RENDERING_READ_EXT,
+        )];
+    // SAFETY: the buffer is recording under the pool lock; the barrier array lives across
+    // the call; the conditional-rendering stage and access are valid on a device with
+    // the `conditionalRendering` feature enabled, which the caller checked.
+    unsafe {
+        gpu.device.cmd_pipeline_barrier(
+            buffer,
+            vk::PipelineStageFlags::COMPUTE_SHADER
+                | vk::PipelineStageFlags::TRANSFER
+                | vk::PipelineStageFlags::CONDITIONAL_RENDERING_EXT,
+            vk::PipelineStageFlags::COMPUTE_SHADER
+                | vk::PipelineStageFlags::TRANSFER
+                | vk::PipelineStageFlags::HOST
+                | vk::PipelineStageFlags::CONDITIONAL_RENDERING_EXT,
+            vk::DependencyFlags::empty(),
+            &memory,
+            &[],
+            &[],
+        )
+    };
+}
+
+/// Begins conditional rendering in `buffer` on the `u32` at `predicate` (buffer,
+/// offset): the dispatches recorded until [`end_conditional`] run only while that word
+/// is non-zero. Nothing is recorded on a device without conditional rendering enabled
+/// (where no window has a word to pass).
+pub(crate) fn begin_conditional(
+    gpu: &Gpu,
+    buffer: vk::CommandBuffer,
+    predicate: (vk::Buffer, u64),
+) {
+    let Conditional::Enabled(functions) = &gpu.conditional else {
+        return;
+    };
+    let info = vk::ConditionalRenderingBeginInfoEXT::default()
+        .buffer(predicate.0)
+        .offset(predicate.1);
+    // SAFETY: the extension is enabled (its functions were loaded from the device); the
+    // buffer is recording under the pool lock, outside a render pass, with no
+    // conditional rendering active (each block is ended before the next begins, and a
+    // primary executes secondaries only outside one); the predicate buffer is a live
+    // page created with the conditional-rendering usage, and the offset a multiple of
+    // 4 inside it; `info` lives across the call.
+    unsafe { (functions.fp().cmd_begin_conditional_rendering_ext)(buffer, &info) };
+}
+
+/// Ends the conditional rendering [`begin_conditional`] began in `buffer`.
+pub(crate) fn end_conditional(gpu: &Gpu, buffer: vk::CommandBuffer) {
+    let Conditional::Enabled(functions) = &gpu.conditional else {
+        return;
+    };
+    // SAFETY: the buffer is recording under the pool lock, with the conditional
+    // rendering it began active.
+    unsafe { (functions.fp().cmd_end_conditional_rendering_ext)(buffer) };
 }
 
 /// Records a copy of `len` bytes.

@@ -111,7 +111,10 @@ impl VulkanWork {
     ///   those);
     /// - goes only into `call.command_buffer()`: no submit, no wait, no host access to
     ///   device memory, no render pass, and nothing a secondary command buffer may not
-    ///   hold (inside a window the buffer is a secondary);
+    ///   hold (inside a window the buffer is a secondary); no conditional rendering of
+    ///   its own (inside a window, on a device with conditional rendering, the buffer
+    ///   records inside the backend's, which predicates the work's dispatches on a word
+    ///   that is 1 but in a loop replay, where no work is recorded);
     /// - leaves the buffer as it found it for the backend: binds no descriptor sets or
     ///   pipelines the backend relies on (the backend binds its own before each of its
     ///   dispatches);

@@ -5,7 +5,8 @@
 //! backend lives, and after the backend is gone still uses the device, then destroys it
 //! itself. The caller's messenger must see nothing: the layer reports any object the
 //! backend left alive when the caller destroys the device, and any use of a device the
-//! backend destroyed. The checks `from_external` makes are refused as `Unavailable`. The
+//! backend destroyed. The checks `from_external` makes are refused as `Unavailable`. Loop
+//! replays run only where the caller says it enabled conditional rendering. The
 //! whole scenario suite also runs over one device of the caller's (`external` in
 //! `main.rs`).
 
@@ -73,6 +74,9 @@ struct Caller {
     /// How many queues the family offers (the device was made with one).
     family_queues: u32,
     queue: vk::Queue,
+    /// Whether the device was made with conditional rendering enabled (what the backend
+    /// is told in `ExternalDevice::conditional_rendering`).
+    conditional: bool,
 }
 
 /// The physical device `CAPTURE_VULKAN_DEVICE` names (an index, or a piece of the name,
@@ -98,7 +102,19 @@ impl Caller {
     /// of the first compute family, and timeline semaphores enabled when `timeline`.
     /// `None` (after a `SKIP:` line) when Vulkan cannot be had and is not required.
     fn open(what: &str, api_version: u32, timeline: bool) -> Option<Caller> {
-        match Self::try_open(api_version, timeline) {
+        Self::open_with(what, api_version, timeline, false)
+    }
+
+    /// As [`open`](Self::open), the device made with `VK_EXT_conditional_rendering`
+    /// and its `conditionalRendering` feature enabled when `conditional` (what a loop
+    /// replay runs on).
+    fn open_with(
+        what: &str,
+        api_version: u32,
+        timeline: bool,
+        conditional: bool,
+    ) -> Option<Caller> {
+        match Self::try_open(api_version, timeline, conditional) {
             Ok(caller) => Some(caller),
             Err(why) if support::required() => panic!("CAPTURE_REQUIRE_VULKAN is set and {why}"),
             Err(why) => {
@@ -108,7 +124,7 @@ impl Caller {
         }
     }
 
-    fn try_open(api_version: u32, timeline: bool) -> Result<Caller, String> {
+    fn try_open(api_version: u32, timeline: bool, conditional: bool) -> Result<Caller, String> {
         // SAFETY: loading the system loader runs its initialisers, which have no
         // preconditions.
         let entry = unsafe { ash::Entry::load() }.map_err(|e| format!("no Vulkan loader: {e}"))?;
@@ -214,9 +230,17 @@ impl Caller {
             .queue_family_index(family as u32)
             .queue_priorities(&priorities)];
         let mut v12 = vk::PhysicalDeviceVulkan12Features::default().timeline_semaphore(true);
+        let mut rendering = vk::PhysicalDeviceConditionalRenderingFeaturesEXT::default()
+            .conditional_rendering(true);
+        let extensions = [ash::ext::conditional_rendering::NAME.as_ptr()];
         let mut info = vk::DeviceCreateInfo::default().queue_create_infos(&queues);
         if timeline {
             info = info.push_next(&mut v12);
+        }
+        if conditional {
+            info = info
+                .enabled_extension_names(&extensions)
+                .push_next(&mut rendering);
         }
         // SAFETY: every pointer in `info` lives until the call returns.
         let device = match unsafe { instance.create_device(physical, &info, None) } {
@@ -237,6 +261,7 @@ impl Caller {
             family: family as u32,
             family_queues: families[family].queue_count,
             queue,
+            conditional,
         })
     }
 
@@ -252,6 +277,7 @@ impl Caller {
             queue_family: self.family,
             queue_index: 0,
             queue_lock,
+            conditional_rendering: self.conditional,
         }
     }
 
@@ -392,7 +418,7 @@ fn adopt(caller: &Caller, queue_lock: Option<Arc<Mutex<vk::Queue>>>) -> VulkanBa
 static SHARED: OnceLock<Result<Caller, String>> = OnceLock::new();
 
 fn shared() -> &'static Result<Caller, String> {
-    SHARED.get_or_init(|| Caller::try_open(vk::API_VERSION_1_2, true))
+    SHARED.get_or_init(|| Caller::try_open(vk::API_VERSION_1_2, true, false))
 }
 
 /// A backend over the suite's shared device of the caller's, or why there is none.
@@ -637,4 +663,65 @@ fn a_queue_or_options_the_backend_cannot_use_are_refused() {
     let words = caller.own_work(9, |go| go(caller.queue));
     assert!(words.iter().all(|&v| v == 9), "{words:x?}");
     assert_quiet(&caller.destroy());
+}
+
+/// A device handed over runs loop replays (rule 30) only where the caller says it
+/// enabled conditional rendering: without its word a stop flag is refused, naming
+/// `ExternalDevice::conditional_rendering`, and the step records without it; with it
+/// (the device made with the extension), a loop stops after the flag's iteration. The
+/// caller's messenger hears nothing either way.
+#[test]
+fn a_device_handed_over_loops_only_where_the_caller_enabled_conditional_rendering() {
+    use capture_core::{Device, DeviceConfig, LoopMismatch, ServerError};
+
+    let _suite = suite_lock();
+    for conditional in [false, true] {
+        let Some(caller) =
+            Caller::open_with("adopted: loops", vk::API_VERSION_1_2, true, conditional)
+        else {
+            return;
+        };
+        let backend = adopt(&caller, None);
+        {
+            let dev = Device::new(backend.clone(), DeviceConfig::new()).expect("device");
+            let count = crate::loops::count(&dev);
+            let (x, done) = (
+                crate::loops::filled(&dev, &[0]),
+                crate::loops::filled(&dev, &[0]),
+            );
+            let step = |d: &Device<VulkanBackend>, flag: Arg| {
+                d.launch(
+                    S,
+                    &count,
+                    [1, 1, 1],
+                    &[Arg::read_write(&x), flag, Arg::scalar(5u32)],
+                    &[],
+                )
+            };
+            let graph = dev.capture(S, |d| step(d, Arg::write(&done).stop_flag()));
+            if conditional {
+                let graph = graph.expect("a loop's graph"); // warmup: x = 1
+                let counter = dev.replay_until(S, &graph, 100).expect("loop");
+                assert_eq!(crate::loops::word(&dev, &counter), 4);
+                assert_eq!(crate::loops::word(&dev, &x), 5);
+            } else {
+                assert!(
+                    matches!(&graph, Err(ServerError::LoopRefused(r))
+                        if matches!(r.mismatch, LoopMismatch::Unsupported(why)
+                            if why.contains("ExternalDevice::conditional_rendering"))),
+                    "{:?}",
+                    graph.err()
+                );
+                let graph = dev
+                    .capture(S, |d| step(d, Arg::write(&done)))
+                    .expect("without the flag");
+                dev.replay(S, &graph, 2).expect("replay");
+                // Each capture's warmup ran the step (the refusal came when recorded).
+                assert_eq!(crate::loops::word(&dev, &x), 4);
+            }
+            dev.sync(S).expect("sync");
+        }
+        drop(backend);
+        assert_quiet(&caller.destroy());
+    }
 }

@@ -6,7 +6,8 @@
 //! submission cadence, cross-stream order when only a wait follows another stream's
 //! write, failures at the backend's own Vulkan calls (its fault hook) and
 //! what they leave alive, the allocation count limit, descriptor-pool growth, the
-//! read-back page a stream keeps.
+//! read-back page a stream keeps, loop replays (rule 30) and what an iteration after the
+//! flag's costs.
 //!
 //! Without Vulkan the tests print `SKIP:` and why, unless `CAPTURE_REQUIRE_VULKAN=1`
 //! (which the README's test command sets after installing lavapipe): then they fail.
@@ -43,6 +44,7 @@ mod device_choice;
 mod error_leaks;
 mod launch_check;
 mod launch_model;
+mod loops;
 mod memory_choice;
 mod model;
 mod read_staging;
