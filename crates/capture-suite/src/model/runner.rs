@@ -2789,17 +2789,21 @@ impl<B: Builtins> Run<B> {
         let Some(Some((handle, mut graph))) = self.graphs.get_mut(at).map(Option::take) else {
             return;
         };
-        let counter = self.loop_handle(s, &handle, &mut graph, max);
+        let enqueued = self.loop_handle(s, &handle, &mut graph, max);
         let first = graph.written().first().copied();
+        let counter = graph.counter;
         self.graphs[at] = Some((handle, graph));
-        if let Some(c) = counter {
-            // Read on any stream, before anything else waits for it, what the loop
-            // wrote first (on its own buffer's pooled stream, perhaps another) and the
-            // counter: each waits for the whole loop (rule 30).
-            let reader = self.stream(reader);
-            if let Some(span) = first.filter(|span| self.handles[span.buf].is_some()) {
-                self.read_at(reader, span.buf, span.start, span.end - span.start);
-            }
+        // Read on any stream, before anything else waits for it, what the loop wrote
+        // first (on its own buffer's pooled stream, perhaps another) and the counter:
+        // each waits for the whole loop (rule 30). A loop skipped or refused leaves the
+        // counter claimed, or as the last loop left it.
+        let reader = self.stream(reader);
+        if enqueued.is_some()
+            && let Some(span) = first.filter(|span| self.handles[span.buf].is_some())
+        {
+            self.read_at(reader, span.buf, span.start, span.end - span.start);
+        }
+        if let Some(c) = counter.filter(|&c| self.handles[c].is_some()) {
             self.read_at(reader, c, 0, 4);
         }
     }
@@ -2853,10 +2857,11 @@ impl<B: Builtins> Run<B> {
                         c
                     }
                     None => {
+                        // Read by the op itself after every loop, under no buffer name
+                        // of the program's (a motif's names stay what it meant).
                         let c = self.model.alloc(4, p);
                         self.handles.push(Some(counter));
                         self.shared.push(false);
-                        self.slots.push(Some(c));
                         graph.counter = Some(c);
                         c
                     }
