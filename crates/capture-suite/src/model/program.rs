@@ -1748,10 +1748,11 @@ fn stop_loop() -> impl Strategy<Value = Vec<Op>> {
         -2i8..=8,
         prop::option::weighted(0.3, Just(0u8)),
         prop::bool::weighted(0.15),
+        (0u8..6, any::<bool>()),
         prop::collection::vec(after, 3..=12),
     )
         .prop_map(
-            |(stream, x_on, settle, elements, start, t, slot, faults, after)| {
+            |(stream, x_on, settle, elements, start, t, slot, faults, (extra, stop), after)| {
                 let bytes = elements * 4;
                 // x is the capturing stream's, or the next stream's (another pooled stream
                 // when there are two): its reads there must wait for the loop (rule 18).
@@ -1813,10 +1814,34 @@ fn stop_loop() -> impl Strategy<Value = Vec<Op>> {
                         None,
                     ));
                 }
+                // Now and then a copy or the user's own work in the step, before or
+                // after the flag: where the device cannot loop them, one of the two is
+                // refused when recorded (rule 30), and the closure stops there or goes on.
+                let write = BodyOp::Write {
+                    buf: LATEST - 1,
+                    offset: 0,
+                    values: vec![start],
+                };
+                let work = BodyOp::Launch(LaunchSpec {
+                    builtin: Builtin::AddScalar,
+                    user: None,
+                    args: vec![arg(LATEST - 2), arg(LATEST - 2)],
+                    scalar: 0,
+                    form: Form::Work,
+                    collide: false,
+                    slot: None,
+                });
+                match extra {
+                    0 => body.insert(0, write),
+                    1 => body.push(write),
+                    2 => body.insert(0, work),
+                    3 => body.push(work),
+                    _ => {}
+                }
                 ops.push(Op::Capture {
                     stream,
                     body,
-                    stop: true,
+                    stop: stop || extra > 3,
                     pool: None,
                 });
                 if settle {
