@@ -94,7 +94,7 @@ impl VulkanBackend {
     ///             queue_family: family,
     ///             queue_index: 0,
     ///             queue_lock: Some(Arc::clone(&queue)),
-    ///             // Not enabled: the backend runs no loop replay (rule 30).
+    ///             // Not enabled: loop replays (rule 30) take the indirect fallback.
     ///             conditional_rendering: false,
     ///         },
     ///         VulkanOptions::default(),
@@ -110,7 +110,7 @@ impl VulkanBackend {
         check_options(&options)?;
         check_external_options(&options)?;
         // SAFETY: the caller's guarantees are `Gpu::adopt`'s (the same list).
-        let gpu = unsafe { Gpu::adopt(external, options.max_allocations) }?;
+        let gpu = unsafe { Gpu::adopt(external, options.max_allocations, options.indirect_loops) }?;
         Self::over(Arc::new(gpu), &options)
     }
 }

@@ -76,13 +76,15 @@ impl VulkanBackend {
             loader: options.loader.clone(),
             max_allocations: options.max_allocations,
             device: options.device.clone(),
+            conditional_rendering: !options.indirect_loops,
         })?;
         Self::over(gpu, &options)
     }
 
     /// The backend over an opened or handed-over `gpu`, as `options` ask.
     pub(crate) fn over(gpu: Arc<Gpu>, options: &VulkanOptions) -> Result<Self, Unavailable> {
-        // Loop replays (rule 30) where the device has conditional rendering.
+        // Loop replays (rule 30): conditional rendering where the device has it, the
+        // indirect fallback elsewhere.
         let limits = launch_limits(&gpu.limits)?.with_loops(crate::loops::device_loops(&gpu));
         let choice = memory::choose(&gpu.memory, options.memory)
             .map_err(|why| crate::error::unavailable(format!("{}: {why}", gpu.name)))?;
@@ -119,6 +121,14 @@ impl VulkanBackend {
     /// command pool for the caller's own submissions to that queue is created for.
     pub fn queue_family(&self) -> u32 {
         self.gpu.family
+    }
+
+    /// How this device's loop replays (rule 30) discard the iterations after the flag's:
+    /// conditional rendering where the device offers it, else (or where
+    /// [`VulkanOptions::indirect_loops`] forces it) indirect dispatches whose group counts
+    /// a kernel zeroes.
+    pub fn loop_emulation(&self) -> crate::LoopEmulation {
+        crate::loops::emulation(&self.gpu)
     }
 
     /// The logical device, for the caller's own objects on it: buffers to import
@@ -434,7 +444,8 @@ impl GraphDriver for VulkanBackend {
     }
 
     /// The emulation `loops.rs` describes: the graph recorded `max` times, the
-    /// iterations after the flag's discarded by conditional rendering.
+    /// iterations after the flag's discarded by conditional rendering, or on the
+    /// indirect fallback emptied by zeroed group counts.
     fn replay_loop(
         stream: &mut VulkanStream,
         executable: &VulkanExecutable,
@@ -875,7 +886,13 @@ mod wait_only {
             "a wait is submitted once"
         );
         drop((lane, other));
-        let messages = backend.take_validation_messages();
+        // The layer's own bookkeeping may time out while the host holds the batches back
+        // on a loaded machine ("most likely a validation bug", it says): not a misuse.
+        let messages: Vec<String> = backend
+            .take_validation_messages()
+            .into_iter()
+            .filter(|m| !m.contains("UNASSIGNED-VkSemaphore-state-timeout"))
+            .collect();
         assert!(messages.is_empty(), "{}", messages.join("\n"));
     }
 }

@@ -5,7 +5,9 @@
 //! work pending submits them in a batch of their own, so a fence is always behind every
 //! wait enqueued before it. While a capture records, work goes into the window's secondary command buffer
 //! instead. Barriers sit at every boundary. A loop replay (rule 30) records the window's
-//! secondaries `max` times, as `loops.rs` describes.
+//! secondaries `max` times, as `loops.rs` describes; on a device without conditional
+//! rendering every dispatch a window records reads its group counts from a slot of the
+//! window's own (`counts.rs`), which such a loop zeroes after the flag's iteration.
 //!
 //! A submission that fails (`vkEndCommandBuffer` or `vkQueueSubmit`) drops its batch:
 //! the command buffer is freed, its descriptor pools are reset for reuse, and the next
@@ -26,6 +28,7 @@ use ash::vk;
 use capture_core::ServerError;
 use capture_core::backend::Lane as GraphLane;
 
+use crate::counts::{CountPages, GroupCounts, Slot};
 use crate::lane_order::LaneOrder;
 use crate::loops::{self, LoopKit};
 use crate::memory::MemoryUse;
@@ -46,7 +49,8 @@ pub(crate) struct LaneConfig {
     pub(crate) submit_every: u32,
     /// Sets per descriptor pool.
     pub(crate) sets_per_pool: u32,
-    /// The memory the `go` words of windows live in (rule 30; mapped and coherent).
+    /// The memory the `go` words of windows, or their dispatches' group counts, live in
+    /// (rule 30; mapped and coherent).
     pub(crate) predicates: MemoryUse,
 }
 
@@ -88,6 +92,9 @@ pub(crate) struct Window {
     /// On a device with conditional rendering, the word every secondary of the window
     /// runs predicated on (rule 30's loop replays): 1 but in a loop after its flag.
     go: Option<Word>,
+    /// On a device without conditional rendering, the group counts every dispatch of
+    /// the window reads (rule 30's indirect fallback): zeroed in a loop after its flag.
+    counts: Option<GroupCounts>,
 }
 
 impl Window {
@@ -155,6 +162,8 @@ pub(crate) struct Batch {
     loops: Option<LoopKit>,
     /// The `go` words of this stream's windows (rule 30).
     predicates: Predicates,
+    /// The chunks of group counts of this stream's windows (rule 30's indirect fallback).
+    counts: CountPages,
 }
 
 /// One stream's submission state, shared with its fences and executables.
@@ -225,6 +234,7 @@ impl Lane {
                 window: None,
                 loops: None,
                 predicates: Predicates::default(),
+                counts: CountPages::default(),
             }),
         }))
     }
@@ -374,11 +384,12 @@ impl Lane {
         let mut b = self.batch();
         let cmd = self.target(&mut b)?;
         let set = self.set(&mut b, kernel, buffers)?;
+        let slot = self.slot(&mut b, grid)?;
         let bound = Self::bound(&mut b);
         let bind = *bound != Some(kernel.pipeline);
         *bound = Some(kernel.pipeline);
         let trailing = self.barrier_before(&mut b, cmd);
-        raw::dispatch(&self.gpu, cmd, kernel, bind, set, push, grid);
+        record_dispatch(&self.gpu, cmd, kernel, bind, set, push, grid, slot);
         if trailing {
             raw::barrier(&self.gpu, cmd);
         }
@@ -405,8 +416,9 @@ impl Lane {
             return self.dispatch(kernel, buffers, push, grid);
         }
         let set = self.set(&mut b, kernel, buffers)?;
+        let slot = self.slot(&mut b, grid)?;
         let go = b.window.as_ref().and_then(Window::go);
-        let alone = self.recorded_alone(&b, go, kernel, set, push, grid)?;
+        let alone = self.recorded_alone(&b, go, kernel, set, push, grid, slot)?;
         let next = match self.fresh_secondary(&b, go) {
             Ok(next) => next,
             Err(e) => {
@@ -430,6 +442,9 @@ impl Lane {
         let before = std::mem::replace(&mut w.secondary, next);
         w.push(before, None);
         w.push(alone, Some(w.nodes));
+        if let (Some(counts), Some(slot)) = (&mut w.counts, slot) {
+            counts.remember(w.nodes, slot, grid);
+        }
         w.nodes += 1;
         w.bound = None;
         Ok(())
@@ -450,8 +465,23 @@ impl Lane {
         Ok(cmd)
     }
 
+    /// The slot a dispatch of `grid` the open window records reads its group counts
+    /// from, written, on a device without conditional rendering (rule 30's indirect
+    /// fallback); `None` elsewhere, and for eager work.
+    fn slot(&self, b: &mut Batch, grid: [u32; 3]) -> Result<Option<Slot>, ServerError> {
+        let Batch { window, counts, .. } = b;
+        match window.as_mut().and_then(|w| w.counts.as_mut()) {
+            Some(window) => window
+                .slot(counts, &self.gpu, &self.config.predicates, grid)
+                .map(Some),
+            None => Ok(None),
+        }
+    }
+
     /// A secondary holding one dispatch of `kernel` (its pipeline bound) and the
-    /// barrier after it, ended (the dispatch predicated on its window's `go`, if any).
+    /// barrier after it, ended (the dispatch predicated on its window's `go`, if any, or
+    /// reading its group counts from `slot`, if any).
+    #[allow(clippy::too_many_arguments)]
     fn recorded_alone(
         &self,
         b: &Batch,
@@ -460,9 +490,10 @@ impl Lane {
         set: vk::DescriptorSet,
         push: &[u8],
         grid: [u32; 3],
+        slot: Option<Slot>,
     ) -> Result<vk::CommandBuffer, ServerError> {
         let cmd = self.fresh_secondary(b, go)?;
-        raw::dispatch(&self.gpu, cmd, kernel, true, set, push, grid);
+        record_dispatch(&self.gpu, cmd, kernel, true, set, push, grid, slot);
         raw::barrier(&self.gpu, cmd);
         if let Err(e) = close_secondary(&self.gpu, cmd, go) {
             raw::free_command_buffer(&self.gpu, b.pool, cmd);
@@ -485,7 +516,7 @@ impl Lane {
         push: &[u8],
         grid: [u32; 3],
     ) -> Result<(), ServerError> {
-        let b = self.batch();
+        let mut b = self.batch();
         let Some(at) = window.nodes_of.iter().position(|n| *n == Some(node)) else {
             return Err(ServerError::driver(
                 "update",
@@ -511,7 +542,33 @@ impl Lane {
         let set = window
             .sets
             .owned(&self.gpu, per_pool, &mut window.free_sets, kernel, buffers)?;
-        let cmd = match self.recorded_alone(&b, window.go, kernel, set, push, grid) {
+        // On the indirect fallback the launch keeps its slot; a grid that changes is
+        // written there by a command in this stream's primary, submitted at once, so
+        // what was queued before keeps the old grid and what is queued after reads the
+        // new one (rule 26). The new secondary is recorded first: a failure before the
+        // write leaves the launch as it was.
+        let slot = match &mut window.counts {
+            Some(counts) => match counts.updatable(node) {
+                Some((slot, held)) => Some((slot, *held != grid)),
+                None => {
+                    window.free_sets.push((kernel.set_layout, set));
+                    return Err(ServerError::graph_state(
+                        "update",
+                        "the updatable launch has no group counts of its own",
+                    ));
+                }
+            },
+            None => None,
+        };
+        let cmd = match self.recorded_alone(
+            &b,
+            window.go,
+            kernel,
+            set,
+            push,
+            grid,
+            slot.map(|(slot, _)| slot),
+        ) {
             Ok(cmd) => cmd,
             Err(e) => {
                 // Recorded nowhere: the set is free again.
@@ -519,6 +576,17 @@ impl Lane {
                 return Err(e);
             }
         };
+        if let Some((slot, true)) = slot {
+            if let Err(e) = self.regrid(&mut b, slot, grid) {
+                // Never submitted: the secondary goes, and the set is free again.
+                raw::free_command_buffer(&self.gpu, b.pool, cmd);
+                window.free_sets.push((kernel.set_layout, set));
+                return Err(e);
+            }
+            if let Some((_, held)) = window.counts.as_mut().and_then(|c| c.updatable(node)) {
+                *held = grid;
+            }
+        }
         let old = std::mem::replace(&mut window.cmds[at], cmd);
         let old_set = window.owned_sets[at].replace((kernel.set_layout, set));
         window.retired.push(Retired {
@@ -527,6 +595,32 @@ impl Lane {
             set: old_set,
         });
         Ok(())
+    }
+
+    /// Writes `grid` into both copies of `slot` by a command in the open primary, between
+    /// barriers that order it after every use of the counts submitted before it and
+    /// before every read after it, and submits it (rule 26 on the indirect fallback). A
+    /// submission that fails dropped the write: the update fails, and the next fence
+    /// reports the failure too (the batch's other work went with it).
+    fn regrid(&self, b: &mut Batch, slot: Slot, grid: [u32; 3]) -> Result<(), ServerError> {
+        let cmd = self.primary(b)?;
+        let bytes = Slot::bytes(grid);
+        raw::loop_barrier(&self.gpu, cmd);
+        raw::update_buffer(&self.gpu, cmd, slot.at(), &bytes);
+        raw::update_buffer(&self.gpu, cmd, slot.pristine(), &bytes);
+        raw::loop_barrier(&self.gpu, cmd);
+        b.dirty = true;
+        match self.submit(b) {
+            Ok(()) => {
+                // Recycling is a courtesy here: a wait recycles too.
+                let _ = self.retire_locked(b);
+                Ok(())
+            }
+            Err(e) => {
+                b.failed.get_or_insert_with(|| e.clone());
+                Err(e)
+            }
+        }
     }
 
     /// Records the user's own `work` over `ranges` into the command buffer being
@@ -596,8 +690,9 @@ impl Lane {
     /// Records a loop replay (rule 30) of the sealed `window`, up to `max` iterations,
     /// over the stop flag `flag` and the iteration counter `counter`, in the open primary
     /// (see `loops.rs`), and submits it: one submission per loop replay call, as for a
-    /// replay. The stream's loop kit is made at its first loop. Refused, recording
-    /// nothing, on a device without conditional rendering.
+    /// replay. The stream's loop kit is made at its first loop. On a device with
+    /// conditional rendering the window's secondaries run predicated on its `go` word;
+    /// elsewhere its dispatches read group counts of its own, which the loop zeroes.
     pub(crate) fn replay_loop(
         &self,
         window: &Window,
@@ -605,15 +700,13 @@ impl Lane {
         flag: &VulkanSlice,
         counter: &VulkanSlice,
     ) -> Result<(), ServerError> {
-        if let Conditional::Missing(why) = &self.gpu.conditional {
-            return Err(ServerError::invalid("loop replay", max, *why));
-        }
-        let Some(go) = window.go else {
+        if window.go.is_none() && window.counts.is_none() {
             return Err(ServerError::graph_state(
                 "loop replay",
-                "the graph was captured without a word to predicate its iterations on",
+                "the graph was captured without a word to predicate its iterations on or \
+                 group counts to zero",
             ));
-        };
+        }
         // The core never replays on a recording stream (rule 16), so the target is the
         // open primary.
         let mut b = self.batch();
@@ -622,11 +715,38 @@ impl Lane {
             None => LoopKit::new(&self.gpu)?,
         };
         let recorded = self.target(&mut b).and_then(|cmd| {
-            // The setter's set comes from the batch's pools, as an eager launch's does:
-            // it goes with the batch, and a loop of loops reuses it.
-            let bindings = LoopKit::bindings(flag, counter, go);
-            let set = self.set(&mut b, kit.setter(), &bindings)?;
-            loops::record(&self.gpu, cmd, &kit, set, window.secondaries(), go, max);
+            // The kernels' sets come from the batch's pools, as an eager launch's do:
+            // they go with the batch, and a loop of loops reuses them.
+            match (window.go, &window.counts) {
+                (Some(go), _) => {
+                    let bindings = LoopKit::bindings(flag, counter, go);
+                    let setter = kit.setter()?;
+                    let set = self.set(&mut b, setter, &bindings)?;
+                    loops::record(&self.gpu, cmd, setter, set, window.secondaries(), go, max);
+                }
+                (None, Some(counts)) => {
+                    let (stepper, zeroer) = kit.indirect()?;
+                    let step = self.set(&mut b, stepper, &LoopKit::step_bindings(counter))?;
+                    let mut chunks = Vec::with_capacity(counts.chunks().len());
+                    for chunk in counts.chunks() {
+                        let bindings = LoopKit::chunk_bindings(flag, chunk);
+                        chunks.push(self.set(&mut b, zeroer, &bindings)?);
+                    }
+                    let sets = loops::IndirectSets { step, chunks };
+                    let secondaries = window.secondaries();
+                    loops::record_indirect(
+                        &self.gpu,
+                        cmd,
+                        &kit,
+                        &sets,
+                        secondaries,
+                        counts,
+                        (flag, counter),
+                        max,
+                    )?;
+                }
+                (None, None) => unreachable!("checked above"),
+            }
             Ok(())
         });
         b.loops = Some(kit);
@@ -773,15 +893,23 @@ impl Lane {
         let mut b = self.batch();
         // Where the device has conditional rendering, the window's secondaries run
         // predicated on a word of its own (rule 30).
-        let go = match self.gpu.conditional {
-            Conditional::Enabled(_) => Some(b.predicates.take(&self.gpu, &self.config.predicates)?),
-            Conditional::Missing(_) => None,
+        // Elsewhere its dispatches read group counts of its own.
+        let memory = &self.config.predicates;
+        let (go, counts) = match self.gpu.conditional {
+            Conditional::Enabled(_) => (Some(b.predicates.take(&self.gpu, memory)?), None),
+            Conditional::Missing(_) => {
+                let counts = GroupCounts::new(&mut b.counts, &self.gpu, memory)?;
+                (None, Some(counts))
+            }
         };
         let secondary = match self.fresh_secondary(&b, go) {
             Ok(secondary) => secondary,
             Err(e) => {
                 if let Some(go) = go {
                     b.predicates.give(go);
+                }
+                if let Some(counts) = counts {
+                    counts.give(&mut b.counts);
                 }
                 return Err(e);
             }
@@ -800,6 +928,7 @@ impl Lane {
             free_sets: Vec::new(),
             order: LaneOrder::default(),
             go,
+            counts,
         });
         Ok(())
     }
@@ -832,9 +961,12 @@ impl Lane {
         self.free_locked(&mut self.batch(), window);
     }
 
-    fn free_locked(&self, b: &mut Batch, window: Window) {
+    fn free_locked(&self, b: &mut Batch, mut window: Window) {
         if let Some(go) = window.go {
             b.predicates.give(go);
+        }
+        if let Some(counts) = window.counts.take() {
+            counts.give(&mut b.counts);
         }
         if !window.ended {
             raw::free_command_buffer(&self.gpu, b.pool, window.secondary);
@@ -886,6 +1018,25 @@ fn close_secondary(gpu: &Gpu, cmd: vk::CommandBuffer, go: Option<Word>) -> Resul
     raw::end(gpu, cmd)
 }
 
+/// Records a dispatch of `kernel` over `set`: with its group counts read from `slot`
+/// where one is given (rule 30's indirect fallback), else `grid`.
+#[allow(clippy::too_many_arguments)]
+fn record_dispatch(
+    gpu: &Gpu,
+    cmd: vk::CommandBuffer,
+    kernel: &KernelObjects,
+    bind: bool,
+    set: vk::DescriptorSet,
+    push: &[u8],
+    grid: [u32; 3],
+    slot: Option<Slot>,
+) {
+    match slot {
+        Some(slot) => raw::dispatch_indirect(gpu, cmd, kernel, bind, set, push, slot.at()),
+        None => raw::dispatch(gpu, cmd, kernel, bind, set, push, grid),
+    }
+}
+
 /// Descriptor pools one full batch draws when no set is reused (capped: a very long
 /// cadence grows its lists once instead).
 fn pools_per_batch(config: LaneConfig) -> usize {
@@ -910,6 +1061,7 @@ impl Drop for Lane {
         // The setter goes (its pipeline destroyed) and the words' pages with it.
         b.loops = None;
         b.predicates.destroy(&self.gpu);
+        b.counts.destroy(&self.gpu);
         for done in &b.in_flight {
             raw::free_command_buffer(&self.gpu, b.pool, done.cmd);
             for pool in &done.sets {

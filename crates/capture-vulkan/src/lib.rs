@@ -28,7 +28,12 @@
 //!   set. Conditional rendering predicates dispatches only, so a recorded copy or the
 //!   user's own work is refused in a window that names a stop flag. A device without
 //!   the feature (or one handed over without
-//!   [`ExternalDevice::conditional_rendering`]) declares loops unsupported. An iteration
+//!   [`ExternalDevice::conditional_rendering`], or opened with
+//!   [`VulkanOptions::indirect_loops`], `CAPTURE_VULKAN_INDIRECT_LOOPS=1`) takes the
+//!   fallback instead ([`LoopEmulation`]): every dispatch a window records is an
+//!   indirect dispatch reading its group counts from a slot of the window's own, which
+//!   small kernels zero after the flag's iteration and restore when the loop ends (copies
+//!   and the user's work are refused there too). An iteration
 //!   after the flag's is still recorded and walked: on lavapipe it costs about as much
 //!   as a plain replay of the graph, up to as much as an iteration that runs for a small
 //!   step (the crate's README has the figures).
@@ -49,6 +54,7 @@
 //! This crate has no features.
 
 mod adopt;
+mod counts;
 mod device;
 mod driver;
 mod error;
@@ -80,9 +86,11 @@ pub use executable::VulkanExecutable;
 pub use fault::VulkanCall;
 pub use import::VulkanExternal;
 pub use kernels::{VulkanKernel, VulkanKernelSource, builtin_wgsl, compile_wgsl};
+pub use loops::LoopEmulation;
 pub use memory::{MemoryChoice, MemoryMode, PagePlacement};
 pub use options::{
-    DEFAULT_SETS_PER_POOL, DEFAULT_SUBMIT_EVERY, DEVICE_ENV, ExternalDevice, VulkanOptions,
+    DEFAULT_SETS_PER_POOL, DEFAULT_SUBMIT_EVERY, DEVICE_ENV, ExternalDevice, INDIRECT_LOOPS_ENV,
+    VulkanOptions,
 };
 pub use storage::{VulkanSlice, VulkanStorage};
 pub use stream::{VulkanFence, VulkanStream};

@@ -23,6 +23,10 @@ pub const DEFAULT_SETS_PER_POOL: u32 = 256;
 /// an index in the driver's enumeration, or a piece of the device's name.
 pub const DEVICE_ENV: &str = "CAPTURE_VULKAN_DEVICE";
 
+/// The environment variable that, set to `1`, makes [`VulkanOptions::from_env`] force
+/// loop replays onto the indirect fallback ([`VulkanOptions::indirect_loops`]).
+pub const INDIRECT_LOOPS_ENV: &str = "CAPTURE_VULKAN_INDIRECT_LOOPS";
+
 /// How to open the backend.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VulkanOptions {
@@ -49,6 +53,14 @@ pub struct VulkanOptions {
     /// `maxMemoryAllocationCount` (`None`: the device's limit). A page past it is refused
     /// with an out-of-memory error before `vkAllocateMemory` is called.
     pub max_allocations: Option<u32>,
+    /// Run loop replays (rule 30) on the indirect fallback even where the device offers
+    /// conditional rendering, which is then not enabled: every dispatch a capture window
+    /// records becomes an indirect dispatch whose group counts a loop zeroes after its
+    /// flag's iteration ([`LoopEmulation::IndirectDispatch`](crate::LoopEmulation)). For
+    /// testing that path on a device that has the extension (lavapipe); default `false`
+    /// (conditional rendering where offered, the fallback elsewhere). A device handed
+    /// over takes the fallback too when this is set.
+    pub indirect_loops: bool,
 }
 
 impl Default for VulkanOptions {
@@ -63,13 +75,16 @@ impl Default for VulkanOptions {
             submit_every: DEFAULT_SUBMIT_EVERY,
             sets_per_pool: DEFAULT_SETS_PER_POOL,
             max_allocations: None,
+            indirect_loops: false,
         }
     }
 }
 
 impl VulkanOptions {
-    /// The defaults, with forced staging from `CAPTURE_VK_FORCE_STAGING=1` and the device
-    /// from [`DEVICE_ENV`] (`CAPTURE_VULKAN_DEVICE`: an index or a piece of a name).
+    /// The defaults, with forced staging from `CAPTURE_VK_FORCE_STAGING=1`, the device
+    /// from [`DEVICE_ENV`] (`CAPTURE_VULKAN_DEVICE`: an index or a piece of a name), and
+    /// the indirect loop fallback forced from [`INDIRECT_LOOPS_ENV`]
+    /// (`CAPTURE_VULKAN_INDIRECT_LOOPS=1`).
     pub fn from_env() -> Self {
         Self::from_vars(|name| std::env::var(name).ok())
     }
@@ -87,6 +102,7 @@ impl VulkanOptions {
                 MemoryMode::Auto
             },
             device,
+            indirect_loops: var(INDIRECT_LOOPS_ENV).is_some_and(|v| v == "1"),
             ..Self::default()
         }
     }
@@ -122,7 +138,8 @@ pub struct ExternalDevice {
     /// `conditionalRendering` and `inheritedConditionalRendering` features on: what a
     /// loop replay (rule 30) runs on. Vulkan cannot be asked, so the backend takes the
     /// caller's word (checking only that the physical device offers them); `false`
-    /// declares loops unsupported.
+    /// runs loop replays on the indirect fallback
+    /// ([`LoopEmulation::IndirectDispatch`](crate::LoopEmulation)).
     pub conditional_rendering: bool,
 }
 
@@ -201,5 +218,8 @@ mod tests {
         assert_eq!(indexed.memory, MemoryMode::ForcedStaging);
         let blank = VulkanOptions::from_vars(vars(&[(DEVICE_ENV, "  ")]));
         assert_eq!(blank.device, None);
+        assert!(!blank.indirect_loops);
+        let indirect = VulkanOptions::from_vars(vars(&[(INDIRECT_LOOPS_ENV, "1")]));
+        assert!(indirect.indirect_loops);
     }
 }

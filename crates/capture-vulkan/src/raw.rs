@@ -73,7 +73,8 @@ pub(crate) struct Gpu {
     pub(crate) api_version: u32,
     pub(crate) validation: bool,
     /// Conditional rendering, which a loop replay predicates its iterations with: its
-    /// functions where the device has it enabled, else why not.
+    /// functions where the device has it enabled, else why not (a loop replay then
+    /// zeroes indirect dispatches' group counts instead, `loops.rs`).
     pub(crate) conditional: Conditional,
     /// Faults a test armed at this device's call sites.
     pub(crate) faults: Faults,
@@ -136,34 +137,38 @@ pub(crate) struct Open {
     pub(crate) max_allocations: Option<u32>,
     /// The device to open; `None` for the best-ranked one that qualifies.
     pub(crate) device: Option<DeviceSelector>,
+    /// Enable conditional rendering where the device offers it; `false` forces loop
+    /// replays onto the indirect-dispatch fallback (`VulkanOptions::indirect_loops`).
+    pub(crate) conditional_rendering: bool,
 }
 
 const VALIDATION: &CStr = c"VK_LAYER_KHRONOS_validation";
 
 /// Conditional rendering (`VK_EXT_conditional_rendering`) on a device: what a loop replay
-/// predicates its iterations with (rule 30).
+/// predicates its iterations with (rule 30), or why it zeroes indirect dispatches' group
+/// counts instead.
 pub(crate) enum Conditional {
     /// Enabled with its `conditionalRendering` feature: the extension's functions.
     Enabled(ash::ext::conditional_rendering::Device),
-    /// Not enabled, for the reason given.
+    /// Not enabled, for the reason given: loop replays take the indirect fallback.
     Missing(&'static str),
 }
 
-/// Why a device without `VK_EXT_conditional_rendering` runs no loop.
-const NO_EXTENSION: &str = "the device lacks VK_EXT_conditional_rendering, which a \
-     Vulkan loop replay discards the iterations after the flag's with (Vulkan has no \
-     device-side loop)";
+/// Why a device without `VK_EXT_conditional_rendering` takes the indirect fallback.
+const NO_EXTENSION: &str = "the device lacks VK_EXT_conditional_rendering";
 
-/// Why a device offering the extension without its `conditionalRendering` feature runs
-/// no loop.
-const NO_FEATURE: &str = "the device offers VK_EXT_conditional_rendering without its \
-     conditionalRendering feature, which a Vulkan loop replay discards the iterations after \
-     the flag's with";
+/// Why a device offering the extension without its `conditionalRendering` feature takes
+/// the indirect fallback.
+const NO_FEATURE: &str =
+    "the device offers VK_EXT_conditional_rendering without its conditionalRendering feature";
 
-/// Why a device handed over without the caller's word runs no loop.
-const NOT_DECLARED: &str = "a device handed over (VulkanBackend::from_external) runs \
-     loop replays only where ExternalDevice::conditional_rendering says it was created with \
-     VK_EXT_conditional_rendering and its conditionalRendering feature";
+/// Why a device handed over without the caller's word takes the indirect fallback.
+const NOT_DECLARED: &str = "a device handed over (VulkanBackend::from_external) uses \
+     conditional rendering only where ExternalDevice::conditional_rendering says it was \
+     created with VK_EXT_conditional_rendering and its conditionalRendering feature";
+
+/// Why a device whose options force it takes the indirect fallback.
+const FORCED: &str = "VulkanOptions::indirect_loops forces the indirect fallback";
 
 /// Whether `physical` offers conditional rendering with its `conditionalRendering`
 /// feature; why not.
@@ -379,8 +384,12 @@ impl Gpu {
             let mut enable12 =
                 vk::PhysicalDeviceVulkan12Features::default().timeline_semaphore(true);
             // Conditional rendering where the device has it, with both its features: what
-            // a loop replay runs on (rule 30); without it the device runs no loop.
-            let conditional = conditional_support(&instance, physical);
+            // a loop replay runs on (rule 30); without it loops take the indirect fallback.
+            let conditional = if open.conditional_rendering {
+                conditional_support(&instance, physical)
+            } else {
+                Err(FORCED)
+            };
             let mut enable_conditional =
                 vk::PhysicalDeviceConditionalRenderingFeaturesEXT::default()
                     .conditional_rendering(true);
@@ -447,6 +456,7 @@ impl Gpu {
     pub(crate) unsafe fn adopt(
         external: ExternalDevice,
         max_allocations: Option<u32>,
+        indirect_loops: bool,
     ) -> Result<Gpu, Unavailable> {
         let ExternalDevice {
             entry,
@@ -535,9 +545,13 @@ impl Gpu {
                      created with VK_EXT_conditional_rendering, but {why}"
                 )));
             }
-            Conditional::Enabled(ash::ext::conditional_rendering::Device::new(
-                &instance, &device,
-            ))
+            if indirect_loops {
+                Conditional::Missing(FORCED)
+            } else {
+                Conditional::Enabled(ash::ext::conditional_rendering::Device::new(
+                    &instance, &device,
+                ))
+            }
         } else {
             Conditional::Missing(NOT_DECLARED)
         };
@@ -689,6 +703,20 @@ pub(crate) fn create_predicate(
         size,
         use_,
         vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::CONDITIONAL_RENDERING_EXT,
+    )
+}
+
+/// A page of `size` bytes holding indirect dispatches' group counts (rule 30's indirect
+/// fallback, `counts.rs`): written by the host when recorded, by a kernel in a loop
+/// replay, by an update command (rule 26), and read by `vkCmdDispatchIndirect`.
+pub(crate) fn create_counts(gpu: &Gpu, size: u64, use_: &MemoryUse) -> Result<Page, ServerError> {
+    create_buffer(
+        gpu,
+        size,
+        use_,
+        vk::BufferUsageFlags::STORAGE_BUFFER
+            | vk::BufferUsageFlags::INDIRECT_BUFFER
+            | vk::BufferUsageFlags::TRANSFER_DST,
     )
 }
 
@@ -992,11 +1020,23 @@ pub(crate) fn barrier(gpu: &Gpu, buffer: vk::CommandBuffer) {
     };
 }
 
-/// A barrier as [`barrier`] is, and for what a loop replay adds (rule 30): the first
-/// scope takes conditional rendering's reads of the predicate too (a kernel may then
-/// write it), and the second makes shader writes visible to them (the next iteration's
-/// predicate). Only on a device with conditional rendering enabled.
+/// A barrier as [`barrier`] is, and for what a loop replay adds (rule 30). With
+/// conditional rendering enabled, the first scope takes its reads of the predicate too
+/// (a kernel may then write it), and the second makes shader writes visible to them (the
+/// next iteration's predicate). Without it (the indirect fallback), the same for the
+/// indirect dispatches' reads of their group counts (`DRAW_INDIRECT`,
+/// `INDIRECT_COMMAND_READ`), which a kernel or an update command writes.
 pub(crate) fn loop_barrier(gpu: &Gpu, buffer: vk::CommandBuffer) {
+    let (stage, access) = match gpu.conditional {
+        Conditional::Enabled(_) => (
+            vk::PipelineStageFlags::CONDITIONAL_RENDERING_EXT,
+            vk::AccessFlags::CONDITIONAL_RENDERING_READ_EXT,
+        ),
+        Conditional::Missing(_) => (
+            vk::PipelineStageFlags::DRAW_INDIRECT,
+            vk::AccessFlags::INDIRECT_COMMAND_READ,
+        ),
+    };
     let memory = [vk::MemoryBarrier::default()
         .src_access_mask(vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::TRANSFER_WRITE)
         .dst_access_mask(
@@ -1005,21 +1045,20 @@ pub(crate) fn loop_barrier(gpu: &Gpu, buffer: vk::CommandBuffer) {
                 | vk::AccessFlags::TRANSFER_READ
                 | vk::AccessFlags::TRANSFER_WRITE
                 | vk::AccessFlags::HOST_READ
-                | vk::AccessFlags::CONDITIONAL_RENDERING_READ_EXT,
+                | access,
         )];
     // SAFETY: the buffer is recording under the pool lock; the barrier array lives across
-    // the call; the conditional-rendering stage and access are valid on a device with
-    // the `conditionalRendering` feature enabled, which the caller checked.
+    // the call; the conditional-rendering stage and access are used only on a device with
+    // the `conditionalRendering` feature enabled (matched above), the indirect ones are
+    // core Vulkan and valid on a compute queue.
     unsafe {
         gpu.device.cmd_pipeline_barrier(
             buffer,
-            vk::PipelineStageFlags::COMPUTE_SHADER
-                | vk::PipelineStageFlags::TRANSFER
-                | vk::PipelineStageFlags::CONDITIONAL_RENDERING_EXT,
+            vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER | stage,
             vk::PipelineStageFlags::COMPUTE_SHADER
                 | vk::PipelineStageFlags::TRANSFER
                 | vk::PipelineStageFlags::HOST
-                | vk::PipelineStageFlags::CONDITIONAL_RENDERING_EXT,
+                | stage,
             vk::DependencyFlags::empty(),
             &memory,
             &[],
@@ -1062,6 +1101,22 @@ pub(crate) fn end_conditional(gpu: &Gpu, buffer: vk::CommandBuffer) {
     unsafe { (functions.fp().cmd_end_conditional_rendering_ext)(buffer) };
 }
 
+/// Records a fill of the `len` bytes at `to` (buffer, offset; both multiples of 4) with
+/// the `u32` `value`: a loop replay zeroing its flag and counter on the indirect fallback.
+pub(crate) fn fill(
+    gpu: &Gpu,
+    buffer: vk::CommandBuffer,
+    to: (vk::Buffer, u64),
+    len: u64,
+    value: u32,
+) {
+    // SAFETY: the buffer is a live page (the core pins it while work is pending) made
+    // with the transfer-destination usage, the range inside it, offset and length
+    // multiples of 4 (the core's flag and counter are 4-byte buffers); `buffer` is
+    // recording under its pool lock, outside a render pass.
+    unsafe { gpu.device.cmd_fill_buffer(buffer, to.0, to.1, len, value) };
+}
+
 /// Records a copy of `len` bytes.
 pub(crate) fn copy(
     gpu: &Gpu,
@@ -1091,6 +1146,41 @@ pub(crate) fn dispatch(
     push: &[u8],
     grid: [u32; 3],
 ) {
+    bind_for_dispatch(gpu, buffer, kernel, bind_pipeline, set, push);
+    // SAFETY: `buffer` is recording under its pool lock, with the pipeline, set and push
+    // constants the dispatch needs bound above.
+    unsafe { gpu.device.cmd_dispatch(buffer, grid[0], grid[1], grid[2]) };
+}
+
+/// As [`dispatch`], with the group counts read by the device when the dispatch runs
+/// from the three `u32` at `counts` (buffer, offset): rule 30's indirect fallback, whose
+/// loop replays zero them for the iterations after the flag's.
+pub(crate) fn dispatch_indirect(
+    gpu: &Gpu,
+    buffer: vk::CommandBuffer,
+    kernel: &KernelObjects,
+    bind_pipeline: bool,
+    set: vk::DescriptorSet,
+    push: &[u8],
+    counts: (vk::Buffer, u64),
+) {
+    bind_for_dispatch(gpu, buffer, kernel, bind_pipeline, set, push);
+    // SAFETY: `buffer` is recording under its pool lock, with the pipeline, set and push
+    // constants bound above; the counts buffer is a live page made with the indirect
+    // usage (`create_counts`), and the offset a multiple of 4 with 12 bytes after it
+    // inside the page.
+    unsafe { gpu.device.cmd_dispatch_indirect(buffer, counts.0, counts.1) };
+}
+
+/// Binds what a dispatch of `kernel` over `set` needs, as [`dispatch`] says.
+fn bind_for_dispatch(
+    gpu: &Gpu,
+    buffer: vk::CommandBuffer,
+    kernel: &KernelObjects,
+    bind_pipeline: bool,
+    set: vk::DescriptorSet,
+    push: &[u8],
+) {
     // SAFETY: pipeline, layout and set are live (the kernel and the set's pool outlive
     // the submission), and `buffer` is recording under its pool lock; the push-constant
     // bytes fit the layout's range (the core checked the scalars' size against the
@@ -1117,8 +1207,22 @@ pub(crate) fn dispatch(
                 push,
             );
         }
-        gpu.device.cmd_dispatch(buffer, grid[0], grid[1], grid[2]);
     }
+}
+
+/// Records a write of `bytes` (a multiple of 4, at most 65,536) at `to` (buffer, offset
+/// a multiple of 4): an update of a dispatch's group counts (rule 26 on the indirect
+/// fallback), ordered in the queue after everything submitted before it.
+pub(crate) fn update_buffer(
+    gpu: &Gpu,
+    buffer: vk::CommandBuffer,
+    to: (vk::Buffer, u64),
+    bytes: &[u8],
+) {
+    // SAFETY: `buffer` is recording under its pool lock, outside a render pass; the
+    // destination is a live page made with the transfer-destination usage, the range
+    // inside it, offset and size multiples of 4 and the size at most 65,536.
+    unsafe { gpu.device.cmd_update_buffer(buffer, to.0, to.1, bytes) };
 }
 
 /// Records the execution of `secondary` from `primary`.

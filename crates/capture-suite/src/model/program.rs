@@ -365,7 +365,9 @@ pub enum UserKernel {
     /// `flag = 1` (a `u32`) when `x[0] >= t`, with `t` the spec's scalar as an `f32` (its
     /// second info word), the flag left as it was otherwise: the stop flag of a loop
     /// replay (rule 30), set on the end token only. Its ranges are one element
-    /// each; recorded as a kernel, its output is named the window's stop flag.
+    /// each (its output the whole buffer with `collide`: a flag of another size, which
+    /// a window refuses); recorded as a kernel, its output is named the window's stop
+    /// flag.
     StopAt,
 }
 
@@ -667,7 +669,8 @@ pub fn any_launch() -> impl Strategy<Value = LaunchSpec> {
             args: vec![x, y],
             scalar,
             form,
-            collide: collide && !matches!(user, UserKernel::Affine | UserKernel::StopAt),
+            // A StopAt's `collide` names its whole output the flag, of any length.
+            collide: collide && user != UserKernel::Affine,
             slot,
         });
     prop_oneof![

@@ -450,6 +450,10 @@ impl Model {
                     end: y.start + 4,
                     ..y
                 };
+                // Past its first word, an output it declared and never writes.
+                for b in &mut self.bufs[y.buf].bytes[flag.end..y.end] {
+                    *b = b.untouched();
+                }
                 if self.any_unknown(first) {
                     self.bufs[flag.buf].bytes[flag.start..flag.end].fill(Byte::Any);
                 } else if self.floats(first)[0] >= f32::from_bits(launch.info[1] as u32) {

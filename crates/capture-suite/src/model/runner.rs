@@ -1392,9 +1392,12 @@ impl<B: Builtins> Run<B> {
                 [u64::from(a.to_bits()), u64::from(f32::from(b).to_bits())]
             }
             _ if spec.user == Some(UserKernel::StopAt) => {
-                // One element each: x[0] in, the flag word out (rule 30).
+                // One element each: x[0] in, the flag word out (rule 30); with
+                // `collide`, the whole output: a flag of another size than a u32's.
                 resolved[0].len = 1;
-                resolved[1].len = 1;
+                if !spec.collide {
+                    resolved[1].len = 1;
+                }
                 [1, u64::from(a.to_bits())]
             }
             _ if spec.user.is_some() => {
@@ -1643,7 +1646,9 @@ impl<B: Builtins> Run<B> {
             // refuses it: each changing nothing (rule 30).
             use capture_core::LoopMismatch as M;
             let w = self.model.windows[p].as_ref();
-            let expected = if matches!(dev.loops(), DeviceLoops::Unsupported(_)) {
+            let expected = if f.end - f.start != 4 {
+                Some("Size")
+            } else if matches!(dev.loops(), DeviceLoops::Unsupported(_)) {
                 Some("Unsupported")
             } else if w.and_then(|w| w.flag).is_some_and(|first| first != f) {
                 Some("Second")
@@ -1656,7 +1661,8 @@ impl<B: Builtins> Run<B> {
                 (Err(ServerError::LoopRefused(r)), Some(want))
                     if matches!(
                         (&r.mismatch, want),
-                        (M::Unsupported(_), "Unsupported")
+                        (M::Size { .. }, "Size")
+                            | (M::Unsupported(_), "Unsupported")
                             | (M::Second { .. }, "Second")
                             | (M::Body { .. }, "Body")
                     ) =>

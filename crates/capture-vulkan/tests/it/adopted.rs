@@ -6,7 +6,8 @@
 //! itself. The caller's messenger must see nothing: the layer reports any object the
 //! backend left alive when the caller destroys the device, and any use of a device the
 //! backend destroyed. The checks `from_external` makes are refused as `Unavailable`. Loop
-//! replays run only where the caller says it enabled conditional rendering. The
+//! replays run by conditional rendering only where the caller says it enabled it, on
+//! the indirect fallback elsewhere. The
 //! whole scenario suite also runs over one device of the caller's (`external` in
 //! `main.rs`).
 
@@ -437,9 +438,12 @@ pub(crate) fn assert_shared_quiet(_: &VulkanBackend) {
     }
 }
 
+/// The options a device handed over takes: the defaults, with the indirect loop
+/// fallback where the environment forces it (`CAPTURE_VULKAN_INDIRECT_LOOPS=1`).
 fn options() -> VulkanOptions {
     VulkanOptions {
         memory: MemoryMode::Auto,
+        indirect_loops: VulkanOptions::from_env().indirect_loops,
         ..VulkanOptions::default()
     }
 }
@@ -665,23 +669,48 @@ fn a_queue_or_options_the_backend_cannot_use_are_refused() {
     assert_quiet(&caller.destroy());
 }
 
-/// A device handed over runs loop replays (rule 30) only where the caller says it
-/// enabled conditional rendering: without its word a stop flag is refused, naming
-/// `ExternalDevice::conditional_rendering`, and the step records without it; with it
-/// (the device made with the extension), a loop stops after the flag's iteration. The
-/// caller's messenger hears nothing either way.
+/// A device handed over runs loop replays (rule 30) by conditional rendering only where
+/// the caller says it enabled it, and on the indirect fallback without its word (or
+/// where `VulkanOptions::indirect_loops` forces it): either way a loop stops after the
+/// flag's iteration. The caller's messenger hears nothing either way.
 #[test]
-fn a_device_handed_over_loops_only_where_the_caller_enabled_conditional_rendering() {
-    use capture_core::{Device, DeviceConfig, LoopMismatch, ServerError};
+fn a_device_handed_over_loops_by_conditional_rendering_only_where_the_caller_enabled_it() {
+    use capture_core::{Device, DeviceConfig};
+    use capture_vulkan::LoopEmulation;
 
     let _suite = suite_lock();
-    for conditional in [false, true] {
+    for (conditional, asked) in [(false, false), (true, false), (true, true)] {
+        // Forced here, or for the whole run (`CAPTURE_VULKAN_INDIRECT_LOOPS=1`).
+        let forced = asked || options().indirect_loops;
         let Some(caller) =
             Caller::open_with("adopted: loops", vk::API_VERSION_1_2, true, conditional)
         else {
             return;
         };
-        let backend = adopt(&caller, None);
+        // SAFETY: the caller's objects are valid and outlive the backend (dropped first).
+        let backend = unsafe {
+            VulkanBackend::from_external(
+                caller.external(None),
+                VulkanOptions {
+                    indirect_loops: forced,
+                    ..options()
+                },
+            )
+        }
+        .expect("adopted");
+        match backend.loop_emulation() {
+            LoopEmulation::ConditionalRendering => assert!(conditional && !forced),
+            LoopEmulation::IndirectDispatch(why) => {
+                assert!(!conditional || forced);
+                // Without the caller's word, that is the reason, forced or not.
+                let named = if conditional {
+                    "indirect_loops"
+                } else {
+                    "ExternalDevice::conditional_rendering"
+                };
+                assert!(why.contains(named), "{why}");
+            }
+        }
         {
             let dev = Device::new(backend.clone(), DeviceConfig::new()).expect("device");
             let count = crate::loops::count(&dev);
@@ -698,27 +727,15 @@ fn a_device_handed_over_loops_only_where_the_caller_enabled_conditional_renderin
                     &[],
                 )
             };
-            let graph = dev.capture(S, |d| step(d, Arg::write(&done).stop_flag()));
-            if conditional {
-                let graph = graph.expect("a loop's graph"); // warmup: x = 1
-                let counter = dev.replay_until(S, &graph, 100).expect("loop");
-                assert_eq!(crate::loops::word(&dev, &counter), 4);
-                assert_eq!(crate::loops::word(&dev, &x), 5);
-            } else {
-                assert!(
-                    matches!(&graph, Err(ServerError::LoopRefused(r))
-                        if matches!(r.mismatch, LoopMismatch::Unsupported(why)
-                            if why.contains("ExternalDevice::conditional_rendering"))),
-                    "{:?}",
-                    graph.err()
-                );
-                let graph = dev
-                    .capture(S, |d| step(d, Arg::write(&done)))
-                    .expect("without the flag");
-                dev.replay(S, &graph, 2).expect("replay");
-                // Each capture's warmup ran the step (the refusal came when recorded).
-                assert_eq!(crate::loops::word(&dev, &x), 4);
-            }
+            let graph = dev
+                .capture(S, |d| step(d, Arg::write(&done).stop_flag()))
+                .expect("a loop's graph"); // warmup: x = 1
+            let counter = dev.replay_until(S, &graph, 100).expect("loop");
+            assert_eq!(crate::loops::word(&dev, &counter), 4);
+            assert_eq!(crate::loops::word(&dev, &x), 5);
+            // A plain replay after the loop runs whole.
+            dev.replay(S, &graph, 2).expect("replay");
+            assert_eq!(crate::loops::word(&dev, &x), 7);
             dev.sync(S).expect("sync");
         }
         drop(backend);

@@ -1,10 +1,12 @@
 //! Rule 30 on Vulkan (issue 46, item 4): a loop replay records the step `max` times, the
-//! iterations after the flag's discarded by conditional rendering (`loops.rs` in the
-//! crate), in both memory modes, under the validation layer. A loop stops after the
+//! iterations after the flag's discarded by conditional rendering, or on the indirect
+//! fallback (forced here with `VulkanOptions::indirect_loops`, as on a device without
+//! conditional rendering) emptied by zeroed group counts (`loops.rs` in the crate), on
+//! both paths, in both memory modes, under the validation layer. A loop stops after the
 //! iteration that set its flag with the right counter and outputs (every dispatch of
 //! the later iterations discarded, the whole iteration of the flag run), `max` bounds
 //! it, each loop zeroes the flag, a slot update reaches the loops enqueued after it and
-//! never a queued one, a copy and the user's own work are refused in a window that names
+//! never a queued one (a grid slot's too), a copy and the user's own work are refused in a window that names
 //! a flag (in either order), a loop of loop replays holds a bounded number of descriptor
 //! pools, and the cost of an iteration after the flag's is measured and printed (no
 //! timing is asserted).
@@ -12,13 +14,14 @@
 use std::time::{Duration, Instant};
 
 use capture_core::{
-    Arg, Buffer, CapturePhase, Device, DeviceConfig, DeviceLoops, GraphHandle, KernelHandle,
+    Arg, Buffer, CapturePhase, Device, DeviceConfig, DeviceLoops, Dims, GraphHandle, KernelHandle,
     KernelSignature, LoopMismatch, Op, Param, ServerError, StreamId,
 };
 use capture_suite::scenarios::suite_lock;
 use capture_vulkan::ash::vk;
 use capture_vulkan::{
-    MemoryMode, VulkanBackend, VulkanCall, VulkanKernelSource, VulkanOptions, VulkanWork,
+    LoopEmulation, MemoryMode, VulkanBackend, VulkanCall, VulkanKernelSource, VulkanOptions,
+    VulkanWork,
 };
 
 use crate::support;
@@ -52,35 +55,75 @@ fn main() {
 }
 ";
 
+/// `marks[i] += 1` for each invocation `i` of the grid: which part of a grid ran.
+const STAMP: &str = "
+@group(0) @binding(0) var<storage, read_write> marks: array<u32>;
+@compute @workgroup_size(1)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+    marks[id.x] = marks[id.x] + 1u;
+}
+";
+
 /// Words of the marks buffer.
 const MARKS: usize = 64;
 
-fn open(test: &str, memory: MemoryMode) -> Option<(VulkanBackend, Dev)> {
-    let backend = match support::backend(memory) {
+/// The two paths a loop replay takes: conditional rendering where the device has it
+/// (`false`), and the indirect fallback, forced (`true`).
+const PATHS: [bool; 2] = [false, true];
+
+/// Every path in both memory modes.
+fn cases() -> impl Iterator<Item = (bool, MemoryMode)> {
+    PATHS.into_iter().flat_map(|indirect| {
+        [MemoryMode::HostVisible, MemoryMode::ForcedStaging]
+            .into_iter()
+            .map(move |memory| (indirect, memory))
+    })
+}
+
+/// The backend in `memory` mode, on the indirect fallback if `indirect`, with validation
+/// on, and a device over it; `None` after a `SKIP:` line.
+fn open(test: &str, memory: MemoryMode, indirect: bool) -> Option<(VulkanBackend, Dev)> {
+    let backend = match support::with(VulkanOptions {
+        memory,
+        indirect_loops: indirect,
+        ..VulkanOptions::from_env()
+    }) {
         Ok(b) => b,
         Err(why) => {
             println!("SKIP: {test}: {why}");
             return None;
         }
     };
-    if !looping(test, &backend) {
+    if !looping(test, &backend, indirect) {
         return None;
     }
     let dev = Device::new(backend.clone(), DeviceConfig::new()).unwrap();
     Some((backend, dev))
 }
 
-/// Whether `backend` runs loops; `false` after a `SKIP:` line, on a device other than
-/// lavapipe (which has conditional rendering, so must run them).
-fn looping(test: &str, backend: &VulkanBackend) -> bool {
+/// Whether `backend` runs loops (every device does, on one path or the other), on the
+/// path asked for: the indirect fallback where `indirect` forced it, conditional
+/// rendering on lavapipe otherwise (unless the environment forced the fallback).
+fn looping(test: &str, backend: &VulkanBackend, indirect: bool) -> bool {
     use capture_core::backend::Backend;
     if let DeviceLoops::Unsupported(why) = backend.launch_limits().loops() {
+        panic!("{test}: every Vulkan device runs loops now, yet: {why}");
+    }
+    let emulation = backend.loop_emulation();
+    println!("{test}: loops by {emulation:?}");
+    if indirect {
         assert!(
-            !backend.device_name().contains("llvmpipe"),
-            "lavapipe has VK_EXT_conditional_rendering, yet: {why}"
+            matches!(emulation, LoopEmulation::IndirectDispatch(why) if why.contains("indirect_loops")),
+            "{emulation:?}"
         );
-        println!("SKIP: {test}: {why}");
-        return false;
+    } else if backend.device_name().contains("llvmpipe")
+        && !VulkanOptions::from_env().indirect_loops
+    {
+        assert_eq!(
+            emulation,
+            LoopEmulation::ConditionalRendering,
+            "lavapipe has VK_EXT_conditional_rendering"
+        );
     }
     true
 }
@@ -151,27 +194,34 @@ fn marked(ran: impl IntoIterator<Item = usize>) -> Vec<u32> {
 #[test]
 fn the_device_runs_loops_and_refuses_copies_and_work_in_their_bodies() {
     let _suite = suite_lock();
-    let Some((backend, _dev)) = open("loops: declared", MemoryMode::HostVisible) else {
-        return;
-    };
-    use capture_core::backend::Backend;
-    match backend.launch_limits().loops() {
-        DeviceLoops::Supported {
-            copies: Some(copies),
-            work: Some(work),
-        } => {
-            assert!(copies.contains("conditional rendering"), "{copies}");
-            assert!(work.contains("conditional rendering"), "{work}");
+    for indirect in PATHS {
+        let Some((backend, _dev)) = open("loops: declared", MemoryMode::HostVisible, indirect)
+        else {
+            return;
+        };
+        use capture_core::backend::Backend;
+        let how = match backend.loop_emulation() {
+            LoopEmulation::ConditionalRendering => "conditional rendering",
+            LoopEmulation::IndirectDispatch(_) => "zeroing the group counts",
+        };
+        match backend.launch_limits().loops() {
+            DeviceLoops::Supported {
+                copies: Some(copies),
+                work: Some(work),
+            } => {
+                assert!(copies.contains(how), "{copies}");
+                assert!(work.contains(how), "{work}");
+            }
+            other => panic!("{}: {other:?}", backend.device_name()),
         }
-        other => panic!("{}: {other:?}", backend.device_name()),
     }
 }
 
 #[test]
 fn a_loop_stops_after_the_iteration_that_set_its_flag_and_max_bounds_it() {
     let _suite = suite_lock();
-    for memory in [MemoryMode::HostVisible, MemoryMode::ForcedStaging] {
-        let Some((backend, dev)) = open("loops: stop", memory) else {
+    for (indirect, memory) in cases() {
+        let Some((backend, dev)) = open("loops: stop", memory, indirect) else {
             return;
         };
         let (x, done, marks) = (
@@ -183,7 +233,7 @@ fn a_loop_stops_after_the_iteration_that_set_its_flag_and_max_bounds_it() {
         let counter = dev.replay_until(S, &graph, 100).unwrap();
         // x: 2, 3, 4, 5 — the fourth iteration set the flag, and ran whole (its marks);
         // no dispatch of the 96 after it ran.
-        assert_eq!(word(&dev, &counter), 4, "{memory:?}");
+        assert_eq!(word(&dev, &counter), 4, "{memory:?}, indirect {indirect}");
         assert_eq!(word(&dev, &x), 5);
         assert_eq!(word(&dev, &done), 1);
         assert_eq!(dev.read_values::<u32>(S, &marks).unwrap(), marked(1..=5));
@@ -220,8 +270,8 @@ fn a_loop_stops_after_the_iteration_that_set_its_flag_and_max_bounds_it() {
 #[test]
 fn a_slot_update_reaches_the_loops_enqueued_after_it_never_a_queued_one() {
     let _suite = suite_lock();
-    for memory in [MemoryMode::HostVisible, MemoryMode::ForcedStaging] {
-        let Some((backend, dev)) = open("loops: update", memory) else {
+    for (indirect, memory) in cases() {
+        let Some((backend, dev)) = open("loops: update", memory, indirect) else {
             return;
         };
         let (x, done, marks) = (
@@ -232,7 +282,7 @@ fn a_slot_update_reaches_the_loops_enqueued_after_it_never_a_queued_one() {
         let graph = step(&dev, &x, &done, &marks); // warmup: x = 1
         graph.set("limit", 3u32).unwrap();
         let counter = dev.replay_until(S, &graph, 100).unwrap(); // 2, 3
-        assert_eq!(word(&dev, &counter), 2, "{memory:?}");
+        assert_eq!(word(&dev, &counter), 2, "{memory:?}, indirect {indirect}");
         // Set while a loop is queued (nothing waits in between): that loop keeps limit 8
         // (4..8), the next runs to 11 (9, 10, 11).
         graph.set("limit", 8u32).unwrap();
@@ -254,6 +304,108 @@ fn a_slot_update_reaches_the_loops_enqueued_after_it_never_a_queued_one() {
     }
 }
 
+/// A step of more dispatches than one chunk of group counts holds (128 slots, the
+/// loop's own among them, on the indirect fallback): every chunk is zeroed after the
+/// flag's iteration and restored after the loop, so a plain replay runs whole.
+#[test]
+fn a_loop_over_a_long_step_stops_and_a_replay_after_it_runs_whole() {
+    const K: usize = 300;
+    let _suite = suite_lock();
+    for indirect in PATHS {
+        let Some((backend, dev)) = open("loops: long step", MemoryMode::HostVisible, indirect)
+        else {
+            return;
+        };
+        let (x, done, marks) = (
+            filled(&dev, &[0]),
+            filled(&dev, &[0]),
+            filled(&dev, &[0; MARKS]),
+        );
+        let graph = step_with(&dev, &x, &done, &marks, K); // warmup: x = 1
+        let counter = dev.replay_until(S, &graph, 8).unwrap(); // 2, 3, 4, 5
+        assert_eq!(word(&dev, &counter), 4, "indirect {indirect}");
+        let mut expected = vec![0u32; MARKS];
+        expected[1..=5].fill(K as u32);
+        assert_eq!(dev.read_values::<u32>(S, &marks).unwrap(), expected);
+        dev.replay(S, &graph, 1).unwrap(); // 6
+        expected[6] = K as u32;
+        assert_eq!(dev.read_values::<u32>(S, &marks).unwrap(), expected);
+        dev.sync(S).unwrap();
+        drop((x, done, marks, counter, graph, dev));
+        support::assert_no_validation_messages(&backend);
+    }
+}
+
+/// A grid slot (rule 26) reaches every iteration of the loops enqueued after its update
+/// and never a queued one, and a plain replay after them: on the indirect fallback the
+/// dispatch's group counts are rewritten in queue order, and a loop's zeroing never
+/// outlives it.
+#[test]
+fn a_grid_slot_update_reaches_the_loops_enqueued_after_it_never_a_queued_one() {
+    let _suite = suite_lock();
+    for (indirect, memory) in cases() {
+        let Some((backend, dev)) = open("loops: grid", memory, indirect) else {
+            return;
+        };
+        let (x, done, marks) = (
+            filled(&dev, &[0]),
+            filled(&dev, &[0]),
+            filled(&dev, &[0; MARKS]),
+        );
+        let (count, stamp) = (count(&dev), stamp(&dev));
+        let graph = dev
+            .capture(S, |d| {
+                d.launch(
+                    S,
+                    &count,
+                    [1, 1, 1],
+                    &[
+                        Arg::read_write(&x),
+                        Arg::write(&done).stop_flag(),
+                        Arg::scalar(5u32),
+                    ],
+                    &[],
+                )?;
+                d.launch(
+                    S,
+                    &stamp,
+                    Dims::grid([2, 1, 1]).up_to([8, 1, 1]).slot("g"),
+                    &[Arg::read_write(&marks)],
+                    &[],
+                )
+            })
+            .expect("capture"); // warmup: x = 1, marks 0..2 once
+        // x 2..5 at grid 2, queued; then the grid is 4 for the next loop: x >= 5 already,
+        // so one iteration; then 3 for a plain replay.
+        let counter = dev.replay_until(S, &graph, 100).unwrap();
+        graph.set_grid("g", [4, 1, 1]).unwrap();
+        dev.replay_until(S, &graph, 100).unwrap();
+        assert_eq!(word(&dev, &counter), 1, "{memory:?}, indirect {indirect}");
+        let mut expected = vec![0u32; MARKS];
+        expected[..2].fill(1 + 4 + 1);
+        expected[2..4].fill(1);
+        assert_eq!(dev.read_values::<u32>(S, &marks).unwrap(), expected);
+        graph.set_grid("g", [3, 1, 1]).unwrap();
+        dev.replay(S, &graph, 2).unwrap();
+        expected[..3].iter_mut().for_each(|m| *m += 2);
+        assert_eq!(dev.read_values::<u32>(S, &marks).unwrap(), expected);
+        // A loop after the flag: the whole iteration at grid 3, none after it.
+        dev.write_values(S, &x, 0, &[3u32]).unwrap();
+        dev.replay_until(S, &graph, 50).unwrap(); // x = 4, 5
+        assert_eq!(word(&dev, &counter), 2);
+        expected[..3].iter_mut().for_each(|m| *m += 2);
+        assert_eq!(dev.read_values::<u32>(S, &marks).unwrap(), expected);
+        dev.sync(S).unwrap();
+        drop((x, done, marks, counter, graph, dev));
+        support::assert_no_validation_messages(&backend);
+    }
+}
+
+fn stamp(dev: &Dev) -> KernelHandle {
+    let signature = KernelSignature::of(&[Param::READ_WRITE]);
+    dev.kernel(VulkanKernelSource::wgsl("stamp", STAMP, "main", signature).unwrap())
+}
+
 /// A loop whose submission fails (the backend's fault hook at `vkQueueSubmit`): the call
 /// is accepted, the next sync reports the failure, and what the loop writes (the
 /// counter too) is claimed (rule 15). The loop never ran, so its word still lets every
@@ -261,8 +413,8 @@ fn a_slot_update_reaches_the_loops_enqueued_after_it_never_a_queued_one() {
 #[test]
 fn a_loop_whose_submission_fails_claims_what_it_writes_and_the_graph_goes_on() {
     let _suite = suite_lock();
-    for memory in [MemoryMode::HostVisible, MemoryMode::ForcedStaging] {
-        let Some((backend, dev)) = open("loops: failed submission", memory) else {
+    for (indirect, memory) in cases() {
+        let Some((backend, dev)) = open("loops: failed submission", memory, indirect) else {
             return;
         };
         let (x, done, marks) = (
@@ -288,7 +440,7 @@ fn a_loop_whose_submission_fails_claims_what_it_writes_and_the_graph_goes_on() {
         ] {
             assert!(
                 matches!(dev.read_values::<u32>(S, b), Err(ServerError::Unwritten(_))),
-                "{name} is not claimed by the failed loop ({memory:?})"
+                "{name} is not claimed by the failed loop ({memory:?}, indirect {indirect})"
             );
         }
         dev.write_values(S, &x, 0, &[0u32]).unwrap();
@@ -316,7 +468,13 @@ fn refusal(result: Result<(), ServerError>) -> LoopMismatch {
 #[test]
 fn a_copy_and_the_users_work_are_refused_in_a_window_naming_a_flag_in_either_order() {
     let _suite = suite_lock();
-    let Some((backend, dev)) = open("loops: body", MemoryMode::HostVisible) else {
+    for indirect in PATHS {
+        refused_in_body(indirect);
+    }
+}
+
+fn refused_in_body(indirect: bool) {
+    let Some((backend, dev)) = open("loops: body", MemoryMode::HostVisible, indirect) else {
         return;
     };
     let count = count(&dev);
@@ -355,7 +513,7 @@ fn a_copy_and_the_users_work_are_refused_in_a_window_naming_a_flag_in_either_ord
     );
     assert!(
         matches!(&seen[1], LoopMismatch::Body { op: Op::Work { name, .. }, reason }
-            if name == "own" && reason.contains("predicates dispatches only")),
+            if name == "own" && reason.contains("would run in every iteration")),
         "{seen:?}"
     );
     let counter = dev.replay_until(S, &graph, 10).unwrap(); // x: 2, 3, 4
@@ -412,10 +570,19 @@ fn a_copy_and_the_users_work_are_refused_in_a_window_naming_a_flag_in_either_ord
 /// a set per loop (100 pools).
 #[test]
 fn a_loop_of_loop_replays_holds_a_bounded_number_of_descriptor_pools() {
-    const BOUND: u64 = 16 + 2;
     let _suite = suite_lock();
+    for indirect in PATHS {
+        pools_bounded(indirect);
+    }
+}
+
+/// As [`a_loop_of_loop_replays_holds_a_bounded_number_of_descriptor_pools`], on one path
+/// (the fallback's loop takes two sets: its stepper's and its one chunk's zeroer's).
+fn pools_bounded(indirect: bool) {
+    const BOUND: u64 = 16 + 2;
     let backend = match support::with(VulkanOptions {
         sets_per_pool: 2,
+        indirect_loops: indirect,
         ..VulkanOptions::from_env()
     }) {
         Ok(b) => b,
@@ -424,7 +591,7 @@ fn a_loop_of_loop_replays_holds_a_bounded_number_of_descriptor_pools() {
             return;
         }
     };
-    if !looping("loops: pools", &backend) {
+    if !looping("loops: pools", &backend, indirect) {
         return;
     }
     let dev = Device::new(backend.clone(), DeviceConfig::new()).unwrap();
@@ -463,11 +630,19 @@ fn a_loop_of_loop_replays_holds_a_bounded_number_of_descriptor_pools() {
 /// same paths under it); the results are checked.
 #[test]
 fn the_cost_of_an_iteration_after_the_flag_is_measured() {
+    let _suite = suite_lock();
+    for indirect in PATHS {
+        cost(indirect);
+    }
+}
+
+/// As [`the_cost_of_an_iteration_after_the_flag_is_measured`], on one path.
+fn cost(indirect: bool) {
     const N: u32 = 256;
     const RUNS: usize = 9;
-    let _suite = suite_lock();
     let backend = match VulkanBackend::new(VulkanOptions {
         memory: MemoryMode::HostVisible,
+        indirect_loops: indirect,
         ..VulkanOptions::from_env()
     }) {
         Ok(b) => b,
@@ -477,15 +652,16 @@ fn the_cost_of_an_iteration_after_the_flag_is_measured() {
             return;
         }
     };
-    if !looping("loops: cost", &backend) {
+    if !looping("loops: cost", &backend, indirect) {
         return;
     }
     let dev = Device::new(backend.clone(), DeviceConfig::new()).unwrap();
     let us = |d: Duration| d.as_secs_f64() * 1e6;
     println!(
-        "loop cost on {} ({} build, N = {N}, medians of {RUNS}; µs; total = call + sync, \
-         call = the host's recording and submission)",
+        "loop cost on {} by {:?} ({} build, N = {N}, medians of {RUNS}; µs; total = call + \
+         sync, call = the host's recording and submission)",
         backend.device_name(),
+        backend.loop_emulation(),
         if cfg!(debug_assertions) {
             "debug"
         } else {

@@ -35,10 +35,12 @@ pub(crate) fn with(options: VulkanOptions) -> Result<VulkanBackend, String> {
         Ok(b) => {
             let (major, minor, patch) = b.api_version();
             println!(
-                "vulkan device: {} (API {major}.{minor}.{patch}), {}, validation {}",
+                "vulkan device: {} (API {major}.{minor}.{patch}), {}, validation {}, loops by \
+                 {:?}",
                 b.device_name(),
                 b.memory_choice(),
-                if b.validation_enabled() { "on" } else { "off" }
+                if b.validation_enabled() { "on" } else { "off" },
+                b.loop_emulation()
             );
             if layer_required() {
                 assert!(
