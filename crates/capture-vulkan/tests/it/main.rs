@@ -1,6 +1,7 @@
 //! capture-vulkan integration tests: the whole scenario suite in both memory modes, with
 //! the validation layer judging every scenario (the canary that proves it watches is a
-//! unit test of the driver), and once more on a device the test made itself and handed
+//! unit test of the driver), once more with loops on the indirect fallback
+//! (`indirect_loops`), and once more on a device the test made itself and handed
 //! over (`external`; `adopted` checks what the caller keeps), user kernels and their
 //! SPIR-V check, the launch check, a missing loader, device and memory choice, the
 //! submission cadence, cross-stream order when only a wait follows another stream's
@@ -24,6 +25,18 @@ mod host_visible {
 mod forced_staging {
     capture_suite::suite!(
         fallible: crate::support::backend(capture_vulkan::MemoryMode::ForcedStaging),
+        after: crate::support::assert_no_validation_messages
+    );
+}
+
+/// Every scenario once more on the loop fallback (rule 30 without conditional
+/// rendering): every dispatch a window records is indirect from its group-count slot.
+mod indirect_loops {
+    capture_suite::suite!(
+        fallible: crate::support::with(capture_vulkan::VulkanOptions {
+            indirect_loops: true,
+            ..capture_vulkan::VulkanOptions::from_env()
+        }),
         after: crate::support::assert_no_validation_messages
     );
 }
