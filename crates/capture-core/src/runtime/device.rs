@@ -918,6 +918,7 @@ impl<B: Backend> Inner<B> {
             capture.touch(buffer.owner, location);
             capture.record_copy(std::iter::once(buffer.binding(range, Access::Write)));
             drop(staging);
+            self.recorded_in_body(ps, || Op::Call("write"), BodyItem::Copy);
         } else {
             self.taint().host_write(key)?;
             self.used(ps, &[], &[key], [&buffer.handle]);

@@ -55,8 +55,11 @@ impl<B: Backend> Inner<B> {
                 None
             };
             if recording {
-                if let Job::Work { id, .. } = &job {
-                    let id = *id;
+                let work = match &job {
+                    Job::Work { id, .. } => Some(*id),
+                    Job::Kernel { .. } => None,
+                };
+                if let Some(id) = work {
                     self.loop_body(
                         ps,
                         stream,
@@ -65,6 +68,10 @@ impl<B: Backend> Inner<B> {
                     )?;
                 }
                 self.launch_recorded(ps, &mut s, stream, job, args, remote)?;
+                if let Some(id) = work {
+                    // Rule 30: a flag named later is refused, naming this work.
+                    self.recorded_in_body(ps, || self.trace.ran_op(Ran::Work(id)), BodyItem::Work);
+                }
                 if let Some(key) = flag {
                     Self::keep_stop_flag(ps, key, args, &s.params);
                 }

@@ -136,34 +136,47 @@ impl<B: Backend> Inner<B> {
         }
     }
 
+    /// Why the device cannot put `item` in a loop body, where it cannot.
+    fn unloopable(&self, item: BodyItem) -> Option<&'static str> {
+        match self.limits.loops() {
+            DeviceLoops::Supported { copies, work } => match item {
+                BodyItem::Copy => copies,
+                BodyItem::Work => work,
+            },
+            DeviceLoops::Unsupported(_) => None,
+        }
+    }
+
     /// Checks a copy or work about to be recorded in `ps`'s window against rule 30:
     /// refused, changing nothing, where the window named a stop flag and the device
-    /// cannot put it in a loop body; else noted, so a flag named later is refused.
+    /// cannot put it in a loop body.
     pub(crate) fn loop_body(
         &self,
-        ps: &mut PooledStream<B>,
+        ps: &PooledStream<B>,
         stream: StreamId,
         op: impl FnOnce() -> Op,
         item: BodyItem,
     ) -> Result<(), ServerError> {
-        let DeviceLoops::Supported { copies, work } = self.limits.loops() else {
-            return Ok(());
-        };
-        let Some(reason) = (match item {
-            BodyItem::Copy => copies,
-            BodyItem::Work => work,
-        }) else {
-            return Ok(());
-        };
-        let window = &mut ps.window_loop;
-        if window.flag.is_some() {
-            return Err(refused(
+        match self.unloopable(item) {
+            Some(reason) if ps.window_loop.flag.is_some() => Err(refused(
                 Subject::Stream(stream),
                 LoopMismatch::Body { op: op(), reason },
-            ));
+            )),
+            _ => Ok(()),
         }
-        window.blocker.get_or_insert_with(|| (op(), reason));
-        Ok(())
+    }
+
+    /// Notes a copy or work `ps`'s window recorded (once it is recorded) that the device
+    /// cannot put in a loop body, so a flag named later is refused naming it.
+    pub(crate) fn recorded_in_body(
+        &self,
+        ps: &mut PooledStream<B>,
+        op: impl FnOnce() -> Op,
+        item: BodyItem,
+    ) {
+        if let Some(reason) = self.unloopable(item) {
+            ps.window_loop.blocker.get_or_insert_with(|| (op(), reason));
+        }
     }
 
     /// A new window: nothing of rule 30 recorded yet.

@@ -1471,17 +1471,20 @@ impl<B: Builtins> Run<B> {
         let mut slots = Vec::new();
         let mut grid_slot = None;
         if let (Some(n), Form::Kernel) = (spec.slot, spec.form) {
-            // Rule 26: its first buffer, its grid and an Affine launch's `a` are slots.
+            // Rule 26: its first buffer, its grid and an Affine launch's `a` are slots; a
+            // StopAt's buffer slot is its flag (refused inside a window: a flag is fixed
+            // at capture, rule 30).
+            let b = usize::from(spec.user == Some(UserKernel::StopAt));
             let name = format!("b{n}");
-            args[0] = args[0].clone().slot(&name);
+            args[b] = args[b].clone().slot(&name);
             slots.push(SlotUse {
                 name,
                 kind: SlotKind::Buffer {
-                    len: model_args[0].0.end - model_args[0].0.start,
-                    access: model_args[0].1,
+                    len: model_args[b].0.end - model_args[b].0.start,
+                    access: model_args[b].1,
                 },
-                value: SlotVal::Buffer(model_args[0].0),
-                arg: Some(0),
+                value: SlotVal::Buffer(model_args[b].0),
+                arg: Some(b),
             });
             if spec.user == Some(UserKernel::Affine) {
                 let name = format!("a{n}");
@@ -1530,8 +1533,12 @@ impl<B: Builtins> Run<B> {
         let recorded = self.recording_by(p, s);
         let must_refuse = self.neighbour_of(p, s).is_some();
         // Rule 30: a `StopAt` kernel recorded names its output the window's stop flag.
-        let flag = (recorded && spec.user == Some(UserKernel::StopAt) && spec.form == Form::Kernel)
+        // As the user's own work, it names its flag too: refused in every mode.
+        let stop_at = spec.user == Some(UserKernel::StopAt);
+        let flag = (stop_at
+            && ((recorded && spec.form == Form::Kernel) || spec.form == Form::Work))
             .then(|| issued.model.args[1].0);
+        let flag_slotted = stop_at && spec.form == Form::Kernel && !issued.slots.is_empty();
         if flag.is_some() {
             issued.args[1] = issued.args[1].clone().stop_flag();
         }
@@ -1646,7 +1653,11 @@ impl<B: Builtins> Run<B> {
             // refuses it: each changing nothing (rule 30).
             use capture_core::LoopMismatch as M;
             let w = self.model.windows[p].as_ref();
-            let expected = if f.end - f.start != 4 {
+            let expected = if spec.form == Form::Work {
+                Some("Work")
+            } else if flag_slotted {
+                Some("Slotted")
+            } else if f.end - f.start != 4 {
                 Some("Size")
             } else if matches!(dev.loops(), DeviceLoops::Unsupported(_)) {
                 Some("Unsupported")
@@ -1661,7 +1672,9 @@ impl<B: Builtins> Run<B> {
                 (Err(ServerError::LoopRefused(r)), Some(want))
                     if matches!(
                         (&r.mismatch, want),
-                        (M::Size { .. }, "Size")
+                        (M::Work, "Work")
+                            | (M::Slotted, "Slotted")
+                            | (M::Size { .. }, "Size")
                             | (M::Unsupported(_), "Unsupported")
                             | (M::Second { .. }, "Second")
                             | (M::Body { .. }, "Body")
