@@ -227,7 +227,19 @@ fn name_error(table: &Table, error: ServerError) -> ServerError {
             }
             ServerError::BranchRace(race)
         }
-        other => other,
+        // Nothing these carry takes a label. Listed, not caught by a wildcard: a new
+        // variant does not compile until it is decided here what it names.
+        error @ (ServerError::AllocInWindow { .. }
+        | ServerError::AllocationNodes { .. }
+        | ServerError::OtherStreamInCapture { .. }
+        | ServerError::Abandoned { .. }
+        | ServerError::NeighbourRefused { .. }
+        | ServerError::UnknownGraph(_)
+        | ServerError::UnknownMemory(_)
+        | ServerError::Driver { .. }
+        | ServerError::Overwritten { .. }
+        | ServerError::BranchRefused(_)
+        | ServerError::UnjoinedBranch { .. }) => error,
     }
 }
 
