@@ -840,12 +840,14 @@ impl<B: Backend> Inner<B> {
         Ok(())
     }
 
-    pub(crate) fn replay_on(
+    /// What every replay (a loop's too) checks first: not inside the stream's own
+    /// window (rule 16), not a neighbour of one (rules 13 and 28), a graph this pooled
+    /// stream holds, replayed on the stream that captured it.
+    pub(crate) fn replayable(
         &self,
         ps: &mut PooledStream<B>,
         stream: StreamId,
         graph: GraphId,
-        times: u32,
     ) -> Result<(), ServerError> {
         let capture = ps.stream.capturing();
         match capture.owner() {
@@ -876,6 +878,41 @@ impl<B: Backend> Inner<B> {
                 ),
             ));
         }
+        Ok(())
+    }
+
+    /// A replay (`op`) skipped by rule 14: a claimed input's failure, traced and
+    /// naming the replay that did not run.
+    pub(crate) fn skipped_replay(
+        &self,
+        stream: StreamId,
+        op: Op,
+        mut error: ServerError,
+    ) -> ServerError {
+        if let ServerError::Unwritten(u) = &mut error {
+            self.trace.push(Event::Skip {
+                stream,
+                op: op.clone(),
+                failure: u.failure,
+            });
+            u.by = Some(ReadBy {
+                op,
+                stream,
+                recorded: false,
+            });
+        }
+        error
+    }
+
+    pub(crate) fn replay_on(
+        &self,
+        ps: &mut PooledStream<B>,
+        stream: StreamId,
+        graph: GraphId,
+        times: u32,
+    ) -> Result<(), ServerError> {
+        self.replayable(ps, stream, graph)?;
+        let g = &ps.graphs[&graph];
         let op = Op::replay(graph);
         // Rule 14: inputs first; a claimed one skips the replay and passes it on.
         let skipped = self.taint().propagate(
@@ -884,20 +921,8 @@ impl<B: Backend> Inner<B> {
             g.inputs().iter().copied(),
             g.written().iter().copied(),
         );
-        if let Err(mut error) = skipped {
-            if let ServerError::Unwritten(u) = &mut error {
-                self.trace.push(Event::Skip {
-                    stream,
-                    op: op.clone(),
-                    failure: u.failure,
-                });
-                u.by = Some(ReadBy {
-                    op,
-                    stream,
-                    recorded: false,
-                });
-            }
-            return Err(error);
+        if let Err(error) = skipped {
+            return Err(self.skipped_replay(stream, op, error));
         }
         let scope = self.taint().enter(op, g.written().iter().copied())?;
         // Rule 18: after every other stream's use of what the graph reads and writes.

@@ -16,7 +16,7 @@ use crate::driver::{Backend, DeviceResource, DeviceStream, GraphDriver, LaunchPa
 use crate::error::ServerError;
 use crate::ids::{GraphId, StreamId};
 use crate::memory::ClaimKey;
-use crate::op::{Op, ReadBy};
+use crate::op::Op;
 use crate::stop_flag::{DeviceLoops, LoopMismatch, LoopRefused, STOP_FLAG_BYTES};
 use crate::subject::Subject;
 use crate::trace::Event;
@@ -211,34 +211,7 @@ impl<B: Backend> Inner<B> {
                 LoopMismatch::Unsupported(why),
             ));
         }
-        let capture = ps.stream.capturing();
-        match capture.owner() {
-            Some(owner) if owner == stream => {
-                let error = ServerError::graph_state_in(
-                    "replay",
-                    Some(Subject::Stream(stream)),
-                    stream,
-                    "is open: a replay inside it is refused",
-                );
-                self.refused(stream, "replay", &error);
-                return Err(error);
-            }
-            Some(_) | None => self.neighbour(ps, stream, "replay")?,
-        }
-        let Some(g) = ps.graphs.get(&graph) else {
-            return Err(ServerError::UnknownGraph(graph));
-        };
-        if g.owner() != stream {
-            return Err(ServerError::invalid_value_of(
-                "replay stream",
-                stream,
-                Subject::graph(graph),
-                format!(
-                    "the graph was captured on {} and replays only there",
-                    g.owner()
-                ),
-            ));
-        }
+        self.replayable(ps, stream, graph)?;
         if !ps.loops.contains_key(&graph) {
             return Err(refused(Subject::graph(graph), LoopMismatch::NoFlag));
         }
@@ -269,20 +242,8 @@ impl<B: Backend> Inner<B> {
                 .copied()
                 .chain(std::iter::once(counter_key)),
         );
-        if let Err(mut error) = skipped {
-            if let ServerError::Unwritten(u) = &mut error {
-                self.trace.push(Event::Skip {
-                    stream,
-                    op: op.clone(),
-                    failure: u.failure,
-                });
-                u.by = Some(ReadBy {
-                    op,
-                    stream,
-                    recorded: false,
-                });
-            }
-            return Err(error);
+        if let Err(error) = skipped {
+            return Err(self.skipped_replay(stream, op, error));
         }
         let inputs: Vec<ClaimKey> = g.inputs().to_vec();
         let mut written: Vec<ClaimKey> = g.written().to_vec();
