@@ -888,6 +888,29 @@ pub(crate) struct KernelNodeParams {
     ctx: Handle,
 }
 
+impl KernelNodeParams {
+    /// `function` in `grid` blocks of `block` threads with `shared` bytes each, over the
+    /// argument pointers `params` (a [`Packed`]'s, which must outlive the driver call).
+    fn new(
+        function: usize,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared: u32,
+        params: *mut *mut c_void,
+    ) -> Self {
+        Self {
+            func: function as Handle,
+            grid,
+            block,
+            shared,
+            params,
+            extra: std::ptr::null_mut(),
+            kern: std::ptr::null_mut(),
+            ctx: std::ptr::null_mut(),
+        }
+    }
+}
+
 /// `CUDA_MEMSET_NODE_PARAMS` (cuda.h's `_v1`), what `cuGraphExecMemsetNodeSetParams`
 /// takes.
 #[repr(C)]
@@ -1116,16 +1139,7 @@ pub(crate) fn set_kernel_node(
 ) -> Result<(), ServerError> {
     let mut packed = Packed::new(args);
     let pointers = packed.pointers();
-    let params = KernelNodeParams {
-        func: function as Handle,
-        grid,
-        block,
-        shared,
-        params: pointers,
-        extra: std::ptr::null_mut(),
-        kern: std::ptr::null_mut(),
-        ctx: std::ptr::null_mut(),
-    };
+    let params = KernelNodeParams::new(function, grid, block, shared, pointers);
     // SAFETY: `exec` and `node` are live (the executable and the graph it came from are
     // destroyed together, after this); `params` is laid out as cuda.h's
     // CUDA_KERNEL_NODE_PARAMS (checked by `kernel_node_params_match_cuda_h`) and, with
@@ -1292,16 +1306,7 @@ pub(crate) fn add_kernel_node(
     let mut packed = Packed::new(args);
     let pointers = packed.pointers();
     let mut params = GraphNodeParams::zeroed(consts::NODE_KERNEL);
-    params.params.kernel = KernelNodeParams {
-        func: function as Handle,
-        grid,
-        block,
-        shared: 0,
-        params: pointers,
-        extra: std::ptr::null_mut(),
-        kern: std::ptr::null_mut(),
-        ctx: std::ptr::null_mut(),
-    };
+    params.params.kernel = KernelNodeParams::new(function, grid, block, 0, pointers);
     // The argument values live in `packed` across the call; the driver copies them.
     add_node("cuGraphAddNode (kernel)", graph, deps, &mut params)
 }
@@ -1319,16 +1324,7 @@ pub(crate) fn set_graph_kernel_node(
 ) -> Result<(), ServerError> {
     let mut packed = Packed::new(args);
     let pointers = packed.pointers();
-    let params = KernelNodeParams {
-        func: function as Handle,
-        grid,
-        block,
-        shared,
-        params: pointers,
-        extra: std::ptr::null_mut(),
-        kern: std::ptr::null_mut(),
-        ctx: std::ptr::null_mut(),
-    };
+    let params = KernelNodeParams::new(function, grid, block, shared, pointers);
     // SAFETY: `node` is a live kernel node; `params` as in `set_kernel_node`.
     check("cuGraphKernelNodeSetParams", unsafe {
         (api().cuGraphKernelNodeSetParams_v2)(node as Handle, &params)
