@@ -14,7 +14,7 @@ use crate::vulkan::Probe;
 pub(crate) const HELP: &str = "usage: cargo xtask bench [--matrix-only | --micro-only] [-- ARGS]
 
 Builds in release and runs
-  capture bench ARGS   the matrix (package capture-cli): both mock modes, Vulkan
+  capture bench ARGS   the matrix (package capture-bench): both mock modes, Vulkan
                        when a loader is present (LP_NUM_THREADS=0 unless set, which
                        runs lavapipe's dispatches on the calling thread), CUDA when
                        the driver is present; ARGS go to `capture bench` (see
@@ -57,11 +57,10 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             "run",
             "--release",
             "-p",
-            "capture-cli",
+            "capture-bench",
             "--features",
             &features,
             "--",
-            "bench",
         ]);
         command.args(&passed);
         if std::env::var_os("LP_NUM_THREADS").is_none() {

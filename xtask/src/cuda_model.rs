@@ -3,7 +3,7 @@
 //! (`crates/capture-cuda-model/driver/model.c`) compiled against it by the C compiler
 //! into `target/cuda-model/libcuda.so.1`, and its two kernel libraries built: the
 //! library's (capture-cuda-model's `kernels` example) and the program's decoder kernels
-//! (capture-cli's `cuda_model_kernels` example); and the environment a command needs to
+//! (capture-decode's `cuda_model_kernels` example); and the environment a command needs to
 //! run on it: the library's runs name the library's kernels alone, the program's both
 //! (nothing of the library's tests depends on the program).
 
@@ -116,7 +116,7 @@ pub(crate) fn build(root: &Path) -> Result<Model> {
         .with_context(|| format!("linking {}", link.display()))?;
 
     let library = cdylib("capture-cuda-model", "kernels")?;
-    let program = cdylib("capture-cli", "cuda_model_kernels")?;
+    let program = cdylib("capture-decode", "cuda_model_kernels")?;
     Ok(Model {
         dir,
         library,

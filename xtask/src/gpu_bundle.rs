@@ -28,7 +28,8 @@ into DIR (default target/gpu-bundle, replaced when it holds an earlier bundle):
                the same benchmark chain as a PyTorch CUDA graph (xtask/gpu/torch_graph.py)
   capture-suite-mock
                capture-suite's release `mock` test binary: the scenario suite on the mock
-  capture      the capture program (package capture-cli), --features cuda,vulkan
+  capture      the capture program (package capture-cli), --features cuda,vulkan,
+               and capture-bench beside it (`capture bench` runs it)
                (vulkan alone if the CUDA build fails; run.sh then skips the CUDA demo and
                says so)
   engine-step  the facade's engine example (examples/engine_step.rs, --features
@@ -74,6 +75,13 @@ const TESTS: [(Target, &str); 4] = [
 
 /// The capture program, and its name in the bundle.
 const PROGRAM: (Target, &str) = (Target::bin("capture-cli", "capture"), "capture");
+
+/// The benchmark program `capture bench` runs (found beside `capture`), and its name in
+/// the bundle.
+const BENCH: (Target, &str) = (
+    Target::bin("capture-bench", "capture-bench"),
+    "capture-bench",
+);
 
 /// The facade's examples the bundle carries (built with `cudarc,vulkan`: the engine
 /// example's CUDA path goes through cudarc), and their names in it.
@@ -139,7 +147,7 @@ pub(crate) fn build(out: &Path, release: bool) -> Result<()> {
     // Refuse a wrong --out before minutes of building, not after.
     check_replaceable(out)?;
     let tests = build_tests(release)?;
-    let (capture, no_cuda_demo) = build_capture(release)?;
+    let ((capture, bench), no_cuda_demo) = build_capture(release)?;
     let examples = build_examples(release)?;
     let out = out.to_path_buf();
 
@@ -148,6 +156,7 @@ pub(crate) fn build(out: &Path, release: bool) -> Result<()> {
         copy(exe, &out.join(name))?;
     }
     copy(&capture, &out.join(PROGRAM.1))?;
+    copy(&bench, &out.join(BENCH.1))?;
     for (exe, name) in &examples {
         copy(exe, &out.join(name))?;
     }
@@ -241,18 +250,26 @@ fn find(built: &[Executable], target: &Target, test: bool) -> Option<PathBuf> {
         .map(|e| e.path.clone())
 }
 
-/// Builds the `capture` program with CUDA and Vulkan, or with Vulkan alone when the
-/// CUDA build fails; returns it and, in the second case, why the CUDA demo is skipped.
-fn build_capture(release: bool) -> Result<(PathBuf, Option<String>)> {
-    let (program, _) = PROGRAM;
+/// Builds the `capture` program and the `capture-bench` program with CUDA and Vulkan,
+/// or with Vulkan alone when the CUDA build fails; returns both and, in the second case,
+/// why the CUDA demo is skipped.
+fn build_capture(release: bool) -> Result<((PathBuf, PathBuf), Option<String>)> {
+    let ((program, _), (bench, _)) = (PROGRAM, BENCH);
     let mut skip = None;
-    for features in ["cuda,vulkan", "vulkan"] {
+    for features in [
+        "capture-cli/cuda,capture-cli/vulkan,capture-bench/cuda,capture-bench/vulkan",
+        "capture-cli/vulkan,capture-bench/vulkan",
+    ] {
         let mut args = vec![
             "build",
             "-p",
             program.package,
             "--bin",
             program.name,
+            "-p",
+            bench.package,
+            "--bin",
+            bench.name,
             "--features",
             features,
         ];
@@ -261,8 +278,8 @@ fn build_capture(release: bool) -> Result<(PathBuf, Option<String>)> {
         }
         let (ok, messages) = json_messages(&format!("cargo {}", args.join(" ")), cargo(&args))?;
         let built: Vec<Executable> = messages.iter().filter_map(executable).collect();
-        match find(&built, &program, false) {
-            Some(exe) if ok => return Ok((exe, skip)),
+        match (find(&built, &program, false), find(&built, &bench, false)) {
+            (Some(exe), Some(bench)) if ok => return Ok(((exe, bench), skip)),
             _ => {
                 println!(
                     "xtask: `cargo {}` failed; trying without CUDA",

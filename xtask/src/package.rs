@@ -240,7 +240,8 @@ mod tests {
     }
 
     #[test]
-    fn this_workspace_publishes_the_facade_the_core_the_backends_the_scenarios_and_the_program() {
+    fn this_workspace_publishes_the_facade_the_core_the_backends_the_scenarios_the_decoder_and_the_program()
+     {
         let crates = published(&crate::cargo::workspace_root()).unwrap();
         let names: Vec<&str> = crates.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(
@@ -252,6 +253,7 @@ mod tests {
                 "capture-cuda",
                 "capture-scenarios",
                 "capture-graphs",
+                "capture-decode",
                 "capture-cli"
             ]
         );

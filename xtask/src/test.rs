@@ -32,7 +32,7 @@ the cuda-model row: capture-cuda's tests and allocation counts, and the program'
 floor test, on the CUDA driver
 model (crates/capture-cuda-model, compiled against NVIDIA's cuda.h into
 target/cuda-model/libcuda.so.1; the library's tests name capture-cuda-model's kernel
-library alone, the program's runs capture-cli's `cuda_model_kernels` too), and the GPU
+library alone, the program's runs capture-decode's `cuda_model_kernels` too), and the GPU
 bundle's run.sh on it end to end (built
 unoptimised into target/gpu-bundle-model; its logs in target/cuda-model/logs).
 
@@ -79,13 +79,17 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         // bookkeeping bench) build only with them: one more clippy run, so CI builds them
         // without a GPU.
         step(
-            "cargo clippy (capture-graphs, capture-cli and the backends with every feature)",
+            "cargo clippy (capture-graphs, the programs, the decoder and the backends with every feature)",
             &mut cargo(&[
                 "clippy",
                 "-p",
                 "capture-graphs",
                 "-p",
                 "capture-cli",
+                "-p",
+                "capture-bench",
+                "-p",
+                "capture-decode",
                 "-p",
                 "capture-cuda",
                 "-p",
@@ -101,13 +105,17 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             ]),
         )?;
         step(
-            "cargo clippy (capture-graphs and capture-cli without a backend)",
+            "cargo clippy (capture-graphs, the programs and the decoder without a backend)",
             &mut cargo(&[
                 "clippy",
                 "-p",
                 "capture-graphs",
                 "-p",
                 "capture-cli",
+                "-p",
+                "capture-bench",
+                "-p",
+                "capture-decode",
                 "--all-targets",
                 "--no-default-features",
                 "--",
@@ -173,15 +181,19 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             .env("CAPTURE_VULKAN_DEVICE", "llvmpipe");
     };
     let mut results = run_tests(&["--workspace", "--no-fail-fast"], &["--show-output"], env)?;
-    // The decoder's test on Vulkan (and its CUDA refusal without a driver) and the bench
-    // floors' (on lavapipe; CUDA's says SKIP without a driver) need the program's
+    // The decoder's test on Vulkan (and the program's CUDA refusal without a driver) and
+    // the bench floors' (on lavapipe; CUDA's says SKIP without a driver) need the
     // `vulkan` and `cuda` features, which the workspace run leaves off.
     let decode = run_tests(
         &[
             "-p",
+            "capture-decode",
+            "-p",
             "capture-cli",
+            "-p",
+            "capture-bench",
             "--features",
-            "vulkan,cuda",
+            PROGRAM_FEATURES,
             "--test",
             "decode",
             "--test",
@@ -259,11 +271,11 @@ fn cuda_model_row(
         &["--show-output"],
         configure,
     )?;
-    // The program's CUDA floor, a hand-written driver program, on the model too.
+    // The bench's CUDA floor, a hand-written driver program, on the model too.
     let floors = run_tests(
         &[
             "-p",
-            "capture-cli",
+            "capture-bench",
             "--features",
             "cuda",
             "--test",
@@ -345,7 +357,13 @@ fn cuda_model_row(
 
 /// Every feature of the facade, the program and the backends, for the gate's clippy.
 const EVERY_FEATURE: &str = "capture-graphs/vulkan,capture-graphs/cudarc,capture-cli/vulkan,\
-                             capture-cli/cuda,capture-core/bench-internals";
+                             capture-cli/cuda,capture-bench/vulkan,capture-bench/cuda,\
+                             capture-decode/vulkan,capture-decode/cuda,\
+                             capture-core/bench-internals";
+
+/// The programs' and the decoder's `vulkan` and `cuda` features.
+const PROGRAM_FEATURES: &str = "capture-cli/vulkan,capture-cli/cuda,capture-bench/vulkan,\
+                                capture-bench/cuda,capture-decode/vulkan,capture-decode/cuda";
 
 /// capture-core's unit tests.
 const CORE_UNIT: Target = Target::lib("capture-core", "capture_core");

@@ -66,17 +66,24 @@ const CUDA_OPENERS: [&str; 2] = ["CudaBackend::new(", "Floor::new("];
 /// checked).
 const UNSAFE_FILES: [&str; 4] = ["/raw.rs", "/adopt.rs", "/work.rs", "/import.rs"];
 
-/// The program's files with unsafe code: the decoder's cuBLAS, its FFI and the foreign
-/// work that calls it, the benchmark's thread CPU clock (`clock_gettime`) and its
-/// hand-written floors' FFI (ash, the CUDA driver API), and the exported entry of its
-/// kernel library for the CUDA driver model (capture-cli's `lib.rs` denies unsafe code
-/// elsewhere).
+/// The programs' and the decoder's files with unsafe code: the decoder's cuBLAS, its FFI
+/// and the foreign work that calls it, the thread CPU clock (`clock_gettime`), the
+/// bench's hand-written floors' FFI (ash, the CUDA driver API), and the exported entry
+/// of the decoder's kernel library for the CUDA driver model (each crate's `lib.rs`
+/// denies unsafe code elsewhere; capture-cli's forbids it).
 const PROGRAM_UNSAFE_FILES: [&str; 5] = [
-    "crates/capture-cli/src/decode/cublas.rs",
-    "crates/capture-cli/src/cpu_time.rs",
-    "crates/capture-cli/src/floor/vulkan/raw.rs",
-    "crates/capture-cli/src/floor/cuda/raw.rs",
-    "crates/capture-cli/examples/cuda_model_kernels.rs",
+    "crates/capture-decode/src/cublas.rs",
+    "crates/capture-decode/src/cpu_time.rs",
+    "crates/capture-bench/src/floor/vulkan/raw.rs",
+    "crates/capture-bench/src/floor/cuda/raw.rs",
+    "crates/capture-decode/examples/cuda_model_kernels.rs",
+];
+
+/// The programs and the decoder: unsafe code only in [`PROGRAM_UNSAFE_FILES`].
+const PROGRAMS: [&str; 3] = [
+    "crates/capture-cli",
+    "crates/capture-bench",
+    "crates/capture-decode",
 ];
 
 /// Every problem found, one line each; empty when the tree is tidy.
@@ -119,7 +126,7 @@ pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
                 }
             }
         }
-        let program = in_crate("crates/capture-cli");
+        let program = PROGRAMS.iter().any(|c| in_crate(c));
         let program_unsafe = PROGRAM_UNSAFE_FILES.contains(&rel.as_str());
         if program && !program_unsafe && mentions_unsafe_code(&text) {
             problems.push(format!(

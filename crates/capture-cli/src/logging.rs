@@ -22,7 +22,7 @@ use crate::trace_event;
 
 /// The subscriber a command runs under, and where its timeline goes.
 #[derive(Debug)]
-pub(crate) struct Session {
+pub struct Session {
     timeline: Option<(PathBuf, Recorder)>,
 }
 
@@ -33,7 +33,7 @@ pub(crate) struct Session {
 /// A message naming the directive when `log` is not an env-filter directive list (a
 /// bad `RUST_LOG` is only reported, on stderr, and ignored), or when a subscriber was
 /// already installed.
-pub(crate) fn start(log: Option<&str>, timeline: Option<&Path>) -> Result<Session, String> {
+pub fn start(log: Option<&str>, timeline: Option<&Path>) -> Result<Session, String> {
     let filter = match log {
         Some(directives) => Some(
             EnvFilter::try_new(directives)
@@ -78,7 +78,7 @@ impl Session {
     /// # Errors
     ///
     /// A message naming the file when it cannot be written.
-    pub(crate) fn finish(self) -> Result<(), String> {
+    pub fn finish(self) -> Result<(), String> {
         let Some((path, recorder)) = self.timeline else {
             return Ok(());
         };

@@ -89,7 +89,7 @@ fn log_info_shows_refusals_and_taints_but_not_the_routine() {
 
 #[test]
 fn a_directive_that_is_not_one_is_a_usage_error() {
-    let mut commands = vec![&["demo"][..], &["bench"]];
+    let mut commands = vec![&["demo"][..]];
     if cfg!(feature = "mock") {
         commands.push(&["trace", "fault_dooms_taints_recovers"]);
     }

@@ -114,7 +114,7 @@ impl ParamLaunch {
 /// The host implementation of a parameter-list `entry`, if there is one: the kernels of
 /// capture-cuda's launch-model tests (`tests/it/kernels/user.cu`) and the engine
 /// example's (`engine_*`, the facade's `examples/engine_step.cu`). The decoder's
-/// (`decode_*`) are the program's own kernel library (capture-cli's
+/// (`decode_*`) are the decoder's own kernel library (capture-decode's
 /// `examples/cuda_model_kernels.rs`).
 pub fn find_params(entry: &str) -> Option<ParamKernel> {
     match entry {

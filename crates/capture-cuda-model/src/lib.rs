@@ -1,8 +1,8 @@
 //! The CUDA driver model's kernel library: what runs when the model (`driver/model.c`,
 //! a stand-in for `libcuda.so.1`) executes a kernel. Every kernel the library's tests
 //! and examples launch on CUDA has a host implementation here, found by its entry
-//! point's name, reusing the mock's where one exists; the program's decoder kernels are
-//! the program's own kernel library (capture-cli's `examples/cuda_model_kernels.rs`,
+//! point's name, reusing the mock's where one exists; the decoder's kernels are the
+//! decoder's own kernel library (capture-decode's `examples/cuda_model_kernels.rs`,
 //! built on this crate's glue as a dev-dependency), which the model asks after this one
 //! (`CAPTURE_CUDA_MODEL_KERNELS` is a colon-separated list):
 //!

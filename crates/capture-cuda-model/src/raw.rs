@@ -2,7 +2,7 @@
 //! [`serve`] runs a launch through a [`Library`]'s kernels over the model's memory as a
 //! kernel sees it: addresses the model vouches for, through its `inside` check, while it
 //! runs the kernel under its lock. Each kernel library (this crate's `examples/kernels.rs`,
-//! the program's `examples/cuda_model_kernels.rs`) exports `capture_model_run` calling
+//! capture-decode's `examples/cuda_model_kernels.rs`) exports `capture_model_run` calling
 //! it: the symbol is not defined here, so a second library can link this crate. The only
 //! unsafe code of the crate, each block with a `// SAFETY:` line.
 

@@ -11,7 +11,7 @@ use crate::memory::MemoryMode;
 
 /// Eager commands after which a stream's open batch is submitted, when
 /// [`VulkanOptions::submit_every`] is not set otherwise. Measured on lavapipe over 2,000
-/// eager launches (docs/architecture.md, "Submission cadence"): submitting every 64
+/// eager launches (docs/backends.md, "Submission cadence"): submitting every 64
 /// commands costs no measurable host time over one submission at the end, and a GPU
 /// starts on the first launches after at most 64 of them.
 pub const DEFAULT_SUBMIT_EVERY: u32 = 64;

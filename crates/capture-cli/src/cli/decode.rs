@@ -1,6 +1,6 @@
 //! `capture decode`: its help, the parsing of its options into [`DecodeArgs`], and its
-//! run: opens the backend named, runs [`crate::decode::run`] (or, with `--buckets`,
-//! [`crate::decode::run_ladder`]), prints its report and turns the checks into the exit
+//! run: opens the backend named, runs [`capture_decode::run`] (or, with `--buckets`,
+//! [`capture_decode::run_ladder`]), prints its report and turns the checks into the exit
 //! status.
 
 use std::path::PathBuf;
@@ -8,11 +8,12 @@ use std::process::ExitCode;
 
 use capture_graphs::Chain;
 
-use super::args::{BackendName, Options, UsageError, backend_name, device_name, log, number};
-use super::args::{out_of_range, path};
-use crate::decode::{Check, DecodeBackend, render, render_ladder, run, run_ladder};
+use crate::args::{Options, UsageError, device_name, log, number};
+use crate::args::{out_of_range, path};
+use crate::backends::{BackendName, OnBackend, backend_name, run_on};
 use crate::exit::{finish, usage};
 use crate::logging;
+use capture_decode::{Check, DecodeBackend, render, render_ladder, run, run_ladder};
 
 /// `capture decode`'s help: what it runs, its options and its exit statuses.
 pub(crate) const DECODE_HELP: &str =
@@ -92,11 +93,11 @@ pub(crate) struct DecodeArgs {
     /// The Vulkan device to open.
     pub(crate) device: Option<String>,
     /// What it runs.
-    pub(crate) options: crate::decode::DecodeOptions,
+    pub(crate) options: capture_decode::DecodeOptions,
     /// With `--buckets`: the batched ladder instead.
-    pub(crate) ladder: Option<crate::decode::LadderOptions>,
+    pub(crate) ladder: Option<capture_decode::LadderOptions>,
     /// With `--until-eos`: decode until the end token instead (rule 30).
-    pub(crate) until: Option<crate::decode::UntilOptions>,
+    pub(crate) until: Option<capture_decode::UntilOptions>,
     /// `--log`'s directives.
     pub(crate) log: Option<String>,
     /// Where `--timeline` writes the timeline.
@@ -117,7 +118,7 @@ pub(crate) fn parse_decode(args: &[String]) -> Result<Decode, UsageError> {
     let mut parsed = DecodeArgs {
         backend: BackendName::Mock,
         device: None,
-        options: crate::decode::DecodeOptions::default(),
+        options: capture_decode::DecodeOptions::default(),
         ladder: None,
         until: None,
         log: None,
@@ -191,7 +192,7 @@ pub(crate) fn parse_decode(args: &[String]) -> Result<Decode, UsageError> {
                     "--tokens is the single-sequence decoder's; with --buckets, --steps".into(),
                 ));
             }
-            let mut ladder = crate::decode::LadderOptions::new(buckets);
+            let mut ladder = capture_decode::LadderOptions::new(buckets);
             if size_given {
                 ladder.config = parsed.options.config;
             }
@@ -216,7 +217,7 @@ pub(crate) fn parse_decode(args: &[String]) -> Result<Decode, UsageError> {
             ));
         }
         (true, false) => {
-            let mut options = crate::decode::UntilOptions {
+            let mut options = capture_decode::UntilOptions {
                 decode: parsed.options,
                 eos,
                 ..Default::default()
@@ -282,11 +283,7 @@ pub(super) fn command(args: &[String]) -> ExitCode {
                 Ok(session) => session,
                 Err(error) => return usage("decode", DECODE_HELP, &error),
             };
-            let code = match args.backend {
-                BackendName::Mock => mock(&args),
-                BackendName::Vulkan => vulkan(&args),
-                BackendName::Cuda => cuda(&args),
-            };
+            let code = run_on(args.backend, args.device.as_deref(), &*args);
             finish("decode", session, code)
         }
         Err(error) => usage("decode", DECODE_HELP, &error),
@@ -294,10 +291,6 @@ pub(super) fn command(args: &[String]) -> ExitCode {
 }
 
 /// Runs on an opened backend, prints the report, and fails when a check does.
-#[cfg_attr(
-    not(any(feature = "mock", feature = "vulkan", feature = "cuda")),
-    allow(dead_code)
-)]
 fn decode<B: DecodeBackend>(backend: B, args: &DecodeArgs) -> ExitCode {
     if let Some(ladder) = &args.ladder {
         return match run_ladder(backend, ladder.clone()) {
@@ -316,9 +309,9 @@ fn decode<B: DecodeBackend>(backend: B, args: &DecodeArgs) -> ExitCode {
         };
     }
     if let Some(until) = &args.until {
-        return match crate::decode::run_until(backend, *until) {
+        return match capture_decode::run_until(backend, *until) {
             Ok(report) => {
-                print!("{}", crate::decode::render_until(&report));
+                print!("{}", capture_decode::render_until(&report));
                 verdict(report.checks())
             }
             Err(error) => {
@@ -348,10 +341,6 @@ fn decode<B: DecodeBackend>(backend: B, args: &DecodeArgs) -> ExitCode {
 }
 
 /// "all checks hold" and success, or each failed check on stderr and failure.
-#[cfg_attr(
-    not(any(feature = "mock", feature = "vulkan", feature = "cuda")),
-    allow(dead_code)
-)]
 fn verdict(checks: Vec<Check>) -> ExitCode {
     let failed: Vec<_> = checks.into_iter().filter(|c| !c.passed).collect();
     if failed.is_empty() {
@@ -368,86 +357,14 @@ fn verdict(checks: Vec<Check>) -> ExitCode {
     }
 }
 
-#[cfg(feature = "mock")]
-fn mock(args: &DecodeArgs) -> ExitCode {
-    decode(capture_graphs::mock::MockBackend::new(), args)
-}
+impl OnBackend for &DecodeArgs {
+    const COMMAND: &'static str = "decode";
+    const MEMORY_IN_DEVICE_LINE: bool = false;
+    const SKIP_WITHOUT_CUDA: bool = true;
 
-#[cfg(not(feature = "mock"))]
-fn mock(args: &DecodeArgs) -> ExitCode {
-    not_built(args, "mock")
-}
-
-#[cfg(feature = "vulkan")]
-fn vulkan(args: &DecodeArgs) -> ExitCode {
-    use capture_graphs::vulkan::{DeviceSelector, VulkanBackend, VulkanOptions};
-    let mut options = VulkanOptions::from_env();
-    if let Some(device) = &args.device {
-        options.device = Some(DeviceSelector::parse(device));
+    fn run<B: capture_graphs::Builtins + DecodeBackend>(self, backend: B, _: bool) -> ExitCode {
+        decode(backend, self)
     }
-    match VulkanBackend::new(options) {
-        Ok(backend) => {
-            let (major, minor, patch) = backend.api_version();
-            println!(
-                "device: {} ({}, Vulkan {major}.{minor}.{patch})",
-                backend.device_name(),
-                backend.device_kind()
-            );
-            decode(backend, args)
-        }
-        Err(e) => {
-            eprintln!("capture decode --backend vulkan: {e}. Nothing was run.");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-#[cfg(not(feature = "vulkan"))]
-fn vulkan(args: &DecodeArgs) -> ExitCode {
-    not_built(args, "vulkan")
-}
-
-/// CUDA device 0; without a driver or GPU, `SKIP:` and success, as the other CUDA
-/// paths do, unless CUDA is required (`CAPTURE_REQUIRE_CUDA=1`, as the GPU bundle and
-/// `cargo xtask test-gpu` set it): then a failure.
-#[cfg(feature = "cuda")]
-fn cuda(args: &DecodeArgs) -> ExitCode {
-    match capture_graphs::cuda::CudaBackend::new(0) {
-        Ok(backend) => {
-            let (major, minor) = backend.compute_capability();
-            println!(
-                "device: {} (compute {major}.{minor}), driver CUDA {}",
-                backend.device_name(),
-                backend.driver_version()
-            );
-            decode(backend, args)
-        }
-        Err(e) if std::env::var("CAPTURE_REQUIRE_CUDA").is_ok_and(|v| v == "1") => {
-            eprintln!("capture decode --backend cuda: CAPTURE_REQUIRE_CUDA=1 and {e}");
-            ExitCode::FAILURE
-        }
-        Err(e) => {
-            println!("SKIP: capture decode --backend cuda: {e}");
-            ExitCode::SUCCESS
-        }
-    }
-}
-
-#[cfg(not(feature = "cuda"))]
-fn cuda(args: &DecodeArgs) -> ExitCode {
-    not_built(args, "cuda")
-}
-
-/// A backend this build was made without: says which feature brings it, runs nothing.
-#[cfg(any(not(feature = "mock"), not(feature = "vulkan"), not(feature = "cuda")))]
-fn not_built(args: &DecodeArgs, feature: &str) -> ExitCode {
-    eprintln!(
-        "capture decode: this build has no {} backend; build with `--features {feature}` \
-         (`cargo run --release -p capture-cli --features {feature} -- decode --backend \
-         {feature}`). Nothing was run.",
-        args.backend
-    );
-    ExitCode::from(crate::exit::USAGE_EXIT)
 }
 
 #[cfg(test)]

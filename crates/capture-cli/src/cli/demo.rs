@@ -5,8 +5,11 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use super::args::{BackendName, Options, UsageError, backend_name, device_name, log, number};
-use super::args::{out_of_range, path};
+use capture_decode::DecodeBackend;
+
+use crate::args::{Options, UsageError, device_name, log, number};
+use crate::args::{out_of_range, path};
+use crate::backends::{BackendName, OnBackend, backend_name, run_on};
 use crate::exit::{finish, usage};
 use crate::{chain, demo, logging, table};
 
@@ -138,123 +141,26 @@ pub(super) fn command(args: &[String]) -> ExitCode {
                 Ok(session) => session,
                 Err(error) => return usage("demo", DEMO_HELP, &error),
             };
-            let code = match args.backend {
-                BackendName::Mock => run_mock(args),
-                BackendName::Vulkan => run_vulkan(args),
-                BackendName::Cuda => run_cuda(args),
-            };
+            let (backend, device) = (args.backend, args.device.clone());
+            let code = run_on(backend, device.as_deref(), args);
             finish("demo", session, code)
         }
         Err(error) => usage("demo", DEMO_HELP, &error),
     }
 }
 
-/// The demo on CUDA device 0.
-#[cfg(feature = "cuda")]
-fn run_cuda(args: DemoArgs) -> ExitCode {
-    let describe = |b: &capture_graphs::cuda::CudaBackend| {
-        let (major, minor) = b.compute_capability();
-        format!(
-            "{} (compute {major}.{minor}), driver CUDA {}",
-            b.device_name(),
-            b.driver_version()
-        )
-    };
-    open_then_run(capture_graphs::cuda::CudaBackend::new(0), describe, args)
-}
+impl OnBackend for DemoArgs {
+    const COMMAND: &'static str = "demo";
+    const MEMORY_IN_DEVICE_LINE: bool = true;
+    const SKIP_WITHOUT_CUDA: bool = false;
 
-#[cfg(not(feature = "cuda"))]
-fn run_cuda(args: DemoArgs) -> ExitCode {
-    not_built(args, "cuda")
-}
-
-/// A backend this build was made without: says which feature brings it, runs nothing.
-#[cfg(any(not(feature = "vulkan"), not(feature = "cuda")))]
-fn not_built(args: DemoArgs, feature: &str) -> ExitCode {
-    eprintln!(
-        "capture demo: this build has no {} backend; build with `--features {feature}` \
-         (`cargo run --release -p capture-cli --features {feature} -- demo --backend {feature}`). \
-         Nothing was run.",
-        args.backend
-    );
-    ExitCode::from(crate::exit::USAGE_EXIT)
-}
-
-/// Runs the demo on a backend that opened (after printing `device`), or says why it
-/// could not open.
-#[cfg(any(feature = "vulkan", feature = "cuda"))]
-fn open_then_run<B: capture_graphs::Builtins, E: std::fmt::Display>(
-    opened: Result<B, E>,
-    device: impl FnOnce(&B) -> String,
-    args: DemoArgs,
-) -> ExitCode {
-    match opened {
-        Ok(backend) => {
-            println!("device: {}", device(&backend));
-            run(backend, args, false)
-        }
-        Err(e) => {
-            eprintln!(
-                "capture demo --backend {}: {e}. Nothing was run.",
-                args.backend
-            );
-            ExitCode::FAILURE
-        }
+    fn run<B: capture_graphs::Builtins + DecodeBackend>(self, backend: B, host: bool) -> ExitCode {
+        run(backend, self, host)
     }
-}
-
-#[cfg(feature = "mock")]
-fn run_mock(args: DemoArgs) -> ExitCode {
-    run(capture_graphs::mock::MockBackend::new(), args, true)
-}
-
-#[cfg(not(feature = "mock"))]
-fn run_mock(args: DemoArgs) -> ExitCode {
-    eprintln!(
-        "capture demo: this build has no {} backend (built without the `mock` feature). \
-         Nothing was run.",
-        args.backend
-    );
-    ExitCode::from(crate::exit::USAGE_EXIT)
-}
-
-/// The demo on the Vulkan device `--device` or `CAPTURE_VULKAN_DEVICE` names, else the
-/// best-ranked one (lavapipe in CI), in the memory mode `CAPTURE_VK_FORCE_STAGING`
-/// selects; the device line says which memory the backend chose.
-#[cfg(feature = "vulkan")]
-fn run_vulkan(args: DemoArgs) -> ExitCode {
-    let describe = |b: &capture_graphs::vulkan::VulkanBackend| {
-        let (major, minor, patch) = b.api_version();
-        format!(
-            "{} ({}, Vulkan {major}.{minor}.{patch}), {:?} memory: {}",
-            b.device_name(),
-            b.device_kind(),
-            b.memory_mode(),
-            b.memory_choice()
-        )
-    };
-    let mut options = capture_graphs::vulkan::VulkanOptions::from_env();
-    if let Some(device) = &args.device {
-        options.device = Some(capture_graphs::vulkan::DeviceSelector::parse(device));
-    }
-    open_then_run(
-        capture_graphs::vulkan::VulkanBackend::new(options),
-        describe,
-        args,
-    )
-}
-
-#[cfg(not(feature = "vulkan"))]
-fn run_vulkan(args: DemoArgs) -> ExitCode {
-    not_built(args, "vulkan")
 }
 
 /// Runs the demo on `backend`, prints its table and compares the outputs.
 /// `host_overhead_only` says the figures measure host cost only (the mock's).
-#[cfg_attr(
-    not(any(feature = "mock", feature = "vulkan", feature = "cuda")),
-    allow(dead_code)
-)]
 fn run<B: capture_graphs::Builtins>(
     backend: B,
     args: DemoArgs,

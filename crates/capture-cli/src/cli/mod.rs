@@ -1,8 +1,8 @@
 //! The command line: the program's help and the dispatch to each command's module,
 //! which holds that command's help, the parsing of its options and its run; the parsing
-//! helpers they share are in [`args`].
+//! helpers they share are in [`crate::args`], the backends they open in
+//! [`crate::backends`]. `capture bench` is a program of its own (`capture-bench`).
 
-mod args;
 mod bench;
 mod decode;
 mod demo;

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use super::args::{UsageError, path};
+use crate::args::{UsageError, path};
 use crate::exit::usage;
 
 /// `capture timeline-svg`'s help.

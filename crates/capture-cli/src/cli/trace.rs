@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use super::args::{Options, UsageError, log, path};
+use crate::args::{Options, UsageError, log, path};
 #[cfg(not(feature = "mock"))]
 use crate::exit::USAGE_EXIT;
 #[cfg(feature = "mock")]

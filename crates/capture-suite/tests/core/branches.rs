@@ -1,7 +1,7 @@
 //! Rules 28 and 29: a window forks branches onto other pooled streams and joins them;
 //! an unjoined branch dooms it, a branch belongs to it from fork to end, and two
 //! unjoined branches that race are refused when the second is recorded. Each test fails
-//! with its guard (named in docs/architecture.md) removed.
+//! with its guard (named in docs/rule-guards.md) removed.
 
 use capture_core::{
     Arg, BranchReason, BranchRefused, Chain, Device, DeviceConfig, ServerError, StreamId,

@@ -1,7 +1,7 @@
 //! The fourth pass (issue 45): every rule holds on the sealed graph and at the seams
 //! between features, not only while a window records. One named regression test per
 //! break; each failed on the main it was written against, and fails again with its fix
-//! removed (docs/architecture.md names the guard).
+//! removed (docs/rule-guards.md names the guard).
 
 use capture_core::{
     Access, Arg, BranchRace, Device, DeviceConfig, KernelSignature, Param, ServerError,

@@ -1,6 +1,6 @@
 //! Rule 30 (issue 46): a loop replay runs the graph up to `max` times on the device and
 //! stops after the iteration in which its stop flag was set. One named test per part of
-//! the rule; docs/architecture.md names the guard each fails without.
+//! the rule; docs/rule-guards.md names the guard each fails without.
 
 use capture_core::{
     Arg, Device, DeviceConfig, DeviceLoops, GraphHandle, KernelSignature, LoopMismatch, Op, Param,

@@ -1,5 +1,5 @@
 //! One test (or more) per rule of `docs/rules.md`, named after the rule. Each fails when the
-//! rule's guard (named in docs/architecture.md) is removed.
+//! rule's guard (named in docs/rule-guards.md) is removed.
 
 use capture_core::{Arg, Chain, DeviceConfig, FlushingPolicy, MemoryConfig, ServerError, Subject};
 use capture_mock::FaultOp;

@@ -44,7 +44,7 @@ fn decode_takes_buckets_and_refuses_a_ladder_that_does_not_fit() {
         (ladder.steps, ladder.replays, ladder.block_rows),
         (40, 10, 8)
     );
-    assert_eq!(ladder.config, crate::decode::LadderOptions::CONFIG);
+    assert_eq!(ladder.config, capture_decode::LadderOptions::CONFIG);
     let Ok(Decode::Run(args)) = decode(&["--buckets=2,3", "--dim", "32", "--steps", "33"]) else {
         panic!("parsed")
     };

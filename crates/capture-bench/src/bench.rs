@@ -21,7 +21,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::cpu_time;
+use capture_decode::cpu_time;
 
 use capture_graphs::{
     Arg, Buffer, Builtin, Builtins, Chain, Device, DeviceConfig, Dims, GraphHandle, KernelHandle,
@@ -116,9 +116,9 @@ pub(crate) struct BenchOptions {
 pub(crate) const DECODE_TOKENS: u32 = 32;
 
 /// The decode row's decoder: `capture decode`'s, small enough for a benchmark run.
-pub(crate) fn decode_options() -> crate::decode::DecodeOptions {
-    crate::decode::DecodeOptions {
-        config: crate::decode::Config {
+pub(crate) fn decode_options() -> capture_decode::DecodeOptions {
+    capture_decode::DecodeOptions {
+        config: capture_decode::Config {
             dim: 64,
             layers: 2,
             heads: 4,
@@ -126,7 +126,7 @@ pub(crate) fn decode_options() -> crate::decode::DecodeOptions {
             context: 64,
         },
         tokens: DECODE_TOKENS,
-        ..crate::decode::DecodeOptions::default()
+        ..capture_decode::DecodeOptions::default()
     }
 }
 
@@ -163,11 +163,8 @@ pub(crate) struct DecodeRow {
 /// # Errors
 ///
 /// The decoder's runtime error, as text.
-#[cfg_attr(
-    not(any(feature = "mock", feature = "vulkan", feature = "cuda")),
-    allow(dead_code)
-)]
-pub(crate) fn decode_row<B: crate::decode::DecodeBackend + Clone>(
+#[cfg_attr(not(feature = "any-backend"), allow(dead_code))]
+pub(crate) fn decode_row<B: capture_decode::DecodeBackend + Clone>(
     backend: B,
     rounds: usize,
 ) -> Result<DecodeRow, String> {
@@ -178,7 +175,7 @@ pub(crate) fn decode_row<B: crate::decode::DecodeBackend + Clone>(
     let mut kernels = 0;
     for _ in 0..rounds.max(1) {
         let report =
-            crate::decode::run(backend.clone(), options).map_err(|e| Chain(&e).to_string())?;
+            capture_decode::run(backend.clone(), options).map_err(|e| Chain(&e).to_string())?;
         kernels = report.kernels_per_step;
         for (i, g) in [&report.eager, &report.replayed, &report.one_call]
             .into_iter()

@@ -1,5 +1,7 @@
-//! `capture decode`: a llama-shaped decoder with seeded random weights, its decode step
-//! captured once and replayed per token with the loop on the device.
+//! capture-decode: a llama-shaped decoder with seeded random weights, its decode step
+//! captured once and replayed per token with the loop on the device: the workload of
+//! the `capture decode` command, `capture bench`'s decoder rows and the decoder tests,
+//! written as an engine author writes one, through `capture-graphs`' public API alone.
 //!
 //! - The model ([`model`], [`weights`]): embedding gather; per layer RMSNorm, Q/K/V
 //!   projections, rotary embedding at the current position, K and V into a KV-cache
@@ -17,21 +19,26 @@
 //! ```
 //! # #[cfg(feature = "mock")]
 //! # fn main() -> capture_graphs::Result<()> {
-//! use capture_cli::decode::{Config, DecodeOptions, run};
+//! use capture_decode::{Config, DecodeOptions, run};
 //! let options = DecodeOptions {
 //!     config: Config { dim: 32, layers: 1, heads: 2, vocab: 64, context: 16 },
 //!     tokens: 4,
 //!     ..DecodeOptions::default()
 //! };
 //! let report = run(capture_graphs::mock::MockBackend::new(), options)?;
-//! assert!(report.passed(), "{}", capture_cli::decode::render(&report));
+//! assert!(report.passed(), "{}", capture_decode::render(&report));
 //! # Ok(())
 //! # }
 //! # #[cfg(not(feature = "mock"))]
 //! # fn main() {}
 //! ```
 
+// Unsafe code only in `cublas` (the cuBLAS FFI and its foreign work) and `cpu_time`
+// (the thread's CPU clock), which allow it; each block there has a `// SAFETY:` line.
+#![deny(unsafe_code)]
+
 pub mod backend;
+pub mod cpu_time;
 #[cfg(feature = "cuda")]
 #[allow(unsafe_code)]
 pub mod cublas;
@@ -57,7 +64,7 @@ pub use report::render;
 pub use run::{
     Check, DecodeOptions, DecodeReport, Generation, HostCheck, TOLERANCE, host_check, run,
 };
-pub(crate) use run::{collect, prefill, record};
+pub use run::{collect, prefill, record};
 pub use step::{ATTENTION_SLOT, DeviceModel, Footprint, POSITION_SLOT};
 pub use until::{UNTIL_MODES, UntilMode, UntilOptions, UntilReport, render_until, run_until};
 pub use weights::Weights;

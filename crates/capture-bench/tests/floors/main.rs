@@ -1,4 +1,4 @@
-//! The benchmark's hand-written floors (`capture_cli::floor`), each on its driver: on
+//! The benchmark's hand-written floors (`capture_bench::floor`), each on its driver: on
 //! Vulkan (lavapipe in CI) and on CUDA (a GPU, or the CUDA driver model), a pass adds
 //! exactly K to every element of A and its times are non-zero with the enqueue inside
 //! the total. A missing driver says `SKIP:` unless its backend is required
@@ -19,7 +19,7 @@ fn start(elements: u64) -> Vec<f32> {
 
 /// A pass's times: non-zero, the enqueue inside the total.
 #[cfg(any(feature = "vulkan", feature = "cuda"))]
-fn check_pass(what: &str, pass: capture_cli::floor::FloorPass) {
+fn check_pass(what: &str, pass: capture_bench::floor::FloorPass) {
     assert!(pass.enqueue > std::time::Duration::ZERO, "{what}: {pass:?}");
     assert!(pass.enqueue <= pass.total, "{what}: {pass:?}");
 }

@@ -5,12 +5,12 @@
 //! parameters are checked against the signature it is registered with. `CAPTURE_UPDATE_PTX=1` rewrites
 //! the shipped file instead.
 
-use capture_cli::decode::Kernel;
 use capture_cuda::{NVRTC_RELEASE, compile_ptx, nvrtc_version};
+use capture_decode::Kernel;
 use capture_graphs::Param;
 
-const SOURCE: &str = include_str!("../src/decode/decode.cu");
-const SHIPPED: &str = include_str!("../src/decode/decode.compute_80.ptx");
+const SOURCE: &str = include_str!("../src/decode.cu");
+const SHIPPED: &str = include_str!("../src/decode.compute_80.ptx");
 
 #[test]
 fn the_decoder_ships_the_ptx_nvrtc_makes_of_its_source() {

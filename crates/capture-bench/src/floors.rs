@@ -7,7 +7,7 @@ use capture_graphs::Builtins;
 
 use crate::bench::{self, BenchOptions, FloorMaker};
 use crate::bench_table::{BackendRun, Problem};
-#[cfg(any(feature = "mock", feature = "vulkan", feature = "cuda"))]
+#[cfg(feature = "any-backend")]
 use crate::{decoder_update_row, fork_row, until_row, update_row};
 
 /// A backend `capture bench` measures.
@@ -24,6 +24,21 @@ pub(crate) enum BenchBackend {
 }
 
 impl BenchBackend {
+    /// Every backend, in the order `--backend`'s error lists them.
+    const ALL: [BenchBackend; 4] = [Self::Mock, Self::AffineMock, Self::Vulkan, Self::Cuda];
+
+    /// The backend `--backend` names, or why the name is none.
+    pub(crate) fn named(name: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|b| b.as_str() == name)
+            .ok_or_else(|| {
+                format!(
+                    "unknown backend {name:?} for --backend (mock, affine-mock, vulkan or cuda)"
+                )
+            })
+    }
+
     /// The name as `--backend` takes it.
     pub(crate) const fn as_str(self) -> &'static str {
         match self {
@@ -72,10 +87,7 @@ fn missing(name: &'static str, named: bool, why: String) -> BackendRun {
 }
 
 /// Every row of `options` on `backend`, stopping at the first that fails.
-#[cfg_attr(
-    not(any(feature = "mock", feature = "vulkan", feature = "cuda")),
-    allow(dead_code)
-)]
+#[cfg_attr(not(feature = "any-backend"), allow(dead_code))]
 fn rows<B: Builtins + Clone>(
     backend: &B,
     mut run: BackendRun,

@@ -75,3 +75,15 @@ fn bench_bad_values_are_named() {
         assert!(error.0.contains(named), "{args:?}: {error}");
     }
 }
+
+#[test]
+fn bench_takes_a_log_directive_and_draws_no_timeline() {
+    let Ok(Bench::Run(args)) = bench(&["--log=info"]) else {
+        panic!("parsed")
+    };
+    assert_eq!(args.log.as_deref(), Some("info"));
+    assert!(
+        bench(&["--timeline", "x.json"]).is_err(),
+        "bench draws no timeline"
+    );
+}

@@ -2,8 +2,8 @@
 //! the best-ranked): eager and replay passes add exactly K to every element, in mapped
 //! and in staged memory, at every submission cadence, with the validation layer silent.
 
-use capture_cli::floor::FloorError;
-use capture_cli::floor::vulkan::Floor;
+use capture_bench::floor::FloorError;
+use capture_bench::floor::vulkan::Floor;
 use capture_graphs::vulkan::{MemoryMode, VulkanBackend, VulkanOptions};
 
 use super::{check_output, check_pass, start};

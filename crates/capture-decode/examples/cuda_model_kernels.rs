@@ -9,11 +9,11 @@
 
 use std::ffi::{c_char, c_int};
 
-use capture_cli::decode::model::STATE_WORDS;
-use capture_cli::decode::{DecodeBackend, Kernel};
 use capture_cuda_model::{
     Launch, Library, Memory, ParamKernel, ParamLaunch, Range, extent, serve, write_changes,
 };
+use capture_decode::model::STATE_WORDS;
+use capture_decode::{DecodeBackend, Kernel};
 use capture_graphs::Param;
 use capture_graphs::mock::MockBackend;
 

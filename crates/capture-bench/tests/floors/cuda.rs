@@ -2,8 +2,8 @@
 //! exactly K to every element of A. The shape checks run everywhere: they come before
 //! the driver is touched.
 
-use capture_cli::floor::FloorError;
-use capture_cli::floor::cuda::Floor;
+use capture_bench::floor::FloorError;
+use capture_bench::floor::cuda::Floor;
 
 use super::{check_output, check_pass, start};
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 /// CPU time the calling thread has used (`CLOCK_THREAD_CPUTIME_ID`); `None` where the
 /// clock is missing.
 #[cfg(unix)]
-pub(crate) fn thread_cpu() -> Option<Duration> {
+pub fn thread_cpu() -> Option<Duration> {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -23,12 +23,12 @@ pub(crate) fn thread_cpu() -> Option<Duration> {
 
 /// CPU time the calling thread has used: unknown on this platform.
 #[cfg(not(unix))]
-pub(crate) fn thread_cpu() -> Option<Duration> {
+pub fn thread_cpu() -> Option<Duration> {
     None
 }
 
 /// The calling thread's CPU time spent in `f`, beside what `f` returns.
-pub(crate) fn spent<R>(f: impl FnOnce() -> R) -> (R, Option<Duration>) {
+pub fn spent<R>(f: impl FnOnce() -> R) -> (R, Option<Duration>) {
     let before = thread_cpu();
     let r = f();
     let spent = before.zip(thread_cpu()).map(|(b, a)| a.saturating_sub(b));

@@ -8,17 +8,14 @@
 //! round.
 
 // Without a backend the program measures nothing: the row is unused.
-#![cfg_attr(
-    not(any(feature = "mock", feature = "vulkan", feature = "cuda")),
-    allow(dead_code)
-)]
+#![cfg_attr(not(feature = "any-backend"), allow(dead_code))]
 
 use std::time::Instant;
 
 use capture_graphs::{Chain, Device, DeviceConfig, Result, ServerError, StreamId};
 
 use crate::bench::{Paired, median, paired_values};
-use crate::decode::{
+use capture_decode::{
     Config, DecodeBackend, DecodeOptions, DeviceModel, Generation, Weights, collect, prefill,
     record,
 };

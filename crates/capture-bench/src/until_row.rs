@@ -7,15 +7,12 @@
 //! the host reference. One decoder run per round; the ratios paired round by round.
 
 // Without a backend the program measures nothing: the row is unused.
-#![cfg_attr(
-    not(any(feature = "mock", feature = "vulkan", feature = "cuda")),
-    allow(dead_code)
-)]
+#![cfg_attr(not(feature = "any-backend"), allow(dead_code))]
 
 use capture_graphs::Chain;
 
 use crate::bench::{Paired, decode_options, median, paired_values};
-use crate::decode::{DecodeBackend, UNTIL_MODES, UntilOptions, run_until};
+use capture_decode::{DecodeBackend, UNTIL_MODES, UntilOptions, run_until};
 
 /// Replays per host check in the chunked mode.
 pub(crate) const EVERY: u32 = 8;

@@ -291,7 +291,10 @@ impl DecodeReport {
 
 /// Runs the prompt eagerly, the host writing each prompt token into the state; returns
 /// the time it took. Leaves the state at the prompt's last token, ready to generate.
-pub(crate) fn prefill<B: DecodeBackend>(
+///
+/// # Errors
+/// What the runtime refused or the backend reported, as the launch or write met it.
+pub fn prefill<B: DecodeBackend>(
     dev: &Device<B>,
     model: &DeviceModel<B>,
     prompt: &[u32],
@@ -311,7 +314,10 @@ pub(crate) fn prefill<B: DecodeBackend>(
 /// Records what `step` launches on the decoder's stream into a graph, with no warmup
 /// (prepare, begin, record, end): the step's launches do not run, so a state they
 /// would advance stays as it is for the replay. A failed recording is aborted.
-pub(crate) fn record<B: DecodeBackend>(
+///
+/// # Errors
+/// What the capture or `step` met (the recording aborted first).
+pub fn record<B: DecodeBackend>(
     dev: &Device<B>,
     step: impl FnOnce() -> Result<()>,
 ) -> Result<capture_graphs::GraphHandle> {
@@ -327,7 +333,10 @@ pub(crate) fn record<B: DecodeBackend>(
 }
 
 /// Reads the generation's ids and logits: once, at the end.
-pub(crate) fn collect<B: DecodeBackend>(
+///
+/// # Errors
+/// What the read-back met.
+pub fn collect<B: DecodeBackend>(
     dev: &Device<B>,
     model: &DeviceModel<B>,
     options: &DecodeOptions,
