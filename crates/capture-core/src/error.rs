@@ -11,13 +11,13 @@ use std::error::Error;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::branch::{BranchRace, BranchRefused};
+use crate::branch_refusal::{BranchRace, BranchRefused};
 use crate::ids::{FailureId, GraphId, GraphPoolId, MemoryId, Named, StreamId};
 use crate::memory::{PoolName, PoolUsage};
 use crate::op::{Op, ReadBy};
 use crate::range::{ByteRange, InvalidRange};
 use crate::report::GraphLedger;
-use crate::slot::SlotRefused;
+use crate::slot_table::SlotRefused;
 use crate::stop_flag::LoopRefused;
 use crate::subject::{Of, Subject};
 

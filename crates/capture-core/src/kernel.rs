@@ -19,7 +19,7 @@ use crate::error::ServerError;
 use crate::ids::{KernelId, MemoryId};
 use crate::memory::{Access, SLICE_ALIGNMENT};
 use crate::scalar_type::{ScalarParam, ScalarType, type_name};
-use crate::slot::SlotName;
+use crate::slot_table::SlotName;
 use crate::stop_flag::DeviceLoops;
 use crate::subject::Subject;
 

@@ -210,7 +210,7 @@ fn name_error(table: &Table, error: ServerError) -> ServerError {
         }
         ServerError::SlotRefused(mut refused) => {
             refused.subject.name(memory, graph);
-            if let crate::slot::SlotMismatch::BranchRace(race) = &mut refused.mismatch
+            if let crate::slot_table::SlotMismatch::BranchRace(race) = &mut refused.mismatch
                 && race.label.is_none()
             {
                 race.label = table.memory(race.memory);

@@ -34,7 +34,7 @@
 #![forbid(unsafe_code)]
 
 pub mod backend;
-mod branch;
+mod branch_refusal;
 mod builtin;
 mod capture;
 mod driver;
@@ -56,14 +56,14 @@ mod read_staging;
 mod report;
 mod runtime;
 mod scalar_type;
-mod slot;
+mod slot_table;
 mod stop_flag;
 mod stream_state;
 mod subject;
 mod taint;
 mod trace;
 
-pub use branch::{BranchRace, BranchReason, BranchRefused, MAX_WINDOW_LANES, RaceSide};
+pub use branch_refusal::{BranchRace, BranchReason, BranchRefused, MAX_WINDOW_LANES, RaceSide};
 pub use builtin::{Builtin, Builtins};
 pub use capture::CaptureStatus;
 pub use driver::Backend;
@@ -91,7 +91,7 @@ pub use runtime::{
     StreamReport,
 };
 pub use scalar_type::{ScalarParam, ScalarType};
-pub use slot::{MAX_SLOT_NAME, SlotInfo, SlotKind, SlotMismatch, SlotName, SlotRefused};
+pub use slot_table::{MAX_SLOT_NAME, SlotInfo, SlotKind, SlotMismatch, SlotName, SlotRefused};
 pub use stop_flag::{DeviceLoops, LoopMismatch, LoopRefused, STOP_FLAG_BYTES};
 pub use subject::Subject;
 pub use trace::{Event, KernelId, SlotChange, Trace, WorkId};

@@ -38,7 +38,7 @@ pub(crate) enum Level {
     /// set a label).
     Labels = 9,
     /// Which streams are branches of a window (rule 28): taken alone or innermost,
-    /// briefly, to route a call or to fork, join and release.
+    /// briefly, to entry a call or to fork, join and release.
     Branches = 10,
     /// The device's live imports of the caller's memory: taken innermost, under the
     /// importing pooled stream (around the backend's adoption, so two threads cannot

@@ -31,7 +31,7 @@ use crate::label::RenderLabels;
 use crate::lock_order::{Level, Ordered};
 use crate::memory::{Access, ClaimKey, PoolName};
 use crate::op::Op;
-use crate::slot::SlotName;
+use crate::slot_table::SlotName;
 use crate::subject::Subject;
 
 /// What a launch line ran: a registered kernel, or the user's own work.

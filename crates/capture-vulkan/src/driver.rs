@@ -7,7 +7,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use ash::vk;
-use capture_core::backend::Lane as GraphLane;
+use capture_core::backend::Lane;
 use capture_core::backend::{
     Backend, Builtins, DeviceStream, Dims, GraphDriver, KernelSignature, LaunchBuffer,
     LaunchLimits, LaunchParam, Param, StreamSetup,
@@ -18,13 +18,13 @@ use crate::error::Unavailable;
 use crate::executable::VulkanExecutable;
 use crate::fault::VulkanCall;
 use crate::kernels::{self, VulkanKernel, VulkanKernelSource};
-use crate::lane::{self, Lane, LaneConfig};
 use crate::memory::{self, MemoryChoice, MemoryMode};
 use crate::options::{VulkanOptions, check_options};
 use crate::raw::{self, Gpu, Open};
 use crate::read_staging::ReadStaging;
 use crate::storage::{VulkanSlice, VulkanStorage};
 use crate::stream::{VulkanFence, VulkanStream};
+use crate::submitter::{self, Submitter, SubmitterConfig};
 use crate::work::{VulkanRange, VulkanWork};
 
 /// A device's validation messages, held apart from the device (test hook).
@@ -45,7 +45,7 @@ pub struct VulkanBackend {
     gpu: Arc<Gpu>,
     memory: MemoryMode,
     choice: MemoryChoice,
-    lanes: LaneConfig,
+    submitters: SubmitterConfig,
     limits: LaunchLimits,
 }
 
@@ -92,7 +92,7 @@ impl VulkanBackend {
             gpu,
             memory: options.memory,
             choice,
-            lanes: LaneConfig {
+            submitters: SubmitterConfig {
                 submit_every: options.submit_every,
                 sets_per_pool: options.sets_per_pool,
                 // Mapped and coherent: device pages where the host maps them, else the
@@ -237,9 +237,9 @@ impl VulkanBackend {
     /// A failed Vulkan call.
     #[cfg(test)]
     pub(crate) fn canary_execute_twice(&self) -> Result<Vec<String>, ServerError> {
-        let lane = Lane::new(Arc::clone(&self.gpu), self.lanes)?;
-        let pool = lane.pool();
-        let _batch = lane.batch();
+        let submitter = Submitter::new(Arc::clone(&self.gpu), self.submitters)?;
+        let pool = submitter.pool();
+        let _batch = submitter.batch();
         let secondary = raw::command_buffer(&self.gpu, pool, vk::CommandBufferLevel::SECONDARY)?;
         raw::begin_secondary(&self.gpu, secondary, false, None)?;
         raw::end(&self.gpu, secondary)?;
@@ -361,7 +361,7 @@ fn slice_args(
 /// bytes to `destination`; a slice shorter than `bytes` is refused before anything is
 /// written or recorded.
 fn write_staged(
-    lane: &Lane,
+    submitter: &Submitter,
     staging: &VulkanSlice,
     destination: &VulkanSlice,
     bytes: &[u8],
@@ -380,7 +380,7 @@ fn write_staged(
         }
     }
     raw::write_mapped(at, bytes);
-    lane.copy(
+    submitter.copy(
         (staging.buffer, staging.offset),
         (destination.buffer, destination.offset),
         len,
@@ -391,7 +391,7 @@ fn write_staged(
 fn enter_lane(stream: &mut VulkanStream) {
     if stream.capturing().is_recording() {
         let lane = stream.capturing().lane();
-        stream.lane.enter_lane(lane);
+        stream.submitter.enter_lane(lane);
     }
 }
 
@@ -400,7 +400,7 @@ impl GraphDriver for VulkanBackend {
     type Executable = VulkanExecutable;
 
     fn begin(stream: &mut VulkanStream) -> Result<(), ServerError> {
-        stream.lane.begin()
+        stream.submitter.begin()
     }
 
     fn instantiate(
@@ -408,15 +408,15 @@ impl GraphDriver for VulkanBackend {
         doomed: Option<ServerError>,
     ) -> Result<VulkanExecutable, ServerError> {
         // Closing the secondary is the driver capture's close: always first.
-        let window = stream.lane.end()?;
+        let window = stream.submitter.end()?;
         match (window, doomed) {
             (Some(window), None) => Ok(VulkanExecutable {
-                lane: Arc::clone(&stream.lane),
+                submitter: Arc::clone(&stream.submitter),
                 window: Some(window),
             }),
             (Some(window), Some(doomed)) => {
                 // Never submitted: nothing pending uses it.
-                stream.lane.free(window);
+                stream.submitter.free(window);
                 Err(doomed)
             }
             (None, doomed) => Err(doomed.unwrap_or_else(|| {
@@ -440,7 +440,7 @@ impl GraphDriver for VulkanBackend {
         let secondaries = executable
             .secondaries()
             .ok_or_else(|| ServerError::graph_state("replay", "the executable was freed"))?;
-        stream.lane.replay(secondaries, times)
+        stream.submitter.replay(secondaries, times)
     }
 
     /// The emulation `loops.rs` describes: the graph recorded `max` times, the
@@ -457,7 +457,7 @@ impl GraphDriver for VulkanBackend {
             .window
             .as_ref()
             .ok_or_else(|| ServerError::graph_state("replay", "the executable was freed"))?;
-        stream.lane.replay_loop(window, max, flag, counter)
+        stream.submitter.replay_loop(window, max, flag, counter)
     }
 
     fn allocation_breaks_capture() -> bool {
@@ -475,15 +475,15 @@ impl Backend for VulkanBackend {
     type Work = VulkanWork;
 
     fn create_stream(&self, setup: &StreamSetup) -> Result<VulkanStream, ServerError> {
-        let lane = Lane::new(Arc::clone(&self.gpu), self.lanes)?;
-        let signal = lane::register(&lane);
+        let submitter = Submitter::new(Arc::clone(&self.gpu), self.submitters)?;
+        let signal = submitter::register(&submitter);
         let gpu = || Arc::clone(&self.gpu);
         let device = VulkanStorage::new(gpu(), MemoryKind::Device, self.choice.pages);
         let host = VulkanStorage::new(gpu(), MemoryKind::Host, self.choice.upload);
         Ok(VulkanStream {
             readback: self.choice.readback,
             read_staging: ReadStaging::default(),
-            lane,
+            submitter,
             signal,
             state: setup.state(device, host),
         })
@@ -505,7 +505,7 @@ impl Backend for VulkanBackend {
         stream: &mut VulkanStream,
         source: &VulkanKernelSource,
     ) -> Result<VulkanKernel, ServerError> {
-        kernels::load(&stream.lane.gpu, source)
+        kernels::load(&stream.submitter.gpu, source)
     }
 
     fn launch(
@@ -517,7 +517,7 @@ impl Backend for VulkanBackend {
     ) -> Result<(), ServerError> {
         let args = slice_args(params, info)?;
         enter_lane(stream);
-        stream.lane.dispatch(
+        stream.submitter.dispatch(
             &kernel.objects,
             args.as_slice(),
             args.push(),
@@ -535,7 +535,7 @@ impl Backend for VulkanBackend {
     ) -> Result<(), ServerError> {
         let args = slice_args(params, info)?;
         enter_lane(stream);
-        stream.lane.dispatch_updatable(
+        stream.submitter.dispatch_updatable(
             &kernel.objects,
             args.as_slice(),
             args.push(),
@@ -560,7 +560,7 @@ impl Backend for VulkanBackend {
             .window
             .as_mut()
             .ok_or_else(|| ServerError::graph_state("update", "the executable was freed"))?;
-        stream.lane.update(
+        stream.submitter.update(
             window,
             node,
             &kernel.objects,
@@ -595,7 +595,7 @@ impl Backend for VulkanBackend {
         }
         enter_lane(stream);
         stream
-            .lane
+            .submitter
             .work(work, &ranges[..buffers.len().min(raw::MAX_BINDINGS)])
     }
 
@@ -606,7 +606,7 @@ impl Backend for VulkanBackend {
         bytes: &[u8],
     ) -> Result<(), ServerError> {
         enter_lane(stream);
-        write_staged(&stream.lane, staging, destination, bytes)
+        write_staged(&stream.submitter, staging, destination, bytes)
     }
 
     fn read(
@@ -614,21 +614,21 @@ impl Backend for VulkanBackend {
         source: &VulkanSlice,
         out: &mut [u8],
     ) -> Result<(), ServerError> {
-        stream.lane.finish()?;
+        stream.submitter.finish()?;
         if let Some(at) = source.mapped {
             raw::read_mapped(at, out);
             return Ok(());
         }
         // A device-only page: copy it to the stream's read-back page first.
-        let gpu = Arc::clone(&stream.lane.gpu);
+        let gpu = Arc::clone(&stream.submitter.gpu);
         let readback = stream.readback;
         let len = out.len() as u64;
         let staged = stream.read_staging.page_for(&gpu, len, &readback)?;
         let page = staged.page();
         let result = stream
-            .lane
+            .submitter
             .copy((source.buffer, source.offset), (page.buffer, 0), len)
-            .and_then(|()| stream.lane.finish())
+            .and_then(|()| stream.submitter.finish())
             .and_then(|()| {
                 if readback.needs_invalidate() {
                     raw::invalidate(&gpu, page)?;
@@ -644,30 +644,22 @@ impl Backend for VulkanBackend {
 
     /// The window's secondary orders its lanes itself: barriers only where a lane
     /// follows what was recorded since the last one.
-    fn fork_lane(
-        stream: &mut VulkanStream,
-        from: GraphLane,
-        to: GraphLane,
-    ) -> Result<(), ServerError> {
-        stream.lane.fork_lane(from, to);
+    fn fork_lane(stream: &mut VulkanStream, from: Lane, to: Lane) -> Result<(), ServerError> {
+        stream.submitter.fork_lane(from, to);
         Ok(())
     }
 
-    fn join_lane(
-        stream: &mut VulkanStream,
-        from: GraphLane,
-        into: GraphLane,
-    ) -> Result<(), ServerError> {
-        stream.lane.join_lane(from, into);
+    fn join_lane(stream: &mut VulkanStream, from: Lane, into: Lane) -> Result<(), ServerError> {
+        stream.submitter.join_lane(from, into);
         Ok(())
     }
 
     fn wait_for(stream: &mut VulkanStream, fence: &VulkanFence) -> Result<(), ServerError> {
-        fence.order(&stream.lane)
+        fence.order(&stream.submitter)
     }
 
     fn sync(stream: &mut VulkanStream) -> Result<(), ServerError> {
-        stream.lane.finish()
+        stream.submitter.finish()
     }
 }
 
@@ -735,45 +727,61 @@ mod lane_barriers {
     /// the bytes the chain of copies carries.
     #[test]
     fn a_forked_window_barriers_only_where_a_lane_follows() {
-        let Some((backend, _)) = super::test_backend("lane barriers") else {
+        let Some((backend, _)) = super::test_backend("submitter barriers") else {
             return;
         };
         let gpu = &backend.gpu;
-        let lane = Lane::new(Arc::clone(gpu), backend.lanes).expect("lane");
+        let submitter = Submitter::new(Arc::clone(gpu), backend.submitters).expect("submitter");
         let page = || raw::create_page(gpu, 256, &backend.choice.upload).expect("page");
         let [a, b, c, d, e, f] = [page(), page(), page(), page(), page(), page()];
         let at = |p: &raw::Page| p.mapped.expect("host-visible");
         raw::write_mapped(at(&a), &[5u8; 256]);
         raw::write_mapped(at(&c), &[9u8; 256]);
-        let lanes = [0, 1].map(|i| GraphLane::nth(i).expect("a lane"));
-        lane.begin().expect("window");
-        lane.fork_lane(lanes[0], lanes[1]);
-        lane.enter_lane(lanes[1]);
-        lane.copy((a.buffer, 0), (b.buffer, 0), 256).expect("copy");
-        lane.enter_lane(lanes[0]);
-        lane.copy((c.buffer, 0), (d.buffer, 0), 256).expect("copy");
-        assert_eq!(lane.lane_barriers(), Some(0), "siblings share an interval");
-        lane.enter_lane(lanes[1]);
-        lane.copy((b.buffer, 0), (e.buffer, 0), 256).expect("copy");
-        assert_eq!(lane.lane_barriers(), Some(1), "a lane follows its own copy");
-        lane.join_lane(lanes[1], lanes[0]);
-        lane.enter_lane(lanes[0]);
-        lane.copy((e.buffer, 0), (f.buffer, 0), 256).expect("copy");
+        let lanes = [0, 1].map(|i| Lane::nth(i).expect("a lane"));
+        submitter.begin().expect("window");
+        submitter.fork_lane(lanes[0], lanes[1]);
+        submitter.enter_lane(lanes[1]);
+        submitter
+            .copy((a.buffer, 0), (b.buffer, 0), 256)
+            .expect("copy");
+        submitter.enter_lane(lanes[0]);
+        submitter
+            .copy((c.buffer, 0), (d.buffer, 0), 256)
+            .expect("copy");
         assert_eq!(
-            lane.lane_barriers(),
+            submitter.lane_barriers(),
+            Some(0),
+            "siblings share an interval"
+        );
+        submitter.enter_lane(lanes[1]);
+        submitter
+            .copy((b.buffer, 0), (e.buffer, 0), 256)
+            .expect("copy");
+        assert_eq!(
+            submitter.lane_barriers(),
+            Some(1),
+            "a submitter follows its own copy"
+        );
+        submitter.join_lane(lanes[1], lanes[0]);
+        submitter.enter_lane(lanes[0]);
+        submitter
+            .copy((e.buffer, 0), (f.buffer, 0), 256)
+            .expect("copy");
+        assert_eq!(
+            submitter.lane_barriers(),
             Some(2),
             "the join orders what follows"
         );
-        let window = lane.end().expect("end").expect("a window");
-        lane.replay(window.secondaries(), 1).expect("replay");
-        lane.finish().expect("ran");
+        let window = submitter.end().expect("end").expect("a window");
+        submitter.replay(window.secondaries(), 1).expect("replay");
+        submitter.finish().expect("ran");
         let mut out = [0u8; 256];
         raw::read_mapped(at(&f), &mut out);
         assert_eq!(out, [5u8; 256], "the branch's chain reached the join");
         raw::read_mapped(at(&d), &mut out);
         assert_eq!(out, [9u8; 256]);
-        lane.free(window);
-        drop(lane);
+        submitter.free(window);
+        drop(submitter);
         let messages = backend.take_validation_messages();
         assert!(messages.is_empty(), "{}", messages.join("\n"));
     }
@@ -792,7 +800,7 @@ mod staged_write {
             return;
         };
         let gpu = &backend.gpu;
-        let lane = Lane::new(Arc::clone(gpu), backend.lanes).expect("lane");
+        let submitter = Submitter::new(Arc::clone(gpu), backend.submitters).expect("submitter");
         let staging = raw::create_page(gpu, 256, &backend.choice.upload).expect("staging");
         let target = raw::create_page(gpu, 1024, &backend.choice.pages).expect("target");
         let slice = |page: &raw::Page, len| VulkanSlice {
@@ -803,15 +811,20 @@ mod staged_write {
         };
         let bytes = vec![7u8; 512];
         let before = backend.submissions();
-        let err =
-            write_staged(&lane, &slice(&staging, 256), &slice(&target, 1024), &bytes).unwrap_err();
+        let err = write_staged(
+            &submitter,
+            &slice(&staging, 256),
+            &slice(&target, 1024),
+            &bytes,
+        )
+        .unwrap_err();
         assert!(
             err.to_string()
                 .contains("512 bytes: the host staging slice holds 256 bytes"),
             "{err}"
         );
         let err = write_staged(
-            &lane,
+            &submitter,
             &slice(&staging, 256),
             &slice(&target, 128),
             &bytes[..256],
@@ -822,7 +835,7 @@ mod staged_write {
                 .contains("256 bytes: the destination slice holds 128 bytes"),
             "{err}"
         );
-        lane.finish().expect("nothing to submit");
+        submitter.finish().expect("nothing to submit");
         assert_eq!(
             backend.submissions(),
             before,
@@ -830,14 +843,14 @@ mod staged_write {
         );
         // A write that fits copies exactly its bytes.
         write_staged(
-            &lane,
+            &submitter,
             &slice(&staging, 256),
             &slice(&target, 1024),
             &bytes[..200],
         )
         .expect("fits");
-        lane.finish().expect("copied");
-        drop(lane);
+        submitter.finish().expect("copied");
+        drop(submitter);
         raw::destroy_page(gpu, staging);
         raw::destroy_page(gpu, target);
         let messages = backend.take_validation_messages();
@@ -849,28 +862,28 @@ mod staged_write {
 mod wait_only {
     use super::*;
 
-    /// A lane told to wait for another lane's timeline, with no work enqueued after the
+    /// A submitter told to wait for another submitter's timeline, with no work enqueued after the
     /// wait (what `begin` leaves behind: the core then counts the stream as following
     /// the other one, and a host read on it waits for its own fence only). The fence
-    /// taken next must be behind the wait. The other lane is signalled from the host, so
+    /// taken next must be behind the wait. The other submitter is signalled from the host, so
     /// nothing here depends on timing: before the host signals it, the fence is not
-    /// reached, and after the fence's wait returns, the other lane's value is.
+    /// reached, and after the fence's wait returns, the other submitter's value is.
     #[test]
     fn a_fence_after_a_wait_with_no_work_is_behind_the_wait() {
         let Some((backend, _)) = super::test_backend("wait-only fence") else {
             return;
         };
         let gpu = &backend.gpu;
-        let lane = Lane::new(Arc::clone(gpu), backend.lanes).expect("lane");
-        let other = Lane::new(Arc::clone(gpu), backend.lanes).expect("other lane");
-        lane.wait_for(&other, 1);
+        let submitter = Submitter::new(Arc::clone(gpu), backend.submitters).expect("submitter");
+        let other = Submitter::new(Arc::clone(gpu), backend.submitters).expect("other submitter");
+        submitter.wait_for(&other, 1);
         let before = backend.submissions();
-        let value = lane.flush().expect("flush");
+        let value = submitter.flush().expect("flush");
         assert!(
-            value > lane.reached().expect("reached"),
-            "the fence after the wait names timeline value {value}, which the lane has \
+            value > submitter.reached().expect("reached"),
+            "the fence after the wait names timeline value {value}, which the submitter has \
              already reached: the wait was never submitted, so nothing orders the fence \
-             after the other lane"
+             after the other submitter"
         );
         assert_eq!(
             backend.submissions(),
@@ -878,14 +891,14 @@ mod wait_only {
             "the wait went out on its own"
         );
         other.signal_from_host(1).expect("signal");
-        lane.wait(value).expect("the wait is satisfied");
+        submitter.wait(value).expect("the wait is satisfied");
         assert!(other.reached().expect("reached") >= 1);
         assert_eq!(
-            lane.flush().expect("flush"),
+            submitter.flush().expect("flush"),
             value,
             "a wait is submitted once"
         );
-        drop((lane, other));
+        drop((submitter, other));
         // The layer's own bookkeeping may time out while the host holds the batches back
         // on a loaded machine ("most likely a validation bug", it says): not a misuse.
         let messages: Vec<String> = backend
@@ -902,10 +915,10 @@ mod in_flight_bound {
     use std::sync::atomic::{AtomicBool, Ordering};
 
     use super::*;
-    use crate::lane::MAX_IN_FLIGHT;
+    use crate::submitter::MAX_IN_FLIGHT;
 
     /// A device that falls behind holds the host back instead of letting pending batches
-    /// pile up: with [`MAX_IN_FLIGHT`] batches pending (each waiting for another lane's
+    /// pile up: with [`MAX_IN_FLIGHT`] batches pending (each waiting for another submitter's
     /// timeline, which only the host moves), the next submission returns only once the
     /// oldest has run. Nothing depends on timing: the flag is set before the host
     /// signals, and the oldest batch cannot run before that signal.
@@ -915,14 +928,14 @@ mod in_flight_bound {
             return;
         };
         let gpu = &backend.gpu;
-        let lane = Lane::new(Arc::clone(gpu), backend.lanes).expect("lane");
-        let other = Lane::new(Arc::clone(gpu), backend.lanes).expect("other lane");
+        let submitter = Submitter::new(Arc::clone(gpu), backend.submitters).expect("submitter");
+        let other = Submitter::new(Arc::clone(gpu), backend.submitters).expect("other submitter");
         for k in 1..=MAX_IN_FLIGHT as u64 {
-            lane.wait_for(&other, k);
-            lane.flush().expect("a pending batch");
+            submitter.wait_for(&other, k);
+            submitter.flush().expect("a pending batch");
         }
         assert_eq!(
-            lane.pending(),
+            submitter.pending(),
             MAX_IN_FLIGHT,
             "every batch is still pending"
         );
@@ -935,24 +948,24 @@ mod in_flight_bound {
                 other.signal_from_host(1).expect("signal");
             })
         };
-        lane.wait_for(&other, MAX_IN_FLIGHT as u64 + 1);
-        lane.flush().expect("the batch past the bound");
+        submitter.wait_for(&other, MAX_IN_FLIGHT as u64 + 1);
+        submitter.flush().expect("the batch past the bound");
         // Read before anything else can move the timeline; asserted once the lanes are
         // released, so a failure does not leave them waiting forever.
         let held_back = signalled.load(Ordering::SeqCst);
-        let pending = lane.pending();
+        let pending = submitter.pending();
         host.join().expect("the host thread");
         other
             .signal_from_host(MAX_IN_FLIGHT as u64 + 1)
             .expect("signal");
-        lane.finish().expect("everything ran");
+        submitter.finish().expect("everything ran");
         assert!(
             held_back,
             "a batch past the bound went out while the oldest of {MAX_IN_FLIGHT} was still \
              pending: nothing holds the host back"
         );
         assert!(pending <= MAX_IN_FLIGHT, "{pending} pending");
-        drop((lane, other));
+        drop((submitter, other));
         let messages = backend.take_validation_messages();
         assert!(messages.is_empty(), "{}", messages.join("\n"));
     }

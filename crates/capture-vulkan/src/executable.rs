@@ -4,11 +4,11 @@
 
 use std::sync::Arc;
 
-use crate::lane::{Lane, Window};
+use crate::submitter::{Submitter, Window};
 
 /// A replayable capture.
 pub struct VulkanExecutable {
-    pub(crate) lane: Arc<Lane>,
+    pub(crate) submitter: Arc<Submitter>,
     pub(crate) window: Option<Window>,
 }
 
@@ -22,7 +22,7 @@ impl VulkanExecutable {
 impl Drop for VulkanExecutable {
     fn drop(&mut self) {
         if let Some(window) = self.window.take() {
-            self.lane.free(window);
+            self.submitter.free(window);
         }
     }
 }

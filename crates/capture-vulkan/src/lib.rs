@@ -62,7 +62,6 @@ mod executable;
 mod fault;
 mod import;
 mod kernels;
-mod lane;
 mod lane_order;
 mod loops;
 mod memory;
@@ -73,6 +72,7 @@ mod read_staging;
 mod sets;
 mod storage;
 mod stream;
+mod submitter;
 mod work;
 
 pub use ash;

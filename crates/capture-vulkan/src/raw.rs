@@ -873,7 +873,7 @@ pub(crate) fn reached(gpu: &Gpu, semaphore: vk::Semaphore) -> Result<u64, Server
         .map_err(|e| vk_error("vkGetSemaphoreCounterValue", e))
 }
 
-/// Signals `semaphore` to `value` from the host (a test standing in for another lane's
+/// Signals `semaphore` to `value` from the host (a test standing in for another submitter's
 /// submission it controls).
 #[cfg(test)]
 pub(crate) fn signal(gpu: &Gpu, semaphore: vk::Semaphore, value: u64) -> Result<(), ServerError> {
@@ -881,7 +881,7 @@ pub(crate) fn signal(gpu: &Gpu, semaphore: vk::Semaphore, value: u64) -> Result<
         .semaphore(semaphore)
         .value(value);
     // SAFETY: the semaphore is a live timeline semaphore; `value` is above its current
-    // value and every value pending on it (the caller's lane submitted none); `info`
+    // value and every value pending on it (the caller's submitter submitted none); `info`
     // lives across the call.
     unsafe { gpu.device.signal_semaphore(&info) }.map_err(|e| vk_error("vkSignalSemaphore", e))
 }
@@ -1259,7 +1259,7 @@ pub(crate) fn submit(
     fault(gpu, VulkanCall::QueueSubmit, "vkQueueSubmit")?;
     let queue = lock(&gpu.queue);
     // SAFETY: the queue lock is held; the buffer is executable; every semaphore waited
-    // for is live and its value was submitted before (a fence of its lane flushed it);
+    // for is live and its value was submitted before (a fence of its submitter flushed it);
     // every pointer lives across the call.
     unsafe { gpu.device.queue_submit(*queue, &info, vk::Fence::null()) }
         .map_err(|e| vk_error("vkQueueSubmit", e))?;

@@ -1,4 +1,4 @@
-//! `VulkanStream`: the core's per-stream state beside the stream's `Lane`, and
+//! `VulkanStream`: the core's per-stream state beside the stream's `Submitter`, and
 //! `VulkanFence`, a timeline value on it.
 
 use std::sync::Arc;
@@ -6,14 +6,14 @@ use std::sync::Arc;
 use capture_core::ServerError;
 use capture_core::backend::{DeviceStream, Fence, StreamState};
 
-use crate::lane::{self, Lane};
 use crate::memory::MemoryUse;
 use crate::read_staging::ReadStaging;
 use crate::storage::VulkanStorage;
+use crate::submitter::{self, Submitter};
 
-/// A Vulkan stream: the core's state of it beside its lane.
+/// A Vulkan stream: the core's state of it beside its submitter.
 pub struct VulkanStream {
-    pub(crate) lane: Arc<Lane>,
+    pub(crate) submitter: Arc<Submitter>,
     pub(crate) signal: usize,
     /// The memory device pages are read back through when they are not mapped.
     pub(crate) readback: MemoryUse,
@@ -25,27 +25,27 @@ pub struct VulkanStream {
 impl Drop for VulkanStream {
     fn drop(&mut self) {
         // Everything the storages and the cache free must be done with.
-        let _ = self.lane.finish();
-        self.read_staging.free(&self.lane.gpu);
+        let _ = self.submitter.finish();
+        self.read_staging.free(&self.submitter.gpu);
     }
 }
 
 /// A point on a stream's timeline: everything enqueued before the fence was recorded.
 #[derive(Debug)]
 pub struct VulkanFence {
-    lane: Option<Arc<Lane>>,
+    submitter: Option<Arc<Submitter>>,
     value: u64,
     error: Option<ServerError>,
 }
 
 impl VulkanFence {
-    /// Makes `lane`'s next submission wait for this fence's timeline value.
-    pub(crate) fn order(&self, lane: &Lane) -> Result<(), ServerError> {
+    /// Makes `submitter`'s next submission wait for this fence's timeline value.
+    pub(crate) fn order(&self, submitter: &Submitter) -> Result<(), ServerError> {
         if let Some(e) = &self.error {
             return Err(e.clone());
         }
-        if let Some(other) = &self.lane {
-            lane.wait_for(other, self.value);
+        if let Some(other) = &self.submitter {
+            submitter.wait_for(other, self.value);
         }
         Ok(())
     }
@@ -56,16 +56,16 @@ impl Fence for VulkanFence {
         if let Some(e) = self.error {
             return Err(e);
         }
-        match self.lane {
-            Some(lane) => lane.wait(self.value),
+        match self.submitter {
+            Some(submitter) => submitter.wait(self.value),
             None => Ok(()),
         }
     }
 }
 
-impl std::fmt::Debug for Lane {
+impl std::fmt::Debug for Submitter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Lane")
+        f.write_str("Submitter")
     }
 }
 
@@ -86,21 +86,21 @@ impl DeviceStream for VulkanStream {
     }
     /// Submits the stream's open batch, then names its timeline value.
     fn fence(signal: usize) -> VulkanFence {
-        match lane::find(signal) {
-            Some(lane) => match lane.flush() {
+        match submitter::find(signal) {
+            Some(submitter) => match submitter.flush() {
                 Ok(value) => VulkanFence {
-                    lane: Some(lane),
+                    submitter: Some(submitter),
                     value,
                     error: None,
                 },
                 Err(error) => VulkanFence {
-                    lane: None,
+                    submitter: None,
                     value: 0,
                     error: Some(error),
                 },
             },
             None => VulkanFence {
-                lane: None,
+                submitter: None,
                 value: 0,
                 error: None,
             },

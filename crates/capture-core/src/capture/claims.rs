@@ -9,7 +9,7 @@
 use crate::id_hash::KeyedMap;
 use crate::memory::{BufferBinding, ClaimKey};
 use crate::range::ByteRange;
-use crate::slot::SlotName;
+use crate::slot_table::SlotName;
 
 /// One claim: the binding (its access merged over every operation given it), which
 /// recorded operation first read and first wrote it, and its slot, for a slot's use.

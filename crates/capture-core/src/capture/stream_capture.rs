@@ -9,8 +9,8 @@ use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
+use super::branch_clocks::{BranchClocks, Lane, RaceRecord};
 use super::claims::Claims;
-use super::lanes::{Lane, Lanes, RaceRecord};
 use super::status::{CaptureStatus, DeviceCaptures, Slot};
 use crate::error::ServerError;
 use crate::ids::{PageId, StreamId};
@@ -18,7 +18,7 @@ use crate::info_cache::CacheMode;
 use crate::memory::{
     BufferBinding, ClaimKey, ManagedMemoryBinding, MemoryLocation, PageUpdate, PoolName,
 };
-use crate::slot::SlotName;
+use crate::slot_table::SlotName;
 
 /// Where a pooled stream is in the capture lifecycle.
 ///
@@ -93,7 +93,7 @@ pub struct StreamCapture {
     kept: Vec<Box<dyn Any + Send>>,
     /// The window's branches and the race check between them (rules 28 and 29), of the
     /// current phase.
-    lanes: Lanes,
+    lanes: BranchClocks,
     /// What the graph keeps of the lanes for its rebinds (rule 27), taken at `end`.
     races: RaceRecord,
     /// Counts the phases (each prepare and each begin starts one): a branch token is of
@@ -121,7 +121,7 @@ impl StreamCapture {
             closing: false,
             foreign: Vec::new(),
             kept: Vec::new(),
-            lanes: Lanes::default(),
+            lanes: BranchClocks::default(),
             races: RaceRecord::default(),
             phase: 0,
         }
@@ -318,12 +318,12 @@ impl StreamCapture {
     }
 
     /// The window's branches, for the core.
-    pub(crate) fn lanes(&mut self) -> &mut Lanes {
+    pub(crate) fn lanes(&mut self) -> &mut BranchClocks {
         &mut self.lanes
     }
 
     /// The window's branches, read only.
-    pub(crate) fn lanes_ref(&self) -> &Lanes {
+    pub(crate) fn lanes_ref(&self) -> &BranchClocks {
         &self.lanes
     }
 
@@ -451,7 +451,7 @@ impl StreamCapture {
                     },
                 );
                 self.primed.clear();
-                self.lanes = Lanes::default();
+                self.lanes = BranchClocks::default();
                 self.phase += 1;
                 Ok(())
             }
@@ -484,7 +484,7 @@ impl StreamCapture {
         match self.state {
             State::Capture { owner } => {
                 self.races = self.lanes.take_record();
-                self.lanes = Lanes::default();
+                self.lanes = BranchClocks::default();
                 self.phase += 1;
                 // The device still sees this stream recording until the driver capture
                 // is closed (`driver_closed`): nothing may allocate, release or load
@@ -561,7 +561,7 @@ impl StreamCapture {
         self.foreign.clear();
         self.kept.clear();
         self.failure = None;
-        self.lanes = Lanes::default();
+        self.lanes = BranchClocks::default();
         self.races = RaceRecord::default();
         self.phase += 1;
     }

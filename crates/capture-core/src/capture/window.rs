@@ -6,8 +6,8 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::Arc;
 
+use super::branch_clocks::RaceRecord;
 use super::claims::Claims;
-use super::lanes::RaceRecord;
 use super::stream_capture::{CaptureEnd, TouchedPage};
 use crate::driver::{DeviceStream, GraphDriver};
 use crate::drop_queue::PendingDropQueue;
@@ -16,7 +16,7 @@ use crate::ids::{GraphId, MemoryId, StreamId};
 use crate::info_cache::CacheMode;
 use crate::memory::{BufferBinding, ClaimKey, ManagedMemoryBinding, ManagedMemoryHandle};
 use crate::report::{DevicePin, GraphLedger, LiveLedger};
-use crate::slot::SlotName;
+use crate::slot_table::SlotName;
 
 /// A capture window on one stream: arming the pools before it opens, opening it, and
 /// instantiating what it recorded. The stream refuses the steps out of order.

@@ -11,7 +11,7 @@ use crate::kernel::{ArgShape, ScalarValue};
 use crate::memory::{Access, BufferBinding, ManagedMemoryHandle};
 use crate::range::ByteRange;
 use crate::scalar_type::ScalarParam;
-use crate::slot::SlotName;
+use crate::slot_table::SlotName;
 use crate::subject::Subject;
 
 /// A device allocation. Cloning adds an owner of the same memory, not a copy: every

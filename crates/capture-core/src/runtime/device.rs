@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use bytemuck::Pod;
 
-use super::branches::BranchTable;
+use super::branch_table::BranchTable;
 use super::buffer::Buffer;
 use super::cell::StreamCell;
 use super::config::DeviceConfig;

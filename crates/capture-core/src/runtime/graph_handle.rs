@@ -11,14 +11,14 @@ use bytemuck::Pod;
 
 use super::buffer::{Arg, Buffer};
 use super::graph_owner::{Dead, GraphOwner};
-use super::slot_data::SlotUpdate;
+use super::graph_slots::SlotUpdate;
 use super::slot_handle::{BufferSlot, GridSlot, Slot, SlotSet};
 use crate::error::ServerError;
 use crate::ids::GraphId;
 use crate::kernel::{Grid, ScalarValue};
 use crate::scalar_type::ScalarParam;
-use crate::slot::SlotInfo;
-use crate::slot::{SlotKind, SlotMismatch, SlotName, SlotRefused};
+use crate::slot_table::SlotInfo;
+use crate::slot_table::{SlotKind, SlotMismatch, SlotName, SlotRefused};
 use crate::subject::Subject;
 
 /// A captured graph: what [`Device::capture`](crate::Device::capture) and

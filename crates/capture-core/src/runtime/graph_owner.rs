@@ -2,10 +2,10 @@
 //! their graph through (the device's shared state, held weakly, so a handle outliving
 //! its device does nothing).
 
-use super::slot_data::SlotUpdate;
+use super::graph_slots::SlotUpdate;
 use crate::error::ServerError;
 use crate::ids::GraphId;
-use crate::slot::{SlotInfo, SlotName};
+use crate::slot_table::{SlotInfo, SlotName};
 
 /// What a handle releases and updates its graph through: the device's shared state,
 /// held weakly.

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::branches::{BranchTable, Route};
+use super::branch_table::{BranchEntry, BranchTable};
 use super::buffer::Buffer;
 use super::cell::StreamCell;
 use super::config::DeviceConfig;
@@ -18,7 +18,7 @@ use super::order::Tracks;
 use super::pooled::PooledStream;
 use super::registry::KernelRegistry;
 use super::use_memo::UseMemo;
-use crate::branch::{BranchReason, BranchRefused};
+use crate::branch_refusal::{BranchReason, BranchRefused};
 use crate::capture::{DeviceCaptures, Lane};
 use crate::driver::{Backend, DeviceResource, DeviceStream};
 use crate::drop_queue::Fence;
@@ -83,8 +83,8 @@ pub(crate) struct Inner<B: Backend> {
     /// The streams forked into a window now, and the pooled streams lent to one (rule
     /// 28). A leaf lock.
     pub(crate) branches: Mutex<BranchTable>,
-    /// Whether `branches` may hold a route: what routing reads, so a device that never
-    /// forks takes no lock.
+    /// Whether `branches` may hold an entry: what finding a branch's pooled stream
+    /// reads, so a device that never forks takes no lock.
     pub(crate) forked: AtomicBool,
     /// The live imports of the caller's memory, by where each lies: a second import of
     /// bytes one covers is refused. A leaf lock.
@@ -139,9 +139,9 @@ impl<B: Backend> Inner<B> {
     #[inline]
     pub(crate) fn pooled(&self, stream: StreamId) -> usize {
         if self.forked.load(Ordering::Acquire)
-            && let Some(route) = self.branch_table().route(stream)
+            && let Some(entry) = self.branch_table().entry(stream)
         {
-            return route.pooled;
+            return entry.pooled;
         }
         self.home(stream)
     }
@@ -155,12 +155,12 @@ impl<B: Backend> Inner<B> {
         Ordered::lock(&self.branches, Level::Branches)
     }
 
-    /// The route of `stream`, while it is a branch of a window.
-    pub(crate) fn route(&self, stream: StreamId) -> Option<Route> {
+    /// The entry of `stream`, while it is a branch of a window.
+    pub(crate) fn entry(&self, stream: StreamId) -> Option<BranchEntry> {
         if !self.forked.load(Ordering::Acquire) {
             return None;
         }
-        self.branch_table().route(stream)
+        self.branch_table().entry(stream)
     }
 
     /// The origin of the window pooled stream `home` is lent to as a branch's.
@@ -180,7 +180,7 @@ impl<B: Backend> Inner<B> {
         op: &'static str,
     ) -> Result<(), ServerError> {
         super::closure::ClosureScope::check(self.serial, stream, None, op).or_else(|error| {
-            let origin = self.route(stream).map(|r| r.origin);
+            let origin = self.entry(stream).map(|r| r.origin);
             match origin {
                 Some(_) => super::closure::ClosureScope::check(self.serial, stream, origin, op),
                 None => Err(error),
@@ -345,10 +345,10 @@ impl<B: Backend> Inner<B> {
                 },
                 None => return Ok(()),
             },
-            Some(owner) => match self.route(stream) {
+            Some(owner) => match self.entry(stream) {
                 // A branch of this window (rule 28): its work goes to its lane; the
                 // window's lifecycle stays the origin's.
-                Some(route) if route.pooled == ps.index => {
+                Some(entry) if entry.pooled == ps.index => {
                     let lane = ps.stream.capturing().lanes_ref().lane_of(stream, owner);
                     match lane {
                         Some(_) if LIFECYCLE.contains(&op) => BranchRefused {
@@ -384,7 +384,7 @@ impl<B: Backend> Inner<B> {
 
     /// Whether `stream` is a branch of the window on pooled stream `ps` now.
     pub(crate) fn is_branch_of(&self, ps: &PooledStream<B>, stream: StreamId) -> bool {
-        self.route(stream).is_some_and(|r| r.pooled == ps.index)
+        self.entry(stream).is_some_and(|r| r.pooled == ps.index)
     }
 
     pub(crate) fn refused(&self, stream: StreamId, op: &'static str, error: &ServerError) {
@@ -869,7 +869,7 @@ impl<B: Backend> Inner<B> {
         let q = self.pooled(stream);
         let owner = self.captures.status().recording_owner(q);
         let own_window = owner.is_some()
-            && (owner == Some(stream) || self.route(stream).is_some_and(|r| r.pooled == q));
+            && (owner == Some(stream) || self.entry(stream).is_some_and(|r| r.pooled == q));
         if own_window {
             return Err(ServerError::graph_state_in(
                 op,

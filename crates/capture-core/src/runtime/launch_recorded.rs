@@ -10,13 +10,13 @@ use super::launch::Job;
 use super::launch_path::Remotes;
 use super::pooled::PooledStream;
 use super::scratch::LaunchScratch;
-use crate::branch::BranchRace;
+use crate::branch_refusal::BranchRace;
 use crate::driver::{Backend, DeviceResource, DeviceStream};
 use crate::error::ServerError;
 use crate::ids::StreamId;
 use crate::memory::{Access, ClaimKey};
 use crate::op::{Op, ReadBy};
-use crate::slot::SlotName;
+use crate::slot_table::SlotName;
 
 impl<B: Backend> Inner<B> {
     /// Checks an operation about to be recorded on the current lane of `ps`'s window

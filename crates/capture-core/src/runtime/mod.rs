@@ -2,17 +2,18 @@
 //! a pool of streams onto which logical streams fold, eager work inside taint scopes, the
 //! capture lifecycle, replays, graph drops, cleanup and memory reports.
 
-mod branches;
+mod branch;
+mod branch_table;
 mod buffer;
 mod capturing;
 mod cell;
 mod closure;
 mod config;
 mod device;
-mod fork;
 mod graph_handle;
 mod graph_owner;
 mod graph_pool;
+mod graph_slots;
 mod imports;
 mod inner;
 mod launch;
@@ -29,16 +30,15 @@ mod pooled;
 mod registry;
 mod report;
 mod scratch;
-mod slot_data;
 mod slot_handle;
-mod slots;
+mod slot_update;
 mod use_memo;
 
+pub use branch::Branch;
 pub use buffer::{Arg, Buffer};
 pub use capturing::{CapturePhase, Capturing};
 pub use config::DeviceConfig;
 pub use device::Device;
-pub use fork::Branch;
 pub use graph_handle::GraphHandle;
 pub use graph_pool::GraphPool;
 pub use launch::KernelHandle;

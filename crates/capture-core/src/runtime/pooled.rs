@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use crate::id_hash::{IdMap, IdSet};
 
+use super::graph_slots::GraphSlots;
 use super::loop_data::{GraphLoop, WindowLoop};
 use super::membership::PoolMember;
 use super::scratch::LaunchScratch;
-use super::slot_data::GraphSlots;
 use super::use_memo::UseMemo;
 
 use crate::capture::{Graph, Window};

@@ -12,12 +12,12 @@ use bytemuck::Pod;
 
 use super::buffer::{Arg, Buffer};
 use super::graph_owner::GraphOwner;
-use super::slot_data::SlotUpdate;
+use super::graph_slots::SlotUpdate;
 use crate::error::ServerError;
 use crate::ids::GraphId;
 use crate::kernel::{Grid, ScalarValue};
 use crate::scalar_type::ScalarParam;
-use crate::slot::SlotName;
+use crate::slot_table::SlotName;
 
 /// One slot of one graph, as a handle holds it.
 #[derive(Clone)]

@@ -51,9 +51,9 @@ pub(crate) struct Forks {
     pub(crate) phase: u64,
     lanes: Vec<Lane>,
     nodes: Vec<Node>,
-    /// Every stream forked in the window (its route lives until the window ends), and
+    /// Every stream forked in the window (its entry lives until the window ends), and
     /// the pooled stream it belongs to.
-    pub(crate) routes: Vec<(u8, usize)>,
+    pub(crate) entries: Vec<(u8, usize)>,
     /// The node of each recorded operation, in recording order (the window's `recs`).
     recs: Vec<usize>,
 }
@@ -69,17 +69,17 @@ impl Forks {
                 last: None,
             }],
             nodes: Vec::new(),
-            routes: Vec::new(),
+            entries: Vec::new(),
             recs: Vec::new(),
         }
     }
 
-    /// A new phase of the same window: the routes stay, the lanes start again.
+    /// A new phase of the same window: the entries stay, the lanes start again.
     pub(crate) fn next_phase(&mut self) {
         let origin = self.lanes[0].stream;
-        let routes = std::mem::take(&mut self.routes);
+        let entries = std::mem::take(&mut self.entries);
         *self = Forks::new(origin);
-        self.routes = routes;
+        self.entries = entries;
     }
 
     /// The open lane `stream` records on.
@@ -88,14 +88,14 @@ impl Forks {
     }
 
     /// Whether `stream` was forked into this window (joined or not).
-    pub(crate) fn routed(&self, stream: u8) -> bool {
-        self.routes.iter().any(|&(s, _)| s == stream)
+    pub(crate) fn is_branch(&self, stream: u8) -> bool {
+        self.entries.iter().any(|&(s, _)| s == stream)
     }
 
     /// Whether pooled stream `home` is lent to this window by a stream other than
     /// `except`.
     pub(crate) fn lends(&self, home: usize, except: Option<u8>) -> bool {
-        self.routes
+        self.entries
             .iter()
             .any(|&(s, h)| h == home && Some(s) != except)
     }
@@ -119,8 +119,8 @@ impl Forks {
             open: true,
             last: Some(node),
         });
-        if !self.routed(branch) {
-            self.routes.push((branch, home));
+        if !self.is_branch(branch) {
+            self.entries.push((branch, home));
         }
         Ok(self.lanes.len() - 1)
     }

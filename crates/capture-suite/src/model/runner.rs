@@ -2125,7 +2125,7 @@ impl<B: Builtins> Run<B> {
         };
         let mut graph = None;
         match (&window, result) {
-            (Some(w), result) if w.owner != s && w.forks.routed(s) => {
+            (Some(w), result) if w.owner != s && w.forks.is_branch(s) => {
                 // A branch's end is refused: the window is its origin's.
                 match result {
                     Ok(id) => self.fail(format!("a branch's end sealed {id}")),

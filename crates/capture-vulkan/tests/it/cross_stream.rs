@@ -3,8 +3,8 @@
 //!
 //! `begin` makes its stream wait, on the device, for every other stream's queued work,
 //! and the core then counts those streams as followed: a later host read on the stream
-//! waits only for the stream's own fence. On Vulkan the wait rides in the lane's next
-//! submission; when the window leaves the lane with no eager work after it, the read's
+//! waits only for the stream's own fence. On Vulkan the wait rides in the submitter's next
+//! submission; when the window leaves the submitter with no eager work after it, the read's
 //! fence has to submit the wait on its own, or it names a timeline value the wait is
 //! not behind and the host reads while the other stream still writes. The model test
 //! found it (`model-regressions/host_visible.txt`); this is its shrunk form, made slow

@@ -50,7 +50,7 @@ impl<B: Builtins> Run<B> {
         self.model
             .windows
             .iter()
-            .position(|w| w.as_ref().is_some_and(|w| w.forks.routed(s)))
+            .position(|w| w.as_ref().is_some_and(|w| w.forks.is_branch(s)))
     }
 
     /// Whether `s` is an unjoined branch of the window on `pooled`.
@@ -84,7 +84,7 @@ impl<B: Builtins> Run<B> {
                     Expect::Reason(Refusal::SamePooled)
                 } else if self.route_of(branch).is_some_and(|q| q != pp) {
                     Expect::Reason(Refusal::Lent)
-                } else if w.forks.routed(branch) {
+                } else if w.forks.is_branch(branch) {
                     if w.forks.lane_of(branch).is_some() {
                         Expect::Reason(Refusal::AlreadyBranch)
                     } else {
@@ -320,7 +320,7 @@ impl<B: Builtins> Run<B> {
             .filter(|&b| {
                 self.model.windows[p]
                     .as_ref()
-                    .is_some_and(|w| w.forks.routed(b))
+                    .is_some_and(|w| w.forks.is_branch(b))
             });
         if let Some(c) = &mut self.closure {
             c.on = stream;

@@ -2,7 +2,7 @@
 //! goes to the window's pooled stream, and which pooled streams are lent to a window,
 //! so their other streams are refused as neighbours (rule 13).
 //!
-//! A route lives from the fork until its window ends (aborted, sealed or refused), a
+//! An entry lives from the fork until its window ends (aborted, sealed or refused), a
 //! joined branch included: the stream belongs to the window all that time. The table
 //! is a leaf lock, taken briefly; while it is empty (no window forked) nothing takes it.
 
@@ -10,7 +10,7 @@ use crate::ids::StreamId;
 
 /// A stream forked into a window.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Route {
+pub(crate) struct BranchEntry {
     /// The branch.
     pub(crate) branch: StreamId,
     /// The window's origin.
@@ -23,51 +23,51 @@ pub(crate) struct Route {
 
 #[derive(Debug, Default)]
 pub(crate) struct BranchTable {
-    routes: Vec<Route>,
+    entries: Vec<BranchEntry>,
 }
 
 impl BranchTable {
-    /// The route of `stream`, when it is a branch of a window now.
-    pub(crate) fn route(&self, stream: StreamId) -> Option<Route> {
-        self.routes.iter().copied().find(|r| r.branch == stream)
+    /// The entry of `stream`, when it is a branch of a window now.
+    pub(crate) fn entry(&self, stream: StreamId) -> Option<BranchEntry> {
+        self.entries.iter().copied().find(|r| r.branch == stream)
     }
 
     /// The window pooled stream `home` is lent to, by its origin.
     pub(crate) fn lent(&self, home: usize) -> Option<StreamId> {
-        self.routes
+        self.entries
             .iter()
             .find(|r| r.home == home)
             .map(|r| r.origin)
     }
 
-    /// Adds `route`, unless its stream or its home is taken: then the origin of the
+    /// Adds `entry`, unless its stream or its home is taken: then the origin of the
     /// window that holds it.
-    pub(crate) fn add(&mut self, route: Route) -> Result<(), StreamId> {
+    pub(crate) fn add(&mut self, entry: BranchEntry) -> Result<(), StreamId> {
         if let Some(r) = self
-            .routes
+            .entries
             .iter()
-            .find(|r| r.branch == route.branch || r.home == route.home)
+            .find(|r| r.branch == entry.branch || r.home == entry.home)
         {
-            return if *r == route { Ok(()) } else { Err(r.origin) };
+            return if *r == entry { Ok(()) } else { Err(r.origin) };
         }
-        self.routes.push(route);
+        self.entries.push(entry);
         Ok(())
     }
 
-    /// Removes `route` (a fork that did not go through).
-    pub(crate) fn remove(&mut self, route: Route) {
-        self.routes.retain(|r| *r != route);
+    /// Removes `entry` (a fork that did not go through).
+    pub(crate) fn remove(&mut self, entry: BranchEntry) {
+        self.entries.retain(|r| *r != entry);
     }
 
     /// Releases every branch of the window on pooled stream `pooled`; whether any is
     /// left on the device.
     pub(crate) fn release(&mut self, pooled: usize) -> bool {
-        self.routes.retain(|r| r.pooled != pooled);
-        !self.routes.is_empty()
+        self.entries.retain(|r| r.pooled != pooled);
+        !self.entries.is_empty()
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.routes.is_empty()
+        self.entries.is_empty()
     }
 }
 
@@ -84,7 +84,7 @@ mod tests {
             StreamId::new(5),
         );
         let mut t = BranchTable::default();
-        let ra = Route {
+        let ra = BranchEntry {
             branch: a,
             origin: o,
             pooled: 0,
@@ -92,10 +92,10 @@ mod tests {
         };
         t.add(ra).unwrap();
         t.add(ra).unwrap();
-        assert_eq!(t.route(a), Some(ra));
+        assert_eq!(t.entry(a), Some(ra));
         assert_eq!(t.lent(1), Some(o));
         // Another stream of the same home, for another window: taken.
-        let rn = Route {
+        let rn = BranchEntry {
             branch: n,
             origin: b,
             pooled: 2,
@@ -104,7 +104,7 @@ mod tests {
         assert_eq!(t.add(rn), Err(o));
         assert!(!t.release(0));
         assert!(t.is_empty());
-        assert_eq!(t.route(a), None);
+        assert_eq!(t.entry(a), None);
         t.add(rn).unwrap();
         assert!(t.release(0));
     }

@@ -1,4 +1,4 @@
-//! `Lanes`: the branches of one window (rule 28) and the race check between them
+//! `BranchClocks`: the branches of one window (rule 28) and the race check between them
 //! (rule 29).
 //!
 //! The window's origin records on lane 0; each fork opens one more lane, whose work the
@@ -20,11 +20,11 @@
 
 use std::sync::Arc;
 
-use crate::branch::{BranchReason, MAX_WINDOW_LANES, RaceSide};
+use crate::branch_refusal::{BranchReason, MAX_WINDOW_LANES, RaceSide};
 use crate::ids::StreamId;
 use crate::memory::{Access, ClaimKey};
 use crate::op::Op;
-use crate::slot::SlotName;
+use crate::slot_table::SlotName;
 
 /// A lane of a window's recording: the origin's own work is [`Lane::ORIGIN`], each fork
 /// opens one more. A backend reads the lane of every operation it records from
@@ -84,7 +84,7 @@ impl Use {
     }
 }
 
-/// A race found by [`Lanes::check`]: the earlier use, and the range both use.
+/// A race found by [`BranchClocks::check`]: the earlier use, and the range both use.
 #[derive(Debug)]
 pub(crate) struct Race {
     pub(crate) first: RaceSide,
@@ -93,7 +93,7 @@ pub(crate) struct Race {
 
 /// The lanes of one window phase.
 #[derive(Debug, Default)]
-pub(crate) struct Lanes {
+pub(crate) struct BranchClocks {
     current: Lane,
     /// Every lane opened so far, by index; empty until the first fork.
     lanes: Vec<LaneState>,
@@ -103,7 +103,7 @@ pub(crate) struct Lanes {
     sealed: Vec<Vec<Use>>,
 }
 
-impl Lanes {
+impl BranchClocks {
     /// The lane the next recorded operation goes to.
     pub(crate) fn current(&self) -> Lane {
         self.current
@@ -359,7 +359,7 @@ mod tests {
         }
     }
 
-    fn op(lanes: &mut Lanes, lane: Lane, uses: &[(ClaimKey, Access)]) -> bool {
+    fn op(lanes: &mut BranchClocks, lane: Lane, uses: &[(ClaimKey, Access)]) -> bool {
         lanes.enter(lane);
         lanes
             .check(
@@ -374,7 +374,7 @@ mod tests {
     #[test]
     fn a_join_orders_what_follows_and_siblings_stay_unordered() {
         let (o, a, b) = (StreamId::new(0), StreamId::new(1), StreamId::new(2));
-        let mut lanes = Lanes::default();
+        let mut lanes = BranchClocks::default();
         let (_, la) = lanes.fork(o, o, a).unwrap();
         let (_, lb) = lanes.fork(o, o, b).unwrap();
         assert!(op(&mut lanes, la, &[(key(1, 0, 16), Access::Write)]));
@@ -407,7 +407,7 @@ mod tests {
     #[test]
     fn a_nested_branch_sees_what_its_parent_did_before_the_fork_only() {
         let (o, a, c) = (StreamId::new(0), StreamId::new(1), StreamId::new(2));
-        let mut lanes = Lanes::default();
+        let mut lanes = BranchClocks::default();
         let (_, la) = lanes.fork(o, o, a).unwrap();
         assert!(op(&mut lanes, la, &[(key(1, 0, 4), Access::Write)]));
         let (from, lc) = lanes.fork(o, a, c).unwrap();

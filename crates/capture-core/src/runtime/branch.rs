@@ -6,7 +6,7 @@
 use super::device::Device;
 use super::inner::Inner;
 use super::pooled::PooledStream;
-use crate::branch::{BranchReason, BranchRefused};
+use crate::branch_refusal::{BranchReason, BranchRefused};
 use crate::capture::Lane;
 use crate::driver::{Backend, DeviceStream};
 use crate::error::ServerError;
@@ -14,7 +14,7 @@ use crate::ids::StreamId;
 use crate::op::Op;
 use crate::trace::Event;
 
-use super::branches::Route;
+use super::branch_table::BranchEntry;
 use std::sync::atomic::Ordering;
 
 /// A stream forked off another by [`Device::fork`]: what [`Device::join`] consumes to
@@ -153,7 +153,7 @@ impl<B: Backend> Inner<B> {
         if home == p {
             return Err(refuse(BranchReason::SamePooledStream { origin }));
         }
-        let existing = self.route(branch);
+        let existing = self.entry(branch);
         if let Some(r) = existing
             && (window.is_none() || r.origin != origin || r.pooled != p)
         {
@@ -167,7 +167,7 @@ impl<B: Backend> Inner<B> {
                 None => Ok(token(None)),
             };
         };
-        let route = Route {
+        let entry = BranchEntry {
             branch,
             origin,
             pooled: p,
@@ -177,7 +177,7 @@ impl<B: Backend> Inner<B> {
             // The home is reserved first, so no window opens on it while it is checked.
             let added = {
                 let mut table = self.branch_table();
-                let added = table.add(route);
+                let added = table.add(entry);
                 self.forked.store(!table.is_empty(), Ordering::Release);
                 added
             };
@@ -186,7 +186,7 @@ impl<B: Backend> Inner<B> {
             }
             let owner = self.cells[home].run(|hps| hps.stream.capturing().owner());
             if let Some(owner) = owner {
-                self.unreserve(route);
+                self.unreserve(entry);
                 return Err(refuse(BranchReason::HasWindow { owner }));
             }
         }
@@ -223,7 +223,7 @@ impl<B: Backend> Inner<B> {
             }))),
             Err((reason, doomed)) => {
                 if existing.is_none() {
-                    self.cells[p].run(|ps| self.unreserve_unless_forked(ps, route));
+                    self.cells[p].run(|ps| self.unreserve_unless_forked(ps, entry));
                 }
                 match doomed {
                     Some(error) => Err(error),
@@ -233,20 +233,20 @@ impl<B: Backend> Inner<B> {
         }
     }
 
-    fn unreserve(&self, route: Route) {
+    fn unreserve(&self, entry: BranchEntry) {
         let mut table = self.branch_table();
-        table.remove(route);
+        table.remove(entry);
         self.forked.store(!table.is_empty(), Ordering::Release);
     }
 
     /// Gives back a reservation whose fork failed, unless the window forked the stream
-    /// meanwhile (another thread's fork of it, which holds the same route).
-    fn unreserve_unless_forked(&self, ps: &mut PooledStream<B>, route: Route) {
+    /// meanwhile (another thread's fork of it, which holds the same entry).
+    fn unreserve_unless_forked(&self, ps: &mut PooledStream<B>, entry: BranchEntry) {
         let capture = ps.stream.capturing();
-        let forked = capture.owner() == Some(route.origin)
-            && capture.lanes_ref().branches().contains(&route.branch);
+        let forked = capture.owner() == Some(entry.origin)
+            && capture.lanes_ref().branches().contains(&entry.branch);
         if !forked {
-            self.unreserve(route);
+            self.unreserve(entry);
         }
     }
 

@@ -12,19 +12,19 @@
 use std::sync::Arc;
 
 use super::buffer::Arg;
+use super::graph_slots::{GraphSlots, SlotUpdate, SlotValue, SlottedLaunch, uses_of};
 use super::inner::Inner;
 use super::launch::Job;
 use super::pooled::PooledStream;
 use super::scratch::{BoundArg, LaunchScratch};
-use super::slot_data::{GraphSlots, SlotUpdate, SlotValue, SlottedLaunch, uses_of};
-use crate::branch::BranchRace;
+use crate::branch_refusal::BranchRace;
 use crate::capture::TouchedPage;
 use crate::driver::{Backend, DeviceResource, DeviceStream};
 use crate::error::ServerError;
 use crate::ids::{GraphId, StreamId};
 use crate::kernel::{Dims, GraphUpdates};
 use crate::memory::{Access, ClaimKey};
-use crate::slot::{MAX_SLOT_NAME, SlotInfo, SlotKind, SlotMismatch, SlotName, SlotRefused};
+use crate::slot_table::{MAX_SLOT_NAME, SlotInfo, SlotKind, SlotMismatch, SlotName, SlotRefused};
 use crate::subject::Subject;
 use crate::trace::{Event, SlotChange};
 

@@ -1,5 +1,5 @@
-//! `Lane`: one stream's command submission. Eager work goes into the stream's open
-//! primary command buffer, submitted every [`LaneConfig::submit_every`] eager commands,
+//! `Submitter`: one stream's command submission. Eager work goes into the stream's open
+//! primary command buffer, submitted every [`SubmitterConfig::submit_every`] eager commands,
 //! at the end of every replay call and by every fence (which then names its timeline
 //! value). Waits for other lanes ride in the next submission; a fence with waits but no
 //! work pending submits them in a batch of their own, so a fence is always behind every
@@ -15,7 +15,7 @@
 //!
 //! At most [`MAX_IN_FLIGHT`] batches are pending at once: a submission past that waits
 //! for the oldest to finish (a host outrunning its device blocks, as a driver's full
-//! launch queue does, rather than growing without bound), so a lane's bookkeeping for
+//! launch queue does, rather than growing without bound), so a submitter's bookkeeping for
 //! them is sized when it opens and a steady stream of eager work allocates nothing,
 //! however far the device lags. The error comes back from the fence that submitted, or, for a
 //! submission the cadence or a replay made, from the next fence, so the core taints what
@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use ash::vk;
 use capture_core::ServerError;
-use capture_core::backend::Lane as GraphLane;
+use capture_core::backend::Lane;
 
 use crate::counts::{CountPages, GroupCounts, Slot};
 use crate::lane_order::LaneOrder;
@@ -38,13 +38,13 @@ use crate::sets::SetPools;
 use crate::storage::VulkanSlice;
 use crate::work::{Kept, VulkanRange, VulkanWork};
 
-/// Batches a lane keeps pending at once: with the default cadence, 1,024 eager commands
+/// Batches a submitter keeps pending at once: with the default cadence, 1,024 eager commands
 /// the device has not yet run.
 pub(crate) const MAX_IN_FLIGHT: usize = 16;
 
-/// How a lane batches its work.
+/// How a submitter batches its work.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct LaneConfig {
+pub(crate) struct SubmitterConfig {
     /// Eager commands (launches and copies) after which the open batch is submitted.
     pub(crate) submit_every: u32,
     /// Sets per descriptor pool.
@@ -167,9 +167,9 @@ pub(crate) struct Batch {
 }
 
 /// One stream's submission state, shared with its fences and executables.
-pub(crate) struct Lane {
+pub(crate) struct Submitter {
     pub(crate) gpu: Arc<Gpu>,
-    config: LaneConfig,
+    config: SubmitterConfig,
     batch: Mutex<Batch>,
 }
 
@@ -177,30 +177,30 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-static LANES: Mutex<Vec<Weak<Lane>>> = Mutex::new(Vec::new());
+static SUBMITTERS: Mutex<Vec<Weak<Submitter>>> = Mutex::new(Vec::new());
 
-/// Registers `lane` and returns the signal that finds it.
-pub(crate) fn register(lane: &Arc<Lane>) -> usize {
-    let mut lanes = lock(&LANES);
+/// Registers `submitter` and returns the signal that finds it.
+pub(crate) fn register(submitter: &Arc<Submitter>) -> usize {
+    let mut lanes = lock(&SUBMITTERS);
     match lanes.iter().position(|l| l.strong_count() == 0) {
         Some(free) => {
-            lanes[free] = Arc::downgrade(lane);
+            lanes[free] = Arc::downgrade(submitter);
             free
         }
         None => {
-            lanes.push(Arc::downgrade(lane));
+            lanes.push(Arc::downgrade(submitter));
             lanes.len() - 1
         }
     }
 }
 
-/// The lane a signal names, while it lives.
-pub(crate) fn find(signal: usize) -> Option<Arc<Lane>> {
-    lock(&LANES).get(signal).and_then(Weak::upgrade)
+/// The submitter a signal names, while it lives.
+pub(crate) fn find(signal: usize) -> Option<Arc<Submitter>> {
+    lock(&SUBMITTERS).get(signal).and_then(Weak::upgrade)
 }
 
-impl Lane {
-    pub(crate) fn new(gpu: Arc<Gpu>, config: LaneConfig) -> Result<Arc<Self>, ServerError> {
+impl Submitter {
+    pub(crate) fn new(gpu: Arc<Gpu>, config: SubmitterConfig) -> Result<Arc<Self>, ServerError> {
         let pool = raw::command_pool(&gpu)?;
         let semaphore = match raw::timeline(&gpu) {
             Ok(s) => s,
@@ -316,7 +316,7 @@ impl Lane {
     }
 
     /// The next operation the window records is on `lane` (rule 28).
-    pub(crate) fn enter_lane(&self, lane: GraphLane) {
+    pub(crate) fn enter_lane(&self, lane: Lane) {
         if let Some(w) = &mut self.batch().window {
             w.order.enter(lane);
         }
@@ -329,21 +329,21 @@ impl Lane {
     }
 
     /// The window opens lane `to` off `from`.
-    pub(crate) fn fork_lane(&self, from: GraphLane, to: GraphLane) {
+    pub(crate) fn fork_lane(&self, from: Lane, to: Lane) {
         if let Some(w) = &mut self.batch().window {
             w.order.fork(from, to);
         }
     }
 
     /// The window joins lane `from` into `into`.
-    pub(crate) fn join_lane(&self, from: GraphLane, into: GraphLane) {
+    pub(crate) fn join_lane(&self, from: Lane, into: Lane) {
         if let Some(w) = &mut self.batch().window {
             w.order.join(from, into);
         }
     }
 
     /// Counts an eager command recorded in the open batch, submitting the batch when it
-    /// holds [`LaneConfig::submit_every`] of them.
+    /// holds [`SubmitterConfig::submit_every`] of them.
     fn recorded(&self, b: &mut Batch) {
         if b.window.is_some() {
             return;
@@ -843,15 +843,15 @@ impl Lane {
         sent.map(|()| b.submitted)
     }
 
-    /// Makes this lane's next submission wait, on the device, for `other`'s timeline to
+    /// Makes this submitter's next submission wait, on the device, for `other`'s timeline to
     /// reach `value` (already submitted there: `other`'s fence flushed it). The wait
     /// counts as enqueued work: the next flush submits it even with no work after it, so
-    /// every later fence of this lane is behind it.
-    pub(crate) fn wait_for(&self, other: &Lane, value: u64) {
+    /// every later fence of this submitter is behind it.
+    pub(crate) fn wait_for(&self, other: &Submitter, value: u64) {
         if std::ptr::eq(self, other) {
             return;
         }
-        // One lane's lock at a time: the other's semaphore is read, then this one's
+        // One submitter's lock at a time: the other's semaphore is read, then this one's
         // batch is locked.
         let semaphore = other.batch().semaphore;
         let mut b = self.batch();
@@ -982,14 +982,14 @@ impl Lane {
         }
     }
 
-    /// The value this lane's timeline has reached.
+    /// The value this submitter's timeline has reached.
     #[cfg(test)]
     pub(crate) fn reached(&self) -> Result<u64, ServerError> {
         raw::reached(&self.gpu, self.batch().semaphore)
     }
 
-    /// Signals this lane's timeline from the host, standing in for a submission of a
-    /// lane that submits none itself.
+    /// Signals this submitter's timeline from the host, standing in for a submission of a
+    /// submitter that submits none itself.
     #[cfg(test)]
     pub(crate) fn signal_from_host(&self, value: u64) -> Result<(), ServerError> {
         raw::signal(&self.gpu, self.batch().semaphore, value)
@@ -1039,7 +1039,7 @@ fn record_dispatch(
 
 /// Descriptor pools one full batch draws when no set is reused (capped: a very long
 /// cadence grows its lists once instead).
-fn pools_per_batch(config: LaneConfig) -> usize {
+fn pools_per_batch(config: SubmitterConfig) -> usize {
     (config.submit_every.div_ceil(config.sets_per_pool) as usize).clamp(1, 64)
 }
 
@@ -1053,7 +1053,7 @@ fn recycle(gpu: &Gpu, b: &mut Batch, mut sets: Vec<vk::DescriptorPool>) {
     b.spare_lists.push(sets);
 }
 
-impl Drop for Lane {
+impl Drop for Submitter {
     fn drop(&mut self) {
         let _ = self.finish();
         self.gpu.idle();
@@ -1079,7 +1079,7 @@ impl Drop for Lane {
         raw::destroy_command_pool(&self.gpu, b.pool);
         raw::destroy_semaphore(&self.gpu, b.semaphore);
         // What the user's work handed over goes while the device surely lives (the
-        // lane's `gpu` is dropped before its batch).
+        // submitter's `gpu` is dropped before its batch).
         drop(b);
         let mut b = lock(&self.batch);
         b.kept.clear();

@@ -16,7 +16,7 @@ type Grid = [u32; 3];
 
 use std::fmt;
 
-use crate::branch::BranchRace;
+use crate::branch_refusal::BranchRace;
 use crate::ids::{GraphId, MemoryId};
 use crate::memory::Access;
 use crate::range::ByteRange;

@@ -1,7 +1,7 @@
 //! What the runtime keeps of a window's or a graph's slots (rules 26 and 27): each
 //! launch that names one (its kernel, grid, parameters and info buffer, so the backend
 //! can be handed the launch again whole), each slot's value, and what an update asks
-//! for. Data only: `slots.rs` checks and applies updates.
+//! for. Data only: `slot_update.rs` checks and applies updates.
 
 use std::sync::Arc;
 
@@ -11,7 +11,7 @@ use crate::error::ServerError;
 use crate::ids::StreamId;
 use crate::kernel::{Dims, Grid, ScalarValue};
 use crate::memory::{Access, ClaimKey};
-use crate::slot::{SlotKind, SlotMismatch, SlotName, SlotRefused, SlotTable};
+use crate::slot_table::{SlotKind, SlotMismatch, SlotName, SlotRefused, SlotTable};
 use crate::subject::Subject;
 
 /// A slot's value, as recorded or last updated.
