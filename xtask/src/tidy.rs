@@ -7,9 +7,10 @@
 //!   whose `lib.rs` each forbid it; in the backends (capture-vulkan, capture-cuda) unsafe only in
 //!   `src/raw.rs` (the FFI), `src/adopt.rs` (the `unsafe fn`s that take a caller's
 //!   driver objects, above the FFI), `src/work.rs` and `src/import.rs` (the user's own
-//!   work and memory, whose constructors are `unsafe`); in the program (capture-cli)
-//!   only in the decoder's cuBLAS module, the benchmark's thread CPU clock, its
-//!   floors' FFI and its driver-model kernel library's entry; there, and in the
+//!   work and memory, whose constructors are `unsafe`); in the decoder (capture-decode)
+//!   only in its cuBLAS module, the thread CPU clock and its driver-model kernel
+//!   library's entry, in the bench (capture-bench) only in its floors' FFI, and none in
+//!   the program (capture-cli forbids it); there, and in the
 //!   backends' tests and examples, each `unsafe fn`, `unsafe trait`
 //!   and `unsafe extern` with a `// SAFETY:` line above it (clippy's
 //!   `undocumented_unsafe_blocks` asks it of blocks and impls);

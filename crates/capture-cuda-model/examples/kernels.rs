@@ -1,7 +1,7 @@
 //! The CUDA driver model's kernel library for the library's own runs (capture-cuda's
 //! tests, the facade's examples): a cdylib exporting `capture_model_run` over this
 //! crate's kernels (`KERNELS`). The symbol lives here, not in the crate's lib, so that
-//! another kernel library (the program's) can link the crate's glue without defining it
+//! another kernel library (the decoder's, capture-decode's `cuda_model_kernels`) can link the crate's glue without defining it
 //! twice.
 
 use std::ffi::{c_char, c_int};

@@ -12,7 +12,8 @@
 //! - `cudarc`: `cuda` plus `cuda::CudaBackend::from_cudarc` and `from_cudarc_stream`,
 //!   the backend in a cudarc context.
 //!
-//! The `capture` program (demo, bench, decode, trace) is the `capture-cli` crate, a user
+//! The `capture` program (demo, decode, trace) is the `capture-cli` crate, its decoder
+//! the `capture-decode` crate and its benchmarks the `capture-bench` program, each a user
 //! of this one.
 //!
 //! A whole program on the mock: warm up and record a two-kernel chain, replay it, read
