@@ -11,6 +11,7 @@ use std::error::Error;
 use std::fmt;
 use std::sync::Arc;
 
+use crate::arg_value::ArgValue;
 use crate::branch_refusal::{BranchRace, BranchRefused};
 use crate::ids::{FailureId, GraphId, GraphPoolId, MemoryId, Named, StreamId};
 use crate::memory::{PoolName, PoolUsage};
@@ -134,8 +135,8 @@ pub enum ServerError {
         /// The buffer, graph, stream, kernel or pool refused (or whose value was), when
         /// the value is one or belongs to one.
         subject: Option<Box<Subject>>,
-        /// The value, rendered (empty when the subject is the value).
-        value: String,
+        /// The value ([`ArgValue::None`] when the subject is the value).
+        value: ArgValue,
         /// Why it was refused.
         reason: Cow<'static, str>,
     },
@@ -208,16 +209,16 @@ pub(crate) const ALLOC_ADVICE: &str = "allocate in warmup, the capture closure's
 /// How [`ServerError::InvalidArgument`]'s value reads: the value, its subject, or the
 /// value of its subject.
 struct Value<'a> {
-    value: &'a str,
+    value: &'a ArgValue,
     subject: &'a Option<Box<Subject>>,
 }
 
 impl fmt::Display for Value<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (self.value.is_empty(), self.subject) {
+        match (self.value.is_none(), self.subject) {
             (true, Some(subject)) => write!(f, "{subject}"),
             (false, Some(subject)) => write!(f, "{} of {subject}", self.value),
-            (_, None) => f.write_str(self.value),
+            (_, None) => write!(f, "{}", self.value),
         }
     }
 }
@@ -347,16 +348,16 @@ impl ServerError {
         }
     }
 
-    /// A refused argument: `what` kind of value, the value rendered, and why.
+    /// A refused argument: `what` kind of value, the value, and why.
     pub fn invalid(
         what: &'static str,
-        value: impl fmt::Display,
+        value: impl Into<ArgValue>,
         reason: impl Into<Cow<'static, str>>,
     ) -> Self {
         Self::InvalidArgument {
             what,
             subject: None,
-            value: value.to_string(),
+            value: value.into(),
             reason: reason.into(),
         }
     }
@@ -370,7 +371,7 @@ impl ServerError {
         Self::InvalidArgument {
             what,
             subject: Some(Box::new(subject)),
-            value: String::new(),
+            value: ArgValue::None,
             reason: reason.into(),
         }
     }
@@ -378,14 +379,14 @@ impl ServerError {
     /// A refused value of `subject`'s (a stream's replay, a buffer's range).
     pub fn invalid_value_of(
         what: &'static str,
-        value: impl fmt::Display,
+        value: impl Into<ArgValue>,
         subject: Subject,
         reason: impl Into<Cow<'static, str>>,
     ) -> Self {
         Self::InvalidArgument {
             what,
             subject: Some(Box::new(subject)),
-            value: value.to_string(),
+            value: value.into(),
             reason: reason.into(),
         }
     }

@@ -15,6 +15,7 @@
 //! limits: CUDA on compute capability 9.0 or later; never Vulkan or the mock). Anything
 //! else is refused before the backend sees it, as every other launch check is.
 
+use crate::arg_value::ArgValue;
 use crate::error::ServerError;
 use crate::ids::{KernelId, MemoryId};
 use crate::memory::{Access, SLICE_ALIGNMENT};
@@ -378,7 +379,7 @@ impl KernelSignature {
                 (ArgShape::Buffer(given), Param::Buffer(declared)) => {
                     return Err(ServerError::invalid_value_of(
                         "argument access",
-                        format!("{given:?} for argument {i}"),
+                        ArgValue::argument(i, format!("{given:?}")),
                         kernel(),
                         format!(
                             "it declares {declared:?} there: an argument's access must be the \
@@ -401,7 +402,7 @@ impl KernelSignature {
                     {
                         return Err(ServerError::invalid_value_of(
                             "scalar type",
-                            format!("{} for argument {i}", type_name(given, element)),
+                            ArgValue::argument(i, type_name(given, element)),
                             kernel(),
                             format!(
                                 "it takes {} there: pass a value of that type",
@@ -418,7 +419,7 @@ impl KernelSignature {
                 ) => {
                     return Err(ServerError::invalid_value_of(
                         "scalar size",
-                        format!("{given} bytes for argument {i}"),
+                        ArgValue::argument(i, ArgValue::Bytes(given as u64)),
                         kernel(),
                         format!("it takes a {declared}-byte scalar there"),
                     ));
@@ -431,7 +432,7 @@ impl KernelSignature {
                 ) => {
                     return Err(ServerError::invalid_value_of(
                         "argument",
-                        format!("a buffer for argument {i}"),
+                        ArgValue::argument(i, "a buffer"),
                         kernel(),
                         format!("it takes a {declared}-byte scalar there"),
                     ));
@@ -439,7 +440,7 @@ impl KernelSignature {
                 (ArgShape::Scalar(given, _), _) => {
                     return Err(ServerError::invalid_value_of(
                         "argument",
-                        format!("a {given}-byte scalar for argument {i}"),
+                        ArgValue::argument(i, format!("a {given}-byte scalar")),
                         kernel(),
                         "it takes a buffer there",
                     ));
@@ -454,7 +455,7 @@ impl KernelSignature {
             {
                 return Err(ServerError::invalid_value_of(
                     "scalar size",
-                    format!("{size} bytes"),
+                    ArgValue::Bytes(u64::from(size)),
                     kernel(),
                     format!(
                         "a scalar is 1, 2 or a multiple of 4 bytes, at most {MAX_SCALAR_BYTES}"
@@ -752,7 +753,7 @@ impl Dims {
             if bound.contains(&0) || bound.iter().zip(limits.max_grid).any(|(&g, max)| g > max) {
                 return Err(ServerError::invalid(
                     "grid bound",
-                    format!("{bound:?}"),
+                    bound,
                     format!(
                         "a bound runs 1 to {:?} workgroups per dimension on this device",
                         limits.max_grid
@@ -762,7 +763,7 @@ impl Dims {
             if grid.iter().zip(bound).any(|(&g, b)| g > b) {
                 return Err(ServerError::invalid(
                     "grid",
-                    format!("{grid:?}"),
+                    grid,
                     format!("the launch bounds its grid by {bound:?}"),
                 ));
             }
@@ -770,14 +771,14 @@ impl Dims {
         if grid.contains(&0) {
             return Err(ServerError::invalid(
                 "grid",
-                format!("{grid:?}"),
+                grid,
                 "every dimension runs at least one workgroup",
             ));
         }
         if grid.iter().zip(limits.max_grid).any(|(&g, max)| g > max) {
             return Err(ServerError::invalid(
                 "grid",
-                format!("{grid:?}"),
+                grid,
                 format!(
                     "this device runs at most {:?} workgroups per dimension",
                     limits.max_grid
@@ -790,7 +791,7 @@ impl Dims {
             {
                 return Err(ServerError::invalid_value_of(
                     "block",
-                    format!("{block:?}"),
+                    block,
                     kernel(),
                     format!("it runs blocks of {fixed:?} (its own)"),
                 ));
@@ -802,7 +803,7 @@ impl Dims {
             {
                 return Err(ServerError::invalid(
                     "block",
-                    format!("{block:?}"),
+                    block,
                     format!(
                         "this device runs blocks of 1 to {:?} threads per dimension, at most {} \
                          in all",
@@ -814,7 +815,7 @@ impl Dims {
         if self.shared > limits.max_shared_bytes {
             return Err(ServerError::invalid(
                 "shared memory",
-                format!("{} bytes", self.shared),
+                ArgValue::Bytes(u64::from(self.shared)),
                 if limits.max_shared_bytes == 0 {
                     "this device gives a launch no dynamic shared memory (a kernel declares its \
                      own)"
@@ -909,14 +910,14 @@ impl LaunchLimits {
         if max_binding_bytes == 0 {
             return Err(ServerError::invalid(
                 "binding range",
-                0,
+                0u64,
                 "a device binds at least one byte",
             ));
         }
         if max_grid.contains(&0) {
             return Err(ServerError::invalid(
                 "grid limit",
-                format!("{max_grid:?}"),
+                max_grid,
                 "a device runs at least one workgroup per dimension",
             ));
         }

@@ -33,6 +33,7 @@
 
 #![forbid(unsafe_code)]
 
+mod arg_value;
 pub mod backend;
 mod branch_refusal;
 mod builtin;
@@ -63,6 +64,7 @@ mod subject;
 mod taint;
 mod trace;
 
+pub use arg_value::ArgValue;
 pub use branch_refusal::{BranchRace, BranchReason, BranchRefused, MAX_WINDOW_LANES, RaceSide};
 pub use builtin::{Builtin, Builtins};
 pub use capture::CaptureStatus;

@@ -340,7 +340,7 @@ impl TaintLedger {
         if size == 0 {
             return Err(ServerError::invalid_value_of(
                 "allocation size",
-                format_args!("{size} B"),
+                format!("{size} B"),
                 Subject::buffer(memory),
                 "an allocation names at least one byte",
             ));

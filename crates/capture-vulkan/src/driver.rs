@@ -12,7 +12,7 @@ use capture_core::backend::{
     Backend, Builtins, DeviceStream, Dims, GraphDriver, KernelSignature, LaunchBuffer,
     LaunchLimits, LaunchParam, Param, StreamSetup,
 };
-use capture_core::{Builtin, GraphUpdates, MemoryKind, ProgrammaticLaunch, ServerError};
+use capture_core::{ArgValue, Builtin, GraphUpdates, MemoryKind, ProgrammaticLaunch, ServerError};
 
 use crate::error::Unavailable;
 use crate::executable::VulkanExecutable;
@@ -342,7 +342,7 @@ fn slice_args(
             let slot = bindings.push.get_mut(at..at + bytes.len()).ok_or_else(|| {
                 ServerError::invalid(
                     "scalars",
-                    format!("{} bytes", at + bytes.len()),
+                    ArgValue::Bytes((at + bytes.len()) as u64),
                     format!(
                         "a launch passes at most {} bytes of push constants",
                         raw::MAX_PUSH_BYTES
@@ -374,7 +374,7 @@ fn write_staged(
         if slice.len < len {
             return Err(ServerError::invalid(
                 "write",
-                format!("{len} bytes"),
+                ArgValue::Bytes(len),
                 format!("the {what} slice holds {} bytes", slice.len),
             ));
         }

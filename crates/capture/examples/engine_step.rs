@@ -429,7 +429,9 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
         fn new(device: &ash::Device) -> Result<Self> {
             let words = compile_wgsl("library_gemv", GEMV_WGSL)?;
             let fail = |what: &'static str| {
-                move |e: vk::Result| capture_graphs::ServerError::invalid(what, e, "Vulkan")
+                move |e: vk::Result| {
+                    capture_graphs::ServerError::invalid(what, e.to_string(), "Vulkan")
+                }
             };
             // SAFETY: the engine's own objects on the backend's device, each info struct
             // alive across its call; destroyed in `drop` when the last work holding the
@@ -599,7 +601,9 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
             let device = backend.ash_device().clone();
             let props = backend.memory_properties();
             let size = (values.len() * 4) as u64;
-            let fail = |e: vk::Result| capture_graphs::ServerError::invalid("weights", e, "Vulkan");
+            let fail = |e: vk::Result| {
+                capture_graphs::ServerError::invalid("weights", e.to_string(), "Vulkan")
+            };
             // SAFETY: the engine's own buffer and memory on the backend's device, bound
             // and filled here, destroyed in `drop` after the device that imported it.
             unsafe {
@@ -836,7 +840,7 @@ mod cuda {
             context: Arc::clone(&context),
         });
         let backend = CudaBackend::from_cudarc(Arc::clone(&context)).map_err(|e| {
-            capture_graphs::ServerError::invalid("backend", e, "the engine's context")
+            capture_graphs::ServerError::invalid("backend", e.to_string(), "the engine's context")
         })?;
         println!("device: {}", backend.device_name());
         {

@@ -370,7 +370,7 @@ fn bad_policy_values_are_refused_naming_the_value(
     match err {
         ServerError::InvalidArgument { what, value, .. } => {
             assert_eq!(what, named);
-            assert_eq!(value, "0");
+            assert_eq!(value, crate::ArgValue::Number(0));
         }
         other => panic!("unexpected error {other:?}"),
     }

@@ -19,6 +19,7 @@
 
 use std::collections::BTreeSet;
 
+use crate::arg_value::ArgValue;
 use crate::id_hash::IdMap;
 use crate::subject::Subject;
 
@@ -633,7 +634,7 @@ impl<S: ComputeStorage> MemoryManagement<S> {
             self.storage.dealloc(storage);
             return Err(ServerError::invalid(
                 "imported memory",
-                format!("{size} bytes"),
+                ArgValue::Bytes(size),
                 format!("sizes run from 1 to {MAX_ALLOCATION_BYTES} bytes"),
             ));
         }

@@ -8,6 +8,7 @@ use std::borrow::Cow;
 use super::buffer::Arg;
 use super::device::Device;
 use super::registry::KernelRegistry;
+use crate::arg_value::ArgValue;
 use crate::builtin::{Builtin, Builtins};
 use crate::driver::Backend;
 use crate::error::ServerError;
@@ -314,7 +315,7 @@ impl<B: Backend> Device<B> {
         if let Some(i) = args.iter().position(|a| a.buffer().is_none()) {
             return Err(ServerError::invalid(
                 "argument",
-                format!("a scalar for argument {i}"),
+                ArgValue::argument(i, "a scalar"),
                 format!("work {name} takes buffers only (its own values are its own)"),
             ));
         }

@@ -9,6 +9,7 @@ use super::launch::Job;
 use super::loop_data::BodyItem;
 use super::pooled::PooledStream;
 use super::scratch::{BoundArg, LaunchScratch};
+use crate::arg_value::ArgValue;
 use crate::driver::{Backend, DeviceResource, DeviceStream, LaunchBuffer, LaunchParam};
 use crate::error::ServerError;
 use crate::ids::StreamId;
@@ -153,7 +154,7 @@ impl<B: Backend> Inner<B> {
                     let size = args[a.arg].buffer().map_or(common.end(), |buf| buf.size());
                     return Err(ServerError::invalid_value_of(
                         "aliased arguments",
-                        format!("arguments {} and {}", a.arg, b.arg),
+                        ArgValue::Arguments(a.arg, b.arg),
                         Subject::bytes(a.key.memory, common.start(), common.len(), size),
                         "both write these bytes, which the device writes in no order: pass \
                          them once (a buffer read and written in place is one read-write \
