@@ -288,11 +288,19 @@ pub trait Backend: GraphDriver {
     /// the grid, block and shared memory are within the limits and every binding starts
     /// aligned.
     ///
+    /// `lane`, here and in [`run_work`](Self::run_work) and [`write`](Self::write): while
+    /// `stream` records, the lane of the window the operation records on (rule 28:
+    /// [`Lane::ORIGIN`] for the window's own stream, another for a branch it forked,
+    /// ordered as [`fork_lane`](Self::fork_lane) and [`join_lane`](Self::join_lane)
+    /// said); `Lane::ORIGIN` outside a window. A backend that runs branches beside each
+    /// other records the operation on that lane's queue.
+    ///
     /// # Errors
     ///
     /// The driver's refusal to enqueue.
     fn launch(
         stream: &mut Self::Stream,
+        lane: Lane,
         kernel: &Self::Kernel,
         dims: &Dims,
         params: &[LaunchParam<DeviceResource<Self::Stream>>],
@@ -310,12 +318,13 @@ pub trait Backend: GraphDriver {
     /// As [`launch`](Self::launch).
     fn launch_updatable(
         stream: &mut Self::Stream,
+        lane: Lane,
         kernel: &Self::Kernel,
         dims: &Dims,
         params: &[LaunchParam<DeviceResource<Self::Stream>>],
         info: Option<&DeviceResource<Self::Stream>>,
     ) -> Result<(), ServerError> {
-        Self::launch(stream, kernel, dims, params, info)
+        Self::launch(stream, lane, kernel, dims, params, info)
     }
 
     /// Sets again, whole, the parameters of recorded kernel launch `node` of
@@ -361,6 +370,7 @@ pub trait Backend: GraphDriver {
     /// The work's own error, or the driver's refusal to enqueue around it.
     fn run_work(
         stream: &mut Self::Stream,
+        lane: Lane,
         work: &Self::Work,
         buffers: &[LaunchBuffer<DeviceResource<Self::Stream>>],
     ) -> Result<(), ServerError>;
@@ -374,6 +384,7 @@ pub trait Backend: GraphDriver {
     /// The driver's refusal.
     fn write(
         stream: &mut Self::Stream,
+        lane: Lane,
         staging: &HostResource<Self::Stream>,
         destination: &DeviceResource<Self::Stream>,
         bytes: &[u8],
@@ -422,8 +433,8 @@ pub trait Backend: GraphDriver {
     fn sync(stream: &mut Self::Stream) -> Result<(), ServerError>;
 
     /// Opens lane `to` of the window `stream` records, forked off lane `from` (rule 28):
-    /// the operations the core records on `to` from here on (each one's lane is
-    /// [`StreamCapture::lane`](crate::backend::StreamCapture::lane)) follow everything
+    /// the operations the core records on `to` from here on (each handed its lane as
+    /// the `lane` argument of [`launch`](Self::launch)) follow everything
     /// recorded on `from` so far, and may run beside what `from` records after this
     /// until a [`join_lane`](Self::join_lane). Called only while `stream` records. The
     /// default records every lane in program order on the one stream, which keeps every

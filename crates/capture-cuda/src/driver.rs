@@ -341,13 +341,14 @@ impl Backend for CudaBackend {
 
     fn launch(
         stream: &mut CudaStream,
+        lane: Lane,
         kernel: &CudaKernel,
         dims: &Dims,
         params: &[LaunchParam<CudaSlice>],
         info: Option<&CudaSlice>,
     ) -> Result<(), ServerError> {
         let _current = raw::Current::enter(stream.gpu.context)?;
-        let on = stream.target();
+        let on = stream.target(lane);
         let (args, count) = pack(kernel, params, info);
         let block = dims.block_shape().unwrap_or(kernel.block);
         if dims.shared() > DEFAULT_SHARED {
@@ -380,14 +381,15 @@ impl Backend for CudaBackend {
     /// the driver only for a launch naming a slot.
     fn launch_updatable(
         stream: &mut CudaStream,
+        lane: Lane,
         kernel: &CudaKernel,
         dims: &Dims,
         params: &[LaunchParam<CudaSlice>],
         info: Option<&CudaSlice>,
     ) -> Result<(), ServerError> {
-        Self::launch(stream, kernel, dims, params, info)?;
+        Self::launch(stream, lane, kernel, dims, params, info)?;
         let _current = raw::Current::enter(stream.gpu.context)?;
-        let on = stream.target();
+        let on = stream.target(lane);
         let node = raw::last_captured_node(on)?;
         if let Some(last) = stream.nodes.last_mut() {
             *last = node;
@@ -462,6 +464,7 @@ impl Backend for CudaBackend {
 
     fn run_work(
         stream: &mut CudaStream,
+        lane: Lane,
         work: &CudaWork,
         buffers: &[LaunchBuffer<CudaSlice>],
     ) -> Result<(), ServerError> {
@@ -478,7 +481,7 @@ impl Backend for CudaBackend {
             // Work may make many nodes, or none: no slot names it.
             stream.nodes.push(None);
         }
-        let on = stream.target();
+        let on = stream.target(lane);
         work.call(on, &ranges).map_err(|why| {
             ServerError::driver(
                 "work",
@@ -489,6 +492,7 @@ impl Backend for CudaBackend {
 
     fn write(
         stream: &mut CudaStream,
+        lane: Lane,
         staging: &CudaSlice,
         destination: &CudaSlice,
         bytes: &[u8],
@@ -496,7 +500,7 @@ impl Backend for CudaBackend {
         let _current = raw::Current::enter(stream.gpu.context)?;
         let len = bytes.len().min(staging.len as usize);
         raw::write_host(staging.addr as usize, &bytes[..len]);
-        let on = stream.target();
+        let on = stream.target(lane);
         raw::copy_to_device(destination.addr, staging.addr as usize, len, on)
     }
 

@@ -52,12 +52,10 @@ impl CudaStream {
         }
     }
 
-    /// Where the operation being enqueued now goes: the lane's stream while a window
-    /// records, the stream itself otherwise.
-    pub(crate) fn target(&mut self) -> usize {
-        let capture = self.capturing();
-        if capture.is_recording() {
-            let lane = capture.lane();
+    /// Where the operation being enqueued now goes: the stream of `lane` (the core's
+    /// argument) while a window records, the stream itself otherwise.
+    pub(crate) fn target(&mut self, lane: Lane) -> usize {
+        if self.capturing().is_recording() {
             self.lane_stream(lane)
         } else {
             self.stream

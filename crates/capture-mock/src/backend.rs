@@ -164,9 +164,9 @@ pub struct MockStream {
 }
 
 impl MockStream {
-    /// Enqueues `op`, first marking a change of lane while the stream records.
-    fn push(&mut self, op: Op) {
-        let lane = self.capturing().lane();
+    /// Enqueues `op` on `lane` (the core's argument), first marking a change of lane
+    /// while the stream records.
+    fn push(&mut self, lane: Lane, op: Op) {
         if lane != self.lane && self.queue.is_recording() {
             self.queue.push(Op::Lane(lane.index() as u32));
             self.lane = lane;
@@ -394,19 +394,23 @@ impl<const AFFINE: bool> Backend for Mock<AFFINE> {
 
     fn launch(
         stream: &mut MockStream,
+        lane: Lane,
         kernel: &MockKernel,
         dims: &Dims,
         params: &[LaunchParam<MockResource>],
         info: Option<&MockResource>,
     ) -> Result<(), ServerError> {
         let (args, scalars) = op_params(params);
-        stream.push(Op::Kernel {
-            kernel: *kernel,
-            args,
-            info: info.copied(),
-            scalars,
-            grid: dims.grid_shape(),
-        });
+        stream.push(
+            lane,
+            Op::Kernel {
+                kernel: *kernel,
+                args,
+                info: info.copied(),
+                scalars,
+                grid: dims.grid_shape(),
+            },
+        );
         Ok(())
     }
 
@@ -445,6 +449,7 @@ impl<const AFFINE: bool> Backend for Mock<AFFINE> {
 
     fn run_work(
         stream: &mut MockStream,
+        lane: Lane,
         work: &MockWork,
         buffers: &[LaunchBuffer<MockResource>],
     ) -> Result<(), ServerError> {
@@ -452,15 +457,19 @@ impl<const AFFINE: bool> Backend for Mock<AFFINE> {
         for (slot, b) in args.iter_mut().zip(buffers) {
             *slot = Some((b.resource, b.access));
         }
-        stream.push(Op::Work {
-            work: work.clone(),
-            args,
-        });
+        stream.push(
+            lane,
+            Op::Work {
+                work: work.clone(),
+                args,
+            },
+        );
         Ok(())
     }
 
     fn write(
         stream: &mut MockStream,
+        lane: Lane,
         staging: &MockResource,
         destination: &MockResource,
         bytes: &[u8],
@@ -468,17 +477,20 @@ impl<const AFFINE: bool> Backend for Mock<AFFINE> {
         lock(&stream.queue.host)
             .slice_mut(staging.page, staging.bytes)
             .copy_from_slice(bytes);
-        stream.push(Op::Copy {
-            from: *staging,
-            to: *destination,
-        });
+        stream.push(
+            lane,
+            Op::Copy {
+                from: *staging,
+                to: *destination,
+            },
+        );
         Ok(())
     }
 
     /// Nothing to order at the fork: a lane's operations are its own queue, which the
     /// graph runs after what its parent recorded so far.
-    fn fork_lane(stream: &mut MockStream, _from: Lane, to: Lane) -> Result<(), ServerError> {
-        stream.push(Op::Lane(to.index() as u32));
+    fn fork_lane(stream: &mut MockStream, from: Lane, to: Lane) -> Result<(), ServerError> {
+        stream.push(from, Op::Lane(to.index() as u32));
         stream.lane = to;
         Ok(())
     }

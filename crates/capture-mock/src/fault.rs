@@ -401,24 +401,26 @@ impl<B: Backend> Backend for Faulty<B> {
 
     fn launch(
         stream: &mut Self::Stream,
+        lane: Lane,
         kernel: &B::Kernel,
         dims: &Dims,
         params: &[LaunchParam<DeviceResource<Self::Stream>>],
         info: Option<&DeviceResource<Self::Stream>>,
     ) -> Result<(), ServerError> {
         stream.plan.hit(FaultOp::Launch)?;
-        B::launch(&mut stream.inner, kernel, dims, params, info)
+        B::launch(&mut stream.inner, lane, kernel, dims, params, info)
     }
 
     fn launch_updatable(
         stream: &mut Self::Stream,
+        lane: Lane,
         kernel: &B::Kernel,
         dims: &Dims,
         params: &[LaunchParam<DeviceResource<Self::Stream>>],
         info: Option<&DeviceResource<Self::Stream>>,
     ) -> Result<(), ServerError> {
         stream.plan.hit(FaultOp::Launch)?;
-        B::launch_updatable(&mut stream.inner, kernel, dims, params, info)
+        B::launch_updatable(&mut stream.inner, lane, kernel, dims, params, info)
     }
 
     fn update_launch(
@@ -448,21 +450,23 @@ impl<B: Backend> Backend for Faulty<B> {
 
     fn run_work(
         stream: &mut Self::Stream,
+        lane: Lane,
         work: &B::Work,
         buffers: &[LaunchBuffer<DeviceResource<Self::Stream>>],
     ) -> Result<(), ServerError> {
         stream.plan.hit(FaultOp::Work)?;
-        B::run_work(&mut stream.inner, work, buffers)
+        B::run_work(&mut stream.inner, lane, work, buffers)
     }
 
     fn write(
         stream: &mut Self::Stream,
+        lane: Lane,
         staging: &HostResource<Self::Stream>,
         destination: &DeviceResource<Self::Stream>,
         bytes: &[u8],
     ) -> Result<(), ServerError> {
         stream.plan.hit(FaultOp::Copy)?;
-        B::write(&mut stream.inner, staging, destination, bytes)
+        B::write(&mut stream.inner, lane, staging, destination, bytes)
     }
 
     fn fork_lane(stream: &mut Self::Stream, from: Lane, to: Lane) -> Result<(), ServerError> {

@@ -387,10 +387,10 @@ fn write_staged(
     )
 }
 
-/// Tells the stream's window which lane the operation being recorded is on (rule 28).
-fn enter_lane(stream: &mut VulkanStream) {
+/// Tells the stream's window which lane the operation being recorded is on (rule 28:
+/// the core's `lane` argument).
+fn enter_lane(stream: &mut VulkanStream, lane: Lane) {
     if stream.capturing().is_recording() {
-        let lane = stream.capturing().lane();
         stream.submitter.enter_lane(lane);
     }
 }
@@ -510,13 +510,14 @@ impl Backend for VulkanBackend {
 
     fn launch(
         stream: &mut VulkanStream,
+        lane: Lane,
         kernel: &VulkanKernel,
         dims: &Dims,
         params: &[LaunchParam<VulkanSlice>],
         info: Option<&VulkanSlice>,
     ) -> Result<(), ServerError> {
         let args = slice_args(params, info)?;
-        enter_lane(stream);
+        enter_lane(stream, lane);
         stream.submitter.dispatch(
             &kernel.objects,
             args.as_slice(),
@@ -528,13 +529,14 @@ impl Backend for VulkanBackend {
     /// Recorded in a secondary of its own, so an update can record it again.
     fn launch_updatable(
         stream: &mut VulkanStream,
+        lane: Lane,
         kernel: &VulkanKernel,
         dims: &Dims,
         params: &[LaunchParam<VulkanSlice>],
         info: Option<&VulkanSlice>,
     ) -> Result<(), ServerError> {
         let args = slice_args(params, info)?;
-        enter_lane(stream);
+        enter_lane(stream, lane);
         stream.submitter.dispatch_updatable(
             &kernel.objects,
             args.as_slice(),
@@ -576,6 +578,7 @@ impl Backend for VulkanBackend {
 
     fn run_work(
         stream: &mut VulkanStream,
+        lane: Lane,
         work: &VulkanWork,
         buffers: &[LaunchBuffer<VulkanSlice>],
     ) -> Result<(), ServerError> {
@@ -593,7 +596,7 @@ impl Backend for VulkanBackend {
                 access: b.access,
             };
         }
-        enter_lane(stream);
+        enter_lane(stream, lane);
         stream
             .submitter
             .work(work, &ranges[..buffers.len().min(raw::MAX_BINDINGS)])
@@ -601,11 +604,12 @@ impl Backend for VulkanBackend {
 
     fn write(
         stream: &mut VulkanStream,
+        lane: Lane,
         staging: &VulkanSlice,
         destination: &VulkanSlice,
         bytes: &[u8],
     ) -> Result<(), ServerError> {
-        enter_lane(stream);
+        enter_lane(stream, lane);
         write_staged(&stream.submitter, staging, destination, bytes)
     }
 

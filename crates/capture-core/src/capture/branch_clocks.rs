@@ -27,8 +27,9 @@ use crate::op::Op;
 use crate::slot_table::SlotName;
 
 /// A lane of a window's recording: the origin's own work is [`Lane::ORIGIN`], each fork
-/// opens one more. A backend reads the lane of every operation it records from
-/// [`StreamCapture::lane`](crate::backend::StreamCapture::lane).
+/// opens one more. A backend is handed the lane of every operation it records as the
+/// `lane` argument of [`Backend::launch`](crate::Backend::launch), `run_work` and
+/// `write`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Lane(u32);
 

@@ -303,11 +303,10 @@ impl StreamCapture {
     }
 
     /// The lane the operation being recorded now goes to: [`Lane::ORIGIN`] for the
-    /// window's own stream, another for a branch it forked (rule 28). A backend that
-    /// runs branches beside each other records each operation on its lane's queue,
-    /// ordered as [`Backend::fork_lane`](crate::Backend::fork_lane) and
-    /// [`Backend::join_lane`](crate::Backend::join_lane) said.
-    pub fn lane(&self) -> Lane {
+    /// window's own stream, another for a branch it forked (rule 28). The core hands it
+    /// to the backend's calls that record work (`lane` of
+    /// [`Backend::launch`](crate::Backend::launch)).
+    pub(crate) fn lane(&self) -> Lane {
         self.lanes.current()
     }
 

@@ -139,7 +139,7 @@ impl<B: Backend> Inner<B> {
         let p = self.pooled(parent);
         let home = self.home(branch);
         let window = self.cells[p].run(|ps| {
-            self.neighbour(ps, parent, "fork")?;
+            self.admit(ps, parent, "fork")?;
             let capture = ps.stream.capturing();
             Ok::<_, ServerError>(capture.owner().map(|o| (o, capture.phase())))
         })?;

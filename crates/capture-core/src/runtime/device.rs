@@ -238,7 +238,7 @@ impl<B: Backend> Device<B> {
         };
         self.inner.order_host(buffer.pooled, stream, key)?;
         self.inner.cells[buffer.pooled].run(|ps| {
-            self.inner.neighbour(ps, stream, "assume_written")?;
+            self.inner.admit(ps, stream, "assume_written")?;
             if ps.stream.capturing().is_recording() {
                 return Err(ServerError::graph_state_in(
                     "assume_written",
@@ -790,7 +790,7 @@ impl<B: Backend> Inner<B> {
         stream: StreamId,
         size: u64,
     ) -> Result<Buffer, ServerError> {
-        self.neighbour(ps, stream, "alloc")?;
+        self.admit(ps, stream, "alloc")?;
         let handle = match self.reserve_device(ps, stream, size) {
             Ok(h) => h,
             Err(error) => {
@@ -811,7 +811,7 @@ impl<B: Backend> Inner<B> {
         stream: StreamId,
         external: DeviceExternal<B::Stream>,
     ) -> Result<Buffer, ServerError> {
-        self.neighbour(ps, stream, "import")?;
+        self.admit(ps, stream, "import")?;
         // Two imports of the same bytes would be two unrelated buffers to every rule:
         // the second is refused, naming the first, and the memory is not adopted.
         let place = ps.stream.device_memory().place(&external)?;
@@ -873,7 +873,7 @@ impl<B: Backend> Inner<B> {
         range: ByteRange,
         bytes: &[u8],
     ) -> Result<(), ServerError> {
-        self.neighbour(ps, stream, "write")?;
+        self.admit(ps, stream, "write")?;
         let key = ClaimKey {
             memory: buffer.id(),
             range,
@@ -967,7 +967,7 @@ impl<B: Backend> Inner<B> {
                 self.refused(stream, op, &error);
                 Err(error)
             }
-            _ => self.neighbour(ps, stream, op),
+            _ => self.admit(ps, stream, op).map(drop),
         }
     }
 

@@ -305,36 +305,37 @@ impl<B: Backend> Inner<B> {
         (ledgers, shared_graph_bytes(&all), pools)
     }
 
-    /// Refuses a neighbour of an active window on this pooled stream (rule 13), and a
-    /// neighbour of a branch (rule 28); moves the recording to the lane of a branch's
-    /// work.
+    /// Admits `stream`'s call `op` onto its pooled stream `ps`: refuses a neighbour of
+    /// an active window there (rule 13) and a neighbour of a branch (rule 28), and
+    /// returns the lane of the window the call records on (the origin's, or the lane of
+    /// a branch's work), which the window's clocks are then on and which
+    /// [`PooledStream::lane`] hands to the backend's recording calls.
     #[inline]
-    pub(crate) fn neighbour(
+    pub(crate) fn admit(
         &self,
         ps: &mut PooledStream<B>,
         stream: StreamId,
         op: &'static str,
-    ) -> Result<(), ServerError> {
+    ) -> Result<Lane, ServerError> {
         // No window holds the pooled stream and none was forked: nothing to refuse.
         if ps.stream.capturing().owner().is_none() && !self.forked.load(Ordering::Acquire) {
-            return Ok(());
+            return Ok(Lane::ORIGIN);
         }
-        self.neighbour_held(ps, stream, op)
+        self.admit_held(ps, stream, op)
     }
 
-    /// [`neighbour`](Self::neighbour) where a window holds the pooled stream or one may
-    /// be lent.
-    fn neighbour_held(
+    /// [`admit`](Self::admit) where a window holds the pooled stream or one may be lent.
+    fn admit_held(
         &self,
         ps: &mut PooledStream<B>,
         stream: StreamId,
         op: &'static str,
-    ) -> Result<(), ServerError> {
+    ) -> Result<Lane, ServerError> {
         let owner = ps.stream.capturing().owner();
         let error = match owner {
             Some(owner) if owner == stream => {
                 ps.stream.capturing().lanes().enter(Lane::ORIGIN);
-                return Ok(());
+                return Ok(Lane::ORIGIN);
             }
             None => match self.lent(ps.index) {
                 // A neighbour of a branch: its pooled stream is lent to a window.
@@ -343,7 +344,7 @@ impl<B: Backend> Inner<B> {
                     neighbour: stream,
                     owner: origin,
                 },
-                None => return Ok(()),
+                None => return Ok(Lane::ORIGIN),
             },
             Some(owner) => match self.entry(stream) {
                 // A branch of this window (rule 28): its work goes to its lane; the
@@ -360,7 +361,7 @@ impl<B: Backend> Inner<B> {
                         .into(),
                         Some(lane) => {
                             ps.stream.capturing().lanes().enter(lane);
-                            return Ok(());
+                            return Ok(lane);
                         }
                         None => BranchRefused {
                             op,
@@ -841,7 +842,8 @@ impl<B: Backend> Inner<B> {
             ps.stream.capturing().hold(&staging.binding());
         }
         ps.stream.capturing().prime(&staging.binding());
-        B::write(&mut ps.stream, &source, destination, bytes)?;
+        let lane = ps.lane();
+        B::write(&mut ps.stream, lane, &source, destination, bytes)?;
         Ok(staging)
     }
 

@@ -43,7 +43,7 @@ impl<B: Backend> Inner<B> {
     ) -> Result<(), ServerError> {
         let mut s = ps.scratch.take().unwrap_or_default();
         let launched = self.bind_args(&mut s, args).and_then(|()| {
-            self.neighbour(ps, stream, "launch")?;
+            self.admit(ps, stream, "launch")?;
             let recording = ps.stream.capturing().is_recording();
             if args.iter().any(|a| a.1.is_some()) || job.grid_slotted() {
                 // A refused slot changes nothing: checked before anything is recorded.
@@ -237,15 +237,17 @@ impl<B: Backend> Inner<B> {
         } else {
             B::launch
         };
+        let lane = ps.lane();
         match job {
             Job::Kernel { dims, .. } => launch(
                 &mut ps.stream,
+                lane,
                 kernel.expect("a kernel job has its kernel"),
                 dims,
                 &s.params,
                 info,
             ),
-            Job::Work { work, .. } => B::run_work(&mut ps.stream, work, &s.buffers),
+            Job::Work { work, .. } => B::run_work(&mut ps.stream, lane, work, &s.buffers),
         }
     }
 

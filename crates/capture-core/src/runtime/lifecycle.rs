@@ -75,7 +75,7 @@ impl<B: Backend> Device<B> {
         )
         .entered();
         let prepared = inner.on_stream(stream, |ps| {
-            inner.neighbour(ps, stream, "prepare")?;
+            inner.admit(ps, stream, "prepare")?;
             match Window::<B>::on(&mut ps.stream, &mut ps.drops).prepare(stream) {
                 Ok(()) => {
                     if let Some(pool) = pool {
@@ -115,7 +115,7 @@ impl<B: Backend> Device<B> {
         .entered();
         let inner = Arc::clone(&self.inner);
         let begun = self.inner.on_capture_stream(stream, move |ps| {
-            inner.neighbour(ps, stream, "begin")?;
+            inner.admit(ps, stream, "begin")?;
             // The stream's own work queued before the window (warmup's) is waited for
             // here, while it still may be: other streams that use what it wrote then need
             // no fence of a recording stream (rule 18).
@@ -796,7 +796,7 @@ impl<B: Backend> Inner<B> {
         match capture.owner() {
             None => return Ok(()),
             Some(owner) if owner != stream => {
-                return self.neighbour(ps, stream, "abort");
+                return self.admit(ps, stream, "abort").map(drop);
             }
             Some(_) => {}
         }
@@ -862,7 +862,7 @@ impl<B: Backend> Inner<B> {
                 return Err(error);
             }
             // A neighbour of a window, or of a branch of one (rule 28).
-            Some(_) | None => self.neighbour(ps, stream, "replay")?,
+            Some(_) | None => drop(self.admit(ps, stream, "replay")?),
         }
         let Some(g) = ps.graphs.get(&graph) else {
             return Err(ServerError::UnknownGraph(graph));

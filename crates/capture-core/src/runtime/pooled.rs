@@ -12,7 +12,7 @@ use super::membership::PoolMember;
 use super::scratch::LaunchScratch;
 use super::use_memo::UseMemo;
 
-use crate::capture::{Graph, Window};
+use crate::capture::{Graph, Lane, Window};
 use crate::driver::{Backend, DeviceResource, DeviceStream};
 use crate::drop_queue::{FlushingPolicy, PendingDropQueue};
 use crate::ids::{GraphId, KernelId, MemoryId};
@@ -101,6 +101,18 @@ impl<B: Backend> PooledStream<B> {
             tracing::warn!(target: "capture", index = self.index, %error, "a stream's last fence failed at teardown");
         }
         self.clear_held();
+    }
+
+    /// The lane of the window the next operation records on (rule 28), as the core's
+    /// admission of the call chose it: what the backend's recording calls are handed.
+    /// [`Lane::ORIGIN`] while no window records.
+    pub(crate) fn lane(&mut self) -> Lane {
+        let capture = self.stream.capturing();
+        if capture.is_recording() {
+            capture.lane()
+        } else {
+            Lane::ORIGIN
+        }
     }
 
     /// The launch path's scratch (there whenever no launch has it out).
