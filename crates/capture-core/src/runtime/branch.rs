@@ -15,7 +15,6 @@ use crate::op::Op;
 use crate::trace::Event;
 
 use super::branch_table::BranchEntry;
-use std::sync::atomic::Ordering;
 
 /// A stream forked off another by [`Device::fork`]: what [`Device::join`] consumes to
 /// order the parent's later work after the branch's. A window whose branch is never
@@ -123,26 +122,36 @@ impl<B: Backend> Device<B> {
 }
 
 impl<B: Backend> Inner<B> {
+    /// A refused fork or join of `branch` off `parent`, traced on `parent`.
+    fn refuse_branch(
+        &self,
+        op: &'static str,
+        parent: StreamId,
+        branch: StreamId,
+        reason: BranchReason,
+    ) -> ServerError {
+        let error: ServerError = BranchRefused {
+            op,
+            branch,
+            parent,
+            reason,
+        }
+        .into();
+        self.refused(parent, op, &error);
+        error
+    }
+
+    /// Forks `branch` off `parent` in four steps: the parent admitted and its window
+    /// read ([`fork_window`](Self::fork_window)); the refusals that need no
+    /// reservation; the branch and its home reserved in the branch table
+    /// ([`reserve_branch`](Self::reserve_branch)); the lane opened in the window
+    /// ([`open_lane`](Self::open_lane)), the reservation given back if it was not.
     fn fork(&self, parent: StreamId, branch: StreamId) -> Result<Branch, ServerError> {
         self.closure_check(parent, "fork")?;
-        let refuse = |reason: BranchReason| -> ServerError {
-            let error: ServerError = BranchRefused {
-                op: "fork",
-                branch,
-                parent,
-                reason,
-            }
-            .into();
-            self.refused(parent, "fork", &error);
-            error
-        };
+        let refuse = |reason| self.refuse_branch("fork", parent, branch, reason);
         let p = self.pooled(parent);
         let home = self.home(branch);
-        let window = self.cells[p].run(|ps| {
-            self.admit(ps, parent, "fork")?;
-            let capture = ps.stream.capturing();
-            Ok::<_, ServerError>(capture.owner().map(|o| (o, capture.phase())))
-        })?;
+        let window = self.fork_window(p, parent)?;
         let token = |window| Branch {
             device: self.serial,
             parent,
@@ -161,8 +170,7 @@ impl<B: Backend> Inner<B> {
         }
         let Some((origin, phase)) = window else {
             // Outside any window: the branch is checked, nothing else.
-            let owner = self.cells[home].run(|hps| hps.stream.capturing().owner());
-            return match owner {
+            return match self.window_owner(home) {
                 Some(owner) => Err(refuse(BranchReason::HasWindow { owner })),
                 None => Ok(token(None)),
             };
@@ -174,30 +182,75 @@ impl<B: Backend> Inner<B> {
             home,
         };
         if existing.is_none() {
-            // The home is reserved first, so no window opens on it while it is checked.
-            let added = {
-                let mut table = self.branch_table();
-                let added = table.add(entry);
-                self.forked.store(!table.is_empty(), Ordering::Release);
-                added
-            };
-            if let Err(holder) = added {
-                return Err(refuse(BranchReason::Lent { origin: holder }));
-            }
-            let owner = self.cells[home].run(|hps| hps.stream.capturing().owner());
-            if let Some(owner) = owner {
-                self.unreserve(entry);
-                return Err(refuse(BranchReason::HasWindow { owner }));
+            self.reserve_branch(entry).map_err(refuse)?;
+        }
+        match self.open_lane(entry, parent, phase) {
+            Ok(lane) => Ok(token(Some(Forked {
+                origin,
+                pooled: p,
+                phase,
+                lane,
+            }))),
+            Err((reason, doomed)) => {
+                if existing.is_none() {
+                    self.cells[p].run(|ps| self.unreserve_unless_forked(ps, entry));
+                }
+                Err(doomed.unwrap_or_else(|| refuse(reason)))
             }
         }
-        let opened = self.cells[p].run(|ps| {
+    }
+
+    /// Admits `parent`'s fork on its pooled stream `p` (rules 13 and 28) and reads the
+    /// window recording there: its origin and phase, or none.
+    fn fork_window(
+        &self,
+        p: usize,
+        parent: StreamId,
+    ) -> Result<Option<(StreamId, u64)>, ServerError> {
+        self.cells[p].run(|ps| {
+            self.admit(ps, parent, "fork")?;
             let capture = ps.stream.capturing();
-            if capture.owner() != Some(origin) || capture.phase() != phase {
+            Ok(capture.owner().map(|o| (o, capture.phase())))
+        })
+    }
+
+    /// The stream whose window pooled stream `q` holds, if any.
+    fn window_owner(&self, q: usize) -> Option<StreamId> {
+        self.cells[q].run(|ps| ps.stream.capturing().owner())
+    }
+
+    /// Reserves `entry`'s branch and home for its window: refused when either is lent
+    /// to another window, or when a window opened on the home (checked after the
+    /// reservation, so none opens there meanwhile; the reservation is then given back).
+    fn reserve_branch(&self, entry: BranchEntry) -> Result<(), BranchReason> {
+        if let Err(holder) = self.branches.add(entry) {
+            return Err(BranchReason::Lent { origin: holder });
+        }
+        if let Some(owner) = self.window_owner(entry.home) {
+            self.unreserve(entry);
+            return Err(BranchReason::HasWindow { owner });
+        }
+        Ok(())
+    }
+
+    /// Opens the branch's lane in its window, still phase `phase` of `entry.origin`'s:
+    /// the window's clocks forked off `parent`'s lane, the backend told while it
+    /// records, the fork traced. Why not otherwise, with the error of a window the
+    /// driver's refusal doomed.
+    fn open_lane(
+        &self,
+        entry: BranchEntry,
+        parent: StreamId,
+        phase: u64,
+    ) -> Result<Lane, (BranchReason, Option<ServerError>)> {
+        self.cells[entry.pooled].run(|ps| {
+            let capture = ps.stream.capturing();
+            if capture.owner() != Some(entry.origin) || capture.phase() != phase {
                 return Err((BranchReason::Stale, None));
             }
             let (from, to) = capture
                 .lanes()
-                .fork(origin, parent, branch)
+                .fork(entry.origin, parent, entry.branch)
                 .map_err(|r| (r, None))?;
             if ps.stream.capturing().is_recording()
                 && let Err(error) = B::fork_lane(&mut ps.stream, from, to)
@@ -209,34 +262,15 @@ impl<B: Backend> Inner<B> {
             }
             self.trace.push(Event::Fork {
                 stream: parent,
-                branch,
+                branch: entry.branch,
                 lane: to.index() as u32,
             });
             Ok(to)
-        });
-        match opened {
-            Ok(lane) => Ok(token(Some(Forked {
-                origin,
-                pooled: p,
-                phase,
-                lane,
-            }))),
-            Err((reason, doomed)) => {
-                if existing.is_none() {
-                    self.cells[p].run(|ps| self.unreserve_unless_forked(ps, entry));
-                }
-                match doomed {
-                    Some(error) => Err(error),
-                    None => Err(refuse(reason)),
-                }
-            }
-        }
+        })
     }
 
     fn unreserve(&self, entry: BranchEntry) {
-        let mut table = self.branch_table();
-        table.remove(entry);
-        self.forked.store(!table.is_empty(), Ordering::Release);
+        self.branches.remove(entry);
     }
 
     /// Gives back a reservation whose fork failed, unless the window forked the stream
@@ -251,17 +285,7 @@ impl<B: Backend> Inner<B> {
     }
 
     fn join(&self, branch: Branch) -> Result<(), ServerError> {
-        let refuse = |reason: BranchReason| -> ServerError {
-            let error: ServerError = BranchRefused {
-                op: "join",
-                branch: branch.stream,
-                parent: branch.parent,
-                reason,
-            }
-            .into();
-            self.refused(branch.parent, "join", &error);
-            error
-        };
+        let refuse = |reason| self.refuse_branch("join", branch.parent, branch.stream, reason);
         if branch.device != self.serial {
             return Err(refuse(BranchReason::OtherDevice));
         }

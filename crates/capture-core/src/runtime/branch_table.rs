@@ -1,12 +1,81 @@
-//! `BranchTable`: which streams are branches of a window now (rule 28), so their work
+//! `Branches`: which streams are branches of a window now (rule 28), so their work
 //! goes to the window's pooled stream, and which pooled streams are lent to a window,
 //! so their other streams are refused as neighbours (rule 13).
 //!
 //! An entry lives from the fork until its window ends (aborted, sealed or refused), a
 //! joined branch included: the stream belongs to the window all that time. The table
-//! is a leaf lock, taken briefly; while it is empty (no window forked) nothing takes it.
+//! ([`BranchTable`]) is a leaf lock, taken briefly; [`Branches`] owns it with the flag
+//! that says it may hold an entry, kept true exactly while it does, so while no window
+//! forked nothing takes the lock.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::ids::StreamId;
+use crate::lock_order::{Level, Ordered};
+
+/// The device's branch table and its lock-free "any branch" flag (rule 28).
+#[derive(Debug, Default)]
+pub(crate) struct Branches {
+    table: Mutex<BranchTable>,
+    /// Whether `table` may hold an entry: what finding a branch's pooled stream reads,
+    /// so a device that never forks takes no lock. Written under the table's lock.
+    forked: AtomicBool,
+}
+
+impl Branches {
+    /// Whether any stream may be a branch now (no lock taken).
+    #[inline]
+    pub(crate) fn any(&self) -> bool {
+        self.forked.load(Ordering::Acquire)
+    }
+
+    fn lock(&self) -> Ordered<'_, BranchTable> {
+        Ordered::lock(&self.table, Level::Branches)
+    }
+
+    /// The entry of `stream`, while it is a branch of a window.
+    pub(crate) fn entry(&self, stream: StreamId) -> Option<BranchEntry> {
+        if !self.any() {
+            return None;
+        }
+        self.lock().entry(stream)
+    }
+
+    /// The origin of the window pooled stream `home` is lent to as a branch's.
+    pub(crate) fn lent(&self, home: usize) -> Option<StreamId> {
+        if !self.any() {
+            return None;
+        }
+        self.lock().lent(home)
+    }
+
+    /// Adds `entry` (a fork's reservation of the branch and its home), unless its
+    /// stream or its home is taken: then the origin of the window that holds it.
+    pub(crate) fn add(&self, entry: BranchEntry) -> Result<(), StreamId> {
+        let mut table = self.lock();
+        let added = table.add(entry);
+        self.forked.store(!table.is_empty(), Ordering::Release);
+        added
+    }
+
+    /// Removes `entry` (a fork that did not go through).
+    pub(crate) fn remove(&self, entry: BranchEntry) {
+        let mut table = self.lock();
+        table.remove(entry);
+        self.forked.store(!table.is_empty(), Ordering::Release);
+    }
+
+    /// Releases every branch of the window on pooled stream `pooled` (it ended).
+    pub(crate) fn release(&self, pooled: usize) {
+        if !self.any() {
+            return;
+        }
+        let mut table = self.lock();
+        let left = table.release(pooled);
+        self.forked.store(left, Ordering::Release);
+    }
+}
 
 /// A stream forked into a window.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,6 +90,7 @@ pub(crate) struct BranchEntry {
     pub(crate) home: usize,
 }
 
+/// The entries, under [`Branches`]' lock.
 #[derive(Debug, Default)]
 pub(crate) struct BranchTable {
     entries: Vec<BranchEntry>,

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use bytemuck::Pod;
 
-use super::branch_table::BranchTable;
+use super::branch_table::Branches;
 use super::buffer::Buffer;
 use super::cell::StreamCell;
 use super::config::DeviceConfig;
@@ -18,7 +18,8 @@ use super::graph_handle::GraphHandle;
 use super::imports::Imports;
 use super::inner::{GraphRegistry, Inner};
 use super::loop_data::BodyItem;
-use super::order::Tracks;
+use super::order::Order;
+use super::pending::{ReleasedGraphs, Suspects};
 use super::pooled::PooledStream;
 use super::registry::KernelRegistry;
 use super::report::{DeviceReport, StreamReport};
@@ -102,8 +103,7 @@ impl<B: Backend> Device<B> {
         Ok(Self {
             inner: Arc::new(Inner {
                 signals,
-                tracks: Mutex::new(Tracks::new(config.streams)),
-                order_version: AtomicU64::new(0),
+                tracks: Order::new(config.streams),
                 faults: (0..config.streams).map(|_| AtomicU64::new(0)).collect(),
                 backend,
                 serial: DEVICES.fetch_add(1, Ordering::Relaxed),
@@ -114,13 +114,10 @@ impl<B: Backend> Device<B> {
                 kernels: Mutex::new(KernelRegistry::new()),
                 trace: Trace::new(config.trace),
                 labels: Labels::default(),
-                released: Mutex::new(Vec::new()),
-                released_pending: std::sync::atomic::AtomicBool::new(false),
-                branches: Mutex::new(BranchTable::default()),
+                released: ReleasedGraphs::default(),
+                branches: Branches::default(),
                 imports: Mutex::new(Imports::default()),
-                suspects: Mutex::new(Vec::new()),
-                suspects_pending: std::sync::atomic::AtomicBool::new(false),
-                forked: std::sync::atomic::AtomicBool::new(false),
+                suspects: Suspects::default(),
                 config,
                 limits,
             }),

@@ -5,19 +5,19 @@
 //! reservations, staging, and the hand-over to another pooled stream.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::branch_table::{BranchEntry, BranchTable};
+use super::branch_table::{BranchEntry, Branches};
 use super::buffer::Buffer;
 use super::cell::StreamCell;
 use super::config::DeviceConfig;
 use super::imports::Imports;
 use super::membership::PoolEntry;
-use super::order::Tracks;
+use super::order::{Order, Tracks};
+use super::pending::{ReleasedGraphs, Suspects};
 use super::pooled::PooledStream;
 use super::registry::KernelRegistry;
-use super::use_memo::UseMemo;
 use crate::branch_refusal::{BranchReason, BranchRefused};
 use crate::capture::{DeviceCaptures, Lane};
 use crate::driver::{Backend, DeviceResource, DeviceStream};
@@ -62,11 +62,9 @@ pub(crate) struct Inner<B: Backend> {
     pub(crate) limits: LaunchLimits,
     /// Each pooled stream's signal, so any thread can record a fence on it.
     pub(crate) signals: Vec<<B::Stream as DeviceStream>::Signal>,
-    /// Cross-stream order and the ranges written since each stream's last good fence.
-    pub(crate) tracks: Mutex<Tracks>,
-    /// Bumped by every lock of `tracks`: a pooled stream's uses memo is good while it
-    /// reads what that stream's own last lock left (`use_memo.rs`).
-    pub(crate) order_version: AtomicU64,
+    /// Cross-stream order and the ranges written since each stream's last good fence,
+    /// with the version a uses memo reads.
+    pub(crate) tracks: Order,
     /// Per pooled stream, how many asynchronous errors its fences reported: work lost
     /// with one may have held info-word uploads, which the stream then uploads again
     /// (`forget_lost_uploads`).
@@ -75,17 +73,11 @@ pub(crate) struct Inner<B: Backend> {
     pub(crate) labels: Labels,
     /// Graphs whose handles were dropped while this thread held one of the device's
     /// locks (a handle inside a user's work or kept object, released as a stream
-    /// drains): released by the next call that holds none (`reap`). A leaf lock.
-    pub(crate) released: Mutex<Vec<GraphId>>,
-    /// Whether `released` may hold a graph: what every call reads, so the common case
-    /// takes no lock.
-    pub(crate) released_pending: AtomicBool,
+    /// drains): released by the next call that holds none (`reap`).
+    pub(crate) released: ReleasedGraphs,
     /// The streams forked into a window now, and the pooled streams lent to one (rule
     /// 28). A leaf lock.
-    pub(crate) branches: Mutex<BranchTable>,
-    /// Whether `branches` may hold an entry: what finding a branch's pooled stream
-    /// reads, so a device that never forks takes no lock.
-    pub(crate) forked: AtomicBool,
+    pub(crate) branches: Branches,
     /// The live imports of the caller's memory, by where each lies: a second import of
     /// bytes one covers is refused. A leaf lock.
     pub(crate) imports: Mutex<Imports>,
@@ -93,9 +85,7 @@ pub(crate) struct Inner<B: Backend> {
     /// another stream's device-side wait on it (rule 15): each is asked, by a host wait
     /// on its own fence, once the call that met the error holds nothing
     /// (`settle_suspects`). A leaf lock.
-    pub(crate) suspects: Mutex<Vec<usize>>,
-    /// Whether `suspects` may hold a stream: what every call reads.
-    pub(crate) suspects_pending: AtomicBool,
+    pub(crate) suspects: Suspects,
 }
 
 impl<B: Backend> Drop for Inner<B> {
@@ -138,12 +128,10 @@ impl<B: Backend> Inner<B> {
     /// a window (rule 28), the window's.
     #[inline]
     pub(crate) fn pooled(&self, stream: StreamId) -> usize {
-        if self.forked.load(Ordering::Acquire)
-            && let Some(entry) = self.branch_table().entry(stream)
-        {
-            return entry.pooled;
+        match self.branches.entry(stream) {
+            Some(entry) => entry.pooled,
+            None => self.home(stream),
         }
-        self.home(stream)
     }
 
     /// The pooled stream `stream` folds onto, whatever window it is a branch of.
@@ -151,24 +139,14 @@ impl<B: Backend> Inner<B> {
         (stream.index() % self.cells.len() as u64) as usize
     }
 
-    pub(crate) fn branch_table(&self) -> Ordered<'_, BranchTable> {
-        Ordered::lock(&self.branches, Level::Branches)
-    }
-
     /// The entry of `stream`, while it is a branch of a window.
     pub(crate) fn entry(&self, stream: StreamId) -> Option<BranchEntry> {
-        if !self.forked.load(Ordering::Acquire) {
-            return None;
-        }
-        self.branch_table().entry(stream)
+        self.branches.entry(stream)
     }
 
     /// The origin of the window pooled stream `home` is lent to as a branch's.
     pub(crate) fn lent(&self, home: usize) -> Option<StreamId> {
-        if !self.forked.load(Ordering::Acquire) {
-            return None;
-        }
-        self.branch_table().lent(home)
+        self.branches.lent(home)
     }
 
     /// Rule 22 for `op` on `stream`: refused while this thread runs the capture closure
@@ -191,12 +169,9 @@ impl<B: Backend> Inner<B> {
     /// Releases the branches of `ps`'s window once it has none (ended, aborted,
     /// refused): their streams go back to their own pooled streams.
     pub(crate) fn release_branches(&self, ps: &mut PooledStream<B>) {
-        if !self.forked.load(Ordering::Acquire) || ps.stream.capturing().is_active() {
-            return;
+        if !ps.stream.capturing().is_active() {
+            self.branches.release(ps.index);
         }
-        let mut table = self.branch_table();
-        let left = table.release(ps.index);
-        self.forked.store(left, Ordering::Release);
     }
 
     /// Runs `f` on `stream`'s pooled stream, under its lock, on the caller's thread.
@@ -219,19 +194,10 @@ impl<B: Backend> Inner<B> {
     /// thread holds none of the device's locks; `stream` is the caller, named in the
     /// trace.
     pub(crate) fn settle_suspects(&self, stream: StreamId) {
-        if !self.suspects_pending.load(Ordering::Acquire) || crate::lock_order::holds_any() {
+        if !self.suspects.pending() || crate::lock_order::holds_any() {
             return;
         }
-        loop {
-            let next = {
-                let mut suspects = Ordered::lock(&self.suspects, Level::Suspects);
-                let next = suspects.pop();
-                if suspects.is_empty() {
-                    self.suspects_pending.store(false, Ordering::Release);
-                }
-                next
-            };
-            let Some(q) = next else { return };
+        while let Some(q) = self.suspects.next() {
             if let Some(stamped) = self.fence_of(q) {
                 // An error here claims q's writes (and names the streams q waited on in
                 // turn); the caller already has the error it met.
@@ -244,13 +210,10 @@ impl<B: Backend> Inner<B> {
     /// thread holds one now (rule 24: a handle's drop never takes a lock in the middle of
     /// the library's own work).
     pub(crate) fn reap(&self) {
-        if !self.released_pending.load(Ordering::Acquire) || crate::lock_order::holds_any() {
+        if !self.released.pending() || crate::lock_order::holds_any() {
             return;
         }
-        self.released_pending.store(false, Ordering::Release);
-        let released =
-            std::mem::take(&mut *self.released.lock().unwrap_or_else(|p| p.into_inner()));
-        for graph in released {
+        for graph in self.released.take() {
             let _ = self.drop_graph(graph);
         }
     }
@@ -318,7 +281,7 @@ impl<B: Backend> Inner<B> {
         op: &'static str,
     ) -> Result<Lane, ServerError> {
         // No window holds the pooled stream and none was forked: nothing to refuse.
-        if ps.stream.capturing().owner().is_none() && !self.forked.load(Ordering::Acquire) {
+        if ps.stream.capturing().owner().is_none() && !self.branches.any() {
             return Ok(Lane::ORIGIN);
         }
         self.admit_held(ps, stream, op)
@@ -483,13 +446,7 @@ impl<B: Backend> Inner<B> {
             order.followed_unconfirmed(q, &mut followed);
         }
         if !followed.is_empty() {
-            let mut suspects = Ordered::lock(&self.suspects, Level::Suspects);
-            for p in followed {
-                if !suspects.contains(&p) {
-                    suspects.push(p);
-                }
-            }
-            self.suspects_pending.store(true, Ordering::Release);
+            self.suspects.add(followed);
         }
         keys.sort_unstable();
         keys.dedup();
@@ -517,18 +474,7 @@ impl<B: Backend> Inner<B> {
     /// The order tracks, locked: whatever the caller does with them, every pooled
     /// stream's uses memo is stale after it.
     pub(crate) fn order(&self) -> Ordered<'_, Tracks> {
-        let order = Ordered::lock(&self.tracks, Level::Order);
-        self.order_version.fetch_add(1, Ordering::AcqRel);
-        order
-    }
-
-    /// The order tracks, locked for a launch's ordering or stamps on the pooled stream
-    /// that owns `memo`: the memo stays good when this stream's own last lock was the
-    /// last one (`UseMemo::carry`).
-    fn order_for(&self, memo: &mut UseMemo) -> Ordered<'_, Tracks> {
-        let order = Ordered::lock(&self.tracks, Level::Order);
-        memo.carry(self.order_version.fetch_add(1, Ordering::AcqRel));
-        order
+        self.tracks.lock()
     }
 
     /// Whether `ps`'s uses memo covers a launch reading `reads` and writing `writes`:
@@ -540,7 +486,7 @@ impl<B: Backend> Inner<B> {
         reads: &[ClaimKey],
         writes: &[ClaimKey],
     ) -> bool {
-        let version = self.order_version.load(Ordering::Acquire);
+        let version = self.tracks.version();
         if ps.memo.covers(version, reads, writes) {
             return true;
         }
@@ -611,7 +557,7 @@ impl<B: Backend> Inner<B> {
         writes: &[ClaimKey],
     ) -> Result<(), ServerError> {
         let on = ps.index;
-        self.order_for(&mut ps.memo).deps(
+        self.tracks.lock_for(&mut ps.memo).deps(
             on,
             reads.iter().map(|k| k.memory),
             writes.iter().map(|k| k.memory),
@@ -626,7 +572,9 @@ impl<B: Backend> Inner<B> {
                 continue;
             };
             B::wait_for(&mut ps.stream, &stamped.fence)?;
-            self.order_for(&mut ps.memo).ordered(on, q, stamped.epoch);
+            self.tracks
+                .lock_for(&mut ps.memo)
+                .ordered(on, q, stamped.epoch);
         }
         Ok(())
     }
@@ -660,7 +608,7 @@ impl<B: Backend> Inner<B> {
         buffers: impl IntoIterator<Item = &'a ManagedMemoryHandle>,
     ) {
         {
-            let mut order = self.order_for(&mut ps.memo);
+            let mut order = self.tracks.lock_for(&mut ps.memo);
             order.used(
                 ps.index,
                 reads.iter().map(|k| k.memory),

@@ -532,12 +532,7 @@ impl<B: Backend> GraphOwner for Inner<B> {
             // Dropped inside the library's own work (a user's work or kept object
             // released as a stream drains): taking a lock here could deadlock, so the
             // next call that holds none releases it.
-            self.released
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(graph);
-            self.released_pending
-                .store(true, std::sync::atomic::Ordering::Release);
+            self.released.push(graph);
             return;
         }
         self.reap();

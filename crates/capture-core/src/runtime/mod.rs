@@ -26,6 +26,7 @@ mod loop_data;
 mod loops;
 mod membership;
 mod order;
+mod pending;
 mod pooled;
 mod registry;
 mod report;

@@ -15,9 +15,13 @@
 //! not per byte range: two streams writing disjoint halves of one buffer are ordered
 //! too, which costs a wait, never correctness.
 
-use crate::id_hash::IdMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::use_memo::UseMemo;
+use crate::id_hash::IdMap;
 use crate::ids::MemoryId;
+use crate::lock_order::{Level, Ordered};
 use crate::memory::ClaimKey;
 use crate::range::ByteRange;
 
@@ -53,6 +57,47 @@ struct Uses {
     /// One entry per pooled stream that read it since the last write, with the epoch of
     /// its latest read.
     readers: Vec<(usize, u64)>,
+}
+
+/// The device's [`Tracks`] under their lock, owned with the version every lock bumps:
+/// a pooled stream's uses memo is good while it reads what that stream's own last lock
+/// left (`use_memo.rs`).
+#[derive(Debug)]
+pub(crate) struct Order {
+    tracks: Mutex<Tracks>,
+    version: AtomicU64,
+}
+
+impl Order {
+    /// Tracks for `streams` pooled streams.
+    pub(crate) fn new(streams: usize) -> Self {
+        Self {
+            tracks: Mutex::new(Tracks::new(streams)),
+            version: AtomicU64::new(0),
+        }
+    }
+
+    /// The tracks, locked: whatever the caller does with them, every pooled stream's
+    /// uses memo is stale after it.
+    pub(crate) fn lock(&self) -> Ordered<'_, Tracks> {
+        let order = Ordered::lock(&self.tracks, Level::Order);
+        self.version.fetch_add(1, Ordering::AcqRel);
+        order
+    }
+
+    /// The tracks, locked for a launch's ordering or stamps on the pooled stream that
+    /// owns `memo`: the memo stays good when this stream's own last lock was the last
+    /// one (`UseMemo::carry`).
+    pub(crate) fn lock_for(&self, memo: &mut UseMemo) -> Ordered<'_, Tracks> {
+        let order = Ordered::lock(&self.tracks, Level::Order);
+        memo.carry(self.version.fetch_add(1, Ordering::AcqRel));
+        order
+    }
+
+    /// The version the last lock left, for a memo's check.
+    pub(crate) fn version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
+    }
 }
 
 /// The device-wide order tracks.

@@ -11,7 +11,7 @@
 //!
 //! - every lock of the tracks bumps the version (`Inner::order`), so any change made by
 //!   any thread, a seal, a wait noted or a forgotten allocation, leaves the memo stale;
-//! - the launch path's own locks carry it over (`Inner::order_for`): a full pass that
+//! - the launch path's own locks carry it over (`Order::lock_for`): a full pass that
 //!   finds the memo current (or starts it afresh at its first lock) notes its uses only
 //!   if no other lock came between its ordering and its stamps;
 //! - a pass that leaves a wait out (the other stream records) notes nothing;
