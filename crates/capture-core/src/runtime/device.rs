@@ -15,8 +15,9 @@ use super::buffer::Buffer;
 use super::cell::StreamCell;
 use super::config::DeviceConfig;
 use super::graph_handle::GraphHandle;
+use super::graph_registry::GraphRegistry;
 use super::imports::Imports;
-use super::inner::{GraphRegistry, Inner};
+use super::inner::Inner;
 use super::loop_data::BodyItem;
 use super::order::Order;
 use super::pending::{ReleasedGraphs, Suspects};
@@ -304,9 +305,8 @@ impl<B: Backend> Device<B> {
         let label = label::checked(label)?;
         {
             let mut registry = self.inner.registry();
-            let (_, ledger) = registry
-                .live
-                .get_mut(&graph)
+            let ledger = registry
+                .ledger_mut(graph)
                 .ok_or_else(|| ServerError::UnknownGraph(graph))?;
             ledger.label = Some(Arc::clone(&label));
         }
@@ -774,9 +774,7 @@ impl<B: Backend> Device<B> {
     /// another device.
     pub fn graph(&self, graph: &GraphHandle) -> Option<GraphLedger> {
         self.owned(graph).ok()?;
-        let registry = self.inner.registry();
-        let others = registry.live.values().map(|(_, l)| l);
-        registry.live.get(&graph.id()).map(|(_, l)| l.now(others))
+        self.inner.registry().ledger(graph.id())
     }
 }
 

@@ -7,13 +7,12 @@
 //! instead of seeing another member's data. Members live on one pooled stream, which
 //! runs them one after another, never at once.
 
-use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::Arc;
 
 use super::device::Device;
 use super::inner::Inner;
-use super::membership::{PoolEntry, PoolMember};
+use super::membership::PoolMember;
 use super::pooled::PooledStream;
 use crate::driver::{Backend, DeviceStream};
 use crate::error::ServerError;
@@ -98,14 +97,7 @@ impl<B: Backend> Device<B> {
     /// [`ServerError::InvalidArgument`] for an empty or over-long label.
     pub fn graph_pool(&self, label: &str) -> Result<GraphPool, ServerError> {
         let label = label::checked(label)?;
-        let mut registry = self.inner.registry();
-        let id = GraphPoolId::new(registry.pools.len() as u64);
-        registry.pools.push(PoolEntry {
-            label: Arc::clone(&label),
-            pooled: None,
-            members: BTreeSet::new(),
-        });
-        drop(registry);
+        let id = self.inner.registry().add_pool(Arc::clone(&label));
         self.inner.trace.push(Event::GraphPool {
             pool: id,
             label: Arc::clone(&label),
@@ -133,7 +125,9 @@ impl<B: Backend> Device<B> {
         }
         let pooled = self.inner.pooled(stream);
         let mut registry = self.inner.registry();
-        let entry = &mut registry.pools[pool.id.index() as usize];
+        let entry = registry
+            .pool_mut(pool.id)
+            .expect("a pool of this device is registered");
         match entry.pooled {
             Some(at) if at != pooled => Err(ServerError::invalid_of(
                 "graph pool",
@@ -215,7 +209,7 @@ impl<B: Backend> Inner<B> {
             return;
         };
         ps.members.insert(graph, member);
-        if let Some(entry) = self.registry().pools.get_mut(pool.index() as usize) {
+        if let Some(entry) = self.registry().pool_mut(pool) {
             entry.members.insert(graph);
         }
         self.overwrote(&mut overwrote, pool, Some(graph), None, stream);
@@ -307,7 +301,7 @@ impl<B: Backend> Inner<B> {
     /// Forgets `graph`'s membership, as it is dropped.
     pub(crate) fn leave_pool(&self, ps: &mut PooledStream<B>, graph: GraphId) {
         if let Some(member) = ps.members.remove(&graph)
-            && let Some(entry) = self.registry().pools.get_mut(member.pool.index() as usize)
+            && let Some(entry) = self.registry().pool_mut(member.pool)
         {
             entry.members.remove(&graph);
         }

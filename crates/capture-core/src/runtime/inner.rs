@@ -4,7 +4,6 @@
 //! refusal, dooming a window, claims, asynchronous faults, flushes and drains, device
 //! reservations, staging, and the hand-over to another pooled stream.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -12,8 +11,8 @@ use super::branch_table::{BranchEntry, Branches};
 use super::buffer::Buffer;
 use super::cell::StreamCell;
 use super::config::DeviceConfig;
+use super::graph_registry::GraphRegistry;
 use super::imports::Imports;
-use super::membership::PoolEntry;
 use super::order::{Order, Tracks};
 use super::pending::{ReleasedGraphs, Suspects};
 use super::pooled::PooledStream;
@@ -23,27 +22,17 @@ use crate::capture::{DeviceCaptures, Lane};
 use crate::driver::{Backend, DeviceResource, DeviceStream};
 use crate::drop_queue::Fence;
 use crate::error::ServerError;
-use crate::ids::{FailureId, GraphId, GraphPoolId, StreamId};
+use crate::ids::{FailureId, StreamId};
 use crate::kernel::LaunchLimits;
 use crate::label::Labels;
 use crate::lock_order::{Level, Ordered};
 use crate::memory::{ClaimKey, ManagedMemoryHandle};
 use crate::op::Op;
 use crate::range::ByteRange;
-use crate::report::{GraphLedger, GraphPoolLedger, LiveLedger, pool_ledgers, shared_graph_bytes};
+use crate::report::{GraphLedger, GraphPoolLedger};
 use crate::subject::Subject;
 use crate::taint::TaintLedger;
 use crate::trace::{Event, Trace};
-
-#[derive(Debug, Default)]
-pub(crate) struct GraphRegistry {
-    pub(crate) next: u64,
-    /// Live graphs: the pooled stream each lives on, and what its ledger is computed
-    /// from (its pins are shared with the graph, so the split is read when asked).
-    pub(crate) live: BTreeMap<GraphId, (usize, LiveLedger)>,
-    /// Graph pools, by id.
-    pub(crate) pools: Vec<PoolEntry>,
-}
 
 /// The calls that open, close or replay a window: the origin's, never a branch's.
 const LIFECYCLE: [&str; 5] = ["prepare", "begin", "end", "abort", "replay"];
@@ -254,18 +243,7 @@ impl<B: Backend> Inner<B> {
 
     /// [`ledgers`](Self::ledgers), and each graph pool's ledger (rule 23).
     pub(crate) fn ledgers_and_pools(&self) -> (Vec<GraphLedger>, u64, Vec<GraphPoolLedger>) {
-        let registry = self.registry();
-        let all: Vec<&LiveLedger> = registry.live.values().map(|(_, l)| l).collect();
-        let ledgers = all.iter().map(|l| l.now(all.iter().copied())).collect();
-        let pools = registry.pools.iter().enumerate().map(|(i, p)| {
-            (
-                GraphPoolId::new(i as u64),
-                Arc::clone(&p.label),
-                p.members.iter().copied().collect(),
-            )
-        });
-        let pools = pool_ledgers(pools, &all);
-        (ledgers, shared_graph_bytes(&all), pools)
+        self.registry().ledgers()
     }
 
     /// Admits `stream`'s call `op` onto its pooled stream `ps`: refuses a neighbour of

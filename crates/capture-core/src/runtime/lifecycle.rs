@@ -493,9 +493,7 @@ impl<B: Backend> Device<B> {
         let index = self
             .inner
             .registry()
-            .live
-            .get(&graph)
-            .map(|(index, _)| *index)
+            .pooled_of(graph)
             .ok_or_else(|| ServerError::UnknownGraph(graph))?;
         if index != self.inner.pooled(stream) {
             return Err(ServerError::invalid_value_of(
@@ -552,7 +550,7 @@ impl<B: Backend> GraphOwner for Inner<B> {
             pooled = tracing::field::Empty
         );
         // On the timeline an update sits on its graph's pooled stream, as a replay does.
-        let pooled = self.registry().live.get(&graph).map(|(index, _)| *index);
+        let pooled = self.registry().pooled_of(graph);
         if let Some(index) = pooled {
             span.record("pooled", index);
         }
@@ -576,9 +574,7 @@ impl<B: Backend> Inner<B> {
     fn drop_graph_checked(&self, graph: GraphId) -> Result<(), ServerError> {
         let index = self
             .registry()
-            .live
-            .remove(&graph)
-            .map(|(index, _)| index)
+            .remove(graph)
             .ok_or_else(|| ServerError::UnknownGraph(graph))?;
         self.cells[index].run(|ps| {
             let Some(g) = ps.graphs.remove(&graph) else {
@@ -692,11 +688,7 @@ impl<B: Backend> Inner<B> {
         // The graph registry (lock 4) is not held while the capture status (lock 3) is
         // taken or the driver instantiates: the id is reserved first, and given back
         // when no graph comes out and no other id was taken since.
-        let id = {
-            let mut registry = self.registry();
-            registry.next += 1;
-            GraphId::new(registry.next - 1)
-        };
+        let id = self.registry().reserve_id();
         let arena = ps.stream.device_memory().arena_capture();
         let mut window = Window::<B>::on(&mut ps.stream, &mut ps.drops);
         let result = window.instantiate(stream, id);
@@ -705,9 +697,7 @@ impl<B: Backend> Inner<B> {
         let outcome = match result {
             Ok(graph) => {
                 let ledger = graph.ledger();
-                self.registry()
-                    .live
-                    .insert(id, (ps.index, graph.live_ledger()));
+                self.registry().insert(id, ps.index, graph.live_ledger());
                 self.trace.push(Event::Sealed {
                     stream,
                     graph: id,
@@ -734,12 +724,7 @@ impl<B: Backend> Inner<B> {
             Err(Refused { error, written }) => {
                 ps.window_slots = Default::default();
                 Inner::open_loop(ps);
-                {
-                    let mut registry = self.registry();
-                    if registry.next == id.index() + 1 {
-                        registry.next -= 1;
-                    }
-                }
+                self.registry().unreserve_id(id);
                 let error = match (recording_owner, error) {
                     // A window that recorded and sealed nothing: its error is a
                     // post-mortem (a doomed window's already is; an abandoned window's
@@ -807,7 +792,7 @@ impl<B: Backend> Inner<B> {
         }
         // Closing through the window closes the driver capture (from capture) or
         // disarms (from prepare); no graph id is consumed.
-        let id = GraphId::new(self.registry().next);
+        let id = self.registry().next_id();
         let mut window = Window::<B>::on(&mut ps.stream, &mut ps.drops);
         let result = window.instantiate(stream, id);
         let fence_error = window.take_fence_error();
@@ -1044,9 +1029,7 @@ impl<B: Backend> Device<B> {
             let index = self
                 .inner
                 .registry()
-                .live
-                .get(&id)
-                .map(|(index, _)| *index)
+                .pooled_of(id)
                 .ok_or(ServerError::UnknownGraph(id))?;
             if index != self.inner.pooled(stream) {
                 return Err(ServerError::invalid_value_of(

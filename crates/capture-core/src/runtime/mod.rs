@@ -13,6 +13,7 @@ mod device;
 mod graph_handle;
 mod graph_owner;
 mod graph_pool;
+mod graph_registry;
 mod graph_slots;
 mod imports;
 mod inner;

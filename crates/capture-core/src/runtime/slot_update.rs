@@ -160,9 +160,7 @@ impl<B: Backend> Inner<B> {
 
     fn graph_index(&self, graph: GraphId) -> Result<usize, ServerError> {
         self.registry()
-            .live
-            .get(&graph)
-            .map(|(index, _)| *index)
+            .pooled_of(graph)
             .ok_or(ServerError::UnknownGraph(graph))
     }
 
@@ -544,8 +542,8 @@ impl<B: Backend> Inner<B> {
         for old in released {
             ps.drops.push(old);
         }
-        if let Some(entry) = self.registry().live.get_mut(&graph) {
-            entry.1 = ledger;
+        if let Some(entry) = self.registry().ledger_mut(graph) {
+            *entry = ledger;
         }
         self.refresh_member(ps, graph);
         self.trace.push(pin);
