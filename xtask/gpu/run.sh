@@ -285,18 +285,26 @@ else
     vulkan_why="libvulkan.so.1 not found"
 fi
 # A device is required either way (a loader that finds no driver fails, never passes
-# as skipped); the validation layer only where installed.
+# as skipped); the validation layer only where installed. The unit tests hold the
+# validation canary (misuse the layer must report), which says SKIP without the layer;
+# the allocation counts run without validation, a device required.
 if [ "$vulkan" = 1 ]; then
     if has_validation_layer; then
         step "capture-vulkan tests" env CAPTURE_REQUIRE_VULKAN=1 ./capture-vulkan-it
+        step "capture-vulkan unit tests" env CAPTURE_REQUIRE_VULKAN=1 ./capture-vulkan-unit
     else
         echo
         echo "note: the Khronos validation layer is not installed: the Vulkan tests run without it"
         step "capture-vulkan tests" --expect '^vulkan device: ' \
             env CAPTURE_REQUIRE_VULKAN=device ./capture-vulkan-it --show-output
+        step "capture-vulkan unit tests" \
+            env CAPTURE_REQUIRE_VULKAN=device ./capture-vulkan-unit --show-output
     fi
+    step "capture-vulkan allocation counts" env CAPTURE_REQUIRE_VULKAN=1 ./capture-vulkan-alloc-count
 else
     skip "capture-vulkan tests" "$vulkan_why"
+    skip "capture-vulkan unit tests" "$vulkan_why"
+    skip "capture-vulkan allocation counts" "$vulkan_why"
 fi
 
 step "capture-cuda allocation counts" ./capture-cuda-alloc-count

@@ -4,11 +4,9 @@
 //! only figure that fails a step is flat_cost's growth, which is a property (cost per
 //! call does not grow with the run's length), not a speed target.
 
-use std::process::Command;
+use anyhow::{Result, bail};
 
-use anyhow::{Context, Result, bail};
-
-use crate::cargo::cargo;
+use crate::cargo::{cargo, step};
 use crate::vulkan::Probe;
 
 pub(crate) const HELP: &str = "usage: cargo xtask bench [--matrix-only | --micro-only] [-- ARGS]
@@ -33,10 +31,6 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     let mut rest = args.iter();
     while let Some(arg) = rest.next() {
         match arg.as_str() {
-            "-h" | "--help" => {
-                println!("{HELP}");
-                return Ok(());
-            }
             "--matrix-only" => micro = false,
             "--micro-only" => matrix = false,
             "--" => passed.extend(rest.by_ref().cloned()),
@@ -47,21 +41,14 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         bail!("--matrix-only and --micro-only leave nothing to run");
     }
     if matrix {
-        let mut features = Vec::new();
-        if Probe::detect().loader {
-            features.push("vulkan");
-        }
-        features.push("cuda");
-        let features = features.join(",");
-        let mut command = cargo(&[
-            "run",
-            "--release",
-            "-p",
-            "capture-bench",
-            "--features",
-            &features,
-            "--",
-        ]);
+        let features = if Probe::detect().loader {
+            "vulkan,cuda"
+        } else {
+            "cuda"
+        };
+        let mut command = cargo(&format!(
+            "run --release -p capture-bench --features {features} --"
+        ));
         command.args(&passed);
         if std::env::var_os("LP_NUM_THREADS").is_none() {
             command.env("LP_NUM_THREADS", "0");
@@ -71,25 +58,8 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     if micro {
         step(
             "core microbenchmarks",
-            &mut cargo(&[
-                "bench",
-                "-p",
-                "capture-core",
-                "--features",
-                "bench-internals",
-            ]),
+            &mut cargo("bench -p capture-core --features bench-internals"),
         )?;
-    }
-    Ok(())
-}
-
-fn step(name: &str, command: &mut Command) -> Result<()> {
-    println!("xtask: {name}");
-    let status = command
-        .status()
-        .with_context(|| format!("starting {name}"))?;
-    if !status.success() {
-        bail!("{name} failed ({status})");
     }
     Ok(())
 }

@@ -6,21 +6,44 @@ use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
-/// `cargo <args>` in the workspace root (the `cargo` that runs xtask, when known).
-pub(crate) fn cargo(args: &[&str]) -> Command {
+/// `cargo <line>` (its words split at whitespace) in the workspace root (the `cargo` that
+/// runs xtask, when known).
+pub(crate) fn cargo(line: &str) -> Command {
     let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    c.args(args).current_dir(workspace_root());
+    c.args(line.split_whitespace())
+        .current_dir(workspace_root());
     c
 }
 
-/// Runs `command` (a cargo command) with `--message-format=json-render-diagnostics`
-/// appended (diagnostics and progress go to stderr as usual; stdout lines that are not
-/// JSON are echoed) and returns whether it succeeded and its JSON messages.
-pub(crate) fn json_messages(name: &str, mut command: Command) -> Result<(bool, Vec<Value>)> {
+/// Runs one step of a command, naming it first; fails unless it succeeds.
+pub(crate) fn step(name: &str, command: &mut Command) -> Result<()> {
     println!("xtask: {name}");
+    let status = command
+        .status()
+        .with_context(|| format!("starting {name}"))?;
+    if !status.success() {
+        bail!("{name} failed ({status})");
+    }
+    Ok(())
+}
+
+/// Runs `command` (a cargo command) with `--message-format=json-render-diagnostics`
+/// appended and returns whether it succeeded and its JSON messages. When `echo`, it is
+/// named first, its diagnostics and progress go to stderr as usual and stdout lines that
+/// are not JSON are echoed; otherwise nothing of it is shown.
+pub(crate) fn json_messages(
+    name: &str,
+    mut command: Command,
+    echo: bool,
+) -> Result<(bool, Vec<Value>)> {
+    if echo {
+        println!("xtask: {name}");
+    } else {
+        command.stderr(Stdio::null());
+    }
     let mut child = command
         .arg("--message-format=json-render-diagnostics")
         .stdout(Stdio::piped())
@@ -32,11 +55,18 @@ pub(crate) fn json_messages(name: &str, mut command: Command) -> Result<(bool, V
         let line = line?;
         if line.starts_with('{') {
             messages.push(parse_message(&line)?);
-        } else if !line.trim().is_empty() {
+        } else if echo && !line.trim().is_empty() {
             println!("{line}");
         }
     }
     Ok((child.wait()?.success(), messages))
+}
+
+/// Runs `command` (a cargo build) as [`json_messages`] does, echoed: whether it
+/// succeeded and the executables it built.
+pub(crate) fn executables(name: &str, command: Command) -> Result<(bool, Vec<Executable>)> {
+    let (ok, messages) = json_messages(name, command, true)?;
+    Ok((ok, messages.iter().filter_map(executable).collect()))
 }
 
 /// One line of cargo's JSON output.
@@ -49,46 +79,30 @@ pub(crate) fn parse_message(line: &str) -> Result<Value> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Target {
     pub(crate) package: &'static str,
-    /// `lib` for the library's unit tests, `test` for a `tests/` target.
+    /// `lib` for the library's unit tests, `test` for a `tests/` target, `example` or
+    /// `bin` for a program.
     pub(crate) kind: &'static str,
     pub(crate) name: &'static str,
 }
 
 impl Target {
-    /// The unit tests of `package`'s library `name` (`capture_core`).
-    pub(crate) const fn lib(package: &'static str, name: &'static str) -> Self {
+    /// `package`'s `kind` target `name`.
+    pub(crate) const fn new(package: &'static str, kind: &'static str, name: &'static str) -> Self {
         Self {
             package,
-            kind: "lib",
+            kind,
             name,
         }
+    }
+
+    /// The unit tests of `package`'s library `name` (`capture_core`).
+    pub(crate) const fn lib(package: &'static str, name: &'static str) -> Self {
+        Self::new(package, "lib", name)
     }
 
     /// `package`'s test target `name` (`cargo test -p package --test name`).
     pub(crate) const fn test(package: &'static str, name: &'static str) -> Self {
-        Self {
-            package,
-            kind: "test",
-            name,
-        }
-    }
-
-    /// `package`'s example `name` (`cargo build -p package --example name`).
-    pub(crate) const fn example(package: &'static str, name: &'static str) -> Self {
-        Self {
-            package,
-            kind: "example",
-            name,
-        }
-    }
-
-    /// `package`'s program `name` (`cargo build -p package --bin name`).
-    pub(crate) const fn bin(package: &'static str, name: &'static str) -> Self {
-        Self {
-            package,
-            kind: "bin",
-            name,
-        }
+        Self::new(package, "test", name)
     }
 
     /// Whether the binary of `package`'s `kind` target `name` is this one.
@@ -226,6 +240,13 @@ pub(crate) mod tests {
             Some("serde")
         );
         assert_eq!(package_name("no fragment"), None);
+    }
+
+    #[test]
+    fn a_cargo_line_is_split_into_its_words() {
+        let command = cargo(" test --no-run  -p x\n --features a,b ");
+        let args: Vec<_> = command.get_args().collect();
+        assert_eq!(args, ["test", "--no-run", "-p", "x", "--features", "a,b"]);
     }
 
     #[test]

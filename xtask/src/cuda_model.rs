@@ -129,7 +129,8 @@ fn cdylib(package: &str, example: &str) -> Result<PathBuf> {
     let what = format!("cargo build -p {package} --example {example}");
     let (ok, messages) = json_messages(
         &what,
-        cargo(&["build", "-p", package, "--example", example]),
+        cargo(&format!("build -p {package} --example {example}")),
+        true,
     )?;
     if !ok {
         bail!("building the driver model's kernel library failed ({what})");

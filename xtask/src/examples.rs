@@ -3,12 +3,11 @@
 //! `examples` row. An example that exits non-zero fails the row; one that says `SKIP:`
 //! is skipped with its reason, unless it needs Vulkan, which the test command requires.
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use anyhow::{Result, bail};
 
-use crate::cargo::{cargo, executable, json_messages};
+use crate::cargo::{cargo, executables};
 use crate::summary::Backend;
 
 /// What an example needs beyond the mock.
@@ -19,118 +18,44 @@ enum Needs {
     Cuda,
 }
 
-/// One run of one example.
-struct Run {
-    package: &'static str,
-    example: &'static str,
-    args: &'static [&'static str],
-    needs: Needs,
+/// Each run of an example of the facade (capture-graphs): the example and its arguments.
+/// A run needs the backend its `--backend` names, else the one its name starts with
+/// (`vulkan_user_kernel`), else the mock alone.
+const RUNS: [(&str, &str); 17] = [
+    ("quick_start", ""),
+    ("decode_loop", "--tokens 32"),
+    ("decode_loop", "--backend vulkan --tokens 32"),
+    ("engine_step", "--tokens 16"),
+    ("engine_step", "--backend vulkan --tokens 16 --validation"),
+    ("engine_step", "--backend cuda --tokens 16"),
+    ("moe_step", "--tokens 16"),
+    ("moe_step", "--backend vulkan --tokens 16 --validation"),
+    ("moe_step", "--backend cuda --tokens 16"),
+    ("paged_step", "--tokens 12"),
+    ("paged_step", "--backend vulkan --tokens 12 --validation"),
+    ("paged_step", "--backend cuda --tokens 12"),
+    ("decode_until", ""),
+    ("decode_until", "--backend vulkan --validation"),
+    ("decode_until", "--backend cuda"),
+    ("vulkan_user_kernel", ""),
+    ("cuda_user_kernel", ""),
+];
+
+/// The backend `args` name (`--backend vulkan`), if any.
+fn backend(args: &str) -> Option<&str> {
+    let mut words = args.split_whitespace();
+    words.find(|w| *w == "--backend")?;
+    words.next()
 }
 
-const RUNS: [Run; 17] = [
-    Run {
-        package: "capture-graphs",
-        example: "quick_start",
-        args: &[],
-        needs: Needs::Nothing,
-    },
-    Run {
-        package: "capture-graphs",
-        example: "decode_loop",
-        args: &["--tokens", "32"],
-        needs: Needs::Nothing,
-    },
-    Run {
-        package: "capture-graphs",
-        example: "decode_loop",
-        args: &["--backend", "vulkan", "--tokens", "32"],
-        needs: Needs::Vulkan,
-    },
-    Run {
-        package: "capture-graphs",
-        example: "engine_step",
-        args: &["--tokens", "16"],
-        needs: Needs::Nothing,
-    },
-    Run {
-        package: "capture-graphs",
-        example: "engine_step",
-        args: &["--backend", "vulkan", "--tokens", "16", "--validation"],
-        needs: Needs::Vulkan,
-    },
-    Run {
-        package: "capture-graphs",
-        example: "engine_step",
-        args: &["--backend", "cuda", "--tokens", "16"],
-        needs: Needs::Cuda,
-    },
-    Run {
-        package: "capture-graphs",
-        example: "moe_step",
-        args: &["--tokens", "16"],
-        needs: Needs::Nothing,
-    },
-    Run {
-        package: "capture-graphs",
-        example: "moe_step",
-        args: &["--backend", "vulkan", "--tokens", "16", "--validation"],
-        needs: Needs::Vulkan,
-    },
-    Run {
-        package: "capture-graphs",
-        example: "moe_step",
-        args: &["--backend", "cuda", "--tokens", "16"],
-        needs: Needs::Cuda,
-    },
-    Run {
-        package: "capture-graphs",
-        example: "paged_step",
-        args: &["--tokens", "12"],
-        needs: Needs::Nothing,
-    },
-    Run {
-        package: "capture-graphs",
-        example: "paged_step",
-        args: &["--backend", "vulkan", "--tokens", "12", "--validation"],
-        needs: Needs::Vulkan,
-    },
-    Run {
-        package: "capture-graphs",
-        example: "paged_step",
-        args: &["--backend", "cuda", "--tokens", "12"],
-        needs: Needs::Cuda,
-    },
-    Run {
-        package: "capture-graphs",
-        example: "decode_until",
-        args: &[],
-        needs: Needs::Nothing,
-    },
-    Run {
-        package: "capture-graphs",
-        example: "decode_until",
-        args: &["--backend", "vulkan", "--validation"],
-        needs: Needs::Vulkan,
-    },
-    Run {
-        package: "capture-graphs",
-        example: "decode_until",
-        args: &["--backend", "cuda"],
-        needs: Needs::Cuda,
-    },
-    Run {
-        package: "capture-graphs",
-        example: "vulkan_user_kernel",
-        args: &[],
-        needs: Needs::Vulkan,
-    },
-    Run {
-        package: "capture-graphs",
-        example: "cuda_user_kernel",
-        args: &[],
-        needs: Needs::Cuda,
-    },
-];
+/// What the run of `example` with `args` needs.
+fn needs(example: &str, args: &str) -> Needs {
+    match backend(args).or(example.split('_').next()) {
+        Some("vulkan") => Needs::Vulkan,
+        Some("cuda") => Needs::Cuda,
+        _ => Needs::Nothing,
+    }
+}
 
 /// How one run went.
 #[derive(Debug, PartialEq, Eq)]
@@ -142,57 +67,44 @@ enum Outcome {
 
 /// Builds every example, runs each with `env` applied, and returns the `examples` row.
 pub(crate) fn run(env: impl Fn(&mut Command)) -> Result<Backend> {
-    let mut build = cargo(&[
-        "build",
-        "-p",
-        "capture-graphs",
-        "--features",
-        "capture-graphs/vulkan,capture-graphs/cudarc",
-        "--examples",
-    ]);
+    let mut build = cargo(
+        "build -p capture-graphs --features capture-graphs/vulkan,capture-graphs/cudarc \
+         --examples",
+    );
     env(&mut build);
-    let (ok, messages) = json_messages("cargo build --examples", build)?;
+    let (ok, built) = executables("cargo build --examples", build)?;
     if !ok {
         bail!("building the examples failed");
     }
-    let built: Vec<(String, String, PathBuf)> = messages
-        .iter()
-        .filter_map(executable)
-        .filter(|e| e.kind == "example")
-        .map(|e| (e.package, e.target, e.path))
-        .collect();
     let mut outcomes = Vec::new();
-    for run in &RUNS {
-        let label = label(run);
-        let Some((_, _, path)) = built
+    for (example, args) in RUNS {
+        let label = match backend(args) {
+            Some(backend) => format!("{example} ({backend})"),
+            None => example.to_string(),
+        };
+        let built = built
             .iter()
-            .find(|(p, t, _)| p == run.package && t == run.example)
-        else {
+            .find(|e| e.kind == "example" && e.package == "capture-graphs" && e.target == example);
+        let Some(built) = built else {
             outcomes.push((label, Outcome::Failed("not built".into())));
             continue;
         };
         println!("xtask: example {label}");
-        let mut command = Command::new(path);
-        command.args(run.args);
+        let mut command = Command::new(&built.path);
+        command.args(args.split_whitespace());
         env(&mut command);
         let output = command.output()?;
         let stdout = String::from_utf8_lossy(&output.stdout);
         let stderr = String::from_utf8_lossy(&output.stderr);
         print!("{stdout}");
         eprint!("{stderr}");
+        let success = output.status.success();
         outcomes.push((
             label,
-            judge(run.needs, output.status.success(), &stdout, &stderr),
+            judge(needs(example, args), success, &stdout, &stderr),
         ));
     }
     Ok(row(&outcomes))
-}
-
-fn label(run: &Run) -> String {
-    match run.args.iter().position(|a| *a == "--backend") {
-        Some(i) => format!("{} ({})", run.example, run.args[i + 1]),
-        None => run.example.to_string(),
-    }
 }
 
 /// An example's outcome from its exit status and output; Vulkan is required.
@@ -245,6 +157,26 @@ fn row(outcomes: &[(String, Outcome)]) -> Backend {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_needs_the_backend_its_arguments_or_its_name_say() {
+        let all: Vec<Needs> = RUNS.iter().map(|(e, a)| needs(e, a)).collect();
+        let count = |n: Needs| all.iter().filter(|m| **m == n).count();
+        assert_eq!(
+            (
+                count(Needs::Nothing),
+                count(Needs::Vulkan),
+                count(Needs::Cuda)
+            ),
+            (6, 6, 5)
+        );
+        assert_eq!(
+            needs("engine_step", "--backend cuda --tokens 16"),
+            Needs::Cuda
+        );
+        assert_eq!(needs("vulkan_user_kernel", ""), Needs::Vulkan);
+        assert_eq!(needs("decode_until", ""), Needs::Nothing);
+    }
 
     #[test]
     fn an_example_fails_on_a_bad_exit_or_a_skip_it_may_not_make() {

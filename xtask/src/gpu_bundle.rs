@@ -1,7 +1,8 @@
 //! `cargo xtask gpu-bundle`: the GPU tests prebuilt, for a GPU machine with no Rust and no
-//! network: the release `it` test binaries of capture-cuda and capture-vulkan and
-//! capture-suite's `mock`, the `capture` program (package capture-cli), the shared
-//! snapshots of `crates/capture-suite/snapshots`, and `run.sh` (checked in as
+//! network: the release `it` and `alloc_count` test binaries of capture-cuda and
+//! capture-vulkan, capture-vulkan's unit tests (the validation canary), capture-suite's
+//! `mock`, the `capture` program (package capture-cli), the facade's GPU examples, the
+//! shared snapshots of `crates/capture-suite/snapshots`, and `run.sh` (checked in as
 //! `xtask/gpu/run.sh`) with the `bundle.env` it reads.
 
 use std::fs;
@@ -11,10 +12,9 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-use crate::cargo::workspace_root;
-use crate::cargo::{Executable, Target, cargo, executable, json_messages};
+use crate::cargo::{Executable, Target, cargo, executables, workspace_root};
 
-const HELP: &str = "usage: cargo xtask gpu-bundle [--out DIR] [--debug]
+pub(crate) const HELP: &str = "usage: cargo xtask gpu-bundle [--out DIR] [--debug]
 
 Builds, here, what a GPU machine with no Rust and no network needs to run the GPU tests,
 into DIR (default target/gpu-bundle, replaced when it holds an earlier bundle):
@@ -22,8 +22,10 @@ into DIR (default target/gpu-bundle, replaced when it holds an earlier bundle):
   capture-cuda-it, capture-vulkan-it
                the backends' release `it` test binaries (CUDA 12.9 bindings; capture-cuda's
                with its `cudarc` feature)
-  capture-cuda-alloc-count
-               the hot paths' allocation counts on CUDA
+  capture-cuda-alloc-count, capture-vulkan-alloc-count
+               the hot paths' allocation counts on CUDA and on Vulkan
+  capture-vulkan-unit
+               capture-vulkan's unit tests, the validation layer's canary among them
   torch_graph.py
                the same benchmark chain as a PyTorch CUDA graph (xtask/gpu/torch_graph.py)
   capture-suite-mock
@@ -63,23 +65,31 @@ const RUN_SH: &str = include_str!("../gpu/run.sh");
 const TORCH_GRAPH: &str = include_str!("../gpu/torch_graph.py");
 
 /// The test binaries the bundle carries, and their names in it (which run.sh runs).
-const TESTS: [(Target, &str); 4] = [
+const TESTS: [(Target, &str); 6] = [
     (Target::test("capture-cuda", "it"), "capture-cuda-it"),
     (
         Target::test("capture-cuda", "alloc_count"),
         "capture-cuda-alloc-count",
     ),
     (Target::test("capture-vulkan", "it"), "capture-vulkan-it"),
+    (
+        Target::test("capture-vulkan", "alloc_count"),
+        "capture-vulkan-alloc-count",
+    ),
+    (
+        Target::lib("capture-vulkan", "capture_vulkan"),
+        "capture-vulkan-unit",
+    ),
     (Target::test("capture-suite", "mock"), "capture-suite-mock"),
 ];
 
 /// The capture program, and its name in the bundle.
-const PROGRAM: (Target, &str) = (Target::bin("capture-cli", "capture"), "capture");
+const PROGRAM: (Target, &str) = (Target::new("capture-cli", "bin", "capture"), "capture");
 
 /// The benchmark program `capture bench` runs (found beside `capture`), and its name in
 /// the bundle.
 const BENCH: (Target, &str) = (
-    Target::bin("capture-bench", "capture-bench"),
+    Target::new("capture-bench", "bin", "capture-bench"),
     "capture-bench",
 );
 
@@ -87,16 +97,19 @@ const BENCH: (Target, &str) = (
 /// example's CUDA path goes through cudarc), and their names in it.
 const EXAMPLES: [(Target, &str); 4] = [
     (
-        Target::example("capture-graphs", "engine_step"),
+        Target::new("capture-graphs", "example", "engine_step"),
         "engine-step",
     ),
-    (Target::example("capture-graphs", "moe_step"), "moe-step"),
     (
-        Target::example("capture-graphs", "paged_step"),
+        Target::new("capture-graphs", "example", "moe_step"),
+        "moe-step",
+    ),
+    (
+        Target::new("capture-graphs", "example", "paged_step"),
         "paged-step",
     ),
     (
-        Target::example("capture-graphs", "decode_until"),
+        Target::new("capture-graphs", "example", "decode_until"),
         "decode-until",
     ),
 ];
@@ -115,10 +128,6 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         match arg.as_str() {
-            "-h" | "--help" => {
-                println!("{HELP}");
-                return Ok(());
-            }
             "--out" => {
                 let dir = args.next().context("--out needs a directory")?;
                 out = PathBuf::from(dir);
@@ -146,9 +155,10 @@ pub(crate) fn build(out: &Path, release: bool) -> Result<()> {
     let root = workspace_root();
     // Refuse a wrong --out before minutes of building, not after.
     check_replaceable(out)?;
-    let tests = build_tests(release)?;
-    let ((capture, bench), no_cuda_demo) = build_capture(release)?;
-    let examples = build_examples(release)?;
+    let profile = if release { "--release" } else { "" };
+    let tests = build_tests(profile)?;
+    let ((capture, bench), no_cuda_demo) = build_capture(profile)?;
+    let examples = build_examples(profile)?;
     let out = out.to_path_buf();
 
     prepare(&out)?;
@@ -197,37 +207,36 @@ pub(crate) fn build(out: &Path, release: bool) -> Result<()> {
     Ok(())
 }
 
-/// Builds the test binaries (release or not); returns each of [`TESTS`]' executable and
-/// name.
-fn build_tests(release: bool) -> Result<Vec<(PathBuf, &'static str)>> {
-    let mut args = vec!["test", "--no-run"];
-    if release {
-        args.push("--release");
-    }
-    for flag in ["-p", "--test"] {
-        let mut named: Vec<&str> = Vec::new();
-        for (target, _) in &TESTS {
-            let name = if flag == "-p" {
-                target.package
-            } else {
-                target.name
-            };
-            if !named.contains(&name) {
-                named.push(name);
-                args.extend([flag, name]);
+/// The `cargo test` options that select [`TESTS`]: each package and target once.
+fn test_selection() -> String {
+    let mut selected: Vec<String> = Vec::new();
+    for (target, _) in &TESTS {
+        let only = match target.kind {
+            "lib" => "--lib".to_string(),
+            _ => format!("--test {}", target.name),
+        };
+        for arg in [format!("-p {}", target.package), only] {
+            if !selected.contains(&arg) {
+                selected.push(arg);
             }
         }
     }
+    selected.join(" ")
+}
+
+/// Builds the test binaries (`profile`: `--release` or empty); returns each of [`TESTS`]'
+/// executable and name.
+fn build_tests(profile: &str) -> Result<Vec<(PathBuf, &'static str)>> {
     // capture-cuda's `it` with the cudarc adapter's test (a cudarc context handed over).
-    args.extend(["--features", "capture-cuda/cudarc"]);
-    let (ok, messages) = json_messages(&format!("cargo {}", args.join(" ")), cargo(&args))?;
+    let line = format!(
+        "test --no-run {} --features capture-cuda/cudarc {profile}",
+        test_selection()
+    );
+    let line = line.trim_end();
+    let (ok, built) = executables(&format!("cargo {line}"), cargo(line))?;
     if !ok {
-        bail!(
-            "building the test binaries failed (cargo {}); the bundle needs every one",
-            args.join(" ")
-        );
+        bail!("building the test binaries failed (cargo {line}); the bundle needs every one");
     }
-    let built: Vec<Executable> = messages.iter().filter_map(executable).collect();
     let mut found = Vec::new();
     let mut missing = Vec::new();
     for (target, name) in TESTS {
@@ -253,38 +262,23 @@ fn find(built: &[Executable], target: &Target, test: bool) -> Option<PathBuf> {
 /// Builds the `capture` program and the `capture-bench` program with CUDA and Vulkan,
 /// or with Vulkan alone when the CUDA build fails; returns both and, in the second case,
 /// why the CUDA demo is skipped.
-fn build_capture(release: bool) -> Result<((PathBuf, PathBuf), Option<String>)> {
+fn build_capture(profile: &str) -> Result<((PathBuf, PathBuf), Option<String>)> {
     let ((program, _), (bench, _)) = (PROGRAM, BENCH);
     let mut skip = None;
     for features in [
         "capture-cli/cuda,capture-cli/vulkan,capture-bench/cuda,capture-bench/vulkan",
         "capture-cli/vulkan,capture-bench/vulkan",
     ] {
-        let mut args = vec![
-            "build",
-            "-p",
-            program.package,
-            "--bin",
-            program.name,
-            "-p",
-            bench.package,
-            "--bin",
-            bench.name,
-            "--features",
-            features,
-        ];
-        if release {
-            args.push("--release");
-        }
-        let (ok, messages) = json_messages(&format!("cargo {}", args.join(" ")), cargo(&args))?;
-        let built: Vec<Executable> = messages.iter().filter_map(executable).collect();
+        let line = format!(
+            "build -p {} --bin {} -p {} --bin {} --features {features} {profile}",
+            program.package, program.name, bench.package, bench.name
+        );
+        let line = line.trim_end();
+        let (ok, built) = executables(&format!("cargo {line}"), cargo(line))?;
         match (find(&built, &program, false), find(&built, &bench, false)) {
             (Some(exe), Some(bench)) if ok => return Ok(((exe, bench), skip)),
             _ => {
-                println!(
-                    "xtask: `cargo {}` failed; trying without CUDA",
-                    args.join(" ")
-                );
+                println!("xtask: `cargo {line}` failed; trying without CUDA");
                 skip = Some(format!(
                     "the capture program did not build with --features {features} when this \
                      bundle was made, so it has no CUDA backend"
@@ -297,26 +291,20 @@ fn build_capture(release: bool) -> Result<((PathBuf, PathBuf), Option<String>)> 
 
 /// Builds the facade's [`EXAMPLES`] with CUDA (through cudarc, loaded at run time, so no
 /// toolkit is needed) and Vulkan; each one's executable and name in the bundle.
-fn build_examples(release: bool) -> Result<Vec<(PathBuf, &'static str)>> {
-    let mut args = vec!["build", "-p", "capture-graphs"];
+fn build_examples(profile: &str) -> Result<Vec<(PathBuf, &'static str)>> {
+    let mut line = String::from("build -p capture-graphs --features cudarc,vulkan");
     for (example, _) in &EXAMPLES {
-        args.extend(["--example", example.name]);
+        line.push_str(" --example ");
+        line.push_str(example.name);
     }
-    args.extend(["--features", "cudarc,vulkan"]);
-    if release {
-        args.push("--release");
-    }
-    let (ok, messages) = json_messages(&format!("cargo {}", args.join(" ")), cargo(&args))?;
-    let built: Vec<Executable> = messages.iter().filter_map(executable).collect();
+    let line = format!("{line} {profile}");
+    let line = line.trim_end();
+    let (ok, built) = executables(&format!("cargo {line}"), cargo(line))?;
     let mut found = Vec::new();
     for (example, name) in EXAMPLES {
         match find(&built, &example, false) {
             Some(exe) if ok => found.push((exe, name)),
-            _ => bail!(
-                "the example {} did not build (cargo {})",
-                example.name,
-                args.join(" ")
-            ),
+            _ => bail!("the example {} did not build (cargo {line})", example.name),
         }
     }
     Ok(found)
@@ -433,7 +421,10 @@ It prints nvidia-smi, then runs
   capture-vulkan-it              the suite on Vulkan in both memory modes, when
                                  libvulkan.so.1 is present (CAPTURE_REQUIRE_VULKAN=1
                                  when the Khronos validation layer is installed too)
+  capture-vulkan-unit            capture-vulkan's unit tests, the validation layer's
+                                 canary among them, when libvulkan.so.1 is present
   capture-cuda-alloc-count       no heap allocation per launch or replay on CUDA
+  capture-vulkan-alloc-count     the same on Vulkan, when libvulkan.so.1 is present
   capture demo --backend cuda    eager vs replayed kernel chain, results checked equal
   capture demo --backend vulkan  the same, when libvulkan.so.1 is present
   capture bench --backend cuda   the benchmark matrix on CUDA, beside a bare
@@ -465,7 +456,7 @@ It prints nvidia-smi, then runs
   decode-until --backend cuda    the loop example: one loop replay (a WHILE conditional
                                  node) ended by the sampler's stop flag
 and ends with `bundle: N passed, M failed` (exit status non-zero on any failure).
-Each step runs under a timeout (--step-timeout S, default 150) and writes its output to
+Each step runs under a timeout (--step-timeout S, default 240) and writes its output to
 logs/NN-step.log beside run.sh (--logs DIR to put them elsewhere), with summary.txt;
 --archive FILE writes all the logs so far into one gzipped tar after every step;
 --short runs one benchmark row and a small decoder, --no-vulkan skips Vulkan.
@@ -487,8 +478,8 @@ One test binary can be run alone with a filter, e.g.
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cargo::parse_message;
     use crate::cargo::tests::artifact_line;
+    use crate::cargo::{executable, parse_message};
 
     fn scratch(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("xtask-bundle-{name}-{}", std::process::id()));
@@ -548,7 +539,7 @@ mod tests {
         ]);
         let path = |name: &str| Some(PathBuf::from(format!("/w/target/release/deps/{name}-0123")));
         assert_eq!(find(&built, &TESTS[2].0, true), path("it"));
-        assert_eq!(find(&built, &TESTS[3].0, true), path("mock"));
+        assert_eq!(find(&built, &TESTS[5].0, true), path("mock"));
         assert_eq!(
             find(&built, &TESTS[0].0, true),
             None,
@@ -560,6 +551,15 @@ mod tests {
             find(&built, &PROGRAM.0, true),
             None,
             "the program, not its unit tests"
+        );
+    }
+
+    #[test]
+    fn the_test_binaries_are_selected_once_each() {
+        assert_eq!(
+            test_selection(),
+            "-p capture-cuda --test it --test alloc_count -p capture-vulkan --lib \
+             -p capture-suite --test mock"
         );
     }
 
@@ -658,6 +658,14 @@ mod tests {
             (
                 "capture-vulkan-it",
                 "echo \"vulkan $*\" >> calls".to_string(),
+            ),
+            (
+                "capture-vulkan-unit",
+                "echo \"vulkan-unit $*\" >> calls".to_string(),
+            ),
+            (
+                "capture-vulkan-alloc-count",
+                "echo \"vulkan-alloc $CAPTURE_REQUIRE_VULKAN\" >> calls".to_string(),
             ),
             (
                 "engine-step",
@@ -773,6 +781,11 @@ mod tests {
         assert!(calls.contains("cuda --show-output 1\n"), "{calls}");
         assert!(calls.contains("capture demo --backend cuda\n"), "{calls}");
         assert!(calls.contains("cuda-alloc 1\n"), "{calls}");
+        if calls.contains("vulkan ") {
+            // Where this machine has a Vulkan loader: the unit tests and counts run too.
+            assert!(calls.contains("vulkan-unit"), "{calls}");
+            assert!(calls.contains("vulkan-alloc 1\n"), "{calls}");
+        }
         assert!(calls.contains("capture bench --backend cuda\n"), "{calls}");
         assert!(calls.contains("capture decode --backend cuda\n"), "{calls}");
         assert!(

@@ -5,6 +5,8 @@
 use std::path::Path;
 use std::process::Command;
 
+use anyhow::{Context, Result, bail};
+
 /// Directories drivers install into on the distributions and containers we meet, beyond
 /// what `ldconfig -p` lists (a container's NVIDIA runtime mounts, WSL).
 const LIB_DIRS: [&str; 8] = [
@@ -48,6 +50,25 @@ fn in_ldconfig_listing(listing: &str, name: &str) -> bool {
         .lines()
         .filter_map(|l| l.split_whitespace().next())
         .any(|lib| lib == name)
+}
+
+/// Installs `packages` with apt-get, after an `apt-get update`; apt's output goes to
+/// stderr (`cargo xtask nvrtc` prints only a path on stdout).
+pub(crate) fn apt_install(packages: &[&str]) -> Result<()> {
+    eprintln!("xtask: installing {}", packages.join(" "));
+    let install = [&["install", "-y", "-qq"][..], packages].concat();
+    for args in [&["update", "-qq"][..], &install] {
+        let status = Command::new("apt-get")
+            .args(args)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .stdout(std::io::stderr())
+            .status()
+            .with_context(|| format!("running apt-get {}", args[0]))?;
+        if !status.success() {
+            bail!("apt-get {} failed ({status})", args[0]);
+        }
+    }
+    Ok(())
 }
 
 /// Whether xtask runs as root (and so may install packages with apt).

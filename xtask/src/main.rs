@@ -3,11 +3,9 @@
 //! - `test`: the README's test command: installs what the tests need when it is missing,
 //!   runs the gate (fmt, clippy, docs, tidy), every test, and prints which backends ran
 //!   and which were skipped and why, from each test binary's `test result:` line.
-//! - `test-gpu`: on a machine with an NVIDIA GPU: the CUDA tests with a driver
-//!   required, the Vulkan tests when a loader is present, and the demo on each GPU
-//!   backend.
 //! - `gpu-bundle`: prebuilt test binaries, snapshots and `run.sh` (`xtask/gpu/run.sh`),
-//!   for a GPU machine with no Rust and no network.
+//!   for a GPU machine with no Rust and no network: the GPU tests, the demo, the
+//!   decoder, the benchmark and the examples on each GPU backend, CUDA required.
 //! - `bench`: the benchmark matrix (`capture bench`) on every backend present, then the
 //!   core's bookkeeping microbenchmarks with their ratios.
 //! - `nvrtc`: fetches NVRTC when missing and prints the directory of `libnvrtc.so.12`.
@@ -27,7 +25,6 @@ mod package;
 mod results;
 mod summary;
 mod test;
-mod test_gpu;
 mod tidy;
 mod vulkan;
 mod wheel;
@@ -40,10 +37,10 @@ const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
   test        install what the tests need, run the gate and every test, print a summary
-  test-gpu    on an NVIDIA GPU machine: CUDA (required) and Vulkan tests, GPU demos
   bench       the benchmark matrix on every backend present, then the core's
               microbenchmarks against their baselines (release)
-  gpu-bundle  build test binaries and a run.sh for a GPU machine without Rust [--out DIR]
+  gpu-bundle  build test binaries and a run.sh for a GPU machine without Rust [--out DIR];
+              on the GPU machine, ./run.sh runs the GPU tests, demos and benchmark
   nvrtc       fetch NVRTC when missing; print the directory holding libnvrtc.so.12
   tidy        check the project's conventions (headers, stubs, unsafe, snapshots, core's
               dependencies, unused dependencies)
@@ -62,38 +59,24 @@ fn main() -> ExitCode {
 
 fn run() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.first().map(String::as_str) {
-        Some("test") => test::run(&args[1..]),
-        Some("test-gpu") => test_gpu::run(&args[1..]),
-        Some("gpu-bundle") => gpu_bundle::run(&args[1..]),
-        Some("bench") => bench::run(&args[1..]),
-        Some("nvrtc") => match args.get(1).map(String::as_str) {
-            None => {
-                println!("{}", nvrtc::ensure()?.display());
-                Ok(())
-            }
-            Some("-h" | "--help") => {
-                println!("{}", nvrtc::HELP);
-                Ok(())
-            }
-            Some(other) => bail!("unknown option {other:?}\n\n{}", nvrtc::HELP),
-        },
-        Some("tidy") => {
-            let problems = tidy::check(&cargo::workspace_root())?;
-            if problems.is_empty() {
-                println!("tidy: ok");
-                Ok(())
-            } else {
-                for p in &problems {
-                    eprintln!("tidy: {p}");
-                }
-                bail!("tidy found {} problem(s)", problems.len())
-            }
-        }
+    type Run = fn(&[String]) -> Result<()>;
+    let (help, run): (&str, Run) = match args.first().map(String::as_str) {
+        Some("test") => (test::HELP, test::run),
+        Some("gpu-bundle") => (gpu_bundle::HELP, gpu_bundle::run),
+        Some("bench") => (bench::HELP, bench::run),
+        Some("nvrtc") => (nvrtc::HELP, nvrtc::run),
+        Some("tidy") => (tidy::HELP, tidy::run),
         Some("-h" | "--help" | "help") | None => {
             println!("{USAGE}");
-            Ok(())
+            return Ok(());
         }
         Some(other) => bail!("unknown command {other:?}\n\n{USAGE}"),
+    };
+    // Options after `--` are another program's (`cargo xtask bench -- --help`).
+    let mut options = args[1..].iter().take_while(|a| *a != "--");
+    if options.any(|a| a == "-h" || a == "--help") {
+        println!("{help}");
+        return Ok(());
     }
+    run(&args[1..])
 }

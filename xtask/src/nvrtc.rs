@@ -6,7 +6,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 
 use crate::cargo::workspace_root;
 use crate::wheel::Wheel;
@@ -59,6 +59,15 @@ pub(crate) fn ensure_nvjitlink() -> Result<PathBuf> {
     NVJITLINK.ensure_in(&workspace_root().join("target").join("nvjitlink"), |_| {
         Ok(0)
     })
+}
+
+/// `cargo xtask nvrtc`: prints the directory holding `libnvrtc.so.12`.
+pub(crate) fn run(args: &[String]) -> Result<()> {
+    if let Some(arg) = args.first() {
+        bail!("unknown option {arg:?}\n\n{HELP}");
+    }
+    println!("{}", ensure()?.display());
+    Ok(())
 }
 
 /// The directory holding `libnvrtc.so.12`, downloading and unpacking the wheel into

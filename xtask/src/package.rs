@@ -101,7 +101,7 @@ pub(crate) fn run(root: &Path) -> Result<()> {
     // built of an earlier package.
     let target = root.join("target").join("package-verify");
     forget_built(&target, &crates)?;
-    let status = cargo(&args)
+    let status = cargo(&args.join(" "))
         .env("CARGO_TARGET_DIR", &target)
         .status()
         .context("starting cargo package")?;

@@ -15,7 +15,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result};
 
-use crate::cargo::{Executable, Target, cargo, executable, json_messages, label, parse_message};
+use crate::cargo::{Executable, Target, cargo, executable, json_messages, label};
 
 /// A binary's `test result:` line (or a harness-less binary's `<name>: N passed, M
 /// failed`).
@@ -273,48 +273,29 @@ fn number_before(text: &str, label: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// Runs `cargo test <cargo_args> -- <harness_args>` with the environment `configure`
+/// Runs `cargo test <cargo_args> -- --show-output` with the environment `configure`
 /// sets, echoing its output, and returns each binary's results.
 ///
 /// It first builds with `--no-run` (the same arguments and environment, so the same
 /// executables) to learn from cargo's messages which executable is which target. The run
 /// itself has stdout and stderr in one pipe, so cargo's `Running` lines (stderr) stay in
 /// order with the binaries' output (stdout).
-pub(crate) fn run_tests(
-    cargo_args: &[&str],
-    harness_args: &[&str],
-    configure: impl Fn(&mut Command),
-) -> Result<Results> {
-    run_tests_echoing(cargo_args, harness_args, configure, true)
+pub(crate) fn run_tests(cargo_args: &str, configure: impl Fn(&mut Command)) -> Result<Results> {
+    run_tests_echoing(cargo_args, configure, true)
 }
 
 /// `run_tests`, echoing cargo's output only when `echo`: otherwise all of it (the build's
-/// too) is captured and only read, so nothing reaches this process's stdout or stderr
-/// (xtask's own tests, whose output the outer `cargo xtask test` reads).
+/// too) is only read, so nothing reaches this process's stdout or stderr (xtask's own
+/// tests, whose output the outer `cargo xtask test` reads).
 fn run_tests_echoing(
-    cargo_args: &[&str],
-    harness_args: &[&str],
+    cargo_args: &str,
     configure: impl Fn(&mut Command),
     echo: bool,
 ) -> Result<Results> {
-    let name = format!("cargo test {}", cargo_args.join(" "));
-    let mut build = cargo(&["test", "--no-run"]);
-    build.args(cargo_args);
+    let name = format!("cargo test {cargo_args}");
+    let mut build = cargo(&format!("test --no-run {cargo_args}"));
     configure(&mut build);
-    let (built, messages) = if echo {
-        json_messages(&format!("{name} --no-run"), build)?
-    } else {
-        let out = build
-            .arg("--message-format=json-render-diagnostics")
-            .output()
-            .with_context(|| format!("starting {name} --no-run"))?;
-        let messages = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter(|l| l.starts_with('{'))
-            .map(parse_message)
-            .collect::<Result<Vec<_>>>()?;
-        (out.status.success(), messages)
-    };
+    let (built, messages) = json_messages(&format!("{name} --no-run"), build, echo)?;
     if !built {
         return Ok(Results {
             binaries: Vec::new(),
@@ -330,8 +311,7 @@ fn run_tests_echoing(
     if echo {
         println!("xtask: {name}");
     }
-    let mut command = cargo(&["test"]);
-    command.args(cargo_args).arg("--").args(harness_args);
+    let mut command = cargo(&format!("test {cargo_args} -- --show-output"));
     configure(&mut command);
     let (output, input) = std::io::pipe().context("creating a pipe")?;
     command
@@ -582,8 +562,7 @@ pub(crate) mod tests {
         // Not echoed: the outer `cargo xtask test` reads this binary's output, and the
         // scratch workspace's `Running` and `test result:` lines would pass for its own.
         let r = run_tests_echoing(
-            &["--workspace", "--no-fail-fast"],
-            &["--show-output"],
+            "--workspace --no-fail-fast",
             |c| {
                 c.current_dir(&root).env("CARGO_TARGET_DIR", &target);
             },

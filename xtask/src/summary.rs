@@ -13,30 +13,32 @@ pub(crate) struct Backend {
 }
 
 impl Backend {
-    pub(crate) fn ran(name: &'static str, what: String) -> Self {
+    fn new(name: &'static str, status: &'static str, why: String) -> Self {
         Self {
             name,
-            status: "ran",
-            why: what,
+            status,
+            why,
             seconds: None,
         }
+    }
+
+    pub(crate) fn ran(name: &'static str, what: String) -> Self {
+        Self::new(name, "ran", what)
     }
 
     pub(crate) fn failed(name: &'static str, why: String) -> Self {
-        Self {
-            name,
-            status: "FAILED",
-            why,
-            seconds: None,
-        }
+        Self::new(name, "FAILED", why)
     }
 
     pub(crate) fn skipped(name: &'static str, why: String) -> Self {
-        Self {
-            name,
-            status: "skipped",
-            why,
-            seconds: None,
+        Self::new(name, "skipped", why)
+    }
+
+    /// `ran` with what ran, or FAILED with why.
+    pub(crate) fn of(name: &'static str, row: Result<String, String>) -> Self {
+        match row {
+            Ok(what) => Self::ran(name, what),
+            Err(why) => Self::failed(name, why),
         }
     }
 

@@ -11,13 +11,11 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 
-use crate::cargo::workspace_root;
-use crate::cargo::{Target, cargo};
+use crate::cargo::{Target, cargo, step, workspace_root};
 use crate::results::{Binary, Results, run_tests, skip_reason};
 use crate::summary::{Backend, Summary};
-use crate::tidy;
 
-const HELP: &str = "usage: cargo xtask test [--no-gate]
+pub(crate) const HELP: &str = "usage: cargo xtask test [--no-gate]
 
 Runs the gate (cargo fmt --check, clippy -D warnings over the workspace and over the
 facade, the program and the backends with every feature (cudarc's, the program's backends'), rustdoc -D
@@ -41,38 +39,22 @@ nvidia-cuda-nvrtc-cu12 wheel, with pip, into target/nvrtc) and cuda.h (the
 nvidia-cuda-runtime-cu12 wheel, into target/cuda-header) when missing. Vulkan and NVRTC
 are required (CAPTURE_REQUIRE_VULKAN=1, CAPTURE_REQUIRE_NVRTC=1), and the Vulkan tests
 run on lavapipe by name (CAPTURE_VULKAN_DEVICE=llvmpipe); CUDA is not required (without a
-driver its tests say SKIP; `cargo xtask test-gpu` requires it).
+driver its tests say SKIP; the GPU bundle's run.sh requires it: `cargo xtask gpu-bundle`).
 
   --no-gate   skip the gate (for a quick local rerun of the tests only)";
 
 pub(crate) fn run(args: &[String]) -> Result<()> {
-    let mut gate = true;
-    for arg in args {
-        match arg.as_str() {
-            "--no-gate" => gate = false,
-            "-h" | "--help" => {
-                println!("{HELP}");
-                return Ok(());
-            }
-            other => bail!("unknown option {other:?}\n\n{HELP}"),
-        }
-    }
+    let gate = match args {
+        [] => true,
+        [no_gate] if no_gate == "--no-gate" => false,
+        [other, ..] => bail!("unknown option {other:?}\n\n{HELP}"),
+    };
     let root = workspace_root();
     if gate {
-        step(
-            "cargo fmt --check",
-            &mut cargo(&["fmt", "--all", "--", "--check"]),
-        )?;
+        step("cargo fmt --check", &mut cargo("fmt --all -- --check"))?;
         step(
             "cargo clippy",
-            &mut cargo(&[
-                "clippy",
-                "--workspace",
-                "--all-targets",
-                "--",
-                "-D",
-                "warnings",
-            ]),
+            &mut cargo("clippy --workspace --all-targets -- -D warnings"),
         )?;
         // The backends behind features (the facade's and the program's vulkan and cuda,
         // the program's bench floors, capture-cuda's cudarc adapter, the core's
@@ -80,64 +62,27 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         // without a GPU.
         step(
             "cargo clippy (capture-graphs, the programs, the decoder and the backends with every feature)",
-            &mut cargo(&[
-                "clippy",
-                "-p",
-                "capture-graphs",
-                "-p",
-                "capture-cli",
-                "-p",
-                "capture-bench",
-                "-p",
-                "capture-decode",
-                "-p",
-                "capture-cuda",
-                "-p",
-                "capture-vulkan",
-                "-p",
-                "capture-core",
-                "--all-targets",
-                "--features",
-                EVERY_FEATURE,
-                "--",
-                "-D",
-                "warnings",
-            ]),
+            &mut cargo(&format!(
+                "clippy -p capture-graphs -p capture-cli -p capture-bench -p capture-decode \
+                 -p capture-cuda -p capture-vulkan -p capture-core --all-targets \
+                 --features {EVERY_FEATURE} -- -D warnings"
+            )),
         )?;
         step(
             "cargo clippy (capture-graphs, the programs and the decoder without a backend)",
-            &mut cargo(&[
-                "clippy",
-                "-p",
-                "capture-graphs",
-                "-p",
-                "capture-cli",
-                "-p",
-                "capture-bench",
-                "-p",
-                "capture-decode",
-                "--all-targets",
-                "--no-default-features",
-                "--",
-                "-D",
-                "warnings",
-            ]),
+            &mut cargo(
+                "clippy -p capture-graphs -p capture-cli -p capture-bench -p capture-decode \
+                 --all-targets --no-default-features -- -D warnings",
+            ),
         )?;
         step(
             "cargo doc",
-            cargo(&["doc", "--workspace", "--no-deps"]).env("RUSTDOCFLAGS", "-D warnings"),
+            cargo("doc --workspace --no-deps").env("RUSTDOCFLAGS", "-D warnings"),
         )?;
         step(
             "cargo doc (capture-graphs with every backend)",
-            cargo(&[
-                "doc",
-                "-p",
-                "capture-graphs",
-                "--no-deps",
-                "--features",
-                "mock,vulkan,cuda",
-            ])
-            .env("RUSTDOCFLAGS", "-D warnings"),
+            cargo("doc -p capture-graphs --no-deps --features mock,vulkan,cuda")
+                .env("RUSTDOCFLAGS", "-D warnings"),
         )?;
         let missing = missing_facade_pages(&root.join("target").join("doc"));
         if !missing.is_empty() {
@@ -146,14 +91,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
                 missing.join(", ")
             );
         }
-        let problems = tidy::check(&root)?;
-        if !problems.is_empty() {
-            for p in &problems {
-                eprintln!("tidy: {p}");
-            }
-            bail!("tidy found {} problem(s)", problems.len());
-        }
-        println!("xtask: tidy ok");
+        crate::tidy::run(&[])?;
         crate::package::run(&root)?;
     }
 
@@ -180,26 +118,15 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             // best-ranked device, and CI's tests are meant for lavapipe.
             .env("CAPTURE_VULKAN_DEVICE", "llvmpipe");
     };
-    let mut results = run_tests(&["--workspace", "--no-fail-fast"], &["--show-output"], env)?;
+    let mut results = run_tests("--workspace --no-fail-fast", env)?;
     // The decoder's test on Vulkan (and the program's CUDA refusal without a driver) and
     // the bench floors' (on lavapipe; CUDA's says SKIP without a driver) need the
     // `vulkan` and `cuda` features, which the workspace run leaves off.
     let decode = run_tests(
-        &[
-            "-p",
-            "capture-decode",
-            "-p",
-            "capture-cli",
-            "-p",
-            "capture-bench",
-            "--features",
-            PROGRAM_FEATURES,
-            "--test",
-            "decode",
-            "--test",
-            "floors",
-        ],
-        &["--show-output"],
+        &format!(
+            "-p capture-decode -p capture-cli -p capture-bench --features {PROGRAM_FEATURES} \
+             --test decode --test floors"
+        ),
         env,
     )?;
     results.binaries.extend(decode.binaries);
@@ -210,12 +137,16 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
 
     let time = |targets: &[&Target]| results.seconds(targets);
     let backends = vec![
-        core_row(&results).took(time(&[&CORE, &ALLOC_COUNT, &CORE_UNIT])),
-        mock_row(&results).took(time(&[&MOCK, &MOCK_UNIT])),
-        vulkan_row(&results).took(time(&[&VULKAN, &VULKAN_ALLOC, &VULKAN_UNIT])),
+        Backend::of("core", core_row(&results)).took(time(&[&CORE, &ALLOC_COUNT, &CORE_UNIT])),
+        Backend::of("mock", mock_row(&results)).took(time(&[&MOCK, &MOCK_UNIT])),
+        Backend::of("vulkan", vulkan_row(&results)).took(time(&[
+            &VULKAN,
+            &VULKAN_ALLOC,
+            &VULKAN_UNIT,
+        ])),
         cuda_row(&results).took(time(&[&CUDA])),
         model,
-        nvrtc_row(&results),
+        Backend::of("nvrtc", nvrtc_row(&results)),
         examples,
     ];
     results.binaries.extend(model_results.binaries);
@@ -259,29 +190,10 @@ fn cuda_model_row(
         env(c);
         model.apply_program(c, ld_path);
     };
-    let mut results = run_tests(
-        &[
-            "-p",
-            "capture-cuda",
-            "--test",
-            "it",
-            "--test",
-            "alloc_count",
-        ],
-        &["--show-output"],
-        configure,
-    )?;
+    let mut results = run_tests("-p capture-cuda --test it --test alloc_count", configure)?;
     // The bench's CUDA floor, a hand-written driver program, on the model too.
     let floors = run_tests(
-        &[
-            "-p",
-            "capture-bench",
-            "--features",
-            "cuda",
-            "--test",
-            "floors",
-        ],
-        &["--show-output"],
+        "-p capture-bench --features cuda --test floors",
         configure_program,
     )?;
     let floors_failed =
@@ -293,15 +205,8 @@ fn cuda_model_row(
     let logs = root.join("target").join("cuda-model").join("logs");
     let mut run = Command::new(bundle.join("run.sh"));
     // The unoptimised bundle on 2 CPUs: a longer step timeout than a GPU's default.
-    run.args([
-        "--driver-model",
-        "--short",
-        "--no-vulkan",
-        "--step-timeout",
-        "420",
-        "--logs",
-    ])
-    .arg(&logs);
+    run.args("--driver-model --short --no-vulkan --step-timeout 420 --logs".split(' '))
+        .arg(&logs);
     configure_program(&mut run);
     println!("xtask: the GPU bundle's run.sh on the CUDA driver model");
     let started = Instant::now();
@@ -344,11 +249,7 @@ fn cuda_model_row(
         ))
     };
     let seconds = results.seconds(&[&CUDA, &CUDA_ALLOC]) + bundle_seconds;
-    let backend = match row() {
-        Ok(what) => Backend::ran(NAME, what),
-        Err(why) => Backend::failed(NAME, why),
-    }
-    .took(seconds);
+    let backend = Backend::of(NAME, row()).took(seconds);
     for b in &mut results.binaries {
         b.package = format!("{} (driver model)", b.package);
     }
@@ -376,7 +277,7 @@ const MOCK_UNIT: Target = Target::lib("capture-mock", "capture_mock");
 /// The scenario suite on the mock (module `suite`) and the mock's own tests.
 const MOCK: Target = Target::test("capture-suite", "mock");
 /// The suite on Vulkan in both memory modes.
-pub(crate) const VULKAN: Target = Target::test("capture-vulkan", "it");
+const VULKAN: Target = Target::test("capture-vulkan", "it");
 /// The hot paths' allocation counts on Vulkan (a harness-less binary).
 const VULKAN_ALLOC: Target = Target::test("capture-vulkan", "alloc_count");
 /// capture-vulkan's unit tests, the validation canary among them.
@@ -385,12 +286,12 @@ const VULKAN_UNIT: Target = Target::lib("capture-vulkan", "capture_vulkan");
 const VULKAN_CANARY: &str =
     "driver::canary::executing_a_non_simultaneous_secondary_twice_is_reported";
 /// The suite on CUDA (module `cuda`), and the NVRTC test.
-pub(crate) const CUDA: Target = Target::test("capture-cuda", "it");
+const CUDA: Target = Target::test("capture-cuda", "it");
 /// The hot paths' allocation counts on CUDA (a harness-less binary).
 const CUDA_ALLOC: Target = Target::test("capture-cuda", "alloc_count");
 
 /// The NVRTC test of capture-cuda, which `cargo xtask test` requires to pass.
-pub(crate) const NVRTC_TEST: &str = "nvrtc::every_builtin_compiles_to_the_shipped_ptx_and_cubins";
+const NVRTC_TEST: &str = "nvrtc::every_builtin_compiles_to_the_shipped_ptx_and_cubins";
 
 /// `target`'s results when it ran and nothing in it failed; otherwise why not.
 fn passing<'r>(results: &'r Results, target: &Target) -> Result<&'r Binary, String> {
@@ -423,91 +324,73 @@ fn tally(target: &Target, binary: &Binary) -> String {
 
 /// The `core` row: capture-suite's `core` and `alloc_count` binaries and capture-core's
 /// unit tests all ran, and nothing in them failed.
-fn core_row(results: &Results) -> Backend {
-    let row = || -> Result<String, String> {
-        let core = passing_some(results, &CORE)?;
-        let alloc = passing_some(results, &ALLOC_COUNT)?;
-        let unit = passing(results, &CORE_UNIT)?;
-        Ok([
-            tally(&CORE, core),
-            tally(&ALLOC_COUNT, alloc),
-            tally(&CORE_UNIT, unit),
-        ]
-        .join("; "))
-    };
-    match row() {
-        Ok(what) => Backend::ran("core", what),
-        Err(why) => Backend::failed("core", why),
-    }
+fn core_row(results: &Results) -> Result<String, String> {
+    let core = passing_some(results, &CORE)?;
+    let alloc = passing_some(results, &ALLOC_COUNT)?;
+    let unit = passing(results, &CORE_UNIT)?;
+    Ok([
+        tally(&CORE, core),
+        tally(&ALLOC_COUNT, alloc),
+        tally(&CORE_UNIT, unit),
+    ]
+    .join("; "))
 }
 
 /// The `mock` row: capture-suite's `mock` binary passed with scenarios of the suite among
 /// its tests, and capture-mock's unit tests passed.
-fn mock_row(results: &Results) -> Backend {
-    let row = || -> Result<String, String> {
-        let mock = passing(results, &MOCK)?;
-        let scenarios = mock.passed_in("suite");
-        if scenarios == 0 {
-            return Err(format!(
-                "{MOCK}: no scenario of the suite (`suite::`) passed"
-            ));
-        }
-        let unit = passing(results, &MOCK_UNIT)?;
-        Ok(format!(
-            "{scenarios} scenarios of the shared suite passed on the mock; {}; {}",
-            tally(&MOCK, mock),
-            tally(&MOCK_UNIT, unit)
-        ))
-    };
-    match row() {
-        Ok(what) => Backend::ran("mock", what),
-        Err(why) => Backend::failed("mock", why),
+fn mock_row(results: &Results) -> Result<String, String> {
+    let mock = passing(results, &MOCK)?;
+    let scenarios = mock.passed_in("suite");
+    if scenarios == 0 {
+        return Err(format!(
+            "{MOCK}: no scenario of the suite (`suite::`) passed"
+        ));
     }
+    let unit = passing(results, &MOCK_UNIT)?;
+    Ok(format!(
+        "{scenarios} scenarios of the shared suite passed on the mock; {}; {}",
+        tally(&MOCK, mock),
+        tally(&MOCK_UNIT, unit)
+    ))
 }
 
 /// The `vulkan` row: capture-vulkan's `it` passed, with scenarios in both memory modes,
 /// and its unit tests passed with the validation canary caught.
-fn vulkan_row(results: &Results) -> Backend {
-    let row = || -> Result<String, String> {
-        let vulkan = passing(results, &VULKAN)?;
-        let unit = passing(results, &VULKAN_UNIT)?;
-        let host = vulkan.passed_in("host_visible");
-        let staging = vulkan.passed_in("forced_staging");
-        let canary_skipped = unit.skips().any(|s| s.starts_with("SKIP: canary"));
-        if host == 0 || staging == 0 || !unit.passed_test(VULKAN_CANARY) || canary_skipped {
-            return Err(format!(
-                "{VULKAN}: {host} scenarios passed host-visible, {staging} forced-staging; \
-                 {VULKAN_UNIT}: canary {}: the suite must pass in both modes with the canary \
-                 caught",
-                if canary_skipped {
-                    "skipped"
-                } else {
-                    "not passed"
-                }
-            ));
-        }
-        let alloc = passing_some(results, &VULKAN_ALLOC)?;
-        let cannot = vulkan.skips().count() + unit.skips().count();
-        Ok(format!(
-            "{}: {host} scenarios host-visible, {staging} forced-staging, under validation \
-             with the canary caught; tests that said SKIP: {}; {}; {}; {}",
-            vulkan
-                .line_after("vulkan device: ")
-                .unwrap_or("unknown device"),
-            if cannot == 0 {
-                "none".to_string()
+fn vulkan_row(results: &Results) -> Result<String, String> {
+    let vulkan = passing(results, &VULKAN)?;
+    let unit = passing(results, &VULKAN_UNIT)?;
+    let host = vulkan.passed_in("host_visible");
+    let staging = vulkan.passed_in("forced_staging");
+    let canary_skipped = unit.skips().any(|s| s.starts_with("SKIP: canary"));
+    if host == 0 || staging == 0 || !unit.passed_test(VULKAN_CANARY) || canary_skipped {
+        return Err(format!(
+            "{VULKAN}: {host} scenarios passed host-visible, {staging} forced-staging; \
+             {VULKAN_UNIT}: canary {}: the suite must pass in both modes with the canary \
+             caught",
+            if canary_skipped {
+                "skipped"
             } else {
-                cannot.to_string()
-            },
-            tally(&VULKAN, vulkan),
-            tally(&VULKAN_ALLOC, alloc),
-            tally(&VULKAN_UNIT, unit)
-        ))
-    };
-    match row() {
-        Ok(what) => Backend::ran("vulkan", what),
-        Err(why) => Backend::failed("vulkan", why),
+                "not passed"
+            }
+        ));
     }
+    let alloc = passing_some(results, &VULKAN_ALLOC)?;
+    let cannot = vulkan.skips().count() + unit.skips().count();
+    Ok(format!(
+        "{}: {host} scenarios host-visible, {staging} forced-staging, under validation \
+         with the canary caught; tests that said SKIP: {}; {}; {}; {}",
+        vulkan
+            .line_after("vulkan device: ")
+            .unwrap_or("unknown device"),
+        if cannot == 0 {
+            "none".to_string()
+        } else {
+            cannot.to_string()
+        },
+        tally(&VULKAN, vulkan),
+        tally(&VULKAN_ALLOC, alloc),
+        tally(&VULKAN_UNIT, unit)
+    ))
 }
 
 /// The `cuda` row: `ran` when scenarios passed under `cuda::` and none said `SKIP:` for
@@ -538,23 +421,20 @@ fn cuda_row(results: &Results) -> Backend {
 }
 
 /// The `nvrtc` row: whether capture-cuda's NVRTC test passed without saying `SKIP:`.
-fn nvrtc_row(results: &Results) -> Backend {
+fn nvrtc_row(results: &Results) -> Result<String, String> {
     let Some(cuda) = results.get(&CUDA) else {
-        return Backend::failed("nvrtc", format!("{NVRTC_TEST}: {CUDA} did not run"));
+        return Err(format!("{NVRTC_TEST}: {CUDA} did not run"));
     };
-    let skip = cuda
-        .skips()
-        .find(|s| s.starts_with("SKIP: nvrtc"))
-        .map(skip_reason);
-    match skip {
-        None if cuda.passed_test(NVRTC_TEST) => Backend::ran(
-            "nvrtc",
-            "NVRTC compiled every builtin to the shipped PTX and cubins for sm_80 and sm_90"
-                .to_string(),
-        ),
-        None => Backend::failed("nvrtc", format!("{NVRTC_TEST}: did not pass")),
-        Some(why) => Backend::failed("nvrtc", format!("{NVRTC_TEST}: {why}")),
+    if let Some(skip) = cuda.skips().find(|s| s.starts_with("SKIP: nvrtc")) {
+        return Err(format!("{NVRTC_TEST}: {}", skip_reason(skip)));
     }
+    if !cuda.passed_test(NVRTC_TEST) {
+        return Err(format!("{NVRTC_TEST}: did not pass"));
+    }
+    Ok(
+        "NVRTC compiled every builtin to the shipped PTX and cubins for sm_80 and sm_90"
+            .to_string(),
+    )
 }
 
 /// Pages a user of `capture-graphs` must find in its docs (relative to the doc root):
@@ -574,17 +454,6 @@ fn missing_facade_pages(doc: &std::path::Path) -> Vec<&'static str> {
         .into_iter()
         .filter(|page| !doc.join(page).is_file())
         .collect()
-}
-
-fn step(name: &str, command: &mut Command) -> Result<()> {
-    println!("xtask: {name}");
-    let status = command
-        .status()
-        .with_context(|| format!("starting {name}"))?;
-    if !status.success() {
-        bail!("{name} failed ({status})");
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -659,7 +528,7 @@ mod tests {
     fn every_row_reads_its_own_binary() {
         let r = run(CUDA_WITHOUT_DRIVER);
         assert_eq!(
-            row(&core_row(&r)),
+            row(&Backend::of("core", core_row(&r))),
             (
                 "ran",
                 "capture-suite --test core: 48 passed, 1 ignored; capture-suite --test \
@@ -667,7 +536,7 @@ mod tests {
             )
         );
         assert_eq!(
-            row(&mock_row(&r)),
+            row(&Backend::of("mock", mock_row(&r))),
             (
                 "ran",
                 "2 scenarios of the shared suite passed on the mock; capture-suite --test \
@@ -675,7 +544,7 @@ mod tests {
             )
         );
         assert_eq!(
-            row(&vulkan_row(&r)),
+            row(&Backend::of("vulkan", vulkan_row(&r))),
             (
                 "ran",
                 "llvmpipe (LLVM 19.1.7, 256 bits), Vulkan 1.4: 1 scenarios host-visible, 1 \
@@ -689,7 +558,7 @@ mod tests {
             ("skipped", "CUDA unavailable: libcuda.so not found")
         );
         assert_eq!(
-            row(&nvrtc_row(&r)),
+            row(&Backend::of("nvrtc", nvrtc_row(&r))),
             (
                 "ran",
                 "NVRTC compiled every builtin to the shipped PTX and cubins for sm_80 and sm_90"
@@ -712,7 +581,7 @@ mod tests {
             )
         );
         assert_eq!(
-            row(&nvrtc_row(&r)),
+            row(&Backend::of("nvrtc", nvrtc_row(&r))),
             (
                 "FAILED",
                 "nvrtc::every_builtin_compiles_to_the_shipped_ptx_and_cubins: did not pass"
@@ -738,7 +607,7 @@ mod tests {
             SKIP: nvrtc: libnvrtc.so.12 not found
             test result: ok. 1 passed; 0 failed; 0 ignored");
         assert_eq!(
-            row(&nvrtc_row(&r)),
+            row(&Backend::of("nvrtc", nvrtc_row(&r))),
             (
                 "FAILED",
                 "nvrtc::every_builtin_compiles_to_the_shipped_ptx_and_cubins: libnvrtc.so.12 not found"
@@ -771,18 +640,18 @@ mod tests {
             true,
         );
         assert_eq!(
-            row(&core_row(&r)),
+            row(&Backend::of("core", core_row(&r))),
             ("FAILED", "capture-suite --test core did not run")
         );
         assert_eq!(
-            row(&mock_row(&r)),
+            row(&Backend::of("mock", mock_row(&r))),
             (
                 "FAILED",
                 "capture-suite --test mock: no scenario of the suite (`suite::`) passed"
             )
         );
         assert_eq!(
-            row(&vulkan_row(&r)),
+            row(&Backend::of("vulkan", vulkan_row(&r))),
             (
                 "FAILED",
                 "capture-vulkan --test it: 1 scenarios passed host-visible, 0 forced-staging; \
@@ -795,7 +664,7 @@ mod tests {
             ("FAILED", "capture-cuda --test it did not run")
         );
         assert_eq!(
-            row(&nvrtc_row(&r)),
+            row(&Backend::of("nvrtc", nvrtc_row(&r))),
             (
                 "FAILED",
                 "nvrtc::every_builtin_compiles_to_the_shipped_ptx_and_cubins: capture-cuda --test it did not run"

@@ -32,7 +32,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 
 use crate::gpu_bundle::SNAPSHOTS;
 use crate::manifest::{self, Table};
@@ -86,6 +86,28 @@ const PROGRAMS: [&str; 3] = [
     "crates/capture-bench",
     "crates/capture-decode",
 ];
+
+pub(crate) const HELP: &str = "usage: cargo xtask tidy
+
+Checks the project's own conventions that no rustc or clippy lint checks (listed at the
+top of xtask/src/tidy.rs; docs/testing.md, \"What tidy checks, and why\", says what each
+guards) and prints each problem found; fails if there is one.";
+
+/// `cargo xtask tidy` (and the gate's tidy step): prints each problem, failing on any.
+pub(crate) fn run(args: &[String]) -> Result<()> {
+    if let Some(arg) = args.first() {
+        bail!("unknown option {arg:?}\n\n{HELP}");
+    }
+    let problems = check(&crate::cargo::workspace_root())?;
+    for p in &problems {
+        eprintln!("tidy: {p}");
+    }
+    if !problems.is_empty() {
+        bail!("tidy found {} problem(s)", problems.len());
+    }
+    println!("xtask: tidy ok");
+    Ok(())
+}
 
 /// Every problem found, one line each; empty when the tree is tidy.
 pub(crate) fn check(root: &Path) -> Result<Vec<String>> {

@@ -1,16 +1,15 @@
 //! The one Vulkan probe (is the loader, Mesa's lavapipe, the Khronos validation layer
-//! installed?), used by `cargo xtask test` and `cargo xtask test-gpu`; and, for
+//! installed?), used by `cargo xtask test` and `cargo xtask bench`; and, for
 //! `cargo xtask test`, installing what is missing with apt.
 
 use std::path::Path;
-use std::process::Command;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 
-use crate::libs::{has_library, is_root, search_path};
+use crate::libs::{apt_install, has_library, is_root, search_path};
 
 /// The Vulkan loader ash loads.
-pub(crate) const LOADER: &str = "libvulkan.so.1";
+const LOADER: &str = "libvulkan.so.1";
 
 /// The Khronos validation layer's manifest.
 const LAYER_MANIFEST: &str = "VkLayer_khronos_validation.json";
@@ -86,24 +85,11 @@ pub(crate) fn ensure() -> Result<()> {
             PACKAGES.join(", ")
         );
     }
-    println!("xtask: installing {}", PACKAGES.join(" "));
-    let update = Command::new("apt-get")
-        .args(["update", "-qq"])
-        .status()
-        .context("running apt-get update")?;
-    if !update.success() {
-        bail!("apt-get update failed ({update})");
-    }
-    let install = Command::new("apt-get")
-        .args(["install", "-y", "-qq"])
-        .args(PACKAGES)
-        .env("DEBIAN_FRONTEND", "noninteractive")
-        .status()
-        .context("running apt-get install")?;
+    apt_install(&PACKAGES)?;
     let after = Probe::detect();
-    if !install.success() || !after.complete() {
+    if !after.complete() {
         bail!(
-            "installing {} failed ({install}; afterwards: {after:?})",
+            "installing {} left Vulkan incomplete: {after:?}",
             PACKAGES.join(", ")
         );
     }

@@ -73,17 +73,8 @@ impl Wheel {
         );
         if !has_pip() && crate::libs::is_root() {
             // A fresh Debian machine: the README promises its commands install what they
-            // need.
-            eprintln!("xtask: installing python3-pip");
-            let _ = Command::new("apt-get")
-                .args(["update", "-qq"])
-                .stdout(std::io::stderr())
-                .status();
-            let _ = Command::new("apt-get")
-                .args(["install", "-y", "-qq", "python3-pip"])
-                .env("DEBIAN_FRONTEND", "noninteractive")
-                .stdout(std::io::stderr())
-                .status();
+            // need. A failure shows in the check below.
+            let _ = crate::libs::apt_install(&["python3-pip"]);
         }
         if !has_pip() {
             bail!(

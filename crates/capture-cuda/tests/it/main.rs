@@ -3,9 +3,9 @@
 //! missing-driver path, and (feature `cudarc`) a cudarc context handed over.
 //!
 //! Without a driver the suite prints `SKIP:` and why, unless `CAPTURE_REQUIRE_CUDA=1`
-//! (`cargo xtask test-gpu` sets it): then it fails. Without NVRTC the compile test skips
-//! unless `CAPTURE_REQUIRE_NVRTC=1` (the README's test command sets it after installing
-//! NVRTC from PyPI).
+//! (the GPU bundle's `run.sh` sets it: `cargo xtask gpu-bundle`): then it fails. Without
+//! NVRTC the compile test skips unless `CAPTURE_REQUIRE_NVRTC=1` (the README's test
+//! command sets it after installing NVRTC from PyPI).
 
 mod branches;
 mod conditional_model;
