@@ -6,8 +6,8 @@
 //!   The core logs under target `capture`: its spans and routine events at `debug`,
 //!   refusals, dooms, taints, skips and faults at `info`.
 //! - `--timeline PATH` records the core's spans and notable events with times and
-//!   threads ([`Recorder`]), whatever `--log` says, and writes them as trace-event JSON
-//!   when the command is done.
+//!   threads (the program's timeline layer), whatever `--log` says, and writes them as
+//!   trace-event JSON when the command is done.
 //!
 //! With neither, no subscriber is installed: the core's spans stay disabled handles.
 

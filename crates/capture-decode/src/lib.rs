@@ -50,6 +50,7 @@ mod kernels_mock;
 #[cfg(feature = "vulkan")]
 pub mod kernels_wgsl;
 pub mod ladder;
+mod mode;
 pub mod model;
 mod report;
 mod run;
@@ -59,6 +60,7 @@ pub mod weights;
 
 pub use backend::{DecodeBackend, GemmLibrary};
 pub use ladder::{LadderOptions, LadderReport, render_ladder, run_ladder};
+pub use mode::Mode;
 pub use model::{Config, Kernel};
 pub use report::render;
 pub use run::{

@@ -13,7 +13,7 @@ use crate::args::{out_of_range, path};
 use crate::backends::{BackendName, OnBackend, backend_name, run_on};
 use crate::exit::{finish, usage};
 use crate::logging;
-use capture_decode::{Check, DecodeBackend, render, render_ladder, run, run_ladder};
+use capture_decode::{Check, DecodeBackend, Mode};
 
 /// `capture decode`'s help: what it runs, its options and its exit statuses.
 pub(crate) const DECODE_HELP: &str =
@@ -292,46 +292,20 @@ pub(super) fn command(args: &[String]) -> ExitCode {
 
 /// Runs on an opened backend, prints the report, and fails when a check does.
 fn decode<B: DecodeBackend>(backend: B, args: &DecodeArgs) -> ExitCode {
-    if let Some(ladder) = &args.ladder {
-        return match run_ladder(backend, ladder.clone()) {
-            Ok(report) => {
-                print!("{}", render_ladder(&report));
-                verdict(report.checks())
-            }
-            Err(error) => {
-                eprintln!(
-                    "capture decode --backend {} --buckets: the runtime failed: {}",
-                    args.backend,
-                    Chain(&error)
-                );
-                ExitCode::FAILURE
-            }
-        };
-    }
-    if let Some(until) = &args.until {
-        return match capture_decode::run_until(backend, *until) {
-            Ok(report) => {
-                print!("{}", capture_decode::render_until(&report));
-                verdict(report.checks())
-            }
-            Err(error) => {
-                eprintln!(
-                    "capture decode --backend {} --until-eos: the runtime failed: {}",
-                    args.backend,
-                    Chain(&error)
-                );
-                ExitCode::FAILURE
-            }
-        };
-    }
-    match run(backend, args.options) {
-        Ok(report) => {
-            print!("{}", render(&report));
-            verdict(report.checks())
+    let mode = match (&args.ladder, &args.until) {
+        (Some(ladder), _) => Mode::Ladder(ladder.clone()),
+        (None, Some(until)) => Mode::Until(*until),
+        (None, None) => Mode::Decode(args.options),
+    };
+    let option = mode.option();
+    match mode.run(backend) {
+        Ok((report, checks)) => {
+            print!("{report}");
+            verdict(checks)
         }
         Err(error) => {
             eprintln!(
-                "capture decode --backend {}: the runtime failed: {}",
+                "capture decode --backend {}{option}: the runtime failed: {}",
                 args.backend,
                 Chain(&error)
             );
