@@ -53,6 +53,16 @@ pub(crate) fn backend_name(v: &str) -> Result<BackendName, UsageError> {
     }
 }
 
+/// Refuses `--device` for a backend that opens no device by name (all but Vulkan).
+pub(crate) fn device_for(backend: BackendName, device: Option<&str>) -> Result<(), UsageError> {
+    match (backend, device) {
+        (BackendName::Vulkan, _) | (_, None) => Ok(()),
+        (other, Some(_)) => Err(UsageError(format!(
+            "--device is for --backend vulkan, not {other}"
+        ))),
+    }
+}
+
 /// What a command runs on the backend its `--backend` names.
 #[cfg_attr(not(all(feature = "vulkan", feature = "cuda")), allow(dead_code))]
 pub(crate) trait OnBackend {

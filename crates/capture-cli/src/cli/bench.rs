@@ -35,7 +35,6 @@ pub(super) fn command(args: &[String]) -> ExitCode {
         .status()
     {
         Ok(status) => match status.code() {
-            Some(0) => ExitCode::SUCCESS,
             Some(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
             None => {
                 eprintln!(

@@ -10,7 +10,7 @@ use capture_graphs::Chain;
 
 use crate::args::{Options, UsageError, device_name, log, number};
 use crate::args::{out_of_range, path};
-use crate::backends::{BackendName, OnBackend, backend_name, run_on};
+use crate::backends::{BackendName, OnBackend, backend_name, device_for, run_on};
 use crate::exit::{finish, usage};
 use crate::logging;
 use capture_decode::{Check, DecodeBackend, Mode};
@@ -210,7 +210,7 @@ pub(crate) fn parse_decode(args: &[String]) -> Result<Decode, UsageError> {
         }
         None => {}
     }
-    match (until, buckets_given(&parsed)) {
+    match (until, parsed.ladder.is_some()) {
         (true, true) => {
             return Err(UsageError(
                 "--until-eos and --buckets are two runs: pick one".into(),
@@ -237,12 +237,7 @@ pub(crate) fn parse_decode(args: &[String]) -> Result<Decode, UsageError> {
         }
         (false, _) => {}
     }
-    if parsed.device.is_some() && parsed.backend != BackendName::Vulkan {
-        return Err(UsageError(format!(
-            "--device is for --backend vulkan, not {}",
-            parsed.backend
-        )));
-    }
+    device_for(parsed.backend, parsed.device.as_deref())?;
     if parsed.ladder.is_none() {
         parsed
             .options
@@ -250,11 +245,6 @@ pub(crate) fn parse_decode(args: &[String]) -> Result<Decode, UsageError> {
             .map_err(|e| UsageError(e.to_string()))?;
     }
     Ok(Decode::Run(Box::new(parsed)))
-}
-
-/// Whether `--buckets` was given.
-fn buckets_given(parsed: &DecodeArgs) -> bool {
-    parsed.ladder.is_some()
 }
 
 /// `--buckets`' list: slot counts separated by commas.
@@ -290,30 +280,6 @@ pub(super) fn command(args: &[String]) -> ExitCode {
     }
 }
 
-/// Runs on an opened backend, prints the report, and fails when a check does.
-fn decode<B: DecodeBackend>(backend: B, args: &DecodeArgs) -> ExitCode {
-    let mode = match (&args.ladder, &args.until) {
-        (Some(ladder), _) => Mode::Ladder(ladder.clone()),
-        (None, Some(until)) => Mode::Until(*until),
-        (None, None) => Mode::Decode(args.options),
-    };
-    let option = mode.option();
-    match mode.run(backend) {
-        Ok((report, checks)) => {
-            print!("{report}");
-            verdict(checks)
-        }
-        Err(error) => {
-            eprintln!(
-                "capture decode --backend {}{option}: the runtime failed: {}",
-                args.backend,
-                Chain(&error)
-            );
-            ExitCode::FAILURE
-        }
-    }
-}
-
 /// "all checks hold" and success, or each failed check on stderr and failure.
 fn verdict(checks: Vec<Check>) -> ExitCode {
     let failed: Vec<_> = checks.into_iter().filter(|c| !c.passed).collect();
@@ -336,8 +302,29 @@ impl OnBackend for &DecodeArgs {
     const MEMORY_IN_DEVICE_LINE: bool = false;
     const SKIP_WITHOUT_CUDA: bool = true;
 
+    /// Runs on an opened backend, prints the report, and fails when a check does.
     fn run<B: capture_graphs::Builtins + DecodeBackend>(self, backend: B, _: bool) -> ExitCode {
-        decode(backend, self)
+        let args = self;
+        let mode = match (&args.ladder, &args.until) {
+            (Some(ladder), _) => Mode::Ladder(ladder.clone()),
+            (None, Some(until)) => Mode::Until(*until),
+            (None, None) => Mode::Decode(args.options),
+        };
+        let option = mode.option();
+        match mode.run(backend) {
+            Ok((report, checks)) => {
+                print!("{report}");
+                verdict(checks)
+            }
+            Err(error) => {
+                eprintln!(
+                    "capture decode --backend {}{option}: the runtime failed: {}",
+                    args.backend,
+                    Chain(&error)
+                );
+                ExitCode::FAILURE
+            }
+        }
     }
 }
 

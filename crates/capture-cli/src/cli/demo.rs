@@ -9,7 +9,7 @@ use capture_decode::DecodeBackend;
 
 use crate::args::{Options, UsageError, device_name, log, number};
 use crate::args::{out_of_range, path};
-use crate::backends::{BackendName, OnBackend, backend_name, run_on};
+use crate::backends::{BackendName, OnBackend, backend_name, device_for, run_on};
 use crate::exit::{finish, usage};
 use crate::{chain, demo, logging, table};
 
@@ -120,12 +120,7 @@ pub(crate) fn parse_demo(args: &[String]) -> Result<Demo, UsageError> {
             other => return Err(UsageError(format!("unknown option {other:?}"))),
         }
     }
-    if parsed.device.is_some() && parsed.backend != BackendName::Vulkan {
-        return Err(UsageError(format!(
-            "--device is for --backend vulkan, not {}",
-            parsed.backend
-        )));
-    }
+    device_for(parsed.backend, parsed.device.as_deref())?;
     Ok(Demo::Run(parsed))
 }
 
