@@ -220,7 +220,7 @@ pub(crate) fn parse_bench(args: &[String]) -> Result<Bench, UsageError> {
         }
     }
     if parsed.device.is_some()
-        && !(parsed.backends.is_empty() || parsed.backends.contains(&BenchBackend::Vulkan))
+        && !(parsed.backends.is_empty() || parsed.backends.iter().any(|b| b.takes_device()))
     {
         return Err(UsageError(
             "--device is for the vulkan backend, which --backend leaves out".into(),

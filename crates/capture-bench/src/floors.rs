@@ -39,6 +39,11 @@ impl BenchBackend {
             })
     }
 
+    /// Whether `--device` names the device it opens (Vulkan's).
+    pub(crate) const fn takes_device(self) -> bool {
+        matches!(self, Self::Vulkan)
+    }
+
     /// The name as `--backend` takes it.
     pub(crate) const fn as_str(self) -> &'static str {
         match self {
