@@ -1,15 +1,14 @@
-//! The CUDA floor's FFI: the driver API (`libcuda.so.1`) loaded at run time with
-//! `libloading`, the few entry points the floor calls declared as `cuda.h` declares
-//! them, each wrapped in a method that takes handles and plain values and returns the
-//! raw `CUresult` as an error. Every `unsafe` block has a `// SAFETY:` line.
+//! The CUDA floor's FFI: the driver API's entry points as cudarc declares them
+//! (`cudarc::driver::sys`, loaded at run time from `libcuda.so.1` or its other names;
+//! the same declarations capture-cuda's `cudarc` feature uses, not written again here),
+//! each call wrapped in a method that takes handles and plain values and returns the raw
+//! `CUresult` as an error. Every `unsafe` block has a `// SAFETY:` line.
 
 #![allow(unsafe_code)]
 
 use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
 
-use libloading::Library;
-
-type Handle = *mut c_void;
+use cudarc::driver::sys::{self, CUdevice_attribute, CUresult};
 
 /// A driver call that did not return `CUDA_SUCCESS`: its name and its code.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -36,102 +35,57 @@ pub(super) const NO_DEVICE: c_int = 100;
 /// `CUDA_ERROR_STUB_LIBRARY`: the toolkit's stub `libcuda.so`, not a driver.
 pub(super) const STUB_LIBRARY: c_int = 34;
 /// `CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR` and `_MINOR`.
-pub(super) const CAPABILITY: (c_int, c_int) = (75, 76);
+pub(super) const CAPABILITY: (CUdevice_attribute, CUdevice_attribute) = (
+    CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+    CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+);
 /// `CU_STREAM_NON_BLOCKING`.
 const NON_BLOCKING: c_uint = 1;
 
-macro_rules! driver {
-    ($($name:ident($($arg:ty),*);)*) => {
-        /// The driver library and its entry points.
-        #[allow(non_snake_case)]
-        pub(super) struct Driver {
-            $(
-                // SAFETY: a function-pointer type; each call below says why it is sound.
-                $name: unsafe extern "C" fn($($arg),*) -> c_int,
-            )*
-            // SAFETY: as above (optional: older drivers lack it).
-            cuGetErrorName: Option<unsafe extern "C" fn(c_int, *mut *const c_char) -> c_int>,
-            /// Kept loaded while any entry point may be called.
-            _lib: Library,
-        }
-
-        impl Driver {
-            /// Loads `libcuda.so.1` (where the dynamic loader looks) and its entry points.
-            pub(super) fn load() -> Result<Self, String> {
-                // SAFETY: loading the driver runs its initialisers, which is what loading
-                // it is for; nothing in the process depends on it being absent.
-                let lib = unsafe { Library::new("libcuda.so.1") }
-                    .map_err(|e| format!("cannot load libcuda.so.1: {e}"))?;
-                Ok(Self {
-                    $($name: {
-                        // SAFETY: the symbol is the driver's entry point of that name,
-                        // whose C signature is the one declared above (cuda.h's); the
-                        // pointer is used only while `_lib` is loaded.
-                        let symbol = unsafe {
-                            lib.get::<unsafe extern "C" fn($($arg),*) -> c_int>(
-                                concat!(stringify!($name), "\0").as_bytes(),
-                            )
-                        };
-                        *symbol.map_err(|e| format!("the driver lacks {}: {e}", stringify!($name)))?
-                    },)*
-                    // SAFETY: as above.
-                    cuGetErrorName: unsafe { lib.get(b"cuGetErrorName\0") }.ok().map(|s| *s),
-                    _lib: lib,
-                })
-            }
-        }
-    };
-}
-
-driver! {
-    cuInit(c_uint);
-    cuDeviceGet(*mut c_int, c_int);
-    cuDeviceGetAttribute(*mut c_int, c_int, c_int);
-    cuDevicePrimaryCtxRetain(*mut Handle, c_int);
-    cuDevicePrimaryCtxRelease_v2(c_int);
-    cuCtxGetCurrent(*mut Handle);
-    cuCtxSetCurrent(Handle);
-    cuModuleLoadData(*mut Handle, *const c_void);
-    cuModuleGetFunction(*mut Handle, Handle, *const c_char);
-    cuModuleUnload(Handle);
-    cuStreamCreate(*mut Handle, c_uint);
-    cuStreamDestroy_v2(Handle);
-    cuStreamSynchronize(Handle);
-    cuMemAlloc_v2(*mut u64, usize);
-    cuMemFree_v2(u64);
-    cuMemHostAlloc(*mut Handle, usize, c_uint);
-    cuMemFreeHost(Handle);
-    cuMemcpyHtoDAsync_v2(u64, *const c_void, usize, Handle);
-    cuMemcpyDtoHAsync_v2(*mut c_void, u64, usize, Handle);
-    cuLaunchKernel(Handle, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, Handle, *mut *mut c_void, *mut *mut c_void);
-}
+/// The driver library, found: each entry point is loaded at its first call.
+#[derive(Debug)]
+pub(super) struct Driver(());
 
 /// A driver object: its handle as a plain value.
 pub(super) type Object = usize;
 
 impl Driver {
-    fn check(&self, call: &'static str, code: c_int) -> Result<(), Call> {
-        if code == 0 {
+    /// Finds the driver library (where the dynamic loader looks), or says why not.
+    pub(super) fn load() -> Result<Self, String> {
+        // SAFETY: loading the driver runs its initialisers, which is what loading it is
+        // for; nothing in the process depends on it being absent.
+        if unsafe { sys::is_culib_present() } {
+            Ok(Self(()))
+        } else {
+            Err("cannot load libcuda.so.1 (nor another name of the CUDA driver library)".into())
+        }
+    }
+
+    fn check(&self, call: &'static str, result: CUresult) -> Result<(), Call> {
+        if result == CUresult::CUDA_SUCCESS {
             return Ok(());
         }
-        let name = self.cuGetErrorName.and_then(|get| {
-            let mut text: *const c_char = std::ptr::null();
-            // SAFETY: `get` is the driver's `cuGetErrorName`; it writes a pointer to a
-            // static NUL-terminated string, or fails.
-            if unsafe { get(code, &mut text) } != 0 || text.is_null() {
-                return None;
-            }
+        let mut text: *const c_char = std::ptr::null();
+        // SAFETY: `cuGetErrorName` writes a pointer to a static NUL-terminated string,
+        // or fails.
+        let named = unsafe { sys::cuGetErrorName(result, &mut text) } == CUresult::CUDA_SUCCESS;
+        let name = (named && !text.is_null()).then(|| {
             // SAFETY: the driver's static string, NUL-terminated (checked non-null).
-            let text = unsafe { CStr::from_ptr(text) };
-            Some(text.to_string_lossy().into_owned())
+            unsafe { CStr::from_ptr(text) }
+                .to_string_lossy()
+                .into_owned()
         });
-        Err(Call { call, code, name })
+        Err(Call {
+            call,
+            code: result as c_int,
+            name,
+        })
     }
 
     /// `cuInit(0)`.
     pub(super) fn init(&self) -> Result<(), Call> {
         // SAFETY: takes no pointers; any thread may call it any number of times.
-        self.check("cuInit", unsafe { (self.cuInit)(0) })
+        self.check("cuInit", unsafe { sys::cuInit(0) })
     }
 
     /// Device `ordinal`.
@@ -139,27 +93,31 @@ impl Driver {
         let mut device = 0;
         // SAFETY: `device` is a valid out-pointer for the call.
         self.check("cuDeviceGet", unsafe {
-            (self.cuDeviceGet)(&mut device, ordinal)
+            sys::cuDeviceGet(&mut device, ordinal)
         })?;
         Ok(device)
     }
 
     /// Attribute `attribute` of `device`.
-    pub(super) fn attribute(&self, device: c_int, attribute: c_int) -> Result<c_int, Call> {
+    pub(super) fn attribute(
+        &self,
+        device: c_int,
+        attribute: CUdevice_attribute,
+    ) -> Result<c_int, Call> {
         let mut value = 0;
         // SAFETY: `value` is a valid out-pointer for the call.
         self.check("cuDeviceGetAttribute", unsafe {
-            (self.cuDeviceGetAttribute)(&mut value, attribute, device)
+            sys::cuDeviceGetAttribute(&mut value, attribute, device)
         })?;
         Ok(value)
     }
 
     /// Retains `device`'s primary context.
     pub(super) fn retain_primary(&self, device: c_int) -> Result<Object, Call> {
-        let mut context: Handle = std::ptr::null_mut();
+        let mut context: sys::CUcontext = std::ptr::null_mut();
         // SAFETY: `context` is a valid out-pointer for the call.
         self.check("cuDevicePrimaryCtxRetain", unsafe {
-            (self.cuDevicePrimaryCtxRetain)(&mut context, device)
+            sys::cuDevicePrimaryCtxRetain(&mut context, device)
         })?;
         Ok(context as Object)
     }
@@ -167,19 +125,19 @@ impl Driver {
     /// Releases `device`'s primary context, once per retain.
     pub(super) fn release_primary(&self, device: c_int) {
         // SAFETY: the caller retained it and releases it once, after freeing what it made.
-        let _ = unsafe { (self.cuDevicePrimaryCtxRelease_v2)(device) };
+        let _ = unsafe { sys::cuDevicePrimaryCtxRelease_v2(device) };
     }
 
     /// Makes `context` current on this thread; returns the context it replaced.
     pub(super) fn enter(&self, context: Object) -> Result<Object, Call> {
-        let mut previous: Handle = std::ptr::null_mut();
+        let mut previous: sys::CUcontext = std::ptr::null_mut();
         // SAFETY: `previous` is a valid out-pointer for the call.
         self.check("cuCtxGetCurrent", unsafe {
-            (self.cuCtxGetCurrent)(&mut previous)
+            sys::cuCtxGetCurrent(&mut previous)
         })?;
         // SAFETY: `context` is a live context the caller retained.
         self.check("cuCtxSetCurrent", unsafe {
-            (self.cuCtxSetCurrent)(context as Handle)
+            sys::cuCtxSetCurrent(context as sys::CUcontext)
         })?;
         Ok(previous as Object)
     }
@@ -187,27 +145,27 @@ impl Driver {
     /// Puts back the context [`Driver::enter`] replaced.
     pub(super) fn leave(&self, previous: Object) {
         // SAFETY: `previous` was current on this thread (or null: none) before `enter`.
-        let _ = unsafe { (self.cuCtxSetCurrent)(previous as Handle) };
+        let _ = unsafe { sys::cuCtxSetCurrent(previous as sys::CUcontext) };
     }
 
     /// Loads module `image` (PTX, NUL-terminated, or a cubin) in the current context.
     pub(super) fn load_module(&self, image: &[u8]) -> Result<Object, Call> {
-        let mut module: Handle = std::ptr::null_mut();
+        let mut module: sys::CUmodule = std::ptr::null_mut();
         // SAFETY: `image` is a whole PTX text with its NUL or a whole ELF image, alive
         // across the call; `module` is a valid out-pointer.
         self.check("cuModuleLoadData", unsafe {
-            (self.cuModuleLoadData)(&mut module, image.as_ptr().cast())
+            sys::cuModuleLoadData(&mut module, image.as_ptr().cast())
         })?;
         Ok(module as Object)
     }
 
     /// Entry point `name` of `module`.
     pub(super) fn function(&self, module: Object, name: &CStr) -> Result<Object, Call> {
-        let mut function: Handle = std::ptr::null_mut();
+        let mut function: sys::CUfunction = std::ptr::null_mut();
         // SAFETY: `module` is live; `name` is NUL-terminated; `function` is a valid
         // out-pointer.
         self.check("cuModuleGetFunction", unsafe {
-            (self.cuModuleGetFunction)(&mut function, module as Handle, name.as_ptr())
+            sys::cuModuleGetFunction(&mut function, module as sys::CUmodule, name.as_ptr())
         })?;
         Ok(function as Object)
     }
@@ -215,15 +173,15 @@ impl Driver {
     /// Unloads `module` (its context current).
     pub(super) fn unload_module(&self, module: Object) {
         // SAFETY: `module` is live and no launch of it is pending (the stream synced).
-        let _ = unsafe { (self.cuModuleUnload)(module as Handle) };
+        let _ = unsafe { sys::cuModuleUnload(module as sys::CUmodule) };
     }
 
     /// A non-blocking stream in the current context.
     pub(super) fn stream(&self) -> Result<Object, Call> {
-        let mut stream: Handle = std::ptr::null_mut();
+        let mut stream: sys::CUstream = std::ptr::null_mut();
         // SAFETY: `stream` is a valid out-pointer for the call.
         self.check("cuStreamCreate", unsafe {
-            (self.cuStreamCreate)(&mut stream, NON_BLOCKING)
+            sys::cuStreamCreate(&mut stream, NON_BLOCKING)
         })?;
         Ok(stream as Object)
     }
@@ -231,14 +189,14 @@ impl Driver {
     /// Destroys `stream`.
     pub(super) fn destroy_stream(&self, stream: Object) {
         // SAFETY: `stream` is live and synced.
-        let _ = unsafe { (self.cuStreamDestroy_v2)(stream as Handle) };
+        let _ = unsafe { sys::cuStreamDestroy_v2(stream as sys::CUstream) };
     }
 
     /// Waits for everything enqueued on `stream`.
     pub(super) fn sync(&self, stream: Object) -> Result<(), Call> {
         // SAFETY: `stream` is live.
         self.check("cuStreamSynchronize", unsafe {
-            (self.cuStreamSynchronize)(stream as Handle)
+            sys::cuStreamSynchronize(stream as sys::CUstream)
         })
     }
 
@@ -247,7 +205,7 @@ impl Driver {
         let mut ptr = 0u64;
         // SAFETY: `ptr` is a valid out-pointer for the call.
         self.check("cuMemAlloc", unsafe {
-            (self.cuMemAlloc_v2)(&mut ptr, bytes as usize)
+            sys::cuMemAlloc_v2(&mut ptr, bytes as usize)
         })?;
         Ok(ptr)
     }
@@ -255,15 +213,15 @@ impl Driver {
     /// Frees device memory `ptr`.
     pub(super) fn free(&self, ptr: u64) {
         // SAFETY: `ptr` came from `alloc` and no pending work uses it (the stream synced).
-        let _ = unsafe { (self.cuMemFree_v2)(ptr) };
+        let _ = unsafe { sys::cuMemFree_v2(ptr) };
     }
 
     /// `bytes` of pinned host memory.
     pub(super) fn host_alloc(&self, bytes: u64) -> Result<Object, Call> {
-        let mut ptr: Handle = std::ptr::null_mut();
+        let mut ptr: *mut c_void = std::ptr::null_mut();
         // SAFETY: `ptr` is a valid out-pointer for the call.
         self.check("cuMemHostAlloc", unsafe {
-            (self.cuMemHostAlloc)(&mut ptr, bytes as usize, 0)
+            sys::cuMemHostAlloc(&mut ptr, bytes as usize, 0)
         })?;
         Ok(ptr as Object)
     }
@@ -271,7 +229,7 @@ impl Driver {
     /// Frees pinned host memory `ptr`.
     pub(super) fn host_free(&self, ptr: Object) {
         // SAFETY: `ptr` came from `host_alloc` and no pending copy uses it.
-        let _ = unsafe { (self.cuMemFreeHost)(ptr as Handle) };
+        let _ = unsafe { sys::cuMemFreeHost(ptr as *mut c_void) };
     }
 
     /// Copies `bytes` to device memory `dst` on `stream` and waits for the copy.
@@ -279,7 +237,12 @@ impl Driver {
         // SAFETY: `dst` holds `bytes.len()` bytes; `bytes` stays alive until the
         // synchronisation below, which this call makes before returning.
         self.check("cuMemcpyHtoDAsync", unsafe {
-            (self.cuMemcpyHtoDAsync_v2)(dst, bytes.as_ptr().cast(), bytes.len(), stream as Handle)
+            sys::cuMemcpyHtoDAsync_v2(
+                dst,
+                bytes.as_ptr().cast(),
+                bytes.len(),
+                stream as sys::CUstream,
+            )
         })?;
         self.sync(stream)
     }
@@ -295,7 +258,7 @@ impl Driver {
         // SAFETY: pinned `dst` and device `src` hold `bytes` and stay alive until the
         // stream is synced.
         self.check("cuMemcpyDtoHAsync", unsafe {
-            (self.cuMemcpyDtoHAsync_v2)(dst as Handle, src, bytes, stream as Handle)
+            sys::cuMemcpyDtoHAsync_v2(dst as *mut c_void, src, bytes, stream as sys::CUstream)
         })
     }
 
@@ -324,8 +287,8 @@ impl Driver {
         // each pointing at a live value for the call (the driver copies them); `stream`
         // is live.
         self.check("cuLaunchKernel", unsafe {
-            (self.cuLaunchKernel)(
-                function as Handle,
+            sys::cuLaunchKernel(
+                function as sys::CUfunction,
                 grid[0],
                 grid[1],
                 grid[2],
@@ -333,7 +296,7 @@ impl Driver {
                 block[1],
                 block[2],
                 0,
-                stream as Handle,
+                stream as sys::CUstream,
                 params.as_mut_ptr(),
                 std::ptr::null_mut(),
             )
