@@ -14,6 +14,7 @@ use super::branch_table::Branches;
 use super::buffer::Buffer;
 use super::cell::StreamCell;
 use super::config::DeviceConfig;
+use super::fault_counts::FaultCounts;
 use super::graph_handle::GraphHandle;
 use super::graph_registry::GraphRegistry;
 use super::imports::Imports;
@@ -105,7 +106,7 @@ impl<B: Backend> Device<B> {
             inner: Arc::new(Inner {
                 signals,
                 tracks: Order::new(config.streams),
-                faults: (0..config.streams).map(|_| AtomicU64::new(0)).collect(),
+                faults: FaultCounts::new(config.streams),
                 backend,
                 serial: DEVICES.fetch_add(1, Ordering::Relaxed),
                 cells,

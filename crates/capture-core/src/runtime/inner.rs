@@ -4,13 +4,13 @@
 //! refusal, dooming a window, claims, asynchronous faults, flushes and drains, device
 //! reservations, staging, and the hand-over to another pooled stream.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::branch_table::{BranchEntry, Branches};
 use super::buffer::Buffer;
 use super::cell::StreamCell;
 use super::config::DeviceConfig;
+use super::fault_counts::FaultCounts;
 use super::graph_registry::GraphRegistry;
 use super::imports::Imports;
 use super::order::{Order, Tracks};
@@ -57,7 +57,7 @@ pub(crate) struct Inner<B: Backend> {
     /// Per pooled stream, how many asynchronous errors its fences reported: work lost
     /// with one may have held info-word uploads, which the stream then uploads again
     /// (`forget_lost_uploads`).
-    pub(crate) faults: Vec<AtomicU64>,
+    pub(crate) faults: FaultCounts,
     /// The labels of the user's buffers and graphs, beside their ids in errors.
     pub(crate) labels: Labels,
     /// Graphs whose handles were dropped while this thread held one of the device's
@@ -366,9 +366,7 @@ impl<B: Backend> Inner<B> {
     /// held their uploads (a failed submission drops its whole batch), so each is
     /// uploaded again, or its upload recorded, before its next use.
     pub(crate) fn forget_lost_uploads(&self, ps: &mut PooledStream<B>) {
-        let faults = self.faults[ps.index].load(Ordering::Relaxed);
-        if faults != ps.faults_seen {
-            ps.faults_seen = faults;
+        if self.faults.moved_since(ps.index, &mut ps.faults_seen) {
             ps.stream.info_cache().forget_uploads();
         }
     }
@@ -413,7 +411,7 @@ impl<B: Backend> Inner<B> {
     /// ones whose memory is gone skipped (rule 15), and every stream whose unconfirmed
     /// work `q` waited for on the device becomes a suspect (`settle_suspects`).
     pub(crate) fn fault_on(&self, q: usize, stream: StreamId, error: &ServerError) {
-        self.faults[q].fetch_add(1, Ordering::Relaxed);
+        self.faults.note(q);
         let mut keys = Vec::new();
         let mut followed = Vec::new();
         {

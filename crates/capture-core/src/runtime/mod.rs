@@ -10,6 +10,7 @@ mod cell;
 mod closure;
 mod config;
 mod device;
+mod fault_counts;
 mod graph_handle;
 mod graph_owner;
 mod graph_pool;
