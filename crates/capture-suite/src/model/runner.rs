@@ -1307,8 +1307,11 @@ impl<B: Builtins> Run<B> {
                         }
                     }
                     // Reported by the read's own stream, or by another stream it waited
-                    // for first (rule 18): which, the error does not say.
-                    Kind::WaitFault => {}
+                    // for first (rule 18): which, the error does not say. It claims
+                    // what was written since the last good fence (rule 15), which a
+                    // later read in the same op (a loop's counter) then meets: taken
+                    // wide at once, as after every op.
+                    Kind::WaitFault => self.model.widen_since(),
                     _ => self.fail(format!("read failed: {}", Chain(&e))),
                 }
             }
