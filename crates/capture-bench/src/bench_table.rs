@@ -36,6 +36,26 @@ pub(crate) struct BackendRun {
     pub(crate) problem: Option<Problem>,
 }
 
+impl BackendRun {
+    /// A backend opened on `device`, nothing measured yet; `host_overhead_only` for the
+    /// mock's figures.
+    pub(crate) fn new(name: &'static str, device: String, host_overhead_only: bool) -> Self {
+        Self {
+            name,
+            device,
+            settings: Vec::new(),
+            host_overhead_only,
+            rows: Vec::new(),
+            decode: None,
+            update: None,
+            fork: None,
+            decoder_update: None,
+            until: None,
+            problem: None,
+        }
+    }
+}
+
 /// Why a backend's rows are incomplete.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Problem {

@@ -73,21 +73,12 @@ pub(crate) fn built() -> Vec<BenchBackend> {
 /// A backend that could not be measured: skipped when it was not named, else failed.
 fn missing(name: &'static str, named: bool, why: String) -> BackendRun {
     BackendRun {
-        name,
-        device: "not opened".into(),
-        settings: Vec::new(),
-        host_overhead_only: false,
-        rows: Vec::new(),
-        decode: None,
-        update: None,
-        fork: None,
-        decoder_update: None,
-        until: None,
         problem: Some(if named {
             Problem::Failed(why)
         } else {
             Problem::Skipped(why)
         }),
+        ..BackendRun::new(name, "not opened".into(), false)
     }
 }
 
@@ -111,6 +102,34 @@ fn rows<B: Builtins + Clone>(
         }
     }
     run
+}
+
+/// The rows of whole steps `options` asks for after the chain rows (decode, fork, until,
+/// update and the decoder's update), on `backend`: on every backend but the
+/// thread-affine mock.
+#[cfg(feature = "any-backend")]
+fn step_rows<B: capture_decode::DecodeBackend + Builtins + Clone>(
+    backend: B,
+    mut measured: BackendRun,
+    options: &BenchOptions,
+) -> BackendRun {
+    if options.decode {
+        measured.decode = Some(bench::decode_row(backend.clone(), options.rounds));
+    }
+    if options.fork {
+        measured.fork = Some(fork_row::fork_row(backend.clone(), options.rounds));
+    }
+    if options.until {
+        measured.until = Some(until_row::until_row(backend.clone(), options.rounds));
+    }
+    if options.update {
+        measured.update = Some(update_row::update_row(backend.clone(), options.rounds));
+        measured.decoder_update = Some(decoder_update_row::decoder_update_row(
+            backend,
+            options.rounds,
+        ));
+    }
+    measured
 }
 
 /// A floor's pass as the benchmark takes it, its error as text.
@@ -137,19 +156,7 @@ pub(crate) fn bench(
 
 #[cfg(feature = "mock")]
 fn mock(backend: BenchBackend, _named: bool, options: &BenchOptions) -> BackendRun {
-    let run = |device: &str| BackendRun {
-        name: backend.as_str(),
-        device: device.into(),
-        settings: Vec::new(),
-        host_overhead_only: true,
-        rows: Vec::new(),
-        decode: None,
-        update: None,
-        fork: None,
-        decoder_update: None,
-        until: None,
-        problem: None,
-    };
+    let run = |device: &str| BackendRun::new(backend.as_str(), device.into(), true);
     if backend == BenchBackend::AffineMock {
         let device = "mock, thread-affine streams (captures open and close on each stream's \
                       worker; every other call on the caller's thread)";
@@ -162,24 +169,8 @@ fn mock(backend: BenchBackend, _named: bool, options: &BenchOptions) -> BackendR
     } else {
         let device = "mock, relaxed mode (every call on the caller's thread)";
         let backend = capture_graphs::mock::MockBackend::new();
-        let mut measured = rows(&backend, run(device), None, options);
-        if options.decode {
-            measured.decode = Some(bench::decode_row(backend.clone(), options.rounds));
-        }
-        if options.fork {
-            measured.fork = Some(fork_row::fork_row(backend.clone(), options.rounds));
-        }
-        if options.until {
-            measured.until = Some(until_row::until_row(backend.clone(), options.rounds));
-        }
-        if options.update {
-            measured.update = Some(update_row::update_row(backend.clone(), options.rounds));
-            measured.decoder_update = Some(decoder_update_row::decoder_update_row(
-                backend,
-                options.rounds,
-            ));
-        }
-        measured
+        let measured = rows(&backend, run(device), None, options);
+        step_rows(backend, measured, options)
     }
 }
 
@@ -211,23 +202,18 @@ fn vulkan(named: bool, options: &BenchOptions, device: Option<&str>) -> BackendR
         settings.push(("LP_NUM_THREADS", threads));
     }
     let run = BackendRun {
-        name: "vulkan",
-        device: format!(
-            "{} ({}, Vulkan {major}.{minor}.{patch}), {:?} memory: {}",
-            backend.device_name(),
-            backend.device_kind(),
-            backend.memory_mode(),
-            backend.memory_choice()
-        ),
         settings,
-        host_overhead_only: false,
-        rows: Vec::new(),
-        decode: None,
-        update: None,
-        fork: None,
-        decoder_update: None,
-        until: None,
-        problem: None,
+        ..BackendRun::new(
+            "vulkan",
+            format!(
+                "{} ({}, Vulkan {major}.{minor}.{patch}), {:?} memory: {}",
+                backend.device_name(),
+                backend.device_kind(),
+                backend.memory_mode(),
+                backend.memory_choice()
+            ),
+            false,
+        )
     };
     let floor_backend = backend.clone();
     let make = move |row: &bench::Row| -> Result<Box<dyn bench::Floor>, String> {
@@ -235,24 +221,8 @@ fn vulkan(named: bool, options: &BenchOptions, device: Option<&str>) -> BackendR
             .map(|f| Box::new(VulkanFloor(f)) as Box<dyn bench::Floor>)
             .map_err(|e| e.to_string())
     };
-    let mut measured = rows(&backend, run, Some(&make), options);
-    if options.decode {
-        measured.decode = Some(bench::decode_row(backend.clone(), options.rounds));
-    }
-    if options.fork {
-        measured.fork = Some(fork_row::fork_row(backend.clone(), options.rounds));
-    }
-    if options.until {
-        measured.until = Some(until_row::until_row(backend.clone(), options.rounds));
-    }
-    if options.update {
-        measured.update = Some(update_row::update_row(backend.clone(), options.rounds));
-        measured.decoder_update = Some(decoder_update_row::decoder_update_row(
-            backend,
-            options.rounds,
-        ));
-    }
-    measured
+    let measured = rows(&backend, run, Some(&make), options);
+    step_rows(backend, measured, options)
 }
 
 /// The Vulkan floor, as the benchmark drives it.
@@ -323,46 +293,22 @@ fn cuda(named: bool, options: &BenchOptions) -> BackendRun {
         Err(e) => return missing("cuda", named, e.to_string()),
     };
     let (major, minor) = backend.compute_capability();
-    let run = BackendRun {
-        name: "cuda",
-        device: format!(
+    let run = BackendRun::new(
+        "cuda",
+        format!(
             "{} (compute {major}.{minor}), driver CUDA {}",
             backend.device_name(),
             backend.driver_version()
         ),
-        settings: Vec::new(),
-        host_overhead_only: false,
-        rows: Vec::new(),
-        decode: None,
-        update: None,
-        fork: None,
-        decoder_update: None,
-        until: None,
-        problem: None,
-    };
+        false,
+    );
     let make = |row: &bench::Row| -> Result<Box<dyn bench::Floor>, String> {
         crate::floor::cuda::Floor::new(0, row.elements, row.kernels)
             .map(|f| Box::new(CudaFloor(f)) as Box<dyn bench::Floor>)
             .map_err(|e| e.to_string())
     };
-    let mut measured = rows(&backend, run, Some(&make), options);
-    if options.decode {
-        measured.decode = Some(bench::decode_row(backend.clone(), options.rounds));
-    }
-    if options.fork {
-        measured.fork = Some(fork_row::fork_row(backend.clone(), options.rounds));
-    }
-    if options.until {
-        measured.until = Some(until_row::until_row(backend.clone(), options.rounds));
-    }
-    if options.update {
-        measured.update = Some(update_row::update_row(backend.clone(), options.rounds));
-        measured.decoder_update = Some(decoder_update_row::decoder_update_row(
-            backend,
-            options.rounds,
-        ));
-    }
-    measured
+    let measured = rows(&backend, run, Some(&make), options);
+    step_rows(backend, measured, options)
 }
 
 /// The CUDA floor (eager only: replay is compared with PyTorch's CUDA graph instead).
