@@ -30,20 +30,12 @@ pub(crate) fn step(name: &str, command: &mut Command) -> Result<()> {
     Ok(())
 }
 
-/// Runs `command` (a cargo command) with `--message-format=json-render-diagnostics`
-/// appended and returns whether it succeeded and its JSON messages. When `echo`, it is
-/// named first, its diagnostics and progress go to stderr as usual and stdout lines that
-/// are not JSON are echoed; otherwise nothing of it is shown.
-pub(crate) fn json_messages(
-    name: &str,
-    mut command: Command,
-    echo: bool,
-) -> Result<(bool, Vec<Value>)> {
-    if echo {
-        println!("xtask: {name}");
-    } else {
-        command.stderr(Stdio::null());
-    }
+/// Runs `command` (a cargo command), named first, with
+/// `--message-format=json-render-diagnostics` appended: its diagnostics and progress go
+/// to stderr as usual and stdout lines that are not JSON are echoed. Returns whether it
+/// succeeded and its JSON messages.
+pub(crate) fn json_messages(name: &str, mut command: Command) -> Result<(bool, Vec<Value>)> {
+    println!("xtask: {name}");
     let mut child = command
         .arg("--message-format=json-render-diagnostics")
         .stdout(Stdio::piped())
@@ -55,7 +47,7 @@ pub(crate) fn json_messages(
         let line = line?;
         if line.starts_with('{') {
             messages.push(parse_message(&line)?);
-        } else if echo && !line.trim().is_empty() {
+        } else if !line.trim().is_empty() {
             println!("{line}");
         }
     }
@@ -65,7 +57,7 @@ pub(crate) fn json_messages(
 /// Runs `command` (a cargo build) as [`json_messages`] does, echoed: whether it
 /// succeeded and the executables it built.
 pub(crate) fn executables(name: &str, command: Command) -> Result<(bool, Vec<Executable>)> {
-    let (ok, messages) = json_messages(name, command, true)?;
+    let (ok, messages) = json_messages(name, command)?;
     Ok((ok, messages.iter().filter_map(executable).collect()))
 }
 

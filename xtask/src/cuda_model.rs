@@ -57,26 +57,21 @@ pub(crate) struct Model {
 }
 
 impl Model {
-    /// Points a run of the library (capture-cuda's tests) at the model: first on
-    /// `LD_LIBRARY_PATH` (before `ld_path`, the rest of it), expected by the tests
-    /// (`CAPTURE_CUDA_MODEL=1`), CUDA required, the library's kernel library alone named.
-    pub(crate) fn apply(&self, command: &mut Command, ld_path: &str) {
-        self.apply_with(command, ld_path, self.library.as_os_str().to_owned());
-    }
-
-    /// As [`Model::apply`] for a run of the program (its tests, the bundle's decoder):
-    /// the library's kernel library, then the program's.
-    pub(crate) fn apply_program(&self, command: &mut Command, ld_path: &str) {
-        let mut both = self.library.as_os_str().to_owned();
-        both.push(":");
-        both.push(&self.program);
-        self.apply_with(command, ld_path, both);
-    }
-
-    fn apply_with(&self, command: &mut Command, ld_path: &str, kernels: std::ffi::OsString) {
-        let ld_path = crate::nvrtc::prepend_path(&self.dir, Some(ld_path));
+    /// Points a run at the model: first on `LD_LIBRARY_PATH` (before `ld_path`, the rest
+    /// of it), expected by the tests (`CAPTURE_CUDA_MODEL=1`), CUDA required. A run of
+    /// the library (capture-cuda's tests) names the library's kernel library alone; a run
+    /// of the `program` (its tests, the bundle's decoder) the program's after it.
+    pub(crate) fn apply(&self, command: &mut Command, ld_path: &str, program: bool) {
+        let mut kernels = self.library.as_os_str().to_owned();
+        if program {
+            kernels.push(":");
+            kernels.push(&self.program);
+        }
         command
-            .env("LD_LIBRARY_PATH", ld_path)
+            .env(
+                "LD_LIBRARY_PATH",
+                crate::nvrtc::prepend_path(&self.dir, Some(ld_path)),
+            )
             .env("CAPTURE_CUDA_MODEL", "1")
             .env("CAPTURE_REQUIRE_CUDA", "1")
             .env("CAPTURE_CUDA_MODEL_KERNELS", kernels);
@@ -130,7 +125,6 @@ fn cdylib(package: &str, example: &str) -> Result<PathBuf> {
     let (ok, messages) = json_messages(
         &what,
         cargo(&format!("build -p {package} --example {example}")),
-        true,
     )?;
     if !ok {
         bail!("building the driver model's kernel library failed ({what})");

@@ -208,9 +208,9 @@ mod tests {
                 Outcome::Skipped("SKIP: no GPU".into()),
             ),
         ]);
-        assert_eq!(ran.status(), "ran");
+        assert_eq!(ran.status, "ran");
         assert_eq!(
-            ran.why(),
+            ran.why,
             "1 ran: quick_start; skipped cuda_user_kernel: SKIP: no GPU"
         );
         let failed = row(&[
@@ -218,6 +218,6 @@ mod tests {
             ("floor".into(), Outcome::Failed("boom".into())),
         ]);
         assert!(failed.is_failed());
-        assert_eq!(failed.why(), "floor: boom");
+        assert_eq!(failed.why, "floor: boom");
     }
 }

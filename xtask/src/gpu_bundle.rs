@@ -17,38 +17,13 @@ use crate::cargo::{Executable, Target, cargo, executables, workspace_root};
 pub(crate) const HELP: &str = "usage: cargo xtask gpu-bundle [--out DIR] [--debug]
 
 Builds, here, what a GPU machine with no Rust and no network needs to run the GPU tests,
-into DIR (default target/gpu-bundle, replaced when it holds an earlier bundle):
-
-  capture-cuda-it, capture-vulkan-it
-               the backends' release `it` test binaries (CUDA 12.9 bindings; capture-cuda's
-               with its `cudarc` feature)
-  capture-cuda-alloc-count, capture-vulkan-alloc-count
-               the hot paths' allocation counts on CUDA and on Vulkan
-  capture-vulkan-unit
-               capture-vulkan's unit tests, the validation layer's canary among them
-  torch_graph.py
-               the same benchmark chain as a PyTorch CUDA graph (xtask/gpu/torch_graph.py)
-  capture-suite-mock
-               capture-suite's release `mock` test binary: the scenario suite on the mock
-  capture      the capture program (package capture-cli), --features cuda,vulkan,
-               and capture-bench beside it (`capture bench` runs it)
-               (vulkan alone if the CUDA build fails; run.sh then skips the CUDA demo and
-               says so)
-  engine-step  the facade's engine example (examples/engine_step.rs, --features
-               cudarc,vulkan): own kernels with scalars, a library call through foreign
-               work, imported weights, captured and replayed per token
-  moe-step     the facade's MoE example (examples/moe_step.rs): two experts forked onto
-               two streams in one graph
-  paged-step   the facade's paged example (examples/paged_step.rs): a decode step over a
-               paged KV cache changed per token through its slots, in a graph pool
-  decode-until the facade's loop example (examples/decode_until.rs): one loop replay
-               ended on the device by the sampler's stop flag (rule 30)
-  snapshots/   the scenario suite's shared snapshots (CAPTURE_SNAPSHOTS points here)
-  run.sh       runs them all with CUDA required; ends `bundle: N passed, M failed`
-               (xtask/gpu/run.sh, as checked in)
-  bundle.env   what run.sh needs to know of this build (the snapshot directory compiled
-               into capture-suite-mock, whether the CUDA demo is skipped)
-  README.txt   what the bundle is and how to run it
+into DIR (default target/gpu-bundle, replaced when it holds an earlier bundle): the
+backends' release `it`, `alloc_count` and unit test binaries (capture-cuda's with its
+`cudarc` feature), capture-suite's `mock` and the shared snapshots, the `capture` program
+with `capture-bench` beside it (--features cuda,vulkan; vulkan alone if the CUDA build
+fails, and run.sh then skips the CUDA demo and says so), the facade's GPU examples
+(--features cudarc,vulkan), torch_graph.py, run.sh with the bundle.env it reads, and
+README.txt (xtask/gpu/README.txt: what each step runs).
 
 --debug builds it unoptimised (what `cargo xtask test` runs on the CUDA driver model,
 reusing the test build); a GPU machine gets the release build.
@@ -61,58 +36,52 @@ against this machine's glibc: the GPU machine needs the same or a newer one.";
 /// The bundle's script, checked in as `xtask/gpu/run.sh`; what varies is in `bundle.env`.
 const RUN_SH: &str = include_str!("../gpu/run.sh");
 
+/// What the bundle is and how to run it, checked in as `xtask/gpu/README.txt`; `{info}`
+/// and `{note}` are filled in.
+const README: &str = include_str!("../gpu/README.txt");
+
 /// The PyTorch side of the GPU benchmark, checked in as `xtask/gpu/torch_graph.py`.
 const TORCH_GRAPH: &str = include_str!("../gpu/torch_graph.py");
 
-/// The test binaries the bundle carries, and their names in it (which run.sh runs).
-const TESTS: [(Target, &str); 6] = [
-    (Target::test("capture-cuda", "it"), "capture-cuda-it"),
-    (
-        Target::test("capture-cuda", "alloc_count"),
-        "capture-cuda-alloc-count",
-    ),
-    (Target::test("capture-vulkan", "it"), "capture-vulkan-it"),
-    (
-        Target::test("capture-vulkan", "alloc_count"),
-        "capture-vulkan-alloc-count",
-    ),
-    (
-        Target::lib("capture-vulkan", "capture_vulkan"),
-        "capture-vulkan-unit",
-    ),
-    (Target::test("capture-suite", "mock"), "capture-suite-mock"),
+/// The test binaries the bundle carries (see [`bundled`] for their names in it).
+const TESTS: [Target; 6] = [
+    Target::test("capture-cuda", "it"),
+    Target::test("capture-cuda", "alloc_count"),
+    Target::test("capture-vulkan", "it"),
+    Target::test("capture-vulkan", "alloc_count"),
+    Target::lib("capture-vulkan", "capture_vulkan"),
+    Target::test("capture-suite", "mock"),
 ];
 
-/// The capture program, and its name in the bundle.
-const PROGRAM: (Target, &str) = (Target::new("capture-cli", "bin", "capture"), "capture");
-
-/// The benchmark program `capture bench` runs (found beside `capture`), and its name in
-/// the bundle.
-const BENCH: (Target, &str) = (
+/// The capture program, and the benchmark program `capture bench` runs (found beside it).
+const PROGRAMS: [Target; 2] = [
+    Target::new("capture-cli", "bin", "capture"),
     Target::new("capture-bench", "bin", "capture-bench"),
-    "capture-bench",
-);
+];
 
 /// The facade's examples the bundle carries (built with `cudarc,vulkan`: the engine
-/// example's CUDA path goes through cudarc), and their names in it.
-const EXAMPLES: [(Target, &str); 4] = [
-    (
-        Target::new("capture-graphs", "example", "engine_step"),
-        "engine-step",
-    ),
-    (
-        Target::new("capture-graphs", "example", "moe_step"),
-        "moe-step",
-    ),
-    (
-        Target::new("capture-graphs", "example", "paged_step"),
-        "paged-step",
-    ),
-    (
-        Target::new("capture-graphs", "example", "decode_until"),
-        "decode-until",
-    ),
+/// example's CUDA path goes through cudarc).
+const EXAMPLES: [Target; 4] = [
+    Target::new("capture-graphs", "example", "engine_step"),
+    Target::new("capture-graphs", "example", "moe_step"),
+    Target::new("capture-graphs", "example", "paged_step"),
+    Target::new("capture-graphs", "example", "decode_until"),
 ];
+
+/// Built binaries, each with its name in the bundle.
+type Bundled = Vec<(PathBuf, String)>;
+
+/// A binary's name in the bundle, which run.sh runs: `<package>-<test>` for a test
+/// target (`capture-cuda-alloc-count`), `<package>-unit` for a library's unit tests, the
+/// program's or example's own name otherwise (`capture`, `engine-step`).
+fn bundled(target: &Target) -> String {
+    let name = target.name.replace('_', "-");
+    match target.kind {
+        "lib" => format!("{}-unit", target.package),
+        "test" => format!("{}-{name}", target.package),
+        _ => name,
+    }
+}
 
 /// Where the shared snapshots live in the source tree (compiled into capture-suite).
 pub(crate) const SNAPSHOTS: &str = "crates/capture-suite/snapshots";
@@ -156,39 +125,36 @@ pub(crate) fn build(out: &Path, release: bool) -> Result<()> {
     // Refuse a wrong --out before minutes of building, not after.
     check_replaceable(out)?;
     let profile = if release { "--release" } else { "" };
-    let tests = build_tests(profile)?;
-    let ((capture, bench), no_cuda_demo) = build_capture(profile)?;
-    let examples = build_examples(profile)?;
-    let out = out.to_path_buf();
+    // capture-cuda's `it` with the cudarc adapter's test (a cudarc context handed over).
+    let tests = format!(
+        "test --no-run {} --features capture-cuda/cudarc",
+        test_selection()
+    );
+    let mut binaries = built(&tests, profile, &TESTS, true)?;
+    let (programs, no_cuda_demo) = build_programs(profile)?;
+    binaries.extend(programs);
+    let examples = EXAMPLES.iter().map(|e| format!(" --example {}", e.name));
+    let examples = format!(
+        "build -p capture-graphs --features cudarc,vulkan{}",
+        examples.collect::<String>()
+    );
+    binaries.extend(built(&examples, profile, &EXAMPLES, false)?);
 
-    prepare(&out)?;
-    for (exe, name) in &tests {
-        copy(exe, &out.join(name))?;
-    }
-    copy(&capture, &out.join(PROGRAM.1))?;
-    copy(&bench, &out.join(BENCH.1))?;
-    for (exe, name) in &examples {
+    prepare(out)?;
+    for (exe, name) in &binaries {
         copy(exe, &out.join(name))?;
     }
     let snapshots = root.join(SNAPSHOTS);
     let copied = copy_snapshots(&snapshots, &out.join("snapshots"))?;
+    for (name, text) in [("run.sh", RUN_SH), ("torch_graph.py", TORCH_GRAPH)] {
+        fs::write(out.join(name), text)?;
+        fs::set_permissions(out.join(name), fs::Permissions::from_mode(0o755))?;
+    }
+    let no_cuda_demo = no_cuda_demo.as_deref();
+    fs::write(out.join("bundle.env"), bundle_env(&snapshots, no_cuda_demo))?;
+    fs::write(out.join("README.txt"), readme(&build_info(), no_cuda_demo))?;
 
-    let script = out.join("run.sh");
-    fs::write(&script, RUN_SH)?;
-    fs::set_permissions(&script, fs::Permissions::from_mode(0o755))?;
-    let torch = out.join("torch_graph.py");
-    fs::write(&torch, TORCH_GRAPH)?;
-    fs::set_permissions(&torch, fs::Permissions::from_mode(0o755))?;
-    fs::write(
-        out.join("bundle.env"),
-        bundle_env(&snapshots, no_cuda_demo.as_deref()),
-    )?;
-    fs::write(
-        out.join("README.txt"),
-        readme(&build_info(), no_cuda_demo.as_deref()),
-    )?;
-
-    let size: u64 = fs::read_dir(&out)?
+    let size: u64 = fs::read_dir(out)?
         .flatten()
         .filter_map(|e| e.metadata().ok())
         .map(|m| m.len())
@@ -210,7 +176,7 @@ pub(crate) fn build(out: &Path, release: bool) -> Result<()> {
 /// The `cargo test` options that select [`TESTS`]: each package and target once.
 fn test_selection() -> String {
     let mut selected: Vec<String> = Vec::new();
-    for (target, _) in &TESTS {
+    for target in &TESTS {
         let only = match target.kind {
             "lib" => "--lib".to_string(),
             _ => format!("--test {}", target.name),
@@ -224,29 +190,26 @@ fn test_selection() -> String {
     selected.join(" ")
 }
 
-/// Builds the test binaries (`profile`: `--release` or empty); returns each of [`TESTS`]'
-/// executable and name.
-fn build_tests(profile: &str) -> Result<Vec<(PathBuf, &'static str)>> {
-    // capture-cuda's `it` with the cudarc adapter's test (a cudarc context handed over).
-    let line = format!(
-        "test --no-run {} --features capture-cuda/cudarc {profile}",
-        test_selection()
-    );
+/// Runs `cargo <line> <profile>` and returns each of `targets`' executable (built with the
+/// test harness or without, as `test`) and name in the bundle; fails unless every one
+/// was built.
+fn built(line: &str, profile: &str, targets: &[Target], test: bool) -> Result<Bundled> {
+    let line = format!("{line} {profile}");
     let line = line.trim_end();
     let (ok, built) = executables(&format!("cargo {line}"), cargo(line))?;
-    if !ok {
-        bail!("building the test binaries failed (cargo {line}); the bundle needs every one");
-    }
-    let mut found = Vec::new();
-    let mut missing = Vec::new();
-    for (target, name) in TESTS {
-        match find(&built, &target, true) {
-            Some(exe) => found.push((exe, name)),
-            None => missing.push(target.to_string()),
-        }
-    }
-    if !missing.is_empty() {
-        bail!("cargo built no test binary for {}", missing.join(", "));
+    let found: Vec<_> = targets
+        .iter()
+        .filter_map(|t| Some((find(&built, t, test)?, bundled(t))))
+        .collect();
+    if !ok || found.len() < targets.len() {
+        bail!(
+            "cargo {line} did not build all of {}",
+            targets
+                .iter()
+                .map(Target::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
     }
     Ok(found)
 }
@@ -259,26 +222,21 @@ fn find(built: &[Executable], target: &Target, test: bool) -> Option<PathBuf> {
         .map(|e| e.path.clone())
 }
 
-/// Builds the `capture` program and the `capture-bench` program with CUDA and Vulkan,
-/// or with Vulkan alone when the CUDA build fails; returns both and, in the second case,
-/// why the CUDA demo is skipped.
-fn build_capture(profile: &str) -> Result<((PathBuf, PathBuf), Option<String>)> {
-    let ((program, _), (bench, _)) = (PROGRAM, BENCH);
+/// Builds the [`PROGRAMS`] with CUDA and Vulkan, or with Vulkan alone when the CUDA build
+/// fails; returns them and, in the second case, why the CUDA demo is skipped.
+fn build_programs(profile: &str) -> Result<(Bundled, Option<String>)> {
     let mut skip = None;
     for features in [
         "capture-cli/cuda,capture-cli/vulkan,capture-bench/cuda,capture-bench/vulkan",
         "capture-cli/vulkan,capture-bench/vulkan",
     ] {
         let line = format!(
-            "build -p {} --bin {} -p {} --bin {} --features {features} {profile}",
-            program.package, program.name, bench.package, bench.name
+            "build -p capture-cli --bin capture -p capture-bench --bin capture-bench --features {features}"
         );
-        let line = line.trim_end();
-        let (ok, built) = executables(&format!("cargo {line}"), cargo(line))?;
-        match (find(&built, &program, false), find(&built, &bench, false)) {
-            (Some(exe), Some(bench)) if ok => return Ok(((exe, bench), skip)),
-            _ => {
-                println!("xtask: `cargo {line}` failed; trying without CUDA");
+        match built(&line, profile, &PROGRAMS, false) {
+            Ok(found) => return Ok((found, skip)),
+            Err(e) => {
+                println!("xtask: {e}; trying without CUDA");
                 skip = Some(format!(
                     "the capture program did not build with --features {features} when this \
                      bundle was made, so it has no CUDA backend"
@@ -287,27 +245,6 @@ fn build_capture(profile: &str) -> Result<((PathBuf, PathBuf), Option<String>)> 
         }
     }
     bail!("the capture program did not build, with or without CUDA")
-}
-
-/// Builds the facade's [`EXAMPLES`] with CUDA (through cudarc, loaded at run time, so no
-/// toolkit is needed) and Vulkan; each one's executable and name in the bundle.
-fn build_examples(profile: &str) -> Result<Vec<(PathBuf, &'static str)>> {
-    let mut line = String::from("build -p capture-graphs --features cudarc,vulkan");
-    for (example, _) in &EXAMPLES {
-        line.push_str(" --example ");
-        line.push_str(example.name);
-    }
-    let line = format!("{line} {profile}");
-    let line = line.trim_end();
-    let (ok, built) = executables(&format!("cargo {line}"), cargo(line))?;
-    let mut found = Vec::new();
-    for (example, name) in EXAMPLES {
-        match find(&built, &example, false) {
-            Some(exe) if ok => found.push((exe, name)),
-            _ => bail!("the example {} did not build (cargo {line})", example.name),
-        }
-    }
-    Ok(found)
 }
 
 /// Fails unless `out` is absent, empty, or an earlier bundle (it holds a `run.sh`).
@@ -400,79 +337,13 @@ NO_CUDA_DEMO={}
     )
 }
 
-/// The bundle's `README.txt`.
+/// The bundle's `README.txt`: `xtask/gpu/README.txt` with the build and the note filled
+/// in.
 fn readme(info: &str, no_cuda_demo: Option<&str>) -> String {
     let note = no_cuda_demo
         .map(|why| format!("\nNote: {why}; run.sh skips the CUDA demo and says so.\n"))
         .unwrap_or_default();
-    format!(
-        "capture GPU bundle ({info})
-
-Prebuilt tests for a machine with an NVIDIA GPU and its driver, needing neither Rust nor
-a network. Run:
-
-    ./run.sh
-
-It prints nvidia-smi, then runs
-  capture-suite-mock             the scenario suite on the mock, against snapshots/ (an
-                                 altered snapshot fails here, on any machine)
-  capture-cuda-it --show-output  the same suite on CUDA (CAPTURE_REQUIRE_CUDA=1: no
-                                 driver or no device is a failure), printing the device
-  capture-vulkan-it              the suite on Vulkan in both memory modes, when
-                                 libvulkan.so.1 is present (CAPTURE_REQUIRE_VULKAN=1
-                                 when the Khronos validation layer is installed too)
-  capture-vulkan-unit            capture-vulkan's unit tests, the validation layer's
-                                 canary among them, when libvulkan.so.1 is present
-  capture-cuda-alloc-count       no heap allocation per launch or replay on CUDA
-  capture-vulkan-alloc-count     the same on Vulkan, when libvulkan.so.1 is present
-  capture demo --backend cuda    eager vs replayed kernel chain, results checked equal
-  capture demo --backend vulkan  the same, when libvulkan.so.1 is present
-  capture bench --backend cuda   the benchmark matrix on CUDA, beside a bare
-                                 cuLaunchKernel loop (the eager floor)
-  torch_graph.py                 the same chain eagerly and as torch.cuda.CUDAGraph
-                                 replays, where PyTorch is installed
-  capture bench --backend vulkan the launch-bound rows on Vulkan, beside the ash floor
-  capture decode --backend cuda  the llama-shaped decoder captured once and replayed per
-                                 token, its ids, logits and host reference checked; its
-                                 products as cuBLAS SGEMMs through foreign work (cuBLAS
-                                 looked for where PyTorch installs it; the step fails
-                                 without it; CAPTURE_CUBLAS=PATH names one)
-  capture decode --backend vulkan the same, when libvulkan.so.1 is present
-  capture decode --until-eos --backend cuda
-                                 decode until the end token: one loop replay the device
-                                 ends (rule 30) against replays with host checks
-  capture decode --until-eos --backend vulkan  the same, with libvulkan.so.1
-  capture decode --buckets 1,2,4,8 --backend cuda
-                                 a batch over a paged KV cache, one graph per bucket in
-                                 one graph pool: tokens/s per bucket eager and replayed,
-                                 the pool's memory against separate pools, every check
-  capture decode --buckets 1,2,4,8 --backend vulkan  the same, with libvulkan.so.1
-  engine-step --backend cuda     the engine example on CUDA (its kernels, its library
-                                 call on the raw stream, its cudarc weights imported)
-  moe-step --backend cuda        the MoE example: experts forked onto two CUDA streams
-                                 in one graph, against eager and one stream
-  paged-step --backend cuda      the paged example: a position slot and a KV page
-                                 rebound per token, two graphs in one graph pool
-  decode-until --backend cuda    the loop example: one loop replay (a WHILE conditional
-                                 node) ended by the sampler's stop flag
-and ends with `bundle: N passed, M failed` (exit status non-zero on any failure).
-Each step runs under a timeout (--step-timeout S, default 240) and writes its output to
-logs/NN-step.log beside run.sh (--logs DIR to put them elsewhere), with summary.txt;
---archive FILE writes all the logs so far into one gzipped tar after every step;
---short runs one benchmark row and a small decoder, --no-vulkan skips Vulkan.
-capture's CUDA driver model (the stand-in for libcuda.so.1 CI tests with) is refused as
-a driver unless --driver-model says it is meant.
-{note}
-run.sh reads what is particular to this build from bundle.env.
-
-Needs: x86-64 Linux with a glibc no older than the build machine's; the NVIDIA driver
-(libcuda.so.1). NVRTC is not needed (the kernels ship as cubins and PTX; capture-cuda's NVRTC test
-says SKIP here and runs in CI). Environment run.sh sets: CAPTURE_SNAPSHOTS,
-INSTA_WORKSPACE_ROOT, INSTA_UPDATE=no, CI=true, CAPTURE_REQUIRE_CUDA=1, LP_NUM_THREADS=0.
-One test binary can be run alone with a filter, e.g.
-    CAPTURE_REQUIRE_CUDA=1 CAPTURE_SNAPSHOTS=$PWD/snapshots ./capture-cuda-it capture_replay
-"
-    )
+    README.replace("{info}", info).replace("{note}", &note)
 }
 
 #[cfg(test)]
@@ -538,17 +409,17 @@ mod tests {
             ),
         ]);
         let path = |name: &str| Some(PathBuf::from(format!("/w/target/release/deps/{name}-0123")));
-        assert_eq!(find(&built, &TESTS[2].0, true), path("it"));
-        assert_eq!(find(&built, &TESTS[5].0, true), path("mock"));
+        assert_eq!(find(&built, &TESTS[2], true), path("it"));
+        assert_eq!(find(&built, &TESTS[5], true), path("mock"));
         assert_eq!(
-            find(&built, &TESTS[0].0, true),
+            find(&built, &TESTS[0], true),
             None,
             "capture-cuda's `it` is not built"
         );
-        assert_eq!(find(&built, &PROGRAM.0, false), path("capture"));
-        assert_eq!(find(&built, &EXAMPLES[0].0, false), path("engine_step"));
+        assert_eq!(find(&built, &PROGRAMS[0], false), path("capture"));
+        assert_eq!(find(&built, &EXAMPLES[0], false), path("engine_step"));
         assert_eq!(
-            find(&built, &PROGRAM.0, true),
+            find(&built, &PROGRAMS[0], true),
             None,
             "the program, not its unit tests"
         );
@@ -565,19 +436,16 @@ mod tests {
 
     #[test]
     fn run_sh_runs_every_bundled_binary_and_has_no_placeholder() {
-        let examples = EXAMPLES.iter().map(|(_, name)| *name);
-        for name in TESTS
-            .iter()
-            .map(|(_, name)| *name)
-            .chain([PROGRAM.1])
-            .chain(examples)
-        {
+        let readme = readme("info", None);
+        assert!(!readme.contains("{info}") && !readme.contains("{note}"));
+        // capture-bench is run through `./capture bench`.
+        let run = TESTS.iter().chain(&PROGRAMS[..1]).chain(&EXAMPLES);
+        for name in run.map(bundled) {
             assert!(
                 RUN_SH.contains(&format!("./{name}")),
                 "run.sh does not run {name}"
             );
-            let readme = readme("info", None);
-            assert!(readme.contains(name), "README.txt does not name {name}");
+            assert!(readme.contains(&name), "README.txt does not name {name}");
         }
         assert!(RUN_SH.starts_with("#!/usr/bin/env bash\n"));
         let placeholder = RUN_SH

@@ -122,17 +122,6 @@ impl Graph {
         let p = &self.files[module];
         p.strip_prefix(base).unwrap_or(p).display().to_string()
     }
-
-    /// The files `module_file` imports (paths relative to `base`), for tests.
-    #[cfg(test)]
-    pub(crate) fn imports_of(&self, module_file: &str, base: &Path) -> Vec<String> {
-        let module = self
-            .files
-            .keys()
-            .find(|m| self.name(m, base) == module_file);
-        let to = module.map(|m| &self.edges[m]).into_iter().flatten();
-        to.map(|m| self.name(m, base)).collect()
-    }
 }
 
 /// Every `.rs` file under `dir`, by module path (`lib.rs`/`main.rs` the root, `a/mod.rs`
@@ -378,6 +367,18 @@ fn resolve(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Graph {
+        /// The files `module_file` imports (paths relative to `base`), for tests.
+        fn imports_of(&self, module_file: &str, base: &Path) -> Vec<String> {
+            let module = self
+                .files
+                .keys()
+                .find(|m| self.name(m, base) == module_file);
+            let to = module.map(|m| &self.edges[m]).into_iter().flatten();
+            to.map(|m| self.name(m, base)).collect()
+        }
+    }
 
     /// A scratch crate `src/` of `files` (path under src, text).
     fn src(name: &str, files: &[(&str, &str)]) -> PathBuf {

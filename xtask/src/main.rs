@@ -1,16 +1,6 @@
-//! Project automation, run as `cargo xtask <command>`.
-//!
-//! - `test`: the README's test command: installs what the tests need when it is missing,
-//!   runs the gate (fmt, clippy, docs, tidy), every test, and prints which backends ran
-//!   and which were skipped and why, from each test binary's `test result:` line.
-//! - `gpu-bundle`: prebuilt test binaries, snapshots and `run.sh` (`xtask/gpu/run.sh`),
-//!   for a GPU machine with no Rust and no network: the GPU tests, the demo, the
-//!   decoder, the benchmark and the examples on each GPU backend, CUDA required.
-//! - `bench`: the benchmark matrix (`capture bench`) on every backend present, then the
-//!   core's bookkeeping microbenchmarks with their ratios.
-//! - `nvrtc`: fetches NVRTC when missing and prints the directory of `libnvrtc.so.12`.
-//! - `tidy`: the project's own conventions, unused dependencies among them (also run as
-//!   a `#[test]`).
+//! Project automation, run as `cargo xtask <command>`: the test command CI runs, the GPU
+//! bundle, the benchmarks, NVRTC, and tidy; [`USAGE`] lists them and each command's
+//! module says what it does.
 
 mod bench;
 mod cargo;

@@ -1,4 +1,4 @@
-//! Making NVRTC available without a GPU or a CUDA toolkit: NVIDIA's PyPI wheel, fetched
+//! Making NVRTC available without a GPU or a CUDA toolkit: NVIDIA's PyPI wheel, installed
 //! with pip once into `target/nvrtc`, whose `libnvrtc.so.12` capture-cuda's NVRTC test
 //! loads through `LD_LIBRARY_PATH`. Everything but the returned path is printed to
 //! stderr, so `cargo xtask nvrtc` prints only the directory on stdout.
@@ -14,8 +14,8 @@ use crate::wheel::Wheel;
 pub(crate) const HELP: &str = "usage: cargo xtask nvrtc
 
 Makes NVRTC available without a GPU or a CUDA toolkit: when target/nvrtc holds no
-libnvrtc.so.12 of the pinned release, downloads the wheel nvidia-cuda-nvrtc-cu12==12.9.86
-with `python3 -m pip download` and unpacks it there. Prints the directory holding
+libnvrtc.so.12 of the pinned release, installs the wheel nvidia-cuda-nvrtc-cu12==12.9.86
+there with `python3 -m pip install --target`. Prints the directory holding
 libnvrtc.so.12 (and nothing else on stdout), so that
 
   LD_LIBRARY_PATH=$(cargo xtask nvrtc) CAPTURE_REQUIRE_NVRTC=1 cargo test -p capture-cuda nvrtc
@@ -53,7 +53,7 @@ const NVJITLINK: Wheel = Wheel {
 /// The library the loop setter test loads (by the path in `CAPTURE_NVJITLINK`).
 pub(crate) const NVJITLINK_LIB: &str = "libnvJitLink.so.12";
 
-/// The directory holding `libnvJitLink.so.12`, downloading and unpacking the wheel into
+/// The directory holding `libnvJitLink.so.12`, installing the wheel into
 /// `target/nvjitlink` under the workspace root the first time.
 pub(crate) fn ensure_nvjitlink() -> Result<PathBuf> {
     NVJITLINK.ensure_in(&workspace_root().join("target").join("nvjitlink"), |_| {
@@ -70,7 +70,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// The directory holding `libnvrtc.so.12`, downloading and unpacking the wheel into
+/// The directory holding `libnvrtc.so.12`, installing the wheel into
 /// `target/nvrtc` under the workspace root the first time.
 pub(crate) fn ensure() -> Result<PathBuf> {
     WHEEL.ensure_in(
@@ -130,10 +130,12 @@ mod tests {
             fs::write(dir.join(name), "").unwrap();
         }
         assert_eq!(remove_alt_variants(&dir).unwrap(), 2);
-        assert_eq!(
-            crate::wheel::listing(&dir),
-            "libnvrtc-builtins.so.12.9, libnvrtc.so.12"
-        );
+        let mut left: Vec<String> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["libnvrtc-builtins.so.12.9", "libnvrtc.so.12"]);
         fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -2,10 +2,10 @@
 //!
 //! cargo writes `Running tests/mock/main.rs (target/debug/deps/mock-1a2b…)` (or
 //! `Running unittests src/lib.rs (…)`, or `Doc-tests capture_core`) before each binary,
-//! and libtest ends each with `test result: ok. 12 passed; 0 failed; 1 ignored; …`. A
-//! `cargo test --no-run` first, read through cargo's JSON messages, says which package
-//! and target each executable is (two packages' `it` binaries both print
-//! `tests/it/main.rs`), so every count is attributed to the binary that printed it.
+//! and libtest ends each with `test result: ok. 12 passed; 0 failed; 1 ignored; …`.
+//! cargo's JSON messages before the runs say which package and target each executable
+//! is (two packages' `it` binaries both print `tests/it/main.rs`), so every count is
+//! attributed to the binary that printed it.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -15,7 +15,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result};
 
-use crate::cargo::{Executable, Target, cargo, executable, json_messages, label};
+use crate::cargo::{Executable, Target, cargo, executable, label, parse_message};
 
 /// A binary's `test result:` line (or a harness-less binary's `<name>: N passed, M
 /// failed`).
@@ -168,6 +168,12 @@ impl Results {
             .collect()
     }
 
+    /// Adds `other`'s binaries and failures to these.
+    pub(crate) fn absorb(&mut self, other: Results) {
+        self.binaries.extend(other.binaries);
+        self.other_failures.extend(other.other_failures);
+    }
+
     /// Every binary's `SKIP:` lines.
     pub(crate) fn skips(&self) -> Vec<&str> {
         self.binaries.iter().flat_map(Binary::skips).collect()
@@ -182,15 +188,24 @@ pub(crate) struct Reader {
 }
 
 impl Reader {
-    /// A reader that names binaries after `executables` (a `cargo test --no-run`'s).
+    /// A reader that names binaries after `executables` (and those cargo's messages
+    /// name as it reads them).
     pub(crate) fn new(executables: Vec<Executable>) -> Self {
-        let executables = executables
-            .into_iter()
-            .filter_map(|e| Some((e.path.file_name()?.to_str()?.to_string(), e)))
-            .collect();
-        Self {
-            executables,
+        let mut reader = Self {
+            executables: HashMap::new(),
             results: Results::default(),
+        };
+        executables.into_iter().for_each(|e| reader.built(Some(e)));
+        reader
+    }
+
+    /// Notes an executable cargo's messages name, if it is a test binary.
+    fn built(&mut self, executable: Option<Executable>) {
+        let test = executable.filter(|e| e.test);
+        if let Some((file, e)) =
+            test.and_then(|e| Some((e.path.file_name()?.to_str()?.to_string(), e)))
+        {
+            self.executables.insert(file, e);
         }
     }
 
@@ -256,10 +271,12 @@ impl Reader {
     /// The results, given whether cargo exited successfully.
     pub(crate) fn finish(mut self, success: bool) -> Results {
         if !success && self.results.failed() == 0 {
-            self.results.other_failures.push(
+            let what = if self.results.binaries.is_empty() {
+                "cargo test failed before any test ran: the build failed (see above)"
+            } else {
                 "cargo test failed, though no test binary reported a failure (see above)"
-                    .to_string(),
-            );
+            };
+            self.results.other_failures.push(what.to_string());
         }
         self.results
     }
@@ -276,10 +293,9 @@ fn number_before(text: &str, label: &str) -> u64 {
 /// Runs `cargo test <cargo_args> -- --show-output` with the environment `configure`
 /// sets, echoing its output, and returns each binary's results.
 ///
-/// It first builds with `--no-run` (the same arguments and environment, so the same
-/// executables) to learn from cargo's messages which executable is which target. The run
-/// itself has stdout and stderr in one pipe, so cargo's `Running` lines (stderr) stay in
-/// order with the binaries' output (stdout).
+/// cargo's JSON messages (`--message-format`) say which executable it built for which
+/// target, before any runs. stdout and stderr share one pipe, so cargo's `Running` lines
+/// (stderr) stay in order with the binaries' output (stdout).
 pub(crate) fn run_tests(cargo_args: &str, configure: impl Fn(&mut Command)) -> Result<Results> {
     run_tests_echoing(cargo_args, configure, true)
 }
@@ -293,25 +309,12 @@ fn run_tests_echoing(
     echo: bool,
 ) -> Result<Results> {
     let name = format!("cargo test {cargo_args}");
-    let mut build = cargo(&format!("test --no-run {cargo_args}"));
-    configure(&mut build);
-    let (built, messages) = json_messages(&format!("{name} --no-run"), build, echo)?;
-    if !built {
-        return Ok(Results {
-            binaries: Vec::new(),
-            other_failures: vec![format!("{name}: the build failed")],
-        });
-    }
-    let executables = messages
-        .iter()
-        .filter_map(executable)
-        .filter(|e| e.test)
-        .collect();
-
     if echo {
         println!("xtask: {name}");
     }
-    let mut command = cargo(&format!("test {cargo_args} -- --show-output"));
+    let mut command = cargo(&format!(
+        "test {cargo_args} --message-format=json-render-diagnostics -- --show-output"
+    ));
     configure(&mut command);
     let (output, input) = std::io::pipe().context("creating a pipe")?;
     command
@@ -322,16 +325,20 @@ fn run_tests_echoing(
         .with_context(|| format!("starting {name}"))?;
     // The command holds the pipe's writing end; without dropping it, reading never ends.
     drop(command);
-    let mut reader = Reader::new(executables);
+    let mut reader = Reader::new(Vec::new());
     let mut output = BufReader::new(output);
     let mut bytes = Vec::new();
     while output.read_until(b'\n', &mut bytes)? > 0 {
         let line = String::from_utf8_lossy(&bytes);
         let line = line.trim_end_matches(['\n', '\r']);
-        if echo {
-            println!("{line}");
+        if let Some(built) = line.starts_with('{').then(|| parse_message(line)) {
+            reader.built(executable(&built?));
+        } else {
+            if echo {
+                println!("{line}");
+            }
+            reader.read(line);
         }
-        reader.read(line);
         bytes.clear();
     }
     let status = child.wait()?;

@@ -6,8 +6,8 @@ use crate::results::{Results, skip_reason};
 /// How one backend fared.
 pub(crate) struct Backend {
     name: &'static str,
-    status: &'static str,
-    why: String,
+    pub(crate) status: &'static str,
+    pub(crate) why: String,
     /// How long the row's tests ran.
     seconds: Option<f64>,
 }
@@ -56,17 +56,6 @@ impl Backend {
 
     pub(crate) fn is_failed(&self) -> bool {
         self.status == "FAILED"
-    }
-}
-
-#[cfg(test)]
-impl Backend {
-    pub(crate) fn status(&self) -> &str {
-        self.status
-    }
-
-    pub(crate) fn why(&self) -> &str {
-        &self.why
     }
 }
 

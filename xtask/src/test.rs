@@ -1,10 +1,6 @@
-//! `cargo xtask test`: the README's test command, and what CI runs.
-//!
-//! Installs what the tests need when it is missing, runs the gate (fmt, clippy, docs,
-//! tidy), then every test of the workspace and every example (`examples`), and ends with
-//! a summary: one row per backend (core, mock, vulkan, cuda, nvrtc) and one for the
-//! examples, saying whether it ran, was skipped and why, or FAILED, each read from its own
-//! test binaries' results (see `results`) or the examples' runs.
+//! `cargo xtask test`: the README's test command, and what CI runs ([`HELP`] says what it
+//! does). Each row of its summary (core, mock, vulkan, cuda, cuda-model, nvrtc, examples)
+//! is read from its own test binaries' results (`results`) or the examples' runs.
 
 use std::process::Command;
 use std::time::Instant;
@@ -17,31 +13,48 @@ use crate::summary::{Backend, Summary};
 
 pub(crate) const HELP: &str = "usage: cargo xtask test [--no-gate]
 
-Runs the gate (cargo fmt --check, clippy -D warnings over the workspace and over the
-facade, the program and the backends with every feature (cudarc's, the program's backends'), rustdoc -D
-warnings, tidy, the published crates' metadata and `cargo package` of each), then
-`cargo test --workspace --no-fail-fast -- --show-output` with CI=true (so a missing or
-changed insta snapshot fails), then builds and runs every example (the facade's with
-the vulkan and cuda features), then prints which backends ran
-and which were skipped and why, each test binary's `test result:` line, and `N passed, M failed`.
-
-The program's decoder and bench-floor tests run with its vulkan and cuda features. Then
-the cuda-model row: capture-cuda's tests and allocation counts, and the program's CUDA
-floor test, on the CUDA driver
-model (crates/capture-cuda-model, compiled against NVIDIA's cuda.h into
-target/cuda-model/libcuda.so.1; the library's tests name capture-cuda-model's kernel
-library alone, the program's runs capture-decode's `cuda_model_kernels` too), and the GPU
-bundle's run.sh on it end to end (built
-unoptimised into target/gpu-bundle-model; its logs in target/cuda-model/logs).
-
-Installs lavapipe and the Vulkan validation layer with apt, and fetches NVRTC (the
-nvidia-cuda-nvrtc-cu12 wheel, with pip, into target/nvrtc) and cuda.h (the
-nvidia-cuda-runtime-cu12 wheel, into target/cuda-header) when missing. Vulkan and NVRTC
-are required (CAPTURE_REQUIRE_VULKAN=1, CAPTURE_REQUIRE_NVRTC=1), and the Vulkan tests
-run on lavapipe by name (CAPTURE_VULKAN_DEVICE=llvmpipe); CUDA is not required (without a
-driver its tests say SKIP; the GPU bundle's run.sh requires it: `cargo xtask gpu-bundle`).
+Installs what the tests need when it is missing (lavapipe and the Vulkan validation layer
+with apt; NVRTC, nvJitLink and cuda.h from NVIDIA's PyPI wheels, into target/), runs the
+gate (fmt, clippy -D warnings with and without every feature, rustdoc -D warnings, tidy,
+each published crate's metadata and `cargo package`), then every test of the workspace
+with CI=true (a missing or changed insta snapshot fails) and the features' own tests,
+every example, and the cuda-model row: capture-cuda's tests, the bench's CUDA floor and
+the GPU bundle's run.sh on the CUDA driver model (crates/capture-cuda-model). Ends with
+which backends ran and which were skipped and why, each test binary's result, and
+`N passed, M failed`. Vulkan (on lavapipe, by name) and NVRTC are required; CUDA is not
+(without a driver its tests say SKIP). docs/testing.md says what each row runs.
 
   --no-gate   skip the gate (for a quick local rerun of the tests only)";
+
+/// The gate's cargo steps: each one's name and command line, all with
+/// `RUSTDOCFLAGS=-D warnings`. The backends behind features (the facade's and the
+/// programs' vulkan and cuda, capture-cuda's cudarc adapter, the core's bookkeeping
+/// bench) build only with them: the second clippy builds them without a GPU.
+const GATE: [(&str, &str); 6] = [
+    ("cargo fmt --check", "fmt --all -- --check"),
+    (
+        "cargo clippy",
+        "clippy --workspace --all-targets -- -D warnings",
+    ),
+    (
+        "cargo clippy (the facade, the programs, the decoder and the backends with every feature)",
+        "clippy -p capture-graphs -p capture-cli -p capture-bench -p capture-decode \
+         -p capture-cuda -p capture-vulkan -p capture-core --all-targets --features \
+         capture-graphs/vulkan,capture-graphs/cudarc,capture-cli/vulkan,capture-cli/cuda,\
+         capture-bench/vulkan,capture-bench/cuda,capture-decode/vulkan,capture-decode/cuda,\
+         capture-core/bench-internals -- -D warnings",
+    ),
+    (
+        "cargo clippy (the facade, the programs and the decoder without a backend)",
+        "clippy -p capture-graphs -p capture-cli -p capture-bench -p capture-decode \
+         --all-targets --no-default-features -- -D warnings",
+    ),
+    ("cargo doc", "doc --workspace --no-deps"),
+    (
+        "cargo doc (capture-graphs with every backend)",
+        "doc -p capture-graphs --no-deps --features mock,vulkan,cuda",
+    ),
+];
 
 pub(crate) fn run(args: &[String]) -> Result<()> {
     let gate = match args {
@@ -51,39 +64,9 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     };
     let root = workspace_root();
     if gate {
-        step("cargo fmt --check", &mut cargo("fmt --all -- --check"))?;
-        step(
-            "cargo clippy",
-            &mut cargo("clippy --workspace --all-targets -- -D warnings"),
-        )?;
-        // The backends behind features (the facade's and the program's vulkan and cuda,
-        // the program's bench floors, capture-cuda's cudarc adapter, the core's
-        // bookkeeping bench) build only with them: one more clippy run, so CI builds them
-        // without a GPU.
-        step(
-            "cargo clippy (capture-graphs, the programs, the decoder and the backends with every feature)",
-            &mut cargo(&format!(
-                "clippy -p capture-graphs -p capture-cli -p capture-bench -p capture-decode \
-                 -p capture-cuda -p capture-vulkan -p capture-core --all-targets \
-                 --features {EVERY_FEATURE} -- -D warnings"
-            )),
-        )?;
-        step(
-            "cargo clippy (capture-graphs, the programs and the decoder without a backend)",
-            &mut cargo(
-                "clippy -p capture-graphs -p capture-cli -p capture-bench -p capture-decode \
-                 --all-targets --no-default-features -- -D warnings",
-            ),
-        )?;
-        step(
-            "cargo doc",
-            cargo("doc --workspace --no-deps").env("RUSTDOCFLAGS", "-D warnings"),
-        )?;
-        step(
-            "cargo doc (capture-graphs with every backend)",
-            cargo("doc -p capture-graphs --no-deps --features mock,vulkan,cuda")
-                .env("RUSTDOCFLAGS", "-D warnings"),
-        )?;
+        for (name, line) in GATE {
+            step(name, cargo(line).env("RUSTDOCFLAGS", "-D warnings"))?;
+        }
         let missing = missing_facade_pages(&root.join("target").join("doc"));
         if !missing.is_empty() {
             bail!(
@@ -122,35 +105,36 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     // The decoder's test on Vulkan (and the program's CUDA refusal without a driver) and
     // the bench floors' (on lavapipe; CUDA's says SKIP without a driver) need the
     // `vulkan` and `cuda` features, which the workspace run leaves off.
-    let decode = run_tests(
-        &format!(
-            "-p capture-decode -p capture-cli -p capture-bench --features {PROGRAM_FEATURES} \
-             --test decode --test floors"
-        ),
+    results.absorb(run_tests(
+        "-p capture-decode -p capture-cli -p capture-bench --features capture-cli/vulkan,\
+         capture-cli/cuda,capture-bench/vulkan,capture-bench/cuda,capture-decode/vulkan,\
+         capture-decode/cuda --test decode --test floors",
         env,
-    )?;
-    results.binaries.extend(decode.binaries);
-    results.other_failures.extend(decode.other_failures);
+    )?);
     let started = Instant::now();
     let examples = crate::examples::run(env)?.took(started.elapsed().as_secs_f64());
     let (model, model_results) = cuda_model_row(&root, &ld_path, &env)?;
 
-    let time = |targets: &[&Target]| results.seconds(targets);
+    let row =
+        |name, row, targets: &[&Target]| Backend::of(name, row).took(results.seconds(targets));
     let backends = vec![
-        Backend::of("core", core_row(&results)).took(time(&[&CORE, &ALLOC_COUNT, &CORE_UNIT])),
-        Backend::of("mock", mock_row(&results)).took(time(&[&MOCK, &MOCK_UNIT])),
-        Backend::of("vulkan", vulkan_row(&results)).took(time(&[
-            &VULKAN,
-            &VULKAN_ALLOC,
-            &VULKAN_UNIT,
-        ])),
-        cuda_row(&results).took(time(&[&CUDA])),
+        row(
+            "core",
+            core_row(&results),
+            &[&CORE, &ALLOC_COUNT, &CORE_UNIT],
+        ),
+        row("mock", mock_row(&results), &[&MOCK, &MOCK_UNIT]),
+        row(
+            "vulkan",
+            vulkan_row(&results),
+            &[&VULKAN, &VULKAN_ALLOC, &VULKAN_UNIT],
+        ),
+        cuda_row(&results).took(results.seconds(&[&CUDA])),
         model,
         Backend::of("nvrtc", nvrtc_row(&results)),
         examples,
     ];
-    results.binaries.extend(model_results.binaries);
-    results.other_failures.extend(model_results.other_failures);
+    results.absorb(model_results);
     let summary = Summary { results, backends };
     summary.print();
     let failed_rows: Vec<&str> = summary
@@ -169,37 +153,32 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
 }
 
 /// The `cuda-model` row: capture-cuda's tests (the scenario suite on the shared
-/// snapshots, the model-based test, the GPU tests, in parallel as on a GPU) and its
-/// allocation counts on the CUDA driver model, then the GPU bundle's own `run.sh` on it
-/// end to end (`--driver-model --short --no-vulkan`: the demo, a short bench, the
-/// decoder, CUDA required). Its binaries come back relabelled `… (driver model)`.
+/// snapshots, the model-based test, the GPU tests, in parallel as on a GPU), its
+/// allocation counts and the bench's CUDA floor on the CUDA driver model, then the GPU
+/// bundle's own `run.sh` on it end to end (`--driver-model --short --no-vulkan`: the
+/// demo, a short bench, the decoder, CUDA required). Its binaries come back relabelled
+/// `… (driver model)`.
 fn cuda_model_row(
     root: &std::path::Path,
     ld_path: &str,
     env: &dyn Fn(&mut Command),
 ) -> Result<(Backend, Results)> {
-    const NAME: &str = "cuda-model";
     let model = crate::cuda_model::build(root)?;
     // The library's tests see the library's kernels alone; the program's runs (its
     // floor, the bundle's demo, bench and decoder) the program's too.
-    let configure = |c: &mut Command| {
+    let configure = |c: &mut Command, program: bool| {
         env(c);
-        model.apply(c, ld_path);
+        model.apply(c, ld_path, program);
     };
-    let configure_program = |c: &mut Command| {
-        env(c);
-        model.apply_program(c, ld_path);
-    };
-    let mut results = run_tests("-p capture-cuda --test it --test alloc_count", configure)?;
-    // The bench's CUDA floor, a hand-written driver program, on the model too.
-    let floors = run_tests(
-        "-p capture-bench --features cuda --test floors",
-        configure_program,
-    )?;
+    let mut results = run_tests("-p capture-cuda --test it --test alloc_count", |c| {
+        configure(c, false)
+    })?;
+    let floors = run_tests("-p capture-bench --features cuda --test floors", |c| {
+        configure(c, true)
+    })?;
     let floors_failed =
         floors.failed() > 0 || floors.binaries.is_empty() || !floors.skips().is_empty();
-    results.binaries.extend(floors.binaries);
-    results.other_failures.extend(floors.other_failures);
+    results.absorb(floors);
     let bundle = root.join("target").join("gpu-bundle-model");
     crate::gpu_bundle::build(&bundle, false)?;
     let logs = root.join("target").join("cuda-model").join("logs");
@@ -207,20 +186,19 @@ fn cuda_model_row(
     // The unoptimised bundle on 2 CPUs: a longer step timeout than a GPU's default.
     run.args("--driver-model --short --no-vulkan --step-timeout 420 --logs".split(' '))
         .arg(&logs);
-    configure_program(&mut run);
+    configure(&mut run, true);
     println!("xtask: the GPU bundle's run.sh on the CUDA driver model");
     let started = Instant::now();
     let status = run.status().context("starting the bundle's run.sh")?;
     let bundle_seconds = started.elapsed().as_secs_f64();
-    let bundle_line = std::fs::read_to_string(logs.join("summary.txt"))
-        .unwrap_or_default()
+    let summary = std::fs::read_to_string(logs.join("summary.txt")).unwrap_or_default();
+    let bundle_line = summary
         .lines()
         .find(|l| l.starts_with("bundle: "))
-        .unwrap_or("bundle: no summary line")
-        .to_string();
+        .unwrap_or("bundle: no summary line");
     let row = || -> Result<String, String> {
         let it = passing(&results, &CUDA)?;
-        let alloc = passing_some(&results, &CUDA_ALLOC)?;
+        let alloc = tally(&results, &CUDA_ALLOC, true)?;
         let scenarios = it.passed_in("cuda");
         let device = it.line_after("cuda device: ").unwrap_or("unknown device");
         if scenarios == 0 || !device.contains("driver model") {
@@ -242,29 +220,19 @@ fn cuda_model_row(
             ));
         }
         Ok(format!(
-            "the CUDA driver model (not a GPU), {device}: {scenarios} scenarios; {}; {}; the \
-             GPU bundle's run.sh --driver-model --short: {bundle_line} ({bundle_seconds:.0} s)",
-            tally(&CUDA, it),
-            tally(&CUDA_ALLOC, alloc)
+            "the CUDA driver model (not a GPU), {device}: {scenarios} scenarios; {}; {alloc}; \
+             the GPU bundle's run.sh --driver-model --short: {bundle_line} \
+             ({bundle_seconds:.0} s)",
+            tally(&results, &CUDA, false)?,
         ))
     };
     let seconds = results.seconds(&[&CUDA, &CUDA_ALLOC]) + bundle_seconds;
-    let backend = Backend::of(NAME, row()).took(seconds);
+    let backend = Backend::of("cuda-model", row()).took(seconds);
     for b in &mut results.binaries {
         b.package = format!("{} (driver model)", b.package);
     }
     Ok((backend, results))
 }
-
-/// Every feature of the facade, the program and the backends, for the gate's clippy.
-const EVERY_FEATURE: &str = "capture-graphs/vulkan,capture-graphs/cudarc,capture-cli/vulkan,\
-                             capture-cli/cuda,capture-bench/vulkan,capture-bench/cuda,\
-                             capture-decode/vulkan,capture-decode/cuda,\
-                             capture-core/bench-internals";
-
-/// The programs' and the decoder's `vulkan` and `cuda` features.
-const PROGRAM_FEATURES: &str = "capture-cli/vulkan,capture-cli/cuda,capture-bench/vulkan,\
-                                capture-bench/cuda,capture-decode/vulkan,capture-decode/cuda";
 
 /// capture-core's unit tests.
 const CORE_UNIT: Target = Target::lib("capture-core", "capture_core");
@@ -289,7 +257,6 @@ const VULKAN_CANARY: &str =
 const CUDA: Target = Target::test("capture-cuda", "it");
 /// The hot paths' allocation counts on CUDA (a harness-less binary).
 const CUDA_ALLOC: Target = Target::test("capture-cuda", "alloc_count");
-
 /// The NVRTC test of capture-cuda, which `cargo xtask test` requires to pass.
 const NVRTC_TEST: &str = "nvrtc::every_builtin_compiles_to_the_shipped_ptx_and_cubins";
 
@@ -305,52 +272,44 @@ fn passing<'r>(results: &'r Results, target: &Target) -> Result<&'r Binary, Stri
     }
 }
 
-/// `passing`, and at least one test passed.
-fn passing_some<'r>(results: &'r Results, target: &Target) -> Result<&'r Binary, String> {
+/// `name: N passed[, N ignored]` when `target` is [`passing`] (with a test passed, where
+/// `some`); otherwise why not.
+fn tally(results: &Results, target: &Target, some: bool) -> Result<String, String> {
     let binary = passing(results, target)?;
-    if binary.passed() == 0 {
-        return Err(format!("{target}: no test passed"));
-    }
-    Ok(binary)
-}
-
-/// `name: N passed[, N ignored]`, for a row.
-fn tally(target: &Target, binary: &Binary) -> String {
     match binary.totals {
-        Some(t) if t.ignored > 0 => format!("{target}: {} passed, {} ignored", t.passed, t.ignored),
-        _ => format!("{target}: {} passed", binary.passed()),
+        _ if some && binary.passed() == 0 => Err(format!("{target}: no test passed")),
+        Some(t) if t.ignored > 0 => Ok(format!(
+            "{target}: {} passed, {} ignored",
+            t.passed, t.ignored
+        )),
+        _ => Ok(format!("{target}: {} passed", binary.passed())),
     }
 }
 
 /// The `core` row: capture-suite's `core` and `alloc_count` binaries and capture-core's
 /// unit tests all ran, and nothing in them failed.
 fn core_row(results: &Results) -> Result<String, String> {
-    let core = passing_some(results, &CORE)?;
-    let alloc = passing_some(results, &ALLOC_COUNT)?;
-    let unit = passing(results, &CORE_UNIT)?;
-    Ok([
-        tally(&CORE, core),
-        tally(&ALLOC_COUNT, alloc),
-        tally(&CORE_UNIT, unit),
-    ]
-    .join("; "))
+    let core = tally(results, &CORE, true)?;
+    let alloc = tally(results, &ALLOC_COUNT, true)?;
+    Ok(format!(
+        "{core}; {alloc}; {}",
+        tally(results, &CORE_UNIT, false)?
+    ))
 }
 
 /// The `mock` row: capture-suite's `mock` binary passed with scenarios of the suite among
 /// its tests, and capture-mock's unit tests passed.
 fn mock_row(results: &Results) -> Result<String, String> {
-    let mock = passing(results, &MOCK)?;
-    let scenarios = mock.passed_in("suite");
+    let scenarios = passing(results, &MOCK)?.passed_in("suite");
     if scenarios == 0 {
         return Err(format!(
             "{MOCK}: no scenario of the suite (`suite::`) passed"
         ));
     }
-    let unit = passing(results, &MOCK_UNIT)?;
     Ok(format!(
         "{scenarios} scenarios of the shared suite passed on the mock; {}; {}",
-        tally(&MOCK, mock),
-        tally(&MOCK_UNIT, unit)
+        tally(results, &MOCK, false)?,
+        tally(results, &MOCK_UNIT, false)?
     ))
 }
 
@@ -363,33 +322,30 @@ fn vulkan_row(results: &Results) -> Result<String, String> {
     let staging = vulkan.passed_in("forced_staging");
     let canary_skipped = unit.skips().any(|s| s.starts_with("SKIP: canary"));
     if host == 0 || staging == 0 || !unit.passed_test(VULKAN_CANARY) || canary_skipped {
+        let canary = if canary_skipped {
+            "skipped"
+        } else {
+            "not passed"
+        };
         return Err(format!(
             "{VULKAN}: {host} scenarios passed host-visible, {staging} forced-staging; \
-             {VULKAN_UNIT}: canary {}: the suite must pass in both modes with the canary \
-             caught",
-            if canary_skipped {
-                "skipped"
-            } else {
-                "not passed"
-            }
+             {VULKAN_UNIT}: canary {canary}: the suite must pass in both modes with the \
+             canary caught"
         ));
     }
-    let alloc = passing_some(results, &VULKAN_ALLOC)?;
-    let cannot = vulkan.skips().count() + unit.skips().count();
+    let alloc = tally(results, &VULKAN_ALLOC, true)?;
+    let skipped = match vulkan.skips().count() + unit.skips().count() {
+        0 => "none".to_string(),
+        n => n.to_string(),
+    };
     Ok(format!(
         "{}: {host} scenarios host-visible, {staging} forced-staging, under validation \
-         with the canary caught; tests that said SKIP: {}; {}; {}; {}",
+         with the canary caught; tests that said SKIP: {skipped}; {}; {alloc}; {}",
         vulkan
             .line_after("vulkan device: ")
             .unwrap_or("unknown device"),
-        if cannot == 0 {
-            "none".to_string()
-        } else {
-            cannot.to_string()
-        },
-        tally(&VULKAN, vulkan),
-        tally(&VULKAN_ALLOC, alloc),
-        tally(&VULKAN_UNIT, unit)
+        tally(results, &VULKAN, false)?,
+        tally(results, &VULKAN_UNIT, false)?
     ))
 }
 
@@ -401,22 +357,20 @@ fn cuda_row(results: &Results) -> Backend {
         Ok(binary) => binary,
         Err(why) => return Backend::failed("cuda", why),
     };
-    let skip = cuda.skips().find(|s| s.contains("CUDA")).map(skip_reason);
     let scenarios = cuda.passed_in("cuda");
-    match skip {
-        None if scenarios > 0 => Backend::ran(
-            "cuda",
-            format!(
-                "{}: {scenarios} scenarios passed; {}",
-                cuda.line_after("cuda device: ").unwrap_or("unknown device"),
-                tally(&CUDA, cuda)
-            ),
-        ),
-        None => Backend::skipped(
+    match cuda.skips().find(|s| s.contains("CUDA")).map(skip_reason) {
+        Some(why) => Backend::skipped("cuda", why.to_string()),
+        None if scenarios == 0 => Backend::skipped(
             "cuda",
             "no `cuda::` scenario test ran, and no test said why".to_string(),
         ),
-        Some(why) => Backend::skipped("cuda", why.to_string()),
+        None => Backend::of(
+            "cuda",
+            tally(results, &CUDA, false).map(|tally| {
+                let device = cuda.line_after("cuda device: ").unwrap_or("unknown device");
+                format!("{device}: {scenarios} scenarios passed; {tally}")
+            }),
+        ),
     }
 }
 
@@ -431,10 +385,7 @@ fn nvrtc_row(results: &Results) -> Result<String, String> {
     if !cuda.passed_test(NVRTC_TEST) {
         return Err(format!("{NVRTC_TEST}: did not pass"));
     }
-    Ok(
-        "NVRTC compiled every builtin to the shipped PTX and cubins for sm_80 and sm_90"
-            .to_string(),
-    )
+    Ok("NVRTC compiled every builtin to the shipped PTX and cubins for sm_80 and sm_90".into())
 }
 
 /// Pages a user of `capture-graphs` must find in its docs (relative to the doc root):
@@ -513,7 +464,7 @@ mod tests {
     }
 
     fn row(backend: &Backend) -> (&str, &str) {
-        (backend.status(), backend.why())
+        (backend.status, backend.why.as_str())
     }
 
     const CUDA_WITHOUT_DRIVER: &str = "

@@ -1,33 +1,11 @@
 //! `cargo xtask tidy`: the project's own conventions that no rustc or clippy lint checks,
-//! over the source tree (`docs/testing.md`, "What tidy checks, and why", says what each
-//! guards, and which lints serve instead of the rules dropped):
-//!
-//! - every `.rs` file under `crates/` and `xtask/` starts with a `//!` header;
-//! - no unsafe code in capture-core, capture-mock, capture-scenarios or capture-suite,
-//!   whose `lib.rs` each forbid it; in the backends (capture-vulkan, capture-cuda) unsafe only in
-//!   `src/raw.rs` (the FFI), `src/adopt.rs` (the `unsafe fn`s that take a caller's
-//!   driver objects, above the FFI), `src/work.rs` and `src/import.rs` (the user's own
-//!   work and memory, whose constructors are `unsafe`); in the decoder (capture-decode)
-//!   only in its cuBLAS module, the thread CPU clock and its driver-model kernel
-//!   library's entry, in the bench (capture-bench) only in its floors' FFI, and none in
-//!   the program (capture-cli forbids it); there, and in the
-//!   backends' tests and examples, each `unsafe fn`, `unsafe trait`
-//!   and `unsafe extern` with a `// SAFETY:` line above it (clippy's
-//!   `undocumented_unsafe_blocks` asks it of blocks and impls);
-//! - capture-cuda's tests open CUDA only through `tests/it/support.rs`, which takes the
-//!   suite lock (`CUDA_OPENERS`);
-//! - capture-core depends on no GPU binding (cudarc, ash, libloading);
-//! - every dependency a workspace member declares is used: a `[dependencies]` name in its
-//!   `src/` or `build.rs`, a `[build-dependencies]` name in `build.rs`, a
-//!   `[dev-dependencies]` name in `src/`, `tests/`, `benches/` or `examples/` (as its Rust
-//!   identifier, `-` read as `_`, anywhere in those files);
-//! - no two files of a crate's `src/` import each other in a circle, directly or through
-//!   others (`imports`): a backend's FFI module sits at the bottom;
-//! - the shared snapshots are in `crates/capture-suite/snapshots`, each named by a
-//!   scenario of `crates/capture-scenarios`; every other `.snap` under `crates/` is named
-//!   by the code of its crate; none waits for review;
-//! - no document or source points at the brief's folder beside the repository (`OUTSIDE`):
-//!   a clone holds everything its docs refer to.
+//! over the source tree: `//!` headers, where unsafe code may live and the `// SAFETY:`
+//! lines clippy does not ask for, capture-cuda's tests opening CUDA only through
+//! `tests/it/support.rs`, a core free of GPU bindings, no unused dependency, no
+//! file-import circle in a crate (`imports`), the snapshots each named by code and none
+//! pending, and no pointer outside the repository. `docs/testing.md`, "What tidy checks,
+//! and why", says what each rule guards and which lints serve instead of the rules
+//! dropped.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -89,9 +67,8 @@ const PROGRAMS: [&str; 3] = [
 
 pub(crate) const HELP: &str = "usage: cargo xtask tidy
 
-Checks the project's own conventions that no rustc or clippy lint checks (listed at the
-top of xtask/src/tidy.rs; docs/testing.md, \"What tidy checks, and why\", says what each
-guards) and prints each problem found; fails if there is one.";
+Checks the project's own conventions that no rustc or clippy lint checks (docs/testing.md,
+\"What tidy checks, and why\") and prints each problem found; fails if there is one.";
 
 /// `cargo xtask tidy` (and the gate's tidy step): prints each problem, failing on any.
 pub(crate) fn run(args: &[String]) -> Result<()> {

@@ -1,8 +1,8 @@
-//! NVIDIA's PyPI wheels, fetched with pip once into a directory under `target/` and
-//! unpacked there: NVRTC (`nvrtc.rs`) and the CUDA runtime's headers (`cuda.h`, which the
-//! CUDA driver model is compiled against, `cuda_model.rs`). A wheel is pinned exactly;
-//! a stamp file says which version is unpacked, so a changed pin fetches again. Progress
-//! goes to stderr.
+//! NVIDIA's PyPI wheels, installed with `pip install --target` once into a directory
+//! under `target/`: NVRTC (`nvrtc.rs`) and the CUDA runtime's headers (`cuda.h`, which
+//! the CUDA driver model is compiled against, `cuda_model.rs`). A wheel is pinned
+//! exactly, and its `*.dist-info` directory says which version is there, so a changed
+//! pin installs again. Progress goes to stderr.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -11,10 +11,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 
-/// Records which version the unpacked files are.
-const STAMP: &str = "VERSION";
-
-/// One pinned wheel, and what of it is kept.
+/// One pinned wheel, and what of it is used.
 pub(crate) struct Wheel {
     /// The PyPI package.
     pub(crate) package: &'static str,
@@ -24,8 +21,7 @@ pub(crate) struct Wheel {
     pub(crate) what: &'static str,
     /// The download's size, for the message before it.
     pub(crate) size: &'static str,
-    /// The directory inside the wheel that is used (`nvidia/cuda_nvrtc/lib`); its first
-    /// component is what is kept.
+    /// The directory inside the wheel that is used (`nvidia/cuda_nvrtc/lib`).
     pub(crate) keep: &'static str,
     /// The file in `keep` that must be there.
     pub(crate) marker: &'static str,
@@ -34,20 +30,26 @@ pub(crate) struct Wheel {
 }
 
 impl Wheel {
-    /// Where `keep` lies once unpacked into `dir`.
+    /// Where `keep` lies once installed into `dir`.
     pub(crate) fn kept(&self, dir: &Path) -> PathBuf {
         dir.join(self.keep)
     }
 
-    /// Whether `dir` already holds this wheel's pinned version.
-    pub(crate) fn is_installed(&self, dir: &Path) -> bool {
-        self.kept(dir).join(self.marker).is_file()
-            && fs::read_to_string(dir.join(STAMP)).is_ok_and(|v| v.trim() == self.version)
+    /// The metadata directory pip writes for the pinned version
+    /// (`nvidia_cuda_nvrtc_cu12-12.9.86.dist-info`).
+    fn dist_info(&self, dir: &Path) -> PathBuf {
+        let name = self.package.replace('-', "_");
+        dir.join(format!("{name}-{}.dist-info", self.version))
     }
 
-    /// The directory `keep` names, downloading and unpacking the wheel into `dir` the
-    /// first time; `prune` may delete what is not needed of `keep` before it is moved
-    /// into place and returns how many files it deleted.
+    /// Whether `dir` already holds this wheel's pinned version.
+    pub(crate) fn is_installed(&self, dir: &Path) -> bool {
+        self.kept(dir).join(self.marker).is_file() && self.dist_info(dir).is_dir()
+    }
+
+    /// The directory `keep` names, installing the wheel into `dir` the first time;
+    /// `prune` may delete what is not needed of `keep` and returns how many files it
+    /// deleted.
     pub(crate) fn ensure_in(
         &self,
         dir: &Path,
@@ -78,72 +80,41 @@ impl Wheel {
         }
         if !has_pip() {
             bail!(
-                "{} needs {spec}, fetched with pip, and `python3 -m pip` is not available \
-                 (install python3-pip; or unpack that wheel into {} by hand and write {} \
-                 into {}/{STAMP})",
+                "{} needs {spec}, installed with pip, and `python3 -m pip` is not available \
+                 (install python3-pip, or run `pip install --no-deps --target {} {spec}`)",
                 self.needed_by,
-                dir.display(),
-                self.version,
                 dir.display()
             );
         }
-        let wheels = dir.join("wheels");
-        fs::create_dir_all(&wheels).with_context(|| format!("creating {}", wheels.display()))?;
+        // Installed beside the destination and moved into place only when complete, so
+        // an interrupted run never leaves files that `is_installed` would accept.
+        let staging = dir.with_extension("installing");
+        for old in [&staging, dir] {
+            if old.exists() {
+                fs::remove_dir_all(old).with_context(|| format!("removing {}", old.display()))?;
+            }
+        }
         let status = Command::new("python3")
-            .args([
-                "-m",
-                "pip",
-                "download",
-                "--no-deps",
-                "--only-binary=:all:",
-                "--progress-bar",
-                "off",
-                "-d",
-            ])
-            .arg(&wheels)
+            .args("-m pip install --no-deps --only-binary=:all: --progress-bar off".split(' '))
+            .arg("--target")
+            .arg(&staging)
             .arg(&spec)
             .env("PIP_DISABLE_PIP_VERSION_CHECK", "1")
             .stdout(std::io::stderr())
             .status()
-            .context("running python3 -m pip download")?;
+            .context("running python3 -m pip install")?;
         if !status.success() {
-            bail!("`pip download {spec}` failed ({status}); is PyPI reachable?");
-        }
-        let wheel = self.find(&wheels)?;
-
-        // Unpack beside the destination and move into place only when complete, so an
-        // interrupted run never leaves files that `is_installed` would accept.
-        let staging = dir.join("unpacking");
-        remove_dir_if_present(&staging)?;
-        let status = Command::new("python3")
-            .args(["-m", "zipfile", "-e"])
-            .arg(&wheel)
-            .arg(&staging)
-            .stdout(std::io::stderr())
-            .status()
-            .context("running python3 -m zipfile")?;
-        if !status.success() {
-            bail!("unpacking {} failed ({status})", wheel.display());
+            bail!("`pip install {spec}` failed ({status}); is PyPI reachable?");
         }
         let removed = prune(&self.kept(&staging))?;
-        if !self.kept(&staging).join(self.marker).is_file() {
+        if !self.is_installed(&staging) {
             bail!(
-                "{} holds no {}/{}; found: {}",
-                wheel.display(),
-                self.keep,
-                self.marker,
-                listing(&self.kept(&staging))
+                "pip installed {spec} without {} or its {}",
+                self.dist_info(&staging).display(),
+                self.kept(&staging).join(self.marker).display()
             );
         }
-        let top = self.keep.split('/').next().unwrap_or(self.keep);
-        let dest = dir.join(top);
-        remove_dir_if_present(&dest)?;
-        fs::rename(staging.join(top), &dest)
-            .with_context(|| format!("moving the unpacked wheel into {}", dest.display()))?;
-        remove_dir_if_present(&staging)?;
-        fs::write(dir.join(STAMP), format!("{}\n", self.version))?;
-        // What is kept is what the tests need; the wheel is not.
-        fs::remove_file(&wheel).with_context(|| format!("removing {}", wheel.display()))?;
+        fs::rename(&staging, dir).with_context(|| format!("moving into {}", dir.display()))?;
         eprintln!(
             "xtask: {} {} ready in {:.1} s ({removed} file(s) pruned): {}",
             self.what,
@@ -153,26 +124,6 @@ impl Wheel {
         );
         Ok(kept)
     }
-
-    /// The pinned wheel pip saved into `wheels`.
-    fn find(&self, wheels: &Path) -> Result<PathBuf> {
-        let prefix = format!("{}-{}-", self.package.replace('-', "_"), self.version);
-        fs::read_dir(wheels)?
-            .flatten()
-            .map(|e| e.path())
-            .find(|p| {
-                p.file_name()
-                    .map(|n| n.to_string_lossy())
-                    .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".whl"))
-            })
-            .with_context(|| {
-                format!(
-                    "pip reported success but {} holds no {prefix}*.whl; found: {}",
-                    wheels.display(),
-                    listing(wheels)
-                )
-            })
-    }
 }
 
 fn has_pip() -> bool {
@@ -180,30 +131,6 @@ fn has_pip() -> bool {
         .args(["-m", "pip", "--version"])
         .output()
         .is_ok_and(|o| o.status.success())
-}
-
-fn remove_dir_if_present(dir: &Path) -> Result<()> {
-    if dir.exists() {
-        fs::remove_dir_all(dir).with_context(|| format!("removing {}", dir.display()))?;
-    }
-    Ok(())
-}
-
-/// The file names in `dir`, for an error message.
-pub(crate) fn listing(dir: &Path) -> String {
-    let mut names: Vec<String> = fs::read_dir(dir)
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    names.sort();
-    if names.is_empty() {
-        "nothing".to_string()
-    } else {
-        names.join(", ")
-    }
 }
 
 #[cfg(test)]
@@ -233,10 +160,10 @@ mod tests {
         let kept = TEST.kept(&dir);
         fs::create_dir_all(&kept).unwrap();
         fs::write(kept.join(TEST.marker), "").unwrap();
-        assert!(!TEST.is_installed(&dir), "no stamp yet");
-        fs::write(dir.join(STAMP), "1.0.0\n").unwrap();
+        assert!(!TEST.is_installed(&dir), "no metadata yet");
+        fs::create_dir(dir.join("nvidia_thing_cu12-1.0.0.dist-info")).unwrap();
         assert!(!TEST.is_installed(&dir), "another version");
-        fs::write(dir.join(STAMP), "1.2.3\n").unwrap();
+        fs::create_dir(dir.join("nvidia_thing_cu12-1.2.3.dist-info")).unwrap();
         assert!(TEST.is_installed(&dir));
         // Nothing is fetched: no pip runs, the directory is returned.
         assert_eq!(TEST.ensure_in(&dir, |_| Ok(0)).unwrap(), kept);
@@ -244,13 +171,12 @@ mod tests {
     }
 
     #[test]
-    fn the_pinned_wheel_is_found() {
-        let dir = scratch("wheel");
-        fs::write(dir.join("other-1.0-py3-none-any.whl"), "").unwrap();
-        assert!(TEST.find(&dir).is_err());
-        let name = "nvidia_thing_cu12-1.2.3-py3-none-manylinux2010_x86_64.whl";
-        fs::write(dir.join(name), "").unwrap();
-        assert_eq!(TEST.find(&dir).unwrap(), dir.join(name));
-        fs::remove_dir_all(&dir).unwrap();
+    fn the_pinned_version_is_named_as_pip_names_it() {
+        let dir = Path::new("/t/thing");
+        assert_eq!(
+            TEST.dist_info(dir),
+            dir.join("nvidia_thing_cu12-1.2.3.dist-info")
+        );
+        assert_eq!(TEST.kept(dir), dir.join("nvidia/thing/lib"));
     }
 }
