@@ -28,16 +28,17 @@ pub(crate) struct Totals {
 
 impl fmt::Display for Totals {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} passed, {} failed, {} ignored",
-            self.passed, self.failed, self.ignored
-        )
+        let Totals {
+            passed,
+            failed,
+            ignored,
+        } = self;
+        write!(f, "{passed} passed, {failed} failed, {ignored} ignored")
     }
 }
 
 /// One test binary's run: who it is, its result line, and everything it printed.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Binary {
     /// The package; empty when cargo's messages did not name this executable.
     pub(crate) package: String,
@@ -60,13 +61,12 @@ impl fmt::Display for Binary {
 
 impl Binary {
     fn new(package: String, kind: &str, name: &str) -> Self {
+        let (kind, name) = (kind.to_string(), name.to_string());
         Self {
             package,
-            kind: kind.to_string(),
-            name: name.to_string(),
-            totals: None,
-            seconds: None,
-            lines: Vec::new(),
+            kind,
+            name,
+            ..Self::default()
         }
     }
 
@@ -85,10 +85,7 @@ impl Binary {
 
     /// The names of the tests that passed (`test <name> ... ok`).
     fn passed_tests(&self) -> impl Iterator<Item = &str> {
-        self.lines.iter().filter_map(|l| {
-            l.strip_prefix("test ")
-                .and_then(|l| l.strip_suffix(" ... ok"))
-        })
+        (self.lines.iter()).filter_map(|l| l.strip_prefix("test ")?.strip_suffix(" ... ok"))
     }
 
     /// How many tests of module `module` (`suite`, `cuda`, …) passed.

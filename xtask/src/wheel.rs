@@ -100,6 +100,7 @@ impl Wheel {
             .arg(&staging)
             .arg(&spec)
             .env("PIP_DISABLE_PIP_VERSION_CHECK", "1")
+            .env("PIP_ROOT_USER_ACTION", "ignore")
             .stdout(std::io::stderr())
             .status()
             .context("running python3 -m pip install")?;
