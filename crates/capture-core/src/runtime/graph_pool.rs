@@ -223,7 +223,7 @@ impl<B: Backend> Inner<B> {
         pool: GraphPoolId,
         replays: u64,
     ) -> Option<PoolMember> {
-        let g = ps.graphs.get(&graph)?;
+        let g = ps.graphs.get(graph)?;
         let memory = ps.stream.device_memory();
         // Its own: what it pins, and whatever it reads or writes (a recorded copy into a
         // buffer it writes is its own work, not an overwrite).

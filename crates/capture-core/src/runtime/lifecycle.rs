@@ -167,8 +167,7 @@ impl<B: Backend> Device<B> {
             let result = window.begin();
             let fence_error = window.take_fence_error();
             ps.clear_held();
-            ps.window_slots = Default::default();
-            Inner::open_loop(ps);
+            ps.graphs.open_window();
             if let Some(error) = fence_error {
                 inner.fault(ps, stream, &error);
             }
@@ -577,11 +576,9 @@ impl<B: Backend> Inner<B> {
             .remove(graph)
             .ok_or_else(|| ServerError::UnknownGraph(graph))?;
         self.cells[index].run(|ps| {
-            let Some(g) = ps.graphs.remove(&graph) else {
+            let Some(g) = ps.graphs.remove(graph) else {
                 return Err(ServerError::UnknownGraph(graph));
             };
-            ps.slots.remove(&graph);
-            ps.loops.remove(&graph);
             let stream = g.owner();
             let bytes = g.ledger().device_bytes;
             self.leave_pool(ps, graph);
@@ -710,20 +707,14 @@ impl<B: Backend> Inner<B> {
                     host: graph.pinned_staging().collect(),
                     info: ledger.info_entries as usize,
                 });
-                ps.graphs.insert(id, graph);
-                let slots = std::mem::take(&mut ps.window_slots);
-                if !slots.is_empty() {
-                    ps.slots.insert(id, slots);
-                }
-                Inner::seal_loop(ps, id);
+                ps.graphs.seal(id, graph);
                 if let Some((pool, overwrote)) = arena {
                     self.join_pool(ps, stream, id, pool, overwrote);
                 }
                 Ok(id)
             }
             Err(Refused { error, written }) => {
-                ps.window_slots = Default::default();
-                Inner::open_loop(ps);
+                ps.graphs.open_window();
                 self.registry().unreserve_id(id);
                 let error = match (recording_owner, error) {
                     // A window that recorded and sealed nothing: its error is a
@@ -797,8 +788,7 @@ impl<B: Backend> Inner<B> {
         let result = window.instantiate(stream, id);
         let fence_error = window.take_fence_error();
         ps.clear_held();
-        ps.window_slots = Default::default();
-        Inner::open_loop(ps);
+        ps.graphs.open_window();
         self.lifecycle(
             stream,
             if recording {
@@ -844,7 +834,7 @@ impl<B: Backend> Inner<B> {
             // A neighbour of a window, or of a branch of one (rule 28).
             Some(_) | None => drop(self.admit(ps, stream, "replay")?),
         }
-        let Some(g) = ps.graphs.get(&graph) else {
+        let Some(g) = ps.graphs.get(graph) else {
             return Err(ServerError::UnknownGraph(graph));
         };
         if g.owner() != stream {
@@ -892,7 +882,7 @@ impl<B: Backend> Inner<B> {
         times: u32,
     ) -> Result<(), ServerError> {
         self.replayable(ps, stream, graph)?;
-        let g = &ps.graphs[&graph];
+        let g = ps.graphs.get(graph).expect("replayable looked it up");
         let op = Op::replay(graph);
         // Rule 14: inputs first; a claimed one skips the replay and passes it on.
         let skipped = self.taint().propagate(
@@ -925,7 +915,7 @@ impl<B: Backend> Inner<B> {
         let enqueued = self.order_device(ps, &inputs, &written).and_then(|()| {
             let g = ps
                 .graphs
-                .get(&graph)
+                .get(graph)
                 .ok_or_else(|| ServerError::UnknownGraph(graph))?;
             B::replay(&mut ps.stream, g.executable(), times)
         });

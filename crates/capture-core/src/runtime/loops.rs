@@ -9,7 +9,7 @@
 use super::buffer::{Arg, ArgKind, Buffer};
 use super::inner::Inner;
 use super::launch::Job;
-use super::loop_data::{BodyItem, GraphLoop, StopFlag, WindowLoop};
+use super::loop_data::{BodyItem, StopFlag};
 use super::pooled::PooledStream;
 use super::scratch::BoundArg;
 use crate::driver::{Backend, DeviceResource, DeviceStream, GraphDriver, LaunchParam};
@@ -89,7 +89,7 @@ impl<B: Backend> Inner<B> {
         if let DeviceLoops::Unsupported(why) = self.limits.loops() {
             return Err(refused(subject(), LoopMismatch::Unsupported(why)));
         }
-        let window = &ps.window_loop;
+        let window = ps.graphs.window_loop();
         if let Some(first) = &window.flag
             && first.key != key
         {
@@ -121,7 +121,7 @@ impl<B: Backend> Inner<B> {
         args: &[Arg],
         params: &[LaunchParam<DeviceResource<B::Stream>>],
     ) {
-        if ps.window_loop.flag.is_some() {
+        if ps.graphs.window_loop().flag.is_some() {
             return;
         }
         let at = args
@@ -129,7 +129,7 @@ impl<B: Backend> Inner<B> {
             .position(|a| a.2)
             .expect("the launch names a flag");
         if let Some(LaunchParam::Buffer(b)) = params.get(at) {
-            ps.window_loop.flag = Some(StopFlag {
+            ps.graphs.window_loop_mut().flag = Some(StopFlag {
                 key,
                 resource: b.resource.clone(),
             });
@@ -158,7 +158,7 @@ impl<B: Backend> Inner<B> {
         item: BodyItem,
     ) -> Result<(), ServerError> {
         match self.unloopable(item) {
-            Some(reason) if ps.window_loop.flag.is_some() => Err(refused(
+            Some(reason) if ps.graphs.window_loop().flag.is_some() => Err(refused(
                 Subject::Stream(stream),
                 LoopMismatch::Body { op: op(), reason },
             )),
@@ -175,25 +175,8 @@ impl<B: Backend> Inner<B> {
         item: BodyItem,
     ) {
         if let Some(reason) = self.unloopable(item) {
-            ps.window_loop.blocker.get_or_insert_with(|| (op(), reason));
-        }
-    }
-
-    /// A new window: nothing of rule 30 recorded yet.
-    pub(crate) fn open_loop(ps: &mut PooledStream<B>) {
-        ps.window_loop = WindowLoop::default();
-    }
-
-    /// The window sealed into `graph`: its stop flag goes with it.
-    pub(crate) fn seal_loop(ps: &mut PooledStream<B>, graph: GraphId) {
-        if let Some(flag) = std::mem::take(&mut ps.window_loop).flag {
-            ps.loops.insert(
-                graph,
-                GraphLoop {
-                    flag,
-                    counter: None,
-                },
-            );
+            let blocker = &mut ps.graphs.window_loop_mut().blocker;
+            blocker.get_or_insert_with(|| (op(), reason));
         }
     }
 
@@ -212,16 +195,17 @@ impl<B: Backend> Inner<B> {
             ));
         }
         self.replayable(ps, stream, graph)?;
-        if !ps.loops.contains_key(&graph) {
+        let Some(graph_loop) = ps.graphs.graph_loop(graph) else {
             return Err(refused(Subject::graph(graph), LoopMismatch::NoFlag));
-        }
+        };
         // The counter the library keeps: made at the graph's first loop replay, on the
         // graph's stream, and the graph's for its life.
-        let counter = match ps.loops[&graph].counter.clone() {
+        let counter = match graph_loop.counter.clone() {
             Some(c) => c,
             None => {
                 let c = self.alloc_on(ps, stream, STOP_FLAG_BYTES)?;
-                ps.loops.get_mut(&graph).expect("checked").counter = Some(c.clone());
+                let graph_loop = ps.graphs.graph_loop_mut(graph).expect("checked");
+                graph_loop.counter = Some(c.clone());
                 c
             }
         };
@@ -229,7 +213,7 @@ impl<B: Backend> Inner<B> {
             memory: counter.id(),
             range: crate::range::ByteRange::new(0, STOP_FLAG_BYTES).expect("4 bytes"),
         };
-        let g = &ps.graphs[&graph];
+        let g = ps.graphs.get(graph).expect("replayable looked it up");
         let op = Op::replay(graph);
         // Rule 14: inputs first; a claimed one skips the loop and passes it on, to the
         // counter too.
@@ -262,9 +246,9 @@ impl<B: Backend> Inner<B> {
             let (_, counter_resource) = ps.stream.device_memory().bind_resource(counter_key)?;
             let g = ps
                 .graphs
-                .get(&graph)
+                .get(graph)
                 .ok_or(ServerError::UnknownGraph(graph))?;
-            let flag = &ps.loops[&graph].flag.resource;
+            let flag = &ps.graphs.graph_loop(graph).expect("checked").flag.resource;
             <B as GraphDriver>::replay_loop(
                 &mut ps.stream,
                 g.executable(),

@@ -35,6 +35,7 @@ mod report;
 mod scratch;
 mod slot_handle;
 mod slot_update;
+mod stream_graphs;
 mod use_memo;
 
 pub use branch::Branch;

@@ -1,18 +1,16 @@
 //! `PooledStream`: one backend stream and the runtime's bookkeeping beside it.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::id_hash::{IdMap, IdSet};
 
-use super::graph_slots::GraphSlots;
-use super::loop_data::{GraphLoop, WindowLoop};
 use super::membership::PoolMember;
 use super::scratch::LaunchScratch;
+use super::stream_graphs::StreamGraphs;
 use super::use_memo::UseMemo;
 
-use crate::capture::{Graph, Lane, Window};
+use crate::capture::{Lane, Window};
 use crate::driver::{Backend, DeviceResource, DeviceStream};
 use crate::drop_queue::{FlushingPolicy, PendingDropQueue};
 use crate::ids::{GraphId, KernelId, MemoryId};
@@ -40,8 +38,9 @@ pub(crate) struct PooledStream<B: Backend> {
     pub(crate) memo: UseMemo,
     /// Scratch: the other streams an operation must follow.
     pub(crate) deps: Vec<(usize, u64)>,
-    /// Graphs captured on this stream, which replay only here.
-    pub(crate) graphs: BTreeMap<GraphId, Graph<B>>,
+    /// Graphs captured on this stream, which replay only here, with their slots and
+    /// loops and what the open window recorded of those.
+    pub(crate) graphs: StreamGraphs<B>,
     /// Which of them are members of a graph pool, and what their replays take from the
     /// other members (rule 23).
     pub(crate) members: IdMap<GraphId, PoolMember>,
@@ -54,14 +53,6 @@ pub(crate) struct PooledStream<B: Backend> {
     /// The launch path's scratch, reused so a launch allocates nothing.
     /// Boxed, so a launch takes it out and puts it back as one pointer.
     pub(crate) scratch: Option<Box<LaunchScratch<DeviceResource<B::Stream>>>>,
-    /// The slots the open window's launches named so far (rule 26).
-    pub(crate) window_slots: GraphSlots<B>,
-    /// The slots of each graph captured here that named any.
-    pub(crate) slots: BTreeMap<GraphId, GraphSlots<B>>,
-    /// What the open window recorded that rule 30 looks at (its stop flag).
-    pub(crate) window_loop: WindowLoop<B>,
-    /// The loop of each graph captured here whose capture named a stop flag.
-    pub(crate) loops: BTreeMap<GraphId, GraphLoop<B>>,
 }
 
 impl<B: Backend> Drop for PooledStream<B> {
@@ -137,16 +128,12 @@ impl<B: Backend> PooledStream<B> {
             held: IdSet::default(),
             memo: UseMemo::default(),
             deps: Vec::new(),
-            graphs: BTreeMap::new(),
+            graphs: StreamGraphs::default(),
             members: IdMap::default(),
             taken: Vec::new(),
             freed: Vec::new(),
             last_kernel: None,
             scratch: Some(Box::default()),
-            window_slots: GraphSlots::default(),
-            slots: BTreeMap::new(),
-            window_loop: WindowLoop::default(),
-            loops: BTreeMap::new(),
         }
     }
 

@@ -99,7 +99,9 @@ impl<B: Backend> Inner<B> {
         let uses = uses_of(args, dims, &keys);
         let mut seen = GraphSlots::<B>::default();
         for &(_, name, kind, value) in &uses {
-            ps.window_slots.check_use(stream, name, kind, value)?;
+            ps.graphs
+                .window_slots()
+                .check_use(stream, name, kind, value)?;
             // Two uses within the launch itself agree too.
             seen.check_use(stream, name, kind, value)?;
             seen.table.add(name, kind, 0);
@@ -127,7 +129,7 @@ impl<B: Backend> Inner<B> {
             return;
         }
         let params = s.params.clone();
-        let slots = &mut ps.window_slots;
+        let slots = ps.graphs.window_slots_mut();
         let mut on = Vec::new();
         for (param, name, kind, value) in uses {
             slots.table.add(name, kind, node);
@@ -152,8 +154,8 @@ impl<B: Backend> Inner<B> {
         let index = self.graph_index(graph)?;
         let ps = self.cells[index].lock();
         Ok(ps
-            .slots
-            .get(&graph)
+            .graphs
+            .slots(graph)
             .map(|s| s.table.infos())
             .unwrap_or_default())
     }
@@ -221,11 +223,11 @@ impl<B: Backend> Inner<B> {
         let ps: &mut PooledStream<B> = &mut guard;
         let stream = ps
             .graphs
-            .get(&graph)
+            .get(graph)
             .map(|g| g.owner())
             .ok_or(ServerError::UnknownGraph(graph))?;
         *owner = Some(stream);
-        let Some(slots) = ps.slots.get(&graph) else {
+        let Some(slots) = ps.graphs.slots(graph) else {
             let name = updates.first().map_or(SlotName::new(""), |u| u.0);
             return Err(refusal(
                 graph,
@@ -263,7 +265,7 @@ impl<B: Backend> Inner<B> {
             Some(SlotValue::Buffer(key)) => Some(key),
             _ => None,
         };
-        let g = ps.graphs.get(&graph).expect("looked up above");
+        let g = ps.graphs.get(graph).expect("looked up above");
         for &(name, _, value) in &checked {
             let SlotValue::Buffer(to) = value else {
                 continue;
@@ -326,7 +328,7 @@ impl<B: Backend> Inner<B> {
         for ((((_, update), (name, kind, value)), resolved), launches) in
             updates.iter().zip(checked).zip(resolved).zip(launches)
         {
-            let slots = ps.slots.get_mut(&graph).expect("looked up above");
+            let (_, slots) = ps.graphs.with_slots_mut(graph).expect("looked up above");
             let old = slots.value(name);
             slots.set_value(name, value);
             let change = match (value, old) {
@@ -365,7 +367,7 @@ impl<B: Backend> Inner<B> {
         self.cells[index]
             .lock()
             .graphs
-            .get(&graph)
+            .get(graph)
             .map(|g| g.owner())
     }
 
@@ -458,8 +460,10 @@ impl<B: Backend> Inner<B> {
         graph: GraphId,
         values: &[NewValue<'_, B::Stream>],
     ) -> Result<Vec<usize>, ServerError> {
-        let slots = ps.slots.get_mut(&graph).expect("looked up by the caller");
-        let g = ps.graphs.get_mut(&graph).expect("looked up by the caller");
+        let (g, slots) = ps
+            .graphs
+            .with_slots_mut(graph)
+            .expect("looked up by the caller");
         let mut updated: Vec<(usize, SlottedLaunch<B>)> = Vec::new();
         let mut counts = vec![0; values.len()];
         for (i, launch) in slots.launches.iter().enumerate() {
@@ -530,7 +534,7 @@ impl<B: Backend> Inner<B> {
             pool: location.pool,
             page: location.page,
         };
-        let g = ps.graphs.get_mut(&graph).expect("looked up by the caller");
+        let g = ps.graphs.get_mut(graph).expect("looked up by the caller");
         let released = g.rebind(name, &binding, buffer.handle.binding(), arena, touched);
         let ledger = g.live_ledger();
         let pin = Event::Pin {
