@@ -197,19 +197,21 @@ fn built(line: &str, profile: &str, targets: &[Target], test: bool) -> Result<Bu
     let line = format!("{line} {profile}");
     let line = line.trim_end();
     let (ok, built) = executables(&format!("cargo {line}"), cargo(line))?;
-    let found: Vec<_> = targets
-        .iter()
-        .filter_map(|t| Some((find(&built, t, test)?, bundled(t))))
-        .collect();
-    if !ok || found.len() < targets.len() {
-        bail!(
-            "cargo {line} did not build all of {}",
-            targets
-                .iter()
-                .map(Target::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
+    let mut found = Vec::new();
+    let mut missing = Vec::new();
+    for target in targets {
+        match find(&built, target, test) {
+            Some(exe) => found.push((exe, bundled(target))),
+            None => missing.push(target.to_string()),
+        }
+    }
+    if !ok || !missing.is_empty() {
+        let missing = if missing.is_empty() {
+            "it failed".into()
+        } else {
+            missing.join(", ")
+        };
+        bail!("cargo {line} did not build what the bundle needs: {missing}");
     }
     Ok(found)
 }
