@@ -129,41 +129,16 @@ pub(crate) fn render(run: &Run) -> String {
                 t.push_str(&floor_table(b.name, &b.rows));
             }
         }
-        match &b.fork {
-            Some(Ok(f)) => t.push_str(&fork_table(f)),
-            Some(Err(why)) => {
-                let _ = writeln!(t, "  fork: FAILED: {why}");
-            }
-            None => {}
-        }
-        match &b.update {
-            Some(Ok(u)) => t.push_str(&update_table(u)),
-            Some(Err(why)) => {
-                let _ = writeln!(t, "  update: FAILED: {why}");
-            }
-            None => {}
-        }
-        match &b.until {
-            Some(Ok(u)) => t.push_str(&until_table(u)),
-            Some(Err(why)) => {
-                let _ = writeln!(t, "  until: FAILED: {why}");
-            }
-            None => {}
-        }
-        match &b.decoder_update {
-            Some(Ok(u)) => t.push_str(&decoder_update_table(u)),
-            Some(Err(why)) => {
-                let _ = writeln!(t, "  update, the decoder: FAILED: {why}");
-            }
-            None => {}
-        }
-        match &b.decode {
-            Some(Ok(d)) => t.push_str(&decode_table(d)),
-            Some(Err(why)) => {
-                let _ = writeln!(t, "  decode: FAILED: {why}");
-            }
-            None => {}
-        }
+        step_row(&mut t, "fork", &b.fork, fork_table);
+        step_row(&mut t, "update", &b.update, update_table);
+        step_row(&mut t, "until", &b.until, until_table);
+        step_row(
+            &mut t,
+            "update, the decoder",
+            &b.decoder_update,
+            decoder_update_table,
+        );
+        step_row(&mut t, "decode", &b.decode, decode_table);
         match &b.problem {
             Some(Problem::Skipped(why)) => {
                 let _ = writeln!(t, "  skipped: {why}");
@@ -260,6 +235,22 @@ fn programmatic_table(rows: &[RowReport]) -> String {
         }
     }
     t
+}
+
+/// A step row's table, or `name: FAILED: why` when it failed; nothing when it did not run.
+fn step_row<R>(
+    t: &mut String,
+    name: &str,
+    row: &Option<Result<R, String>>,
+    table: fn(&R) -> String,
+) {
+    match row {
+        Some(Ok(r)) => t.push_str(&table(r)),
+        Some(Err(why)) => {
+            let _ = writeln!(t, "  {name}: FAILED: {why}");
+        }
+        None => {}
+    }
 }
 
 fn fork_table(f: &ForkRow) -> String {
